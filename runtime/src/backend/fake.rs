@@ -1,0 +1,99 @@
+//! A fake backend for tests of batching, concurrency and failure handling: it echoes
+//! its f32 input `input` [N, width] as `output`, takes a configurable time per batch,
+//! records the batch sizes it ran, and fails or panics on marked rows.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
+use crate::error::BackendError;
+use crate::tensor::DType;
+
+/// A row whose first element is this value makes the batch fail.
+pub const FAIL_ROW: f32 = -1.0;
+/// A row whose first element is this value makes the backend panic.
+pub const PANIC_ROW: f32 = -2.0;
+
+/// How the fake behaves.
+#[derive(Clone, Debug)]
+pub struct FakeConfig {
+    /// Elements per row.
+    pub width: usize,
+    /// Whether dimension 0 is open (batchable) or fixed at 1.
+    pub dynamic_batch: bool,
+    /// Time every batch takes.
+    pub per_batch: Duration,
+    /// Time each row adds.
+    pub per_row: Duration,
+    /// Fail loading instead of creating a backend.
+    pub fail_load: bool,
+}
+
+impl Default for FakeConfig {
+    fn default() -> Self {
+        FakeConfig {
+            width: 4,
+            dynamic_batch: true,
+            per_batch: Duration::ZERO,
+            per_row: Duration::ZERO,
+            fail_load: false,
+        }
+    }
+}
+
+/// Batch sizes (rows) the fake's instances ran, in order.
+#[derive(Clone, Debug, Default)]
+pub struct BatchLog(Arc<Mutex<Vec<usize>>>);
+
+impl BatchLog {
+    /// The sizes recorded so far.
+    pub fn sizes(&self) -> Vec<usize> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+/// The fake backend.
+pub struct FakeBackend {
+    config: FakeConfig,
+    metadata: ModelMetadata,
+    log: BatchLog,
+}
+
+impl FakeBackend {
+    /// A factory of fakes that all record into `log`.
+    pub fn factory(config: FakeConfig, log: BatchLog) -> BackendFactory {
+        Arc::new(move || {
+            if config.fail_load {
+                return Err(BackendError::Injected("fake load failure".into()));
+            }
+            let dim0 = if config.dynamic_batch { None } else { Some(1) };
+            let spec = |name: &str| TensorSpec::new(name, DType::F32, vec![dim0, Some(config.width)]);
+            let metadata = ModelMetadata { inputs: vec![spec("input")], outputs: vec![spec("output")] };
+            Ok(Box::new(FakeBackend { config: config.clone(), metadata, log: log.clone() }))
+        })
+    }
+}
+
+impl Backend for FakeBackend {
+    fn metadata(&self) -> &ModelMetadata {
+        &self.metadata
+    }
+
+    fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
+        let input = batch.inputs.into_iter().next().ok_or_else(|| BackendError::Injected("no input".into()))?;
+        let rows = input.rows();
+        if let Ok(mut log) = self.log.0.lock() {
+            log.push(rows);
+        }
+        std::thread::sleep(self.config.per_batch + self.config.per_row * rows as u32);
+        let values = input.as_slice::<f32>().unwrap_or_default();
+        for row in values.chunks(self.config.width.max(1)) {
+            match row.first() {
+                Some(&FAIL_ROW) => return Err(BackendError::Injected("fake failure on a marked row".into())),
+                Some(&PANIC_ROW) => panic!("fake panic on a marked row"),
+                _ => {}
+            }
+        }
+        Ok(BatchOutput { outputs: vec![input] })
+    }
+}

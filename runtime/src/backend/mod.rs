@@ -1,0 +1,81 @@
+//! Backends run batches on one model session. Each backend instance lives on its own
+//! OS thread (never on an async executor), created there by a [`BackendFactory`], so a
+//! backend needs not be `Send`.
+
+pub mod fake;
+pub mod onnx;
+
+use std::sync::Arc;
+
+use crate::error::BackendError;
+use crate::tensor::{DType, Tensor};
+
+/// One input or output of a model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// Name in the model.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions; `None` where the model leaves the size open.
+    pub shape: Vec<Option<usize>>,
+}
+
+impl TensorSpec {
+    /// A spec from its parts.
+    pub fn new(name: impl Into<String>, dtype: DType, shape: impl Into<Vec<Option<usize>>>) -> Self {
+        TensorSpec { name: name.into(), dtype, shape: shape.into() }
+    }
+
+    /// The shape as people write it, `N` for an open dimension: `[N, 3, 224, 224]`.
+    pub fn shape_display(&self) -> String {
+        let dims: Vec<String> =
+            self.shape.iter().map(|d| d.map_or_else(|| "N".to_string(), |n| n.to_string())).collect();
+        format!("[{}]", dims.join(", "))
+    }
+}
+
+/// What a model takes and gives, read from its session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelMetadata {
+    /// Inputs, in the order batches carry them.
+    pub inputs: Vec<TensorSpec>,
+    /// Outputs, in the order batch outputs carry them.
+    pub outputs: Vec<TensorSpec>,
+}
+
+impl ModelMetadata {
+    /// Whether every input and output leaves dimension 0 open, so requests can be
+    /// batched along it.
+    pub fn dynamic_batch(&self) -> bool {
+        self.inputs.iter().chain(&self.outputs).all(|t| matches!(t.shape.first(), Some(None)))
+    }
+}
+
+/// Inputs of one run, in the order of [`ModelMetadata::inputs`], all with the same
+/// dimension 0.
+#[derive(Debug)]
+pub struct Batch {
+    /// The tensors.
+    pub inputs: Vec<Tensor>,
+}
+
+/// Outputs of one run, in the order of [`ModelMetadata::outputs`].
+#[derive(Debug)]
+pub struct BatchOutput {
+    /// The tensors.
+    pub outputs: Vec<Tensor>,
+}
+
+/// A model session that runs batches. Small and synchronous on purpose: the runtime
+/// owns threading, batching and timing around it.
+pub trait Backend {
+    /// Inputs and outputs of the model.
+    fn metadata(&self) -> &ModelMetadata;
+
+    /// Runs one batch.
+    fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError>;
+}
+
+/// Creates one backend instance; called once per instance, on that instance's thread.
+pub type BackendFactory = Arc<dyn Fn() -> Result<Box<dyn Backend>, BackendError> + Send + Sync>;

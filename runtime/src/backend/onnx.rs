@@ -1,0 +1,286 @@
+//! [`OrtBackend`]: ONNX models on ONNX Runtime's CPU execution provider.
+//!
+//! ONNX Runtime is loaded at run time from a shared library (`ort`'s `load-dynamic`),
+//! found in this order: [`OrtEnvironmentConfig::library_path`], the `ORT_DYLIB_PATH`
+//! variable, then `.modelless/onnxruntime/lib/libonnxruntime.so` in the working
+//! directory or the nearest of its ancestors (where `scripts/setup.sh` puts it).
+//!
+//! ONNX Runtime allows one environment per process, so the first runtime to need it
+//! fixes its settings. Sessions share that environment's intra-op thread pool unless
+//! their own config asks for threads, so that instances and loaded models do not
+//! oversubscribe the cores.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use half::f16;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::{Session, SessionInputValue};
+use ort::value::{DynValue, TensorElementType, ValueType};
+use serde::{Deserialize, Serialize};
+
+use super::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
+use crate::error::BackendError;
+use crate::tensor::{DType, Element, Tensor, with_elements};
+
+/// Where the setup script puts the library, relative to the project root.
+pub const DEFAULT_LIBRARY: &str = ".modelless/onnxruntime/lib/libonnxruntime.so";
+
+/// Process-wide ONNX Runtime settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OrtEnvironmentConfig {
+    /// The `libonnxruntime.so` to load; see the module docs for the search order.
+    pub library_path: Option<PathBuf>,
+    /// Threads of the shared intra-op pool; 0 lets ONNX Runtime choose (one per core).
+    pub intra_op_threads: usize,
+    /// Threads of the shared inter-op pool; 0 lets ONNX Runtime choose.
+    pub inter_op_threads: usize,
+    /// Let idle pool threads spin briefly before sleeping (lower latency, more CPU).
+    pub spinning: Option<bool>,
+}
+
+impl OrtEnvironmentConfig {
+    /// Sets the library to load.
+    pub fn with_library_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.library_path = Some(path.into());
+        self
+    }
+
+    /// Sets the shared intra-op pool's size.
+    pub fn with_intra_op_threads(mut self, threads: usize) -> Self {
+        self.intra_op_threads = threads;
+        self
+    }
+
+    /// Sets whether idle pool threads spin.
+    pub fn with_spinning(mut self, spinning: bool) -> Self {
+        self.spinning = Some(spinning);
+        self
+    }
+}
+
+/// Graph optimisation level of a session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizationLevel {
+    /// No graph optimisation.
+    Disable,
+    /// Redundancy removal, constant folding.
+    Basic,
+    /// Plus node fusions.
+    Extended,
+    /// Everything, including layout changes.
+    #[default]
+    All,
+}
+
+/// Settings of one model's sessions.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OrtSessionConfig {
+    /// Give each session its own intra-op pool of this size instead of the shared one.
+    pub intra_op_threads: Option<usize>,
+    /// Inter-op threads of the session's own pool (with `intra_op_threads`).
+    pub inter_op_threads: Option<usize>,
+    /// Whether the session's own pool threads spin (with `intra_op_threads`).
+    pub spinning: Option<bool>,
+    /// Graph optimisation level.
+    pub optimization_level: OptimizationLevel,
+}
+
+impl OrtSessionConfig {
+    /// Gives each session its own intra-op pool of `threads`.
+    pub fn with_intra_op_threads(mut self, threads: usize) -> Self {
+        self.intra_op_threads = Some(threads);
+        self
+    }
+
+    /// Sets the graph optimisation level.
+    pub fn with_optimization_level(mut self, level: OptimizationLevel) -> Self {
+        self.optimization_level = level;
+        self
+    }
+}
+
+static ENVIRONMENT: Mutex<Option<ort::environment::Environment>> = Mutex::new(None);
+
+/// The process's ONNX Runtime environment, created on first use with `config`.
+/// Later calls get the same environment whatever their config says.
+pub fn environment(config: &OrtEnvironmentConfig) -> Result<ort::environment::Environment, BackendError> {
+    let mut slot = ENVIRONMENT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(env) = slot.as_ref() {
+        return Ok(env.clone());
+    }
+    let library = find_library(config.library_path.as_deref())?;
+    let ort_err = |context: &str| {
+        let context = context.to_string();
+        move |source: ort::Error| BackendError::Ort { context, source }
+    };
+    let builder = ort::init_from(&library).map_err(|e| BackendError::Ort {
+        context: format!("loading {}", library.display()),
+        source: ort::Error::new(e.to_string()),
+    })?;
+    let mut pool = ort::environment::GlobalThreadPoolOptions::default()
+        .with_intra_threads(config.intra_op_threads)
+        .and_then(|p| p.with_inter_threads(config.inter_op_threads))
+        .map_err(ort_err("configuring the thread pool"))?;
+    if let Some(spin) = config.spinning {
+        pool = pool.with_spin_control(spin).map_err(ort_err("configuring spinning"))?;
+    }
+    let env = builder
+        .with_name("modelless")
+        .with_global_thread_pool(pool)
+        .build()
+        .map_err(ort_err("creating the environment"))?;
+    *slot = Some(env.clone());
+    Ok(env)
+}
+
+/// Finds the ONNX Runtime library: `explicit`, then `ORT_DYLIB_PATH`, then
+/// [`DEFAULT_LIBRARY`] under the working directory and its ancestors.
+pub fn find_library(explicit: Option<&Path>) -> Result<PathBuf, BackendError> {
+    let mut searched = Vec::new();
+    let from_env = std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from);
+    for candidate in explicit.map(Path::to_path_buf).into_iter().chain(from_env) {
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        searched.push(candidate);
+    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    for dir in cwd.ancestors() {
+        let candidate = dir.join(DEFAULT_LIBRARY);
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    searched.push(cwd.join(DEFAULT_LIBRARY));
+    Err(BackendError::LibraryNotFound { searched })
+}
+
+/// One ONNX Runtime session.
+pub struct OrtBackend {
+    session: Session,
+    metadata: ModelMetadata,
+}
+
+impl OrtBackend {
+    /// Loads `path` into a new session of `env`.
+    pub fn load(
+        env: &ort::environment::Environment,
+        path: &Path,
+        config: &OrtSessionConfig,
+    ) -> Result<Self, BackendError> {
+        // Read the file ourselves so that a missing file is an I/O error, not an ORT one.
+        let bytes = std::fs::read(path).map_err(|source| BackendError::ModelFile { path: path.into(), source })?;
+        let context = format!("loading {}", path.display());
+        let session = configure(Session::builder(env).map_err(|source| BackendError::Ort {
+            context: context.clone(),
+            source,
+        })?, config)
+        .and_then(|mut b| b.commit_from_memory(&bytes).map_err(ort::Error::from))
+        .map_err(|source| BackendError::Ort { context, source })?;
+        let metadata = ModelMetadata {
+            inputs: session.inputs().iter().map(|o| spec("input", o.name(), o.dtype())).collect::<Result<_, _>>()?,
+            outputs: session.outputs().iter().map(|o| spec("output", o.name(), o.dtype())).collect::<Result<_, _>>()?,
+        };
+        Ok(OrtBackend { session, metadata })
+    }
+
+    /// A factory that loads `path` with `config` in the shared environment.
+    pub fn factory(env_config: OrtEnvironmentConfig, path: PathBuf, config: OrtSessionConfig) -> BackendFactory {
+        Arc::new(move || {
+            let env = environment(&env_config)?;
+            Ok(Box::new(OrtBackend::load(&env, &path, &config)?))
+        })
+    }
+}
+
+fn configure(builder: SessionBuilder, config: &OrtSessionConfig) -> Result<SessionBuilder, ort::Error> {
+    let level = match config.optimization_level {
+        OptimizationLevel::Disable => GraphOptimizationLevel::Disable,
+        OptimizationLevel::Basic => GraphOptimizationLevel::Level1,
+        OptimizationLevel::Extended => GraphOptimizationLevel::Level2,
+        OptimizationLevel::All => GraphOptimizationLevel::All,
+    };
+    let mut builder = builder.with_optimization_level(level)?;
+    if let Some(threads) = config.intra_op_threads {
+        builder = builder.with_independent_thread_pool()?.with_intra_threads(threads)?;
+        if let Some(inter) = config.inter_op_threads {
+            builder = builder.with_inter_threads(inter)?;
+        }
+        if let Some(spin) = config.spinning {
+            builder = builder.with_intra_op_spinning(spin)?;
+        }
+    }
+    Ok(builder)
+}
+
+fn spec(what: &'static str, name: &str, ty: &ValueType) -> Result<TensorSpec, BackendError> {
+    let unsupported = || BackendError::UnsupportedType { what, name: name.into(), ty: format!("{ty:?}") };
+    let ValueType::Tensor { ty: element, shape, .. } = ty else { return Err(unsupported()) };
+    let dtype = match element {
+        TensorElementType::Float32 => DType::F32,
+        TensorElementType::Float16 => DType::F16,
+        TensorElementType::Int64 => DType::I64,
+        TensorElementType::Int32 => DType::I32,
+        TensorElementType::Uint8 => DType::U8,
+        TensorElementType::Bool => DType::Bool,
+        _ => return Err(unsupported()),
+    };
+    let shape: Vec<Option<usize>> = shape.iter().map(|&d| usize::try_from(d).ok()).collect();
+    Ok(TensorSpec::new(name, dtype, shape))
+}
+
+impl Backend for OrtBackend {
+    fn metadata(&self) -> &ModelMetadata {
+        &self.metadata
+    }
+
+    fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
+        let run_err = |source| BackendError::Ort { context: "running a batch".into(), source };
+        let inputs = batch
+            .inputs
+            .into_iter()
+            .zip(&self.metadata.inputs)
+            .map(|(tensor, spec)| Ok((spec.name.clone().into(), to_ort(tensor)?)))
+            .collect::<Result<Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)>, ort::Error>>()
+            .map_err(run_err)?;
+        let outputs = self.session.run(inputs).map_err(run_err)?;
+        let outputs = self
+            .metadata
+            .outputs
+            .iter()
+            .map(|spec| {
+                let value = outputs
+                    .get(&spec.name)
+                    .ok_or_else(|| BackendError::OutputMismatch(format!("output `{}` missing", spec.name)))?;
+                from_ort(value, spec.dtype).map_err(run_err)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(BatchOutput { outputs })
+    }
+}
+
+fn to_ort(tensor: Tensor) -> Result<SessionInputValue<'static>, ort::Error> {
+    let (shape, data) = tensor.into_parts();
+    with_elements!(data, v => Ok(ort::value::Tensor::from_array((shape, v))?.into_dyn().into()))
+}
+
+fn from_ort(value: &DynValue, dtype: DType) -> Result<Tensor, ort::Error> {
+    fn extract<T: Element + ort::value::PrimitiveTensorElementType>(value: &DynValue) -> Result<Tensor, ort::Error> {
+        let (shape, elements) = value.try_extract_tensor::<T>()?;
+        let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+        Tensor::new(shape, T::into_data(elements.to_vec())).map_err(|e| ort::Error::new(e.to_string()))
+    }
+    match dtype {
+        DType::F32 => extract::<f32>(value),
+        DType::F16 => extract::<f16>(value),
+        DType::I64 => extract::<i64>(value),
+        DType::I32 => extract::<i32>(value),
+        DType::U8 => extract::<u8>(value),
+        DType::Bool => extract::<bool>(value),
+    }
+}
+

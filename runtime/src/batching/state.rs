@@ -1,0 +1,378 @@
+//! The batching queue as plain data: what is waiting, and which batch to run next.
+//! No threads, no clocks of its own (time is passed in), so every rule is unit-tested
+//! below.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::BatchingConfig;
+
+/// What the queue needs to know about a request.
+pub trait Queued {
+    /// Rows the request adds to a batch (its dimension 0).
+    fn rows(&self) -> usize;
+    /// When the request stops being worth running.
+    fn deadline(&self) -> Option<Instant>;
+    /// Whether the caller went away.
+    fn is_abandoned(&self) -> bool;
+    /// Whether the two can run in one batch (same trailing dimensions).
+    fn can_batch_with(&self, other: &Self) -> bool;
+}
+
+/// Why a request left the queue without running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeadReason {
+    /// Its deadline passed.
+    Expired,
+    /// Its caller went away.
+    Abandoned,
+}
+
+/// A request that left the queue without running.
+#[derive(Debug)]
+pub struct Dead<T> {
+    /// The request.
+    pub item: T,
+    /// Why.
+    pub reason: DeadReason,
+}
+
+/// What to do next.
+#[derive(Debug)]
+pub enum Next<T> {
+    /// Run these requests as one batch, in this order.
+    Batch(Vec<T>),
+    /// Nothing to run before this instant, unless more requests arrive.
+    WaitUntil(Instant),
+    /// The queue is empty.
+    Idle,
+}
+
+struct Slot<T> {
+    item: T,
+    enqueued: Instant,
+}
+
+/// The queue of one model.
+pub struct State<T> {
+    queue: VecDeque<Slot<T>>,
+    config: BatchingConfig,
+}
+
+impl<T: Queued> State<T> {
+    /// An empty queue with the given knobs.
+    pub fn new(config: BatchingConfig) -> Self {
+        State { queue: VecDeque::new(), config }
+    }
+
+    /// The knobs in force.
+    pub fn config(&self) -> &BatchingConfig {
+        &self.config
+    }
+
+    /// Replaces the knobs; they apply from the next batch on.
+    pub fn set_config(&mut self, config: BatchingConfig) {
+        self.config = config;
+    }
+
+    /// Requests waiting.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Queues a request, or gives it back when the queue is full.
+    pub fn append(&mut self, item: T, now: Instant) -> Result<(), T> {
+        if self.queue.len() >= self.config.max_queue_size {
+            return Err(item);
+        }
+        self.queue.push_back(Slot { item, enqueued: now });
+        Ok(())
+    }
+
+    /// Removes requests whose deadline passed or whose caller went away.
+    pub fn expire(&mut self, now: Instant) -> Vec<Dead<T>> {
+        let dead_reason = |item: &T| {
+            if item.is_abandoned() {
+                Some(DeadReason::Abandoned)
+            } else if item.deadline().is_some_and(|d| d <= now) {
+                Some(DeadReason::Expired)
+            } else {
+                None
+            }
+        };
+        if !self.queue.iter().any(|s| dead_reason(&s.item).is_some()) {
+            return Vec::new();
+        }
+        let mut dead = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.queue.len());
+        for slot in self.queue.drain(..) {
+            match dead_reason(&slot.item) {
+                Some(reason) => dead.push(Dead { item: slot.item, reason }),
+                None => kept.push_back(slot),
+            }
+        }
+        self.queue = kept;
+        dead
+    }
+
+    /// The earliest deadline among waiting requests.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.queue.iter().filter_map(|s| s.item.deadline()).min()
+    }
+
+    /// Expires what is dead, then decides what to run, oldest first.
+    ///
+    /// A batch leaves at once when it is full (`max_batch_size` rows, or the next request
+    /// cannot join it), when it reaches the largest preferred size, or when there is no
+    /// queue delay; otherwise when the oldest request has waited `max_queue_delay_us`.
+    /// A batch that leaves before it is full is cut to the largest preferred size it
+    /// can form, and the rest waits for the next instance.
+    pub fn next_batch(&mut self, now: Instant) -> (Vec<Dead<T>>, Next<T>) {
+        let dead = self.expire(now);
+        let Some(head) = self.queue.front() else { return (dead, Next::Idle) };
+        let max = self.config.max_batch_size.max(1);
+        // Row totals of the longest prefix that fits one batch.
+        let mut prefix_rows = Vec::new();
+        let mut rows = 0;
+        for slot in &self.queue {
+            if !slot.item.can_batch_with(&head.item) || rows + slot.item.rows() > max {
+                break;
+            }
+            rows += slot.item.rows();
+            prefix_rows.push(rows);
+        }
+        if prefix_rows.is_empty() {
+            // Admission refuses oversized requests; should one slip through, run it alone.
+            prefix_rows.push(head.item.rows());
+        }
+        let cannot_grow = rows >= max || prefix_rows.len() < self.queue.len();
+        let reached_preferred = self.config.largest_preferred().is_some_and(|p| rows >= p);
+        let delay = Duration::from_micros(self.config.max_queue_delay_us);
+        let waited_enough = now.duration_since(head.enqueued) >= delay;
+        if !(cannot_grow || reached_preferred || waited_enough) {
+            return (dead, Next::WaitUntil(head.enqueued + delay));
+        }
+        let take = self.cut(&prefix_rows);
+        let batch = self.queue.drain(..take).map(|s| s.item).collect();
+        (dead, Next::Batch(batch))
+    }
+
+    /// How many requests of the prefix to take: the longest prefix whose rows are a
+    /// preferred size, or the whole prefix when none is.
+    fn cut(&self, prefix_rows: &[usize]) -> usize {
+        prefix_rows
+            .iter()
+            .rposition(|r| self.config.preferred_batch_sizes.contains(r))
+            .map_or(prefix_rows.len(), |i| i + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    use super::*;
+
+    #[derive(Debug)]
+    struct Req {
+        id: u32,
+        rows: usize,
+        width: usize,
+        deadline: Option<Instant>,
+        gone: Rc<Cell<bool>>,
+    }
+
+    impl Req {
+        fn new(id: u32) -> Self {
+            Req { id, rows: 1, width: 4, deadline: None, gone: Rc::default() }
+        }
+        fn rows(mut self, rows: usize) -> Self {
+            self.rows = rows;
+            self
+        }
+    }
+
+    impl Queued for Req {
+        fn rows(&self) -> usize {
+            self.rows
+        }
+        fn deadline(&self) -> Option<Instant> {
+            self.deadline
+        }
+        fn is_abandoned(&self) -> bool {
+            self.gone.get()
+        }
+        fn can_batch_with(&self, other: &Self) -> bool {
+            self.width == other.width
+        }
+    }
+
+    fn ids(next: Next<Req>) -> Vec<u32> {
+        match next {
+            Next::Batch(b) => b.into_iter().map(|r| r.id).collect(),
+            other => panic!("expected a batch, got {other:?}"),
+        }
+    }
+
+    fn state(config: BatchingConfig) -> State<Req> {
+        State::new(config)
+    }
+
+    #[test]
+    fn no_delay_sends_everything_queued_in_arrival_order() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_batch_size(8));
+        for id in 0..3 {
+            s.append(Req::new(id), t0).unwrap();
+        }
+        assert_eq!(ids(s.next_batch(t0).1), vec![0, 1, 2]);
+        assert!(matches!(s.next_batch(t0).1, Next::Idle));
+    }
+
+    #[test]
+    fn batches_never_exceed_max_batch_size_in_rows() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_batch_size(4));
+        s.append(Req::new(0).rows(3), t0).unwrap();
+        s.append(Req::new(1).rows(2), t0).unwrap();
+        s.append(Req::new(2).rows(2), t0).unwrap();
+        assert_eq!(ids(s.next_batch(t0).1), vec![0]);
+        assert_eq!(ids(s.next_batch(t0).1), vec![1, 2]);
+    }
+
+    #[test]
+    fn delay_holds_a_partial_batch_until_the_oldest_has_waited() {
+        let t0 = Instant::now();
+        let delay = Duration::from_micros(500);
+        let mut s = state(BatchingConfig::default().with_max_batch_size(4).with_max_queue_delay_us(500));
+        s.append(Req::new(0), t0).unwrap();
+        s.append(Req::new(1), t0 + Duration::from_micros(100)).unwrap();
+        match s.next_batch(t0 + Duration::from_micros(200)).1 {
+            Next::WaitUntil(t) => assert_eq!(t, t0 + delay),
+            other => panic!("expected to wait, got {other:?}"),
+        }
+        assert_eq!(ids(s.next_batch(t0 + delay).1), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_full_batch_leaves_before_the_delay() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_batch_size(2).with_max_queue_delay_us(1_000_000));
+        s.append(Req::new(0), t0).unwrap();
+        s.append(Req::new(1), t0).unwrap();
+        s.append(Req::new(2), t0).unwrap();
+        assert_eq!(ids(s.next_batch(t0).1), vec![0, 1]);
+        assert!(matches!(s.next_batch(t0).1, Next::WaitUntil(_)));
+    }
+
+    #[test]
+    fn an_incompatible_request_closes_the_batch_in_front_of_it() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_queue_delay_us(1_000_000));
+        s.append(Req::new(0), t0).unwrap();
+        s.append(Req { width: 8, ..Req::new(1) }, t0).unwrap();
+        assert_eq!(ids(s.next_batch(t0).1), vec![0]);
+    }
+
+    #[test]
+    fn reaching_the_largest_preferred_size_sends_at_once() {
+        let t0 = Instant::now();
+        let mut s = state(
+            BatchingConfig::default()
+                .with_max_batch_size(8)
+                .with_max_queue_delay_us(1_000_000)
+                .with_preferred_batch_sizes([2, 4]),
+        );
+        for id in 0..3 {
+            s.append(Req::new(id), t0).unwrap();
+        }
+        assert!(matches!(s.next_batch(t0).1, Next::WaitUntil(_)), "3 rows: wait for 4");
+        s.append(Req::new(3), t0).unwrap();
+        s.append(Req::new(4), t0).unwrap();
+        assert_eq!(ids(s.next_batch(t0).1), vec![0, 1, 2, 3], "cut to the preferred 4");
+    }
+
+    #[test]
+    fn at_the_delay_a_batch_is_cut_to_a_preferred_size() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_millis(2);
+        let mut s = state(
+            BatchingConfig::default()
+                .with_max_batch_size(8)
+                .with_max_queue_delay_us(1000)
+                .with_preferred_batch_sizes([2, 4]),
+        );
+        for id in 0..3 {
+            s.append(Req::new(id), t0).unwrap();
+        }
+        assert_eq!(ids(s.next_batch(later).1), vec![0, 1]);
+        assert_eq!(ids(s.next_batch(later).1), vec![2], "no preferred size fits: send the rest");
+    }
+
+    #[test]
+    fn a_full_queue_gives_the_request_back() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_queue_size(2));
+        s.append(Req::new(0), t0).unwrap();
+        s.append(Req::new(1), t0).unwrap();
+        assert_eq!(s.append(Req::new(2), t0).unwrap_err().id, 2);
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn expired_requests_leave_without_running() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default());
+        let soon = t0 + Duration::from_millis(1);
+        s.append(Req { deadline: Some(soon), ..Req::new(0) }, t0).unwrap();
+        s.append(Req::new(1), t0).unwrap();
+        assert_eq!(s.next_deadline(), Some(soon));
+        let (dead, next) = s.next_batch(soon);
+        assert_eq!(dead.len(), 1);
+        assert_eq!((dead[0].item.id, dead[0].reason), (0, DeadReason::Expired));
+        assert_eq!(ids(next), vec![1]);
+    }
+
+    #[test]
+    fn abandoned_requests_are_dropped_before_they_run() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default());
+        let gone = Req::new(0);
+        gone.gone.set(true);
+        s.append(gone, t0).unwrap();
+        s.append(Req::new(1), t0).unwrap();
+        let (dead, next) = s.next_batch(t0);
+        assert_eq!(dead.iter().map(|d| d.reason).collect::<Vec<_>>(), vec![DeadReason::Abandoned]);
+        assert_eq!(ids(next), vec![1]);
+    }
+
+    #[test]
+    fn expire_keeps_the_order_of_survivors() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default());
+        for id in 0..5 {
+            let r = Req::new(id);
+            r.gone.set(id % 2 == 1);
+            s.append(r, t0).unwrap();
+        }
+        assert_eq!(s.expire(t0).len(), 2);
+        assert_eq!(ids(s.next_batch(t0).1), vec![0, 2, 4]);
+    }
+
+    #[test]
+    fn new_knobs_apply_to_the_next_batch() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_batch_size(8));
+        for id in 0..4 {
+            s.append(Req::new(id), t0).unwrap();
+        }
+        s.set_config(BatchingConfig::default().with_max_batch_size(2));
+        assert_eq!(ids(s.next_batch(t0).1), vec![0, 1]);
+    }
+}

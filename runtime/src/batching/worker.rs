@@ -1,0 +1,144 @@
+//! An instance thread: owns one backend, runs the batches it is handed, answers each
+//! request with its slice of the outputs. A failing or panicking backend fails its
+//! batch, never the thread.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use tokio::sync::oneshot;
+
+use super::state::Queued;
+use crate::backend::{Backend, Batch};
+use crate::error::{BackendError, Error};
+use crate::request::{Output, Timings};
+use crate::tensor::Tensor;
+
+/// A request waiting in the queue.
+pub(crate) struct Pending {
+    pub tensors: Vec<Tensor>,
+    pub rows: usize,
+    pub key: Vec<usize>,
+    pub deadline: Option<Instant>,
+    pub admitted: Instant,
+    pub reply: oneshot::Sender<Result<Output, Error>>,
+}
+
+impl Queued for Pending {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+    fn is_abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+    fn can_batch_with(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+/// Names shared by every answer of one model.
+pub(crate) struct ModelNames {
+    pub model: Arc<str>,
+    pub outputs: Arc<[String]>,
+}
+
+/// Runs jobs until the batcher hangs up, telling it after each that this instance is free.
+pub(crate) fn worker_task(
+    names: Arc<ModelNames>,
+    mut backend: Box<dyn Backend>,
+    jobs: Receiver<Vec<Pending>>,
+    free: Sender<usize>,
+    index: usize,
+) {
+    for job in jobs {
+        run_batch(&names, backend.as_mut(), job);
+        if free.send(index).is_err() {
+            break;
+        }
+    }
+}
+
+fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pending>) {
+    let started = Instant::now();
+    let requests: Vec<Pending> = requests.into_iter().filter(|p| !p.reply.is_closed()).collect();
+    let Some(first) = requests.first() else { return };
+    let mut columns: Vec<Vec<Tensor>> = (0..first.tensors.len()).map(|_| Vec::with_capacity(requests.len())).collect();
+    let mut waiters = Vec::with_capacity(requests.len());
+    for request in requests {
+        for (column, tensor) in columns.iter_mut().zip(request.tensors) {
+            column.push(tensor);
+        }
+        waiters.push((request.reply, request.rows, request.admitted));
+    }
+    let rows: Vec<usize> = waiters.iter().map(|w| w.1).collect();
+    let batch_size = rows.iter().sum();
+    let inputs = columns.into_iter().map(Tensor::concat_rows).collect::<Option<Vec<_>>>();
+    let assembled = Instant::now();
+    let result = match inputs {
+        None => Err(BackendError::OutputMismatch("requests of one batch disagree on shapes".into())),
+        Some(inputs) => match catch_unwind(AssertUnwindSafe(|| backend.infer(Batch { inputs }))) {
+            Ok(result) => result,
+            Err(panic) => Err(BackendError::Panicked(panic_message(panic.as_ref()))),
+        },
+    };
+    let computed = Instant::now();
+    let per_request = result.and_then(|out| split_outputs(out.outputs, &rows, names.outputs.len()));
+    let finished = Instant::now();
+    match per_request {
+        Ok(per_request) => {
+            for ((reply, _, admitted), tensors) in waiters.into_iter().zip(per_request) {
+                let timings = Timings {
+                    queue: started.saturating_duration_since(admitted),
+                    processing: (assembled - started) + (finished - computed),
+                    compute: computed - assembled,
+                    total: finished.saturating_duration_since(admitted),
+                };
+                let output = Output {
+                    names: names.outputs.clone(),
+                    tensors,
+                    model: names.model.clone(),
+                    batch_size,
+                    timings,
+                };
+                let _ = reply.send(Ok(output));
+            }
+        }
+        Err(source) => {
+            tracing::warn!(model = %names.model, error = %source, batch_size, "batch failed");
+            let error = Error::Backend { model: names.model.to_string(), source: Arc::new(source) };
+            for (reply, ..) in waiters {
+                let _ = reply.send(Err(error.clone()));
+            }
+        }
+    }
+}
+
+/// Splits every output by the requests' rows: one `Vec<Tensor>` per request.
+fn split_outputs(outputs: Vec<Tensor>, rows: &[usize], expected: usize) -> Result<Vec<Vec<Tensor>>, BackendError> {
+    if outputs.len() != expected {
+        return Err(BackendError::OutputMismatch(format!("{} outputs, expected {expected}", outputs.len())));
+    }
+    let mut per_request: Vec<Vec<Tensor>> = rows.iter().map(|_| Vec::with_capacity(expected)).collect();
+    for output in outputs {
+        let shape = output.shape().to_vec();
+        let pieces = output.split_rows(rows).ok_or_else(|| {
+            BackendError::OutputMismatch(format!("output of shape {shape:?} for a batch of {}", rows.iter().sum::<usize>()))
+        })?;
+        for (request, piece) in per_request.iter_mut().zip(pieces) {
+            request.push(piece);
+        }
+    }
+    Ok(per_request)
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

@@ -1,0 +1,129 @@
+//! Errors of the runtime: [`Error`] reaches callers, [`BackendError`] comes from a
+//! model session and is shared (behind `Arc`) by every request it fails.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What went wrong inside a backend: loading a model or running a batch.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// No ONNX Runtime library was found in any of the places searched.
+    #[error(
+        "ONNX Runtime library not found (searched: {}); run scripts/setup.sh, or set \
+         `library_path` in the config or ORT_DYLIB_PATH",
+        display_paths(searched)
+    )]
+    LibraryNotFound {
+        /// Paths that were tried, in order.
+        searched: Vec<PathBuf>,
+    },
+    /// The model file does not exist or cannot be read.
+    #[error("cannot read model file {path}: {source}")]
+    ModelFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// ONNX Runtime refused an operation.
+    #[error("ONNX Runtime: {context}: {source}")]
+    Ort {
+        /// What was being done.
+        context: String,
+        /// ONNX Runtime's error.
+        #[source]
+        source: ort::Error,
+    },
+    /// The model uses an input or output type modelless does not serve.
+    #[error("{what} `{name}` has unsupported type {ty}")]
+    UnsupportedType {
+        /// "input" or "output".
+        what: &'static str,
+        /// Its name.
+        name: String,
+        /// The type as the backend reports it.
+        ty: String,
+    },
+    /// The model answered with something that does not fit the batch it was given.
+    #[error("model output does not match its batch: {0}")]
+    OutputMismatch(String),
+    /// The backend panicked; the panic was contained and the backend keeps serving.
+    #[error("backend panicked: {0}")]
+    Panicked(String),
+    /// A failure raised on purpose by a test backend.
+    #[error("{0}")]
+    Injected(String),
+}
+
+fn display_paths(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// An error a caller of the runtime sees. Cheap to clone: one backend failure reaches
+/// every request of the batch it broke.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// No model of that name is loaded.
+    #[error("unknown model `{0}`")]
+    UnknownModel(String),
+    /// The inputs do not match what the model expects.
+    #[error("invalid input for model `{model}`: {reason}")]
+    InvalidInput {
+        /// The model.
+        model: String,
+        /// What was expected and what was given.
+        reason: String,
+    },
+    /// The request holds more rows than the model may run in one batch.
+    #[error("request of {rows} rows exceeds max_batch_size {max_batch_size} of model `{model}`")]
+    RequestTooLarge {
+        /// The model.
+        model: String,
+        /// Rows in the request (its dimension 0).
+        rows: usize,
+        /// The model's largest batch.
+        max_batch_size: usize,
+    },
+    /// The model's queue is full.
+    #[error("model `{model}` is overloaded: its queue holds {max_queue_size} requests")]
+    Overloaded {
+        /// The model.
+        model: String,
+        /// The queue's bound.
+        max_queue_size: usize,
+    },
+    /// The request's deadline passed before it could run; it was not run.
+    #[error("deadline exceeded before model `{model}` could run the request")]
+    DeadlineExceeded {
+        /// The model.
+        model: String,
+    },
+    /// A model could not be loaded.
+    #[error("cannot load model `{model}`: {source}")]
+    Load {
+        /// The model.
+        model: String,
+        /// Why.
+        #[source]
+        source: Arc<BackendError>,
+    },
+    /// The backend failed while running the batch holding this request.
+    #[error("model `{model}` failed: {source}")]
+    Backend {
+        /// The model.
+        model: String,
+        /// Why.
+        #[source]
+        source: Arc<BackendError>,
+    },
+    /// A model of that name is already loaded.
+    #[error("a model named `{0}` is already loaded")]
+    AlreadyLoaded(String),
+    /// A configuration value is out of range or inconsistent.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The model or runtime is shutting down and takes no more requests.
+    #[error("shutting down")]
+    ShuttingDown,
+}

@@ -1,0 +1,305 @@
+//! Tensors as requests carry them: a dtype, a shape and the elements, row-major.
+
+use half::f16;
+use serde::{Deserialize, Serialize};
+
+/// Element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// 32-bit float.
+    F32,
+    /// 16-bit IEEE float.
+    F16,
+    /// 64-bit signed integer.
+    I64,
+    /// 32-bit signed integer.
+    I32,
+    /// 8-bit unsigned integer.
+    U8,
+    /// Boolean, one byte per element.
+    Bool,
+}
+
+impl DType {
+    /// Short lowercase name, as in configs and error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::I64 => "i64",
+            DType::I32 => "i32",
+            DType::U8 => "u8",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The elements of a tensor, typed.
+#[derive(Clone, Debug, PartialEq)]
+#[allow(missing_docs)]
+pub enum TensorData {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    I64(Vec<i64>),
+    I32(Vec<i32>),
+    U8(Vec<u8>),
+    Bool(Vec<bool>),
+}
+
+/// Runs `$body` with `$v` bound to the typed vector inside a [`TensorData`].
+macro_rules! with_elements {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            $crate::tensor::TensorData::F32($v) => $body,
+            $crate::tensor::TensorData::F16($v) => $body,
+            $crate::tensor::TensorData::I64($v) => $body,
+            $crate::tensor::TensorData::I32($v) => $body,
+            $crate::tensor::TensorData::U8($v) => $body,
+            $crate::tensor::TensorData::Bool($v) => $body,
+        }
+    };
+}
+pub(crate) use with_elements;
+
+impl TensorData {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            TensorData::F32(_) => DType::F32,
+            TensorData::F16(_) => DType::F16,
+            TensorData::I64(_) => DType::I64,
+            TensorData::I32(_) => DType::I32,
+            TensorData::U8(_) => DType::U8,
+            TensorData::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        with_elements!(self, v => v.len())
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A Rust type that can be a tensor element.
+pub trait Element: Copy + Send + Sync + 'static + private::Sealed {
+    /// The matching [`DType`].
+    const DTYPE: DType;
+    /// Wraps a vector of elements.
+    fn into_data(v: Vec<Self>) -> TensorData;
+    /// Borrows the elements when `data` holds this type.
+    fn slice(data: &TensorData) -> Option<&[Self]>;
+}
+
+mod private {
+    pub trait Sealed {}
+}
+
+macro_rules! element {
+    ($t:ty, $variant:ident) => {
+        impl private::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DType = DType::$variant;
+            fn into_data(v: Vec<Self>) -> TensorData {
+                TensorData::$variant(v)
+            }
+            fn slice(data: &TensorData) -> Option<&[Self]> {
+                match data {
+                    TensorData::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+        impl From<Vec<$t>> for TensorData {
+            fn from(v: Vec<$t>) -> Self {
+                TensorData::$variant(v)
+            }
+        }
+    };
+}
+element!(f32, F32);
+element!(f16, F16);
+element!(i64, I64);
+element!(i32, I32);
+element!(u8, U8);
+element!(bool, Bool);
+
+/// A shape and element count that disagree.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("shape {shape:?} holds {expected} elements, but {actual} were given")]
+pub struct ShapeError {
+    /// The shape given.
+    pub shape: Vec<usize>,
+    /// Elements the shape holds.
+    pub expected: usize,
+    /// Elements given.
+    pub actual: usize,
+}
+
+/// A dense tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    shape: Vec<usize>,
+    data: TensorData,
+}
+
+impl Tensor {
+    /// A tensor of `shape` holding `data`; the element count must match the shape.
+    pub fn new(shape: impl Into<Vec<usize>>, data: impl Into<TensorData>) -> Result<Self, ShapeError> {
+        let (shape, data) = (shape.into(), data.into());
+        let expected = shape.iter().product::<usize>();
+        if expected != data.len() {
+            return Err(ShapeError { shape, expected, actual: data.len() });
+        }
+        Ok(Tensor { shape, data })
+    }
+
+    /// A tensor of `shape` filled with `value`.
+    pub fn full<T: Element>(shape: impl Into<Vec<usize>>, value: T) -> Self {
+        let shape = shape.into();
+        let data = T::into_data(vec![value; shape.iter().product()]);
+        Tensor { shape, data }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.data.dtype()
+    }
+
+    /// The shape, outermost dimension first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The elements.
+    pub fn data(&self) -> &TensorData {
+        &self.data
+    }
+
+    /// Takes the shape and elements apart.
+    pub fn into_parts(self) -> (Vec<usize>, TensorData) {
+        (self.shape, self.data)
+    }
+
+    /// The elements as a slice of `T`, or `None` when the dtype differs.
+    pub fn as_slice<T: Element>(&self) -> Option<&[T]> {
+        T::slice(&self.data)
+    }
+
+    /// Size of the first dimension (the batch), 1 for a scalar.
+    pub fn rows(&self) -> usize {
+        self.shape.first().copied().unwrap_or(1)
+    }
+
+    /// Joins tensors along dimension 0; `None` when dtypes or trailing dimensions differ
+    /// (admission prevents that, so callers treat it as an internal error).
+    pub(crate) fn concat_rows(mut parts: Vec<Tensor>) -> Option<Tensor> {
+        if parts.len() == 1 {
+            return parts.pop();
+        }
+        let first = parts.first()?;
+        let trailing = first.shape.get(1..)?.to_vec();
+        if parts.iter().any(|p| p.shape.get(1..) != Some(&trailing[..])) {
+            return None;
+        }
+        let mut shape = vec![parts.iter().map(Tensor::rows).sum()];
+        shape.extend(trailing);
+        let data = match first.dtype() {
+            DType::F32 => concat_elements::<f32>(&parts)?,
+            DType::F16 => concat_elements::<f16>(&parts)?,
+            DType::I64 => concat_elements::<i64>(&parts)?,
+            DType::I32 => concat_elements::<i32>(&parts)?,
+            DType::U8 => concat_elements::<u8>(&parts)?,
+            DType::Bool => concat_elements::<bool>(&parts)?,
+        };
+        Some(Tensor { shape, data })
+    }
+
+    /// Splits along dimension 0 into pieces of the given row counts, which must add up
+    /// to this tensor's rows; `None` otherwise.
+    pub(crate) fn split_rows(self, rows: &[usize]) -> Option<Vec<Tensor>> {
+        if rows.iter().sum::<usize>() != self.rows() || self.shape.is_empty() {
+            return None;
+        }
+        if rows.len() == 1 {
+            return Some(vec![self]);
+        }
+        let row_len: usize = self.shape[1..].iter().product();
+        let pieces = with_elements!(&self.data, v => split_elements(v, rows, row_len));
+        Some(
+            pieces
+                .into_iter()
+                .zip(rows)
+                .map(|(data, &n)| {
+                    let mut shape = self.shape.clone();
+                    shape[0] = n;
+                    Tensor { shape, data }
+                })
+                .collect(),
+        )
+    }
+}
+
+fn concat_elements<T: Element>(parts: &[Tensor]) -> Option<TensorData> {
+    let mut out = Vec::with_capacity(parts.iter().map(|p| p.data.len()).sum());
+    for part in parts {
+        out.extend_from_slice(T::slice(&part.data)?);
+    }
+    Some(T::into_data(out))
+}
+
+fn split_elements<T: Element>(v: &[T], rows: &[usize], row_len: usize) -> Vec<TensorData> {
+    let mut start = 0;
+    rows.iter()
+        .map(|&n| {
+            let end = start + n * row_len;
+            let piece = T::into_data(v[start..end].to_vec());
+            start = end;
+            piece
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_rejects_wrong_element_count() {
+        let err = Tensor::new([2, 3], vec![0f32; 5]).unwrap_err();
+        assert_eq!((err.expected, err.actual), (6, 5));
+    }
+
+    #[test]
+    fn concat_then_split_round_trips() {
+        let a = Tensor::new([1, 2], vec![1i64, 2]).unwrap();
+        let b = Tensor::new([2, 2], vec![3i64, 4, 5, 6]).unwrap();
+        let joined = Tensor::concat_rows(vec![a.clone(), b.clone()]).unwrap();
+        assert_eq!(joined.shape(), &[3, 2]);
+        assert_eq!(joined.as_slice::<i64>().unwrap(), &[1, 2, 3, 4, 5, 6]);
+        assert_eq!(joined.split_rows(&[1, 2]).unwrap(), vec![a, b]);
+    }
+
+    #[test]
+    fn concat_refuses_mixed_dtypes_and_shapes() {
+        let a = Tensor::full([1, 2], 1f32);
+        assert!(Tensor::concat_rows(vec![a.clone(), Tensor::full([1, 2], 1i32)]).is_none());
+        assert!(Tensor::concat_rows(vec![a, Tensor::full([1, 3], 1f32)]).is_none());
+    }
+
+    #[test]
+    fn split_refuses_wrong_row_counts() {
+        assert!(Tensor::full([3, 2], 0u8).split_rows(&[1, 1]).is_none());
+    }
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# One-stop dev/CI setup: Python venv (onnx, onnxruntime), the ONNX Runtime shared
+# library the Rust runtime loads, wasm targets for policies, and generated test
+# models. Everything lands in <root>/.modelless/ (git-ignored). Each step checks
+# its own output first, so re-running is cheap and CI can call it unconditionally.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STATE="$ROOT/.modelless"
+VENV="$STATE/venv"
+REQ="$ROOT/scripts/requirements.txt"
+ORT_LIB="$STATE/onnxruntime/lib"
+
+log() { echo "setup: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+mkdir -p "$STATE"
+
+# --- Python venv -------------------------------------------------------------
+# A venv without pip is what a failed `python3 -m venv` leaves behind.
+if [[ ! -x "$VENV/bin/python" || ! -x "$VENV/bin/pip" ]]; then
+    command -v python3 >/dev/null || die "python3 not found"
+    # Debian ships ensurepip (needed by venv) in a separate package.
+    if ! python3 -c 'import ensurepip' 2>/dev/null; then
+        if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+            log "installing python3-venv (Debian splits ensurepip out)"
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        else
+            die "python3 lacks ensurepip; install python3-venv"
+        fi
+    fi
+    log "creating venv at $VENV"
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    rm -f "$STATE/requirements.sha256"  # fresh venv: force the install below
+fi
+
+req_hash="$(sha256sum "$REQ" | cut -d' ' -f1)"
+if [[ "$(cat "$STATE/requirements.sha256" 2>/dev/null)" != "$req_hash" ]]; then
+    log "installing Python packages from scripts/requirements.txt"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
+    echo "$req_hash" >"$STATE/requirements.sha256"
+fi
+
+# --- ONNX Runtime shared library ---------------------------------------------
+# The pip wheel bundles the same libonnxruntime.so as the official C release,
+# and PyPI is reachable where GitHub releases are not.
+shopt -s nullglob
+libs=("$VENV"/lib/python3*/site-packages/onnxruntime/capi/libonnxruntime.so.*.*.*)
+shopt -u nullglob
+[[ ${#libs[@]} -eq 1 ]] || die "expected one libonnxruntime.so.X.Y.Z in the onnxruntime wheel, found ${#libs[@]}"
+src="${libs[0]}"
+name="$(basename "$src")"                 # libonnxruntime.so.1.31.1
+if ! cmp -s "$src" "$ORT_LIB/$name"; then
+    log "installing $name into $ORT_LIB"
+    rm -rf "$ORT_LIB" && mkdir -p "$ORT_LIB"   # drops libraries of older versions
+    cp "$src" "$ORT_LIB/$name.tmp" && mv "$ORT_LIB/$name.tmp" "$ORT_LIB/$name"
+    # Only needed by non-CPU execution providers, but tiny; keep the set complete.
+    [[ -f "$(dirname "$src")/libonnxruntime_providers_shared.so" ]] &&
+        cp "$(dirname "$src")/libonnxruntime_providers_shared.so" "$ORT_LIB/"
+    # .so for dlopen/linking by name; .so.1 is the SONAME the loader asks for.
+    ln -sfn "$name" "$ORT_LIB/libonnxruntime.so"
+    ln -sfn "$name" "$ORT_LIB/libonnxruntime.so.1"
+    # Prove it is loadable and exports the C API entry point before anyone relies on it.
+    "$VENV/bin/python" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1]).OrtGetApiBase' \
+        "$ORT_LIB/libonnxruntime.so" || die "$ORT_LIB/libonnxruntime.so does not load"
+fi
+
+# --- Rust wasm targets (policies compile to wasm) ----------------------------
+if command -v rustup >/dev/null; then
+    # Run inside the repo so a rust-toolchain file there picks the toolchain.
+    installed="$(cd "$ROOT" && rustup target list --installed)"
+    for t in wasm32-unknown-unknown wasm32-wasip1; do
+        if ! grep -qx "$t" <<<"$installed"; then
+            log "adding Rust target $t"
+            (cd "$ROOT" && rustup target add "$t")
+        fi
+    done
+else
+    log "warning: rustup not found; skipping wasm targets"
+fi
+
+# --- Test models -------------------------------------------------------------
+# gen_models.py exits early on its own when the manifest matches its version.
+"$VENV/bin/python" "$ROOT/scripts/gen_models.py" --out "$STATE/models"
+
+log "done (ORT_DYLIB_PATH=$ORT_LIB/libonnxruntime.so)"
