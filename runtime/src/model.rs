@@ -92,10 +92,15 @@ impl Model {
         batching: BatchingConfig,
     ) -> Result<Model, Error> {
         if instances == 0 {
-            return Err(Error::Config(format!("model `{name}`: instances must be at least 1")));
+            return Err(Error::Config(format!(
+                "model `{name}`: instances must be at least 1"
+            )));
         }
         batching.validate()?;
-        let load_error = |source: BackendError| Error::Load { model: name.to_string(), source: Arc::new(source) };
+        let load_error = |source: BackendError| Error::Load {
+            model: name.to_string(),
+            source: Arc::new(source),
+        };
         let (free_tx, free_rx) = crossbeam_channel::unbounded();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (names_tx, names_rx) = crossbeam_channel::bounded::<Arc<ModelNames>>(instances);
@@ -103,14 +108,25 @@ impl Model {
         for index in 0..instances {
             let (job_tx, job_rx) = crossbeam_channel::bounded(1);
             job_senders.push(job_tx);
-            let (factory, ready, free, names) = (factory.clone(), ready_tx.clone(), free_tx.clone(), names_rx.clone());
+            let (factory, ready, free, names) = (
+                factory.clone(),
+                ready_tx.clone(),
+                free_tx.clone(),
+                names_rx.clone(),
+            );
             std::thread::Builder::new()
                 .name(format!("modelless-{name}-{index}"))
                 .spawn(move || {
-                    let backend = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory())) {
+                    let backend = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                        || factory(),
+                    )) {
                         Ok(Ok(backend)) => backend,
                         Ok(Err(e)) => return drop(ready.send(Err(e))),
-                        Err(_) => return drop(ready.send(Err(BackendError::Panicked("while loading".into())))),
+                        Err(_) => {
+                            return drop(
+                                ready.send(Err(BackendError::Panicked("while loading".into()))),
+                            );
+                        }
                     };
                     if ready.send(Ok(backend.metadata().clone())).is_err() {
                         return;
@@ -119,14 +135,21 @@ impl Model {
                         worker_task(names, backend, job_rx, free, index);
                     }
                 })
-                .map_err(|e| Error::Config(format!("cannot start a thread for model `{name}`: {e}")))?;
+                .map_err(|e| {
+                    Error::Config(format!("cannot start a thread for model `{name}`: {e}"))
+                })?;
         }
         drop(ready_tx);
         let mut metadata = None;
         for _ in 0..instances {
-            let loaded = ready_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)?;
+            let loaded = ready_rx
+                .recv()
+                .map_err(|_| Error::ShuttingDown)?
+                .map_err(load_error)?;
             if metadata.as_ref().is_some_and(|m| *m != loaded) {
-                return Err(load_error(BackendError::OutputMismatch("instances disagree on the model's inputs".into())));
+                return Err(load_error(BackendError::OutputMismatch(
+                    "instances disagree on the model's inputs".into(),
+                )));
             }
             metadata = Some(loaded);
         }
@@ -137,7 +160,9 @@ impl Model {
             outputs: metadata.outputs.iter().map(|o| o.name.clone()).collect(),
         });
         for _ in 0..instances {
-            names_tx.send(names.clone()).map_err(|_| Error::ShuttingDown)?;
+            names_tx
+                .send(names.clone())
+                .map_err(|_| Error::ShuttingDown)?;
         }
         let (commands, commands_rx) = crossbeam_channel::bounded(batching.max_queue_size);
         let (model, config) = (names.model.clone(), batching.clone());
@@ -145,7 +170,13 @@ impl Model {
             .name(format!("modelless-{name}-batcher"))
             .spawn(move || batcher_task(model, config, commands_rx, free_rx, job_senders))
             .map_err(|e| Error::Config(format!("cannot start a thread for model `{name}`: {e}")))?;
-        Ok(Model { name: names.model.clone(), metadata, instances, batching: ArcSwap::from_pointee(batching), commands })
+        Ok(Model {
+            name: names.model.clone(),
+            metadata,
+            instances,
+            batching: ArcSwap::from_pointee(batching),
+            commands,
+        })
     }
 
     /// The model's name.
@@ -173,14 +204,21 @@ impl Model {
         batching.validate()?;
         let batching = effective_batching(&self.name, &self.metadata, batching);
         self.batching.store(Arc::new(batching.clone()));
-        self.commands.send(Command::Configure(batching)).map_err(|_| Error::ShuttingDown)
+        self.commands
+            .send(Command::Configure(batching))
+            .map_err(|_| Error::ShuttingDown)
     }
 
     /// Checks and queues a request; the ticket resolves to its answer. Refused at once
     /// when the inputs do not fit the model or the queue is full.
     pub fn submit(&self, inputs: Inputs, deadline: Option<Instant>) -> Result<Ticket, Error> {
         let admitted_at = Instant::now();
-        let admitted = admit(&self.name, &self.metadata, self.batching.load().max_batch_size, inputs)?;
+        let admitted = admit(
+            &self.name,
+            &self.metadata,
+            self.batching.load().max_batch_size,
+            inputs,
+        )?;
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             tensors: admitted.tensors,
@@ -207,9 +245,16 @@ impl Model {
 }
 
 /// A model with a fixed dimension 0 runs one request per batch.
-fn effective_batching(name: &str, metadata: &ModelMetadata, mut batching: BatchingConfig) -> BatchingConfig {
+fn effective_batching(
+    name: &str,
+    metadata: &ModelMetadata,
+    mut batching: BatchingConfig,
+) -> BatchingConfig {
     if !metadata.dynamic_batch() && batching.max_batch_size != 1 {
-        tracing::info!(model = name, "dimension 0 is fixed: serving one request per batch");
+        tracing::info!(
+            model = name,
+            "dimension 0 is fixed: serving one request per batch"
+        );
         batching.max_batch_size = 1;
         batching.preferred_batch_sizes.clear();
     }
@@ -231,6 +276,8 @@ impl Ticket {
 
     /// Waits for the answer, blocking the thread. Do not call it on an async executor.
     pub fn wait(self) -> Result<Output, Error> {
-        self.answer.blocking_recv().map_err(|_| Error::ShuttingDown)?
+        self.answer
+            .blocking_recv()
+            .map_err(|_| Error::ShuttingDown)?
     }
 }

@@ -1,1 +1,34 @@
-//! x
+//! modelless: an embeddable runtime for serving ML models.
+//!
+//! Link it into your application, load ONNX models, and send requests from as many
+//! threads or tasks as you like: requests to one model are batched dynamically and
+//! run on ONNX Runtime, each instance of a model on its own thread.
+//!
+//! ```no_run
+//! use modelless::{ModelConfig, Runtime, Tensor};
+//!
+//! # async fn run() -> Result<(), modelless::Error> {
+//! let runtime = Runtime::builder()
+//!     .with_model(ModelConfig::new("classifier", "models/mobilenetv2_1.0.onnx"))
+//!     .build()?;
+//! let image = Tensor::full([1, 3, 224, 224], 0.5f32);
+//! let output = runtime.infer("classifier", image).await?;
+//! println!("{:?} in a batch of {}", output.first().map(|t| t.shape()), output.batch_size);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ONNX Runtime is loaded from a shared library at run time: see
+//! [`backend::onnx`] for where it is looked for.
+
+mod runtime;
+
+pub use modelless_runtime::backend;
+pub use modelless_runtime::backend::onnx::{
+    OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig,
+};
+pub use modelless_runtime::{
+    BackendError, BackendFactory, BatchingConfig, DType, Element, Error, Inputs, ModelConfig,
+    ModelMetadata, Output, Tensor, TensorData, TensorSpec, Ticket, Timings,
+};
+pub use runtime::{InferOptions, ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};

@@ -2,6 +2,7 @@
 //! its f32 input `input` [N, width] as `output`, takes a configurable time per batch,
 //! records the batch sizes it ran, and fails or panics on marked rows.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,13 +42,25 @@ impl Default for FakeConfig {
     }
 }
 
-/// Batch sizes (rows) the fake's instances ran, in order.
+/// The batches the fake's instances ran, in order: (instance, rows).
 #[derive(Clone, Debug, Default)]
-pub struct BatchLog(Arc<Mutex<Vec<usize>>>);
+pub struct BatchLog(Arc<Mutex<Vec<(usize, usize)>>>);
 
 impl BatchLog {
-    /// The sizes recorded so far.
+    /// Rows of each batch run so far.
     pub fn sizes(&self) -> Vec<usize> {
+        self.entries().into_iter().map(|(_, rows)| rows).collect()
+    }
+
+    /// Which instance ran each batch.
+    pub fn instances(&self) -> Vec<usize> {
+        self.entries()
+            .into_iter()
+            .map(|(instance, _)| instance)
+            .collect()
+    }
+
+    fn entries(&self) -> Vec<(usize, usize)> {
         self.0.lock().map(|v| v.clone()).unwrap_or_default()
     }
 }
@@ -57,19 +70,31 @@ pub struct FakeBackend {
     config: FakeConfig,
     metadata: ModelMetadata,
     log: BatchLog,
+    instance: usize,
 }
 
 impl FakeBackend {
     /// A factory of fakes that all record into `log`.
     pub fn factory(config: FakeConfig, log: BatchLog) -> BackendFactory {
+        let created = AtomicUsize::new(0);
         Arc::new(move || {
             if config.fail_load {
                 return Err(BackendError::Injected("fake load failure".into()));
             }
             let dim0 = if config.dynamic_batch { None } else { Some(1) };
-            let spec = |name: &str| TensorSpec::new(name, DType::F32, vec![dim0, Some(config.width)]);
-            let metadata = ModelMetadata { inputs: vec![spec("input")], outputs: vec![spec("output")] };
-            Ok(Box::new(FakeBackend { config: config.clone(), metadata, log: log.clone() }))
+            let spec =
+                |name: &str| TensorSpec::new(name, DType::F32, vec![dim0, Some(config.width)]);
+            let metadata = ModelMetadata {
+                inputs: vec![spec("input")],
+                outputs: vec![spec("output")],
+            };
+            let instance = created.fetch_add(1, Ordering::Relaxed);
+            Ok(Box::new(FakeBackend {
+                config: config.clone(),
+                metadata,
+                log: log.clone(),
+                instance,
+            }))
         })
     }
 }
@@ -80,20 +105,30 @@ impl Backend for FakeBackend {
     }
 
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
-        let input = batch.inputs.into_iter().next().ok_or_else(|| BackendError::Injected("no input".into()))?;
+        let input = batch
+            .inputs
+            .into_iter()
+            .next()
+            .ok_or_else(|| BackendError::Injected("no input".into()))?;
         let rows = input.rows();
         if let Ok(mut log) = self.log.0.lock() {
-            log.push(rows);
+            log.push((self.instance, rows));
         }
         std::thread::sleep(self.config.per_batch + self.config.per_row * rows as u32);
         let values = input.as_slice::<f32>().unwrap_or_default();
         for row in values.chunks(self.config.width.max(1)) {
             match row.first() {
-                Some(&FAIL_ROW) => return Err(BackendError::Injected("fake failure on a marked row".into())),
+                Some(&FAIL_ROW) => {
+                    return Err(BackendError::Injected(
+                        "fake failure on a marked row".into(),
+                    ));
+                }
                 Some(&PANIC_ROW) => panic!("fake panic on a marked row"),
                 _ => {}
             }
         }
-        Ok(BatchOutput { outputs: vec![input] })
+        Ok(BatchOutput {
+            outputs: vec![input],
+        })
     }
 }

@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, select};
 
+use super::BatchingConfig;
 use super::state::{DeadReason, Next, State};
 use super::worker::Pending;
-use super::BatchingConfig;
 use crate::error::Error;
 
 /// What callers send to a batcher.
@@ -37,7 +37,10 @@ pub(crate) fn batcher_task(
         if commands.is_none() && state.is_empty() && idle.len() == alive {
             break;
         }
-        let wake = [wait_until, state.next_deadline()].into_iter().flatten().min();
+        let wake = [wait_until, state.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
         let timer = wake.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
         let never = crossbeam_channel::never();
         select! {
@@ -66,7 +69,10 @@ fn apply(model: &str, state: &mut State<Pending>, command: Command) {
         Command::Infer(pending) => {
             if let Err(refused) = state.append(pending, Instant::now()) {
                 let max_queue_size = state.config().max_queue_size;
-                let _ = refused.reply.send(Err(Error::Overloaded { model: model.to_string(), max_queue_size }));
+                let _ = refused.reply.send(Err(Error::Overloaded {
+                    model: model.to_string(),
+                    max_queue_size,
+                }));
             }
         }
         Command::Configure(config) => state.set_config(config),
@@ -86,7 +92,9 @@ fn dispatch(
     if *alive == 0 {
         // No instance is left to run anything: answer rather than hold requests forever.
         while let (_, Next::Batch(batch)) = state.next_batch(now) {
-            batch.into_iter().for_each(|p| drop(p.reply.send(Err(Error::ShuttingDown))));
+            batch
+                .into_iter()
+                .for_each(|p| drop(p.reply.send(Err(Error::ShuttingDown))));
         }
         return None;
     }
@@ -115,7 +123,9 @@ fn dispatch(
 fn answer_dead(model: &str, dead: Vec<super::state::Dead<Pending>>) {
     for d in dead {
         if d.reason == DeadReason::Expired {
-            let _ = d.item.reply.send(Err(Error::DeadlineExceeded { model: model.to_string() }));
+            let _ = d.item.reply.send(Err(Error::DeadlineExceeded {
+                model: model.to_string(),
+            }));
         }
     }
 }
