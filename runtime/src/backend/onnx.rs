@@ -191,7 +191,7 @@ impl OrtBackend {
             })?,
             config,
         )
-        .and_then(|mut b| b.commit_from_memory(&bytes).map_err(ort::Error::from))
+        .and_then(|mut b| b.commit_from_memory(&bytes))
         .map_err(|source| BackendError::Ort { context, source })?;
         let metadata = ModelMetadata {
             inputs: session
