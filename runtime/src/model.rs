@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use crossbeam_channel::{Sender, TrySendError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -13,7 +12,7 @@ use crate::admission::admit;
 use crate::backend::onnx::OrtSessionConfig;
 use crate::backend::{BackendFactory, ModelMetadata};
 use crate::batching::BatchingConfig;
-use crate::batching::batcher::{Command, batcher_task};
+use crate::batching::queue::{Queue, timer_task};
 use crate::batching::worker::{ModelNames, Pending, worker_task};
 use crate::error::{BackendError, Error};
 use crate::request::{Inputs, Output};
@@ -78,7 +77,7 @@ pub struct Model {
     metadata: ModelMetadata,
     instances: usize,
     batching: ArcSwap<BatchingConfig>,
-    commands: Sender<Command>,
+    queue: Arc<Queue>,
 }
 
 impl Model {
@@ -101,19 +100,14 @@ impl Model {
             model: name.to_string(),
             source: Arc::new(source),
         };
-        let (free_tx, free_rx) = crossbeam_channel::unbounded();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (names_tx, names_rx) = crossbeam_channel::bounded::<Arc<ModelNames>>(instances);
+        let (start_tx, start_rx) =
+            crossbeam_channel::bounded::<(Arc<ModelNames>, Arc<Queue>)>(instances);
         let mut job_senders = Vec::with_capacity(instances);
         for index in 0..instances {
             let (job_tx, job_rx) = crossbeam_channel::bounded(1);
             job_senders.push(job_tx);
-            let (factory, ready, free, names) = (
-                factory.clone(),
-                ready_tx.clone(),
-                free_tx.clone(),
-                names_rx.clone(),
-            );
+            let (factory, ready, start) = (factory.clone(), ready_tx.clone(), start_rx.clone());
             std::thread::Builder::new()
                 .name(format!("modelless-{name}-{index}"))
                 .spawn(move || {
@@ -131,8 +125,8 @@ impl Model {
                     if ready.send(Ok(backend.metadata().clone())).is_err() {
                         return;
                     }
-                    if let Ok(names) = names.recv() {
-                        worker_task(names, backend, job_rx, free, index);
+                    if let Ok((names, queue)) = start.recv() {
+                        worker_task(names, backend, job_rx, queue, index);
                     }
                 })
                 .map_err(|e| {
@@ -159,23 +153,23 @@ impl Model {
             model: Arc::from(name),
             outputs: metadata.outputs.iter().map(|o| o.name.clone()).collect(),
         });
+        let queue = Queue::new(names.model.clone(), batching.clone(), job_senders);
         for _ in 0..instances {
-            names_tx
-                .send(names.clone())
+            start_tx
+                .send((names.clone(), queue.clone()))
                 .map_err(|_| Error::ShuttingDown)?;
         }
-        let (commands, commands_rx) = crossbeam_channel::bounded(batching.max_queue_size);
-        let (model, config) = (names.model.clone(), batching.clone());
+        let timer_queue = queue.clone();
         std::thread::Builder::new()
-            .name(format!("modelless-{name}-batcher"))
-            .spawn(move || batcher_task(model, config, commands_rx, free_rx, job_senders))
+            .name(format!("modelless-{name}-timer"))
+            .spawn(move || timer_task(timer_queue))
             .map_err(|e| Error::Config(format!("cannot start a thread for model `{name}`: {e}")))?;
         Ok(Model {
             name: names.model.clone(),
             metadata,
             instances,
             batching: ArcSwap::from_pointee(batching),
-            commands,
+            queue,
         })
     }
 
@@ -204,9 +198,8 @@ impl Model {
         batching.validate()?;
         let batching = effective_batching(&self.name, &self.metadata, batching);
         self.batching.store(Arc::new(batching.clone()));
-        self.commands
-            .send(Command::Configure(batching))
-            .map_err(|_| Error::ShuttingDown)
+        self.queue.configure(batching);
+        Ok(())
     }
 
     /// Checks and queues a request; the ticket resolves to its answer. Refused at once
@@ -228,19 +221,19 @@ impl Model {
             admitted: admitted_at,
             reply,
         };
-        match self.commands.try_send(Command::Infer(pending)) {
-            Ok(()) => Ok(Ticket { answer }),
-            Err(TrySendError::Full(_)) => Err(Error::Overloaded {
-                model: self.name.to_string(),
-                max_queue_size: self.batching.load().max_queue_size,
-            }),
-            Err(TrySendError::Disconnected(_)) => Err(Error::ShuttingDown),
-        }
+        self.queue.submit(pending)?;
+        Ok(Ticket { answer })
     }
 
     /// Runs one request and waits for its answer.
     pub async fn infer(&self, inputs: Inputs, deadline: Option<Instant>) -> Result<Output, Error> {
         self.submit(inputs, deadline)?.await_answer().await
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        self.queue.close();
     }
 }
 

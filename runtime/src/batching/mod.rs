@@ -1,9 +1,9 @@
 //! Dynamic batching: the queue [`State`] (pure, unit-tested) and the threads around
-//! it. One batcher thread per model owns the state; it hands batches to idle
-//! instance threads, each owning one backend.
+//! it. Callers and instance threads share one model's state behind a mutex, so a
+//! batch reaches an idle instance without a hop through a scheduler thread.
 
-pub(crate) mod batcher;
 mod config;
+pub(crate) mod queue;
 pub mod state;
 pub(crate) mod worker;
 

@@ -1,4 +1,4 @@
-//! An instance thread: owns one backend, runs the batches it is handed, answers each
+//! An instance thread: owns one backend, runs the batches it is given, answers each
 //! request with its slice of the outputs. A failing or panicking backend fails its
 //! batch, never the thread.
 
@@ -6,9 +6,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use tokio::sync::oneshot;
 
+use super::queue::Queue;
 use super::state::Queued;
 use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
@@ -46,18 +47,22 @@ pub(crate) struct ModelNames {
     pub outputs: Arc<[String]>,
 }
 
-/// Runs jobs until the batcher hangs up, telling it after each that this instance is free.
+/// Runs the batches it is handed, and after each the next one the queue has for it,
+/// until the queue closes its job channel.
 pub(crate) fn worker_task(
     names: Arc<ModelNames>,
     mut backend: Box<dyn Backend>,
     jobs: Receiver<Vec<Pending>>,
-    free: Sender<usize>,
+    queue: Arc<Queue>,
     index: usize,
 ) {
-    for job in jobs {
-        run_batch(&names, backend.as_mut(), job);
-        if free.send(index).is_err() {
-            break;
+    for mut batch in jobs {
+        loop {
+            run_batch(&names, backend.as_mut(), batch);
+            match queue.next_for(index) {
+                Some(next) => batch = next,
+                None => break,
+            }
         }
     }
 }

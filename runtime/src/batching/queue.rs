@@ -1,0 +1,194 @@
+//! The queue of one model, shared by the threads that use it: callers append and, when
+//! an instance is idle, hand it a batch at once; an instance that finishes a batch
+//! takes its next one itself. Neither waits for a third thread, which keeps a lone
+//! request within a few microseconds of a raw session run. A timer thread handles
+//! what needs a clock: the queue delay and deadlines of requests nobody else looks at.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+
+use super::BatchingConfig;
+use super::state::{DeadReason, Next, State};
+use super::worker::Pending;
+use crate::error::Error;
+
+/// The shared queue.
+pub(crate) struct Queue {
+    model: Arc<str>,
+    inner: Mutex<Inner>,
+    timer: Condvar,
+}
+
+struct Inner {
+    state: State<Pending>,
+    /// Instances waiting for a batch, most recently idle last.
+    idle: Vec<usize>,
+    /// Job channel of each instance; cleared when the queue has drained after `close`.
+    instances: Vec<Sender<Vec<Pending>>>,
+    alive: usize,
+    closed: bool,
+    /// When the timer thread will look next; `None` while it waits for a notification.
+    timer_at: Option<Instant>,
+}
+
+impl Queue {
+    /// A queue in front of `instances` (job channels), all idle.
+    pub fn new(
+        model: Arc<str>,
+        config: BatchingConfig,
+        instances: Vec<Sender<Vec<Pending>>>,
+    ) -> Arc<Queue> {
+        let inner = Inner {
+            state: State::new(config),
+            idle: (0..instances.len()).rev().collect(),
+            alive: instances.len(),
+            instances,
+            closed: false,
+            timer_at: None,
+        };
+        Arc::new(Queue {
+            model,
+            inner: Mutex::new(inner),
+            timer: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // The state stays consistent across a panic elsewhere: every change is one call.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues a request, running it at once if an instance is idle.
+    pub fn submit(&self, pending: Pending) -> Result<(), Error> {
+        let deadline = pending.deadline;
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(Error::ShuttingDown);
+        }
+        let now = Instant::now();
+        if inner.state.append(pending, now).is_err() {
+            let max_queue_size = inner.state.config().max_queue_size;
+            return Err(Error::Overloaded {
+                model: self.model.to_string(),
+                max_queue_size,
+            });
+        }
+        let hold_until = self.dispatch(&mut inner, now);
+        let wake = [hold_until, deadline].into_iter().flatten().min();
+        if wake.is_some_and(|w| inner.timer_at.is_none_or(|t| w < t)) {
+            self.timer.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Uses new knobs from the next batch on.
+    pub fn configure(&self, config: BatchingConfig) {
+        let mut inner = self.lock();
+        inner.state.set_config(config);
+        self.dispatch(&mut inner, Instant::now());
+        self.timer.notify_one();
+    }
+
+    /// Takes no more requests; what is queued still runs, then the instances end.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.timer.notify_one();
+    }
+
+    /// For an instance that finished a batch: its next batch, or `None` once it is
+    /// marked idle (a caller or the timer will hand it work).
+    pub fn next_for(&self, instance: usize) -> Option<Vec<Pending>> {
+        let mut inner = self.lock();
+        let (dead, next) = inner.state.next_batch(Instant::now());
+        self.answer_dead(dead);
+        match next {
+            Next::Batch(batch) => Some(batch),
+            Next::WaitUntil(_) | Next::Idle => {
+                inner.idle.push(instance);
+                // The timer may be waiting for this instance (a held batch, or the drain).
+                self.timer.notify_one();
+                None
+            }
+        }
+    }
+
+    /// Hands batches to idle instances while there are both; returns when a batch held
+    /// back by the queue delay is due.
+    fn dispatch(&self, inner: &mut Inner, now: Instant) -> Option<Instant> {
+        if inner.alive == 0 {
+            // No instance is left to run anything: answer rather than hold requests forever.
+            while let (_, Next::Batch(batch)) = inner.state.next_batch(now) {
+                batch
+                    .into_iter()
+                    .for_each(|p| drop(p.reply.send(Err(Error::ShuttingDown))));
+            }
+            return None;
+        }
+        while let Some(&instance) = inner.idle.last() {
+            let (dead, next) = inner.state.next_batch(now);
+            self.answer_dead(dead);
+            match next {
+                Next::Batch(batch) => {
+                    inner.idle.pop();
+                    // An idle instance's channel is empty, so this never blocks.
+                    if let Err(lost) = inner.instances[instance].send(batch) {
+                        inner.alive -= 1;
+                        lost.0
+                            .into_iter()
+                            .for_each(|p| drop(p.reply.send(Err(Error::ShuttingDown))));
+                    }
+                }
+                Next::WaitUntil(at) => return Some(at),
+                Next::Idle => return None,
+            }
+        }
+        let dead = inner.state.expire(now);
+        self.answer_dead(dead);
+        None
+    }
+
+    fn answer_dead(&self, dead: Vec<super::state::Dead<Pending>>) {
+        for d in dead {
+            if d.reason == DeadReason::Expired {
+                let _ = d.item.reply.send(Err(Error::DeadlineExceeded {
+                    model: self.model.to_string(),
+                }));
+            }
+        }
+    }
+}
+
+/// Runs batches held back by the queue delay when it ends, answers expired requests
+/// while every instance is busy, and lets the instances go once a closed queue drains.
+pub(crate) fn timer_task(queue: Arc<Queue>) {
+    let mut inner = queue.lock();
+    loop {
+        let now = Instant::now();
+        let hold_until = queue.dispatch(&mut inner, now);
+        if inner.closed && inner.state.is_empty() && inner.idle.len() == inner.alive {
+            break;
+        }
+        let wake = [hold_until, inner.state.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
+        inner.timer_at = wake;
+        inner = match wake {
+            Some(at) => match queue
+                .timer
+                .wait_timeout(inner, at.saturating_duration_since(now))
+            {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            },
+            None => queue
+                .timer
+                .wait(inner)
+                .unwrap_or_else(PoisonError::into_inner),
+        };
+    }
+    // Closing the job channels ends the instance threads.
+    inner.instances.clear();
+}
