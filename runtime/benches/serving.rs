@@ -30,6 +30,10 @@ const SHAPE: [usize; 4] = [1, 3, 224, 224];
 const BATCH_SIZES: [usize; 6] = [1, 2, 4, 8, 16, 32];
 const CONCURRENCY: [usize; 3] = [1, 8, 32];
 const OPEN_LOOP_LOAD: f64 = 0.8;
+/// The sweep runs its batch sizes in turn this many times, so drift spreads over all.
+const SWEEP_PASSES: usize = 3;
+/// Windows per contender in each round's open loop.
+const OPEN_WINDOWS: usize = 5;
 
 /// Latency summary of one contender in one setting.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -90,6 +94,8 @@ struct Results {
     raw_best: Sample,
     closed: Vec<(usize, Sample, Sample)>,
     open_rate: Vec<f64>,
+    /// (c)'s p99 over (b)'s, per round.
+    open_p99_ratio: Vec<f64>,
     open_naive: Sample,
     open_modelless: Sample,
 }
@@ -129,14 +135,26 @@ fn main() -> Result<()> {
 
     let mut results = Results::default();
     let mut session = Session::builder(&env)?.commit_from_file(&model_path)?;
-    for batch in BATCH_SIZES {
-        let sample = raw_loop(&mut session, &image, batch, plan.sweep)?;
-        let st = sample.stats();
-        eprintln!(
-            "(a) raw batch {batch:>2}: {:>7.1} img/s, batch p50 {:.2} ms",
-            st.throughput, st.p50_ms
-        );
-        results.sweep.push((batch, sample));
+    results.sweep = BATCH_SIZES
+        .iter()
+        .map(|&b| (b, Sample::default()))
+        .collect();
+    for pass in 0..SWEEP_PASSES {
+        for (batch, sample) in &mut results.sweep {
+            sample.merge(raw_loop(
+                &mut session,
+                &image,
+                *batch,
+                plan.sweep / SWEEP_PASSES as u32,
+            )?);
+            if pass + 1 == SWEEP_PASSES {
+                let st = sample.stats();
+                eprintln!(
+                    "(a) raw batch {batch:>2}: {:>7.1} img/s, batch p50 {:.2} ms",
+                    st.throughput, st.p50_ms
+                );
+            }
+        }
     }
     let best_batch = results
         .sweep
@@ -163,10 +181,11 @@ fn main() -> Result<()> {
     for round in 0..plan.rounds {
         // Alternate who goes first so that drift within a round favours neither.
         let flip = round % 2 == 1;
-        results.raw_best.merge({
+        let round_best = {
             let mut session = naive.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
             raw_loop(&mut session, &image, best_batch, plan.raw)?
-        });
+        };
+        results.raw_best.merge(round_best);
         let [raw, b1, c1] = single_client(&naive, &model, &image, plan.closed)?;
         results.raw_single.merge(raw);
         for (clients, b, c) in &mut results.closed {
@@ -187,17 +206,42 @@ fn main() -> Result<()> {
             b.merge(sb);
             c.merge(sc);
         }
-        let rate = results.raw_best.stats().throughput * OPEN_LOOP_LOAD;
-        results.open_rate.push(rate);
-        let run_b = || open_loop(rate, plan.open, &image, naive_call(&naive));
-        let run_c = || open_loop(rate, plan.open, &image, modelless_call(&model));
-        let (sb, sc) = if flip {
-            let c = run_c();
-            (run_b(), c)
-        } else {
-            let b = run_b();
-            (b, run_c())
+        let round_best = {
+            let mut session = naive.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+            raw_loop(&mut session, &image, best_batch, plan.raw)?
         };
+        let rate = round_best.stats().throughput * OPEN_LOOP_LOAD;
+        results.raw_best.merge(round_best);
+        results.open_rate.push(rate);
+        // Short alternating windows, each drained before the next, so that (b) and (c)
+        // meet the same machine speed and an overloaded moment stays short.
+        let window = plan.open / OPEN_WINDOWS as u32;
+        let (mut sb, mut sc) = (Sample::default(), Sample::default());
+        for w in 0..OPEN_WINDOWS {
+            // Both contenders see the same arrivals in a window.
+            let seed = (round * OPEN_WINDOWS + w) as u64;
+            let order = if (w + round) % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            for modelless in order {
+                if modelless {
+                    sc.merge(open_loop(
+                        rate,
+                        window,
+                        seed,
+                        &image,
+                        modelless_call(&model),
+                    ));
+                } else {
+                    sb.merge(open_loop(rate, window, seed, &image, naive_call(&naive)));
+                }
+            }
+        }
+        results
+            .open_p99_ratio
+            .push(sc.stats().p99_ms / sb.stats().p99_ms);
         results.open_naive.merge(sb);
         results.open_modelless.merge(sc);
         let (b32, c32) = results
@@ -244,7 +288,7 @@ fn to_json(
         "raw_single": r.raw_single.stats(),
         "raw_best": r.raw_best.stats(),
         "closed": r.closed.iter().map(|(n, b, c)| serde_json::json!({"concurrency": n, "naive": b.stats(), "modelless": c.stats()})).collect::<Vec<_>>(),
-        "open": {"rates": r.open_rate, "naive": r.open_naive.stats(), "modelless": r.open_modelless.stats()},
+        "open": {"rates": r.open_rate, "p99_ratio_per_round": r.open_p99_ratio, "naive": r.open_naive.stats(), "modelless": r.open_modelless.stats()},
     })
 }
 
@@ -386,10 +430,10 @@ fn closed_loop(clients: usize, duration: Duration, image: &[f32], call: Call) ->
     }
 }
 
-/// Poisson arrivals at `rate` for `duration`; every request runs on its own thread,
+/// Poisson arrivals at `rate` for `duration` (seeded); every request runs on its own thread,
 /// and its latency counts from its scheduled arrival.
-fn open_loop(rate: f64, duration: Duration, image: &[f32], call: Call) -> Sample {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+fn open_loop(rate: f64, duration: Duration, seed: u64, image: &[f32], call: Call) -> Sample {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let gaps = Exp::new(rate).unwrap_or_else(|_| unreachable!("rate is positive"));
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now();
@@ -488,16 +532,25 @@ fn render(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usiz
     }
     let (ob, oc) = (r.open_naive.stats(), r.open_modelless.stats());
     let mean_rate = r.open_rate.iter().sum::<f64>() / r.open_rate.len().max(1) as f64;
+    let mut ratios = r.open_p99_ratio.clone();
+    ratios.sort_by(f64::total_cmp);
+    let median_ratio = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
     let _ = writeln!(
         s,
         "\nopen loop, Poisson at {mean_rate:.1} req/s on average ({:.0} % of (a) in each round): \
-         (b) p50 {:.2} ms p99 {:.2} ms | (c) p50 {:.2} ms p99 {:.2} ms | c/b p99 {:.3}",
+         (b) p50 {:.2} ms p99 {:.2} ms | (c) p50 {:.2} ms p99 {:.2} ms | c/b p99 {:.3} \
+         (per round: {}; median {median_ratio:.3})",
         OPEN_LOOP_LOAD * 100.0,
         ob.p50_ms,
         ob.p99_ms,
         oc.p50_ms,
         oc.p99_ms,
-        oc.p99_ms / ob.p99_ms
+        oc.p99_ms / ob.p99_ms,
+        ratios
+            .iter()
+            .map(|x| format!("{x:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     s
 }

@@ -105,10 +105,20 @@ impl Queue {
         self.answer_dead(dead);
         match next {
             Next::Batch(batch) => Some(batch),
-            Next::WaitUntil(_) | Next::Idle => {
+            Next::WaitUntil(at) => {
                 inner.idle.push(instance);
-                // The timer may be waiting for this instance (a held batch, or the drain).
-                self.timer.notify_one();
+                // A held batch now has an instance: the timer must send it when due.
+                if inner.timer_at.is_none_or(|t| at < t) {
+                    self.timer.notify_one();
+                }
+                None
+            }
+            Next::Idle => {
+                inner.idle.push(instance);
+                if inner.closed {
+                    // The timer ends the instances once all are idle after a close.
+                    self.timer.notify_one();
+                }
                 None
             }
         }
