@@ -86,9 +86,8 @@ async fn run() -> anyhow::Result<()> {
     )
     .context("parsing manifest.json")?;
 
-    let batching = BatchingConfig::default()
-        .with_max_batch_size(MAX_BATCH_SIZE)
-        .with_max_queue_delay_us(MAX_QUEUE_DELAY_US);
+    let batching =
+        BatchingConfig::default().with_max_batch_size(MAX_BATCH_SIZE).with_max_queue_delay_us(MAX_QUEUE_DELAY_US);
     let mut builder = Runtime::builder();
     for variant in &manifest.variants {
         builder = builder.with_model(
@@ -127,12 +126,7 @@ async fn run() -> anyhow::Result<()> {
     );
     for (variant, b) in &results {
         let batches: usize = b.batches.values().sum();
-        let histogram = b
-            .batches
-            .iter()
-            .map(|(size, count)| format!("{size}:{count}"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let histogram = b.batches.iter().map(|(size, count)| format!("{size}:{count}")).collect::<Vec<_>>().join(" ");
         println!(
             "{:<18} {:>5.1}% {:>5} {:>5.2} s {:>7.0} {:>5.1} ms {:>5.1} ms {:>9.1} ms  {}{}",
             variant.name,
@@ -144,11 +138,7 @@ async fn run() -> anyhow::Result<()> {
             ms(percentile(&b.latencies, 0.99)),
             ms(b.compute) / batches.max(1) as f64,
             histogram,
-            if b.failed > 0 {
-                format!("  ({} failed)", b.failed)
-            } else {
-                String::new()
-            },
+            if b.failed > 0 { format!("  ({} failed)", b.failed) } else { String::new() },
         );
     }
     println!("(top-1: published ImageNet accuracy, manifest metadata; weights here are random)");
@@ -175,12 +165,7 @@ async fn burst(runtime: &Arc<Runtime>, model: &str, images: &Arc<Vec<Tensor>>) -
     let started = Instant::now();
     let clients: Vec<_> = (0..CLIENTS)
         .map(|client| {
-            let (runtime, images, done, model) = (
-                runtime.clone(),
-                images.clone(),
-                done.clone(),
-                model.to_string(),
-            );
+            let (runtime, images, done, model) = (runtime.clone(), images.clone(), done.clone(), model.to_string());
             tokio::spawn(async move {
                 let mut answers = Vec::with_capacity(REQUESTS_PER_CLIENT);
                 for i in 0..REQUESTS_PER_CLIENT {
@@ -196,12 +181,8 @@ async fn burst(runtime: &Arc<Runtime>, model: &str, images: &Arc<Vec<Tensor>>) -
     let mut answers: Vec<Result<Output, String>> = Vec::with_capacity(total);
     for client in clients {
         match client.await {
-            Ok(results) => {
-                answers.extend(results.into_iter().map(|r| r.map_err(|e| e.to_string())))
-            }
-            Err(panic) => answers.extend(
-                (0..REQUESTS_PER_CLIENT).map(|_| Err(format!("client task failed: {panic}"))),
-            ),
+            Ok(results) => answers.extend(results.into_iter().map(|r| r.map_err(|e| e.to_string()))),
+            Err(panic) => answers.extend((0..REQUESTS_PER_CLIENT).map(|_| Err(format!("client task failed: {panic}")))),
         }
     }
     let wall = started.elapsed();
@@ -238,10 +219,7 @@ async fn burst(runtime: &Arc<Runtime>, model: &str, images: &Arc<Vec<Tensor>>) -
             }
         }
     }
-    burst.batches = batch_shares
-        .into_iter()
-        .map(|(size, answers)| (size, answers.div_ceil(size.max(1))))
-        .collect();
+    burst.batches = batch_shares.into_iter().map(|(size, answers)| (size, answers.div_ceil(size.max(1)))).collect();
     burst.latencies.sort();
     burst
 }

@@ -17,9 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use modelless_runtime::backend::onnx::{
-    OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment,
-};
+use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment};
 use modelless_runtime::{BatchingConfig, Inputs, Model, Tensor};
 use ort::session::Session;
 use ort::value::TensorRef;
@@ -120,39 +118,21 @@ fn main() -> Result<()> {
         }
     };
     let model_path = find_model("mobilenetv2_1.0.onnx")?;
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let env_config = OrtEnvironmentConfig::default().with_intra_op_threads(cores);
     let env = environment(&env_config)?;
-    let image: Vec<f32> = (0..SHAPE.iter().product::<usize>())
-        .map(|i| (i % 255) as f32 / 255.0)
-        .collect();
-    eprintln!(
-        "model {} | {cores} cores, intra-op threads {cores} (shared pool)",
-        model_path.display()
-    );
+    let image: Vec<f32> = (0..SHAPE.iter().product::<usize>()).map(|i| (i % 255) as f32 / 255.0).collect();
+    eprintln!("model {} | {cores} cores, intra-op threads {cores} (shared pool)", model_path.display());
 
     let mut results = Results::default();
     let mut session = Session::builder(&env)?.commit_from_file(&model_path)?;
-    results.sweep = BATCH_SIZES
-        .iter()
-        .map(|&b| (b, Sample::default()))
-        .collect();
+    results.sweep = BATCH_SIZES.iter().map(|&b| (b, Sample::default())).collect();
     for pass in 0..SWEEP_PASSES {
         for (batch, sample) in &mut results.sweep {
-            sample.merge(raw_loop(
-                &mut session,
-                &image,
-                *batch,
-                plan.sweep / SWEEP_PASSES as u32,
-            )?);
+            sample.merge(raw_loop(&mut session, &image, *batch, plan.sweep / SWEEP_PASSES as u32)?);
             if pass + 1 == SWEEP_PASSES {
                 let st = sample.stats();
-                eprintln!(
-                    "(a) raw batch {batch:>2}: {:>7.1} img/s, batch p50 {:.2} ms",
-                    st.throughput, st.p50_ms
-                );
+                eprintln!("(a) raw batch {batch:>2}: {:>7.1} img/s, batch p50 {:.2} ms", st.throughput, st.p50_ms);
             }
         }
     }
@@ -162,21 +142,13 @@ fn main() -> Result<()> {
         .max_by(|x, y| x.1.stats().throughput.total_cmp(&y.1.stats().throughput))
         .map(|x| x.0)
         .context("empty sweep")?;
-    // Half the largest concurrency keeps one batch forming while another runs.
-    let batching =
-        BatchingConfig::default().with_max_batch_size(best_batch.min(CONCURRENCY[2] / 2));
+    // Modelless gets the same largest batch as the limit it is compared with.
+    let batching = BatchingConfig::default().with_max_batch_size(best_batch);
+    BatchingConfig::default().with_max_batch_size(best_batch.min(CONCURRENCY[2] / 2));
     let factory = OrtBackend::factory(env_config, model_path.clone(), OrtSessionConfig::default());
-    let model = Arc::new(Model::start(
-        "mobilenetv2-1.0",
-        factory,
-        1,
-        batching.clone(),
-    )?);
+    let model = Arc::new(Model::start("mobilenetv2-1.0", factory, 1, batching.clone())?);
     let naive = Arc::new(Mutex::new(session));
-    results.closed = CONCURRENCY
-        .iter()
-        .map(|&n| (n, Sample::default(), Sample::default()))
-        .collect();
+    results.closed = CONCURRENCY.iter().map(|&n| (n, Sample::default(), Sample::default())).collect();
 
     for round in 0..plan.rounds {
         // Alternate who goes first so that drift within a round favours neither.
@@ -220,35 +192,19 @@ fn main() -> Result<()> {
         for w in 0..OPEN_WINDOWS {
             // Both contenders see the same arrivals in a window.
             let seed = (round * OPEN_WINDOWS + w) as u64;
-            let order = if (w + round) % 2 == 0 {
-                [false, true]
-            } else {
-                [true, false]
-            };
+            let order = if (w + round) % 2 == 0 { [false, true] } else { [true, false] };
             for modelless in order {
                 if modelless {
-                    sc.merge(open_loop(
-                        rate,
-                        window,
-                        seed,
-                        &image,
-                        modelless_call(&model),
-                    ));
+                    sc.merge(open_loop(rate, window, seed, &image, modelless_call(&model)));
                 } else {
                     sb.merge(open_loop(rate, window, seed, &image, naive_call(&naive)));
                 }
             }
         }
-        results
-            .open_p99_ratio
-            .push(sc.stats().p99_ms / sb.stats().p99_ms);
+        results.open_p99_ratio.push(sc.stats().p99_ms / sb.stats().p99_ms);
         results.open_naive.merge(sb);
         results.open_modelless.merge(sc);
-        let (b32, c32) = results
-            .closed
-            .last()
-            .map(|(_, b, c)| (b.stats(), c.stats()))
-            .context("no runs")?;
+        let (b32, c32) = results.closed.last().map(|(_, b, c)| (b.stats(), c.stats())).context("no runs")?;
         eprintln!(
             "round {}/{}: (a) {:.1} img/s | c=32 (b) {:.1} (c) {:.1} img/s | open at {rate:.1}/s p99 (b) {:.1} ms (c) {:.1} ms",
             round + 1,
@@ -274,12 +230,7 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-fn to_json(
-    r: &Results,
-    best_batch: usize,
-    batching: &BatchingConfig,
-    cores: usize,
-) -> serde_json::Value {
+fn to_json(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usize) -> serde_json::Value {
     serde_json::json!({
         "cores": cores,
         "best_batch": best_batch,
@@ -330,10 +281,7 @@ fn single_client(
     let session = naive.clone();
     let raw: Call = Arc::new(move |_owned| {
         let mut session = session.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
-        let outputs = session.run(ort::inputs![TensorRef::from_array_view((
-            SHAPE,
-            &view[..]
-        ))?])?;
+        let outputs = session.run(ort::inputs![TensorRef::from_array_view((SHAPE, &view[..]))?])?;
         std::hint::black_box(outputs[0].try_extract_tensor::<f32>()?.1.to_vec());
         Ok(())
     });
@@ -356,24 +304,11 @@ fn single_client(
     Ok(samples)
 }
 
-fn raw_loop(
-    session: &mut Session,
-    image: &[f32],
-    batch: usize,
-    duration: Duration,
-) -> Result<Sample> {
-    let data: Vec<f32> = image
-        .iter()
-        .copied()
-        .cycle()
-        .take(image.len() * batch)
-        .collect();
+fn raw_loop(session: &mut Session, image: &[f32], batch: usize, duration: Duration) -> Result<Sample> {
+    let data: Vec<f32> = image.iter().copied().cycle().take(image.len() * batch).collect();
     let shape = [batch, SHAPE[1], SHAPE[2], SHAPE[3]];
     let mut run = || -> Result<()> {
-        let outputs = session.run(ort::inputs![TensorRef::from_array_view((
-            shape,
-            &data[..]
-        ))?])?;
+        let outputs = session.run(ort::inputs![TensorRef::from_array_view((shape, &data[..]))?])?;
         std::hint::black_box(outputs[0].try_extract_tensor::<f32>()?.1.to_vec());
         Ok(())
     };
@@ -386,11 +321,7 @@ fn raw_loop(
         latencies.push(t.elapsed());
     }
     let items = latencies.len() * batch;
-    Ok(Sample {
-        latencies,
-        items,
-        elapsed: start.elapsed(),
-    })
+    Ok(Sample { latencies, items, elapsed: start.elapsed() })
 }
 
 /// `clients` threads each send one request at a time until `duration` is over.
@@ -418,16 +349,9 @@ fn closed_loop(clients: usize, duration: Duration, image: &[f32], call: Call) ->
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     });
-    Sample {
-        items: latencies.len(),
-        latencies,
-        elapsed: start.elapsed(),
-    }
+    Sample { items: latencies.len(), latencies, elapsed: start.elapsed() }
 }
 
 /// Poisson arrivals at `rate` for `duration` (seeded); every request runs on its own thread,
@@ -460,36 +384,19 @@ fn open_loop(rate: f64, duration: Duration, seed: u64, image: &[f32], call: Call
     threads.into_iter().for_each(|t| drop(t.join()));
     let elapsed = start.elapsed();
     let latencies = std::mem::take(&mut *latencies.lock().unwrap_or_else(|p| p.into_inner()));
-    Sample {
-        items: latencies.len(),
-        latencies,
-        elapsed,
-    }
+    Sample { items: latencies.len(), latencies, elapsed }
 }
 
 fn render(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usize) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let (limit, single) = (r.raw_best.stats(), r.raw_single.stats());
-    let _ = writeln!(
-        s,
-        "## MobileNetV2-1.0, {cores} cores, intra-op threads {cores}\n"
-    );
-    let _ = writeln!(
-        s,
-        "(a) raw ONNX Runtime loop per batch size (one pass before the rounds):\n"
-    );
-    let _ = writeln!(
-        s,
-        "| batch | img/s | batch p50 ms | batch p99 ms |\n|---:|---:|---:|---:|"
-    );
+    let _ = writeln!(s, "## MobileNetV2-1.0, {cores} cores, intra-op threads {cores}\n");
+    let _ = writeln!(s, "(a) raw ONNX Runtime loop per batch size (one pass before the rounds):\n");
+    let _ = writeln!(s, "| batch | img/s | batch p50 ms | batch p99 ms |\n|---:|---:|---:|---:|");
     for (b, sample) in &r.sweep {
         let st = sample.stats();
-        let _ = writeln!(
-            s,
-            "| {b} | {:.1} | {:.2} | {:.2} |",
-            st.throughput, st.p50_ms, st.p99_ms
-        );
+        let _ = writeln!(s, "| {b} | {:.1} | {:.2} | {:.2} |", st.throughput, st.p50_ms, st.p99_ms);
     }
     let _ = writeln!(
         s,
@@ -546,11 +453,7 @@ fn render(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usiz
         oc.p50_ms,
         oc.p99_ms,
         oc.p99_ms / ob.p99_ms,
-        ratios
-            .iter()
-            .map(|x| format!("{x:.3}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        ratios.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(", ")
     );
     s
 }
@@ -566,12 +469,6 @@ fn find_model(file: &str) -> Result<PathBuf> {
 fn output_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .or_else(|| {
-            std::env::current_exe()
-                .ok()
-                .and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf))
-        });
-    target
-        .unwrap_or_else(|| PathBuf::from("target"))
-        .join("modelless-bench")
+        .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf)));
+    target.unwrap_or_else(|| PathBuf::from("target")).join("modelless-bench")
 }

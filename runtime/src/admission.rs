@@ -25,18 +25,8 @@ pub(crate) fn admit(
     max_batch_size: usize,
     inputs: Inputs,
 ) -> Result<Admitted, Error> {
-    let invalid = |reason: String| Error::InvalidInput {
-        model: model.to_string(),
-        reason,
-    };
-    let expected_names = || {
-        metadata
-            .inputs
-            .iter()
-            .map(|s| format!("`{}`", s.name))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let invalid = |reason: String| Error::InvalidInput { model: model.to_string(), reason };
+    let expected_names = || metadata.inputs.iter().map(|s| format!("`{}`", s.name)).collect::<Vec<_>>().join(", ");
     let mut slots: Vec<Option<Tensor>> = vec![None; metadata.inputs.len()];
     let unnamed_ok = metadata.inputs.len() == 1 && inputs.tensors.len() == 1;
     for (name, tensor) in inputs.tensors {
@@ -53,18 +43,10 @@ pub(crate) fn admit(
                 .inputs
                 .iter()
                 .position(|s| s.name == name)
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "unknown input `{name}`; the model takes {}",
-                        expected_names()
-                    ))
-                })?,
+                .ok_or_else(|| invalid(format!("unknown input `{name}`; the model takes {}", expected_names())))?,
         };
         if slots[index].replace(tensor).is_some() {
-            return Err(invalid(format!(
-                "input `{}` given twice",
-                metadata.inputs[index].name
-            )));
+            return Err(invalid(format!("input `{}` given twice", metadata.inputs[index].name)));
         }
     }
     let dynamic = metadata.dynamic_batch();
@@ -87,12 +69,7 @@ pub(crate) fn admit(
         if tensor.dtype() != spec.dtype || shape.len() != spec.shape.len() {
             return Err(invalid(describe()));
         }
-        if let Some(dim) = spec
-            .shape
-            .iter()
-            .zip(shape)
-            .position(|(want, &got)| want.is_some_and(|w| w != got))
-        {
+        if let Some(dim) = spec.shape.iter().zip(shape).position(|(want, &got)| want.is_some_and(|w| w != got)) {
             return Err(invalid(format!("{} (dimension {dim} differs)", describe())));
         }
         if dynamic {
@@ -101,10 +78,7 @@ pub(crate) fn admit(
                 return Err(invalid(format!("input `{}` has no rows", spec.name)));
             }
             if *rows.get_or_insert(n) != n {
-                return Err(invalid(format!(
-                    "inputs disagree on dimension 0 ({} vs {n})",
-                    rows.unwrap_or(n)
-                )));
+                return Err(invalid(format!("inputs disagree on dimension 0 ({} vs {n})", rows.unwrap_or(n))));
             }
         }
         key.push(shape.len());
@@ -113,11 +87,7 @@ pub(crate) fn admit(
     }
     let rows = if dynamic { rows.unwrap_or(1) } else { 1 };
     if rows > max_batch_size {
-        return Err(Error::RequestTooLarge {
-            model: model.to_string(),
-            rows,
-            max_batch_size,
-        });
+        return Err(Error::RequestTooLarge { model: model.to_string(), rows, max_batch_size });
     }
     Ok(Admitted { tensors, rows, key })
 }
@@ -147,9 +117,7 @@ mod tests {
 
     #[test]
     fn orders_named_inputs_as_the_model_does() {
-        let inputs = Inputs::new()
-            .with("k", Tensor::full([2, 2], 1i64))
-            .with("x", Tensor::full([2, 4], 0f32));
+        let inputs = Inputs::new().with("k", Tensor::full([2, 2], 1i64)).with("x", Tensor::full([2, 4], 0f32));
         let admitted = admit("m", &two_inputs(), 8, inputs).unwrap();
         assert_eq!(admitted.rows, 2);
         assert_eq!(admitted.tensors[0].dtype(), DType::F32);
@@ -161,52 +129,25 @@ mod tests {
         let m = two_inputs();
         let x = || Tensor::full([1, 4], 0f32);
         let k = || Tensor::full([1, 2], 0i64);
-        assert!(
-            reason(admit("m", &m, 8, Inputs::new().with("x", x()))).contains("missing input `k`")
-        );
-        assert!(
-            reason(admit(
-                "m",
-                &m,
-                8,
-                Inputs::new().with("x", x()).with("z", k())
-            ))
-            .contains("unknown input `z`")
-        );
+        assert!(reason(admit("m", &m, 8, Inputs::new().with("x", x()))).contains("missing input `k`"));
+        assert!(reason(admit("m", &m, 8, Inputs::new().with("x", x()).with("z", k()))).contains("unknown input `z`"));
         assert!(reason(admit("m", &m, 8, Inputs::from(x()))).contains("name each tensor"));
-        let wrong_dtype = Inputs::new()
-            .with("x", Tensor::full([1, 4], 0i32))
-            .with("k", k());
-        assert!(
-            reason(admit("m", &m, 8, wrong_dtype))
-                .contains("expected f32 of shape [N, 4], got i32")
-        );
-        let wrong_dim = Inputs::new()
-            .with("x", Tensor::full([1, 5], 0f32))
-            .with("k", k());
+        let wrong_dtype = Inputs::new().with("x", Tensor::full([1, 4], 0i32)).with("k", k());
+        assert!(reason(admit("m", &m, 8, wrong_dtype)).contains("expected f32 of shape [N, 4], got i32"));
+        let wrong_dim = Inputs::new().with("x", Tensor::full([1, 5], 0f32)).with("k", k());
         assert!(reason(admit("m", &m, 8, wrong_dim)).contains("dimension 1 differs"));
-        let wrong_rank = Inputs::new()
-            .with("x", Tensor::full([4], 0f32))
-            .with("k", k());
+        let wrong_rank = Inputs::new().with("x", Tensor::full([4], 0f32)).with("k", k());
         assert!(reason(admit("m", &m, 8, wrong_rank)).contains("shape [N, 4]"));
-        let rows_differ = Inputs::new()
-            .with("x", Tensor::full([2, 4], 0f32))
-            .with("k", k());
+        let rows_differ = Inputs::new().with("x", Tensor::full([2, 4], 0f32)).with("k", k());
         assert!(reason(admit("m", &m, 8, rows_differ)).contains("disagree on dimension 0"));
     }
 
     #[test]
     fn refuses_requests_larger_than_a_batch() {
-        let inputs = Inputs::new()
-            .with("x", Tensor::full([9, 4], 0f32))
-            .with("k", Tensor::full([9, 2], 0i64));
+        let inputs = Inputs::new().with("x", Tensor::full([9, 4], 0f32)).with("k", Tensor::full([9, 2], 0i64));
         assert!(matches!(
             admit("m", &two_inputs(), 8, inputs),
-            Err(Error::RequestTooLarge {
-                rows: 9,
-                max_batch_size: 8,
-                ..
-            })
+            Err(Error::RequestTooLarge { rows: 9, max_batch_size: 8, .. })
         ));
     }
 
@@ -214,26 +155,9 @@ mod tests {
     fn a_fixed_batch_model_takes_exactly_its_shape() {
         let fixed = ModelMetadata {
             inputs: vec![TensorSpec::new("input", DType::F32, vec![Some(1), Some(4)])],
-            outputs: vec![TensorSpec::new(
-                "output",
-                DType::F32,
-                vec![Some(1), Some(3)],
-            )],
+            outputs: vec![TensorSpec::new("output", DType::F32, vec![Some(1), Some(3)])],
         };
-        assert_eq!(
-            admit("m", &fixed, 1, Inputs::from(Tensor::full([1, 4], 0f32)))
-                .unwrap()
-                .rows,
-            1
-        );
-        assert!(
-            reason(admit(
-                "m",
-                &fixed,
-                1,
-                Inputs::from(Tensor::full([2, 4], 0f32))
-            ))
-            .contains("dimension 0")
-        );
+        assert_eq!(admit("m", &fixed, 1, Inputs::from(Tensor::full([1, 4], 0f32))).unwrap().rows, 1);
+        assert!(reason(admit("m", &fixed, 1, Inputs::from(Tensor::full([2, 4], 0f32)))).contains("dimension 0"));
     }
 }

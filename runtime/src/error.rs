@@ -57,11 +57,7 @@ pub enum BackendError {
 }
 
 fn display_paths(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// An error a caller of the runtime sees. Cheap to clone: one backend failure reaches

@@ -91,18 +91,12 @@ impl Model {
         batching: BatchingConfig,
     ) -> Result<Model, Error> {
         if instances == 0 {
-            return Err(Error::Config(format!(
-                "model `{name}`: instances must be at least 1"
-            )));
+            return Err(Error::Config(format!("model `{name}`: instances must be at least 1")));
         }
         batching.validate()?;
-        let load_error = |source: BackendError| Error::Load {
-            model: name.to_string(),
-            source: Arc::new(source),
-        };
+        let load_error = |source: BackendError| Error::Load { model: name.to_string(), source: Arc::new(source) };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (start_tx, start_rx) =
-            crossbeam_channel::bounded::<(Arc<ModelNames>, Arc<Queue>)>(instances);
+        let (start_tx, start_rx) = crossbeam_channel::bounded::<(Arc<ModelNames>, Arc<Queue>)>(instances);
         let mut job_senders = Vec::with_capacity(instances);
         for index in 0..instances {
             let (job_tx, job_rx) = crossbeam_channel::bounded(1);
@@ -111,15 +105,11 @@ impl Model {
             std::thread::Builder::new()
                 .name(format!("modelless-{name}-{index}"))
                 .spawn(move || {
-                    let backend = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-                        || factory(),
-                    )) {
+                    let backend = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory())) {
                         Ok(Ok(backend)) => backend,
                         Ok(Err(e)) => return drop(ready.send(Err(e))),
                         Err(_) => {
-                            return drop(
-                                ready.send(Err(BackendError::Panicked("while loading".into()))),
-                            );
+                            return drop(ready.send(Err(BackendError::Panicked("while loading".into()))));
                         }
                     };
                     if ready.send(Ok(backend.metadata().clone())).is_err() {
@@ -129,17 +119,12 @@ impl Model {
                         worker_task(names, backend, job_rx, queue, index);
                     }
                 })
-                .map_err(|e| {
-                    Error::Config(format!("cannot start a thread for model `{name}`: {e}"))
-                })?;
+                .map_err(|e| Error::Config(format!("cannot start a thread for model `{name}`: {e}")))?;
         }
         drop(ready_tx);
         let mut metadata = None;
         for _ in 0..instances {
-            let loaded = ready_rx
-                .recv()
-                .map_err(|_| Error::ShuttingDown)?
-                .map_err(load_error)?;
+            let loaded = ready_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)?;
             if metadata.as_ref().is_some_and(|m| *m != loaded) {
                 return Err(load_error(BackendError::OutputMismatch(
                     "instances disagree on the model's inputs".into(),
@@ -155,22 +140,14 @@ impl Model {
         });
         let queue = Queue::new(names.model.clone(), batching.clone(), job_senders);
         for _ in 0..instances {
-            start_tx
-                .send((names.clone(), queue.clone()))
-                .map_err(|_| Error::ShuttingDown)?;
+            start_tx.send((names.clone(), queue.clone())).map_err(|_| Error::ShuttingDown)?;
         }
         let timer_queue = queue.clone();
         std::thread::Builder::new()
             .name(format!("modelless-{name}-timer"))
             .spawn(move || timer_task(timer_queue))
             .map_err(|e| Error::Config(format!("cannot start a thread for model `{name}`: {e}")))?;
-        Ok(Model {
-            name: names.model.clone(),
-            metadata,
-            instances,
-            batching: ArcSwap::from_pointee(batching),
-            queue,
-        })
+        Ok(Model { name: names.model.clone(), metadata, instances, batching: ArcSwap::from_pointee(batching), queue })
     }
 
     /// The model's name.
@@ -206,12 +183,7 @@ impl Model {
     /// when the inputs do not fit the model or the queue is full.
     pub fn submit(&self, inputs: Inputs, deadline: Option<Instant>) -> Result<Ticket, Error> {
         let admitted_at = Instant::now();
-        let admitted = admit(
-            &self.name,
-            &self.metadata,
-            self.batching.load().max_batch_size,
-            inputs,
-        )?;
+        let admitted = admit(&self.name, &self.metadata, self.batching.load().max_batch_size, inputs)?;
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             tensors: admitted.tensors,
@@ -238,16 +210,9 @@ impl Drop for Model {
 }
 
 /// A model with a fixed dimension 0 runs one request per batch.
-fn effective_batching(
-    name: &str,
-    metadata: &ModelMetadata,
-    mut batching: BatchingConfig,
-) -> BatchingConfig {
+fn effective_batching(name: &str, metadata: &ModelMetadata, mut batching: BatchingConfig) -> BatchingConfig {
     if !metadata.dynamic_batch() && batching.max_batch_size != 1 {
-        tracing::info!(
-            model = name,
-            "dimension 0 is fixed: serving one request per batch"
-        );
+        tracing::info!(model = name, "dimension 0 is fixed: serving one request per batch");
         batching.max_batch_size = 1;
         batching.preferred_batch_sizes.clear();
     }
@@ -269,8 +234,6 @@ impl Ticket {
 
     /// Waits for the answer, blocking the thread. Do not call it on an async executor.
     pub fn wait(self) -> Result<Output, Error> {
-        self.answer
-            .blocking_recv()
-            .map_err(|_| Error::ShuttingDown)?
+        self.answer.blocking_recv().map_err(|_| Error::ShuttingDown)?
     }
 }

@@ -24,11 +24,7 @@ impl Registry {
 
     /// The model called `name`.
     pub fn get(&self, name: &str) -> Result<Arc<Model>, Error> {
-        self.models
-            .load()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::UnknownModel(name.to_string()))
+        self.models.load().get(name).cloned().ok_or_else(|| Error::UnknownModel(name.to_string()))
     }
 
     /// Names of the loaded models, sorted.
@@ -58,9 +54,7 @@ impl Registry {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.models.load();
         let mut next = HashMap::clone(&current);
-        let removed = next
-            .remove(name)
-            .ok_or_else(|| Error::UnknownModel(name.to_string()))?;
+        let removed = next.remove(name).ok_or_else(|| Error::UnknownModel(name.to_string()))?;
         self.models.store(Arc::new(next));
         Ok(removed)
     }

@@ -27,20 +27,13 @@ impl Inputs {
 
 impl From<Tensor> for Inputs {
     fn from(tensor: Tensor) -> Self {
-        Inputs {
-            tensors: vec![(None, tensor)],
-        }
+        Inputs { tensors: vec![(None, tensor)] }
     }
 }
 
 impl<S: Into<String>> FromIterator<(S, Tensor)> for Inputs {
     fn from_iter<I: IntoIterator<Item = (S, Tensor)>>(iter: I) -> Self {
-        Inputs {
-            tensors: iter
-                .into_iter()
-                .map(|(name, t)| (Some(name.into()), t))
-                .collect(),
-        }
+        Inputs { tensors: iter.into_iter().map(|(name, t)| (Some(name.into()), t)).collect() }
     }
 }
 
@@ -73,10 +66,7 @@ pub struct Output {
 impl Output {
     /// The output called `name`.
     pub fn get(&self, name: &str) -> Option<&Tensor> {
-        self.names
-            .iter()
-            .position(|n| n == name)
-            .map(|i| &self.tensors[i])
+        self.names.iter().position(|n| n == name).map(|i| &self.tensors[i])
     }
 
     /// Outputs with their names, in the model's order.

@@ -156,18 +156,11 @@ pub struct Tensor {
 
 impl Tensor {
     /// A tensor of `shape` holding `data`; the element count must match the shape.
-    pub fn new(
-        shape: impl Into<Vec<usize>>,
-        data: impl Into<TensorData>,
-    ) -> Result<Self, ShapeError> {
+    pub fn new(shape: impl Into<Vec<usize>>, data: impl Into<TensorData>) -> Result<Self, ShapeError> {
         let (shape, data) = (shape.into(), data.into());
         let expected = shape.iter().product::<usize>();
         if expected != data.len() {
-            return Err(ShapeError {
-                shape,
-                expected,
-                actual: data.len(),
-            });
+            return Err(ShapeError { shape, expected, actual: data.len() });
         }
         Ok(Tensor { shape, data })
     }
@@ -217,10 +210,7 @@ impl Tensor {
         }
         let first = parts.first()?;
         let trailing = first.shape.get(1..)?.to_vec();
-        if parts
-            .iter()
-            .any(|p| p.shape.get(1..) != Some(&trailing[..]))
-        {
+        if parts.iter().any(|p| p.shape.get(1..) != Some(&trailing[..])) {
             return None;
         }
         let mut shape = vec![parts.iter().map(Tensor::rows).sum()];

@@ -24,11 +24,9 @@
 mod runtime;
 
 pub use modelless_runtime::backend;
-pub use modelless_runtime::backend::onnx::{
-    OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig,
-};
+pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
 pub use modelless_runtime::{
-    BackendError, BackendFactory, BatchingConfig, DType, Element, Error, Inputs, ModelConfig,
-    ModelMetadata, Output, Tensor, TensorData, TensorSpec, Ticket, Timings,
+    BackendError, BackendFactory, BatchingConfig, DType, Element, Error, Inputs, ModelConfig, ModelMetadata, Output,
+    Tensor, TensorData, TensorSpec, Ticket, Timings,
 };
 pub use runtime::{InferOptions, ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};

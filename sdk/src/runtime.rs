@@ -5,8 +5,7 @@ use std::time::{Duration, Instant};
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
 use modelless_runtime::{
-    BackendFactory, BatchingConfig, Error, Inputs, Model, ModelConfig, ModelMetadata, Output,
-    Registry, Ticket,
+    BackendFactory, BatchingConfig, Error, Inputs, Model, ModelConfig, ModelMetadata, Output, Registry, Ticket,
 };
 use serde::{Deserialize, Serialize};
 
@@ -56,18 +55,14 @@ impl RuntimeBuilder {
         instances: usize,
         batching: BatchingConfig,
     ) -> Self {
-        self.custom
-            .push((name.into(), factory, instances, batching));
+        self.custom.push((name.into(), factory, instances, batching));
         self
     }
 
     /// Loads every model (blocking until all are ready) and returns the runtime. The
     /// first model that fails to load fails the build.
     pub fn build(self) -> Result<Runtime, Error> {
-        let runtime = Runtime {
-            onnxruntime: self.config.onnxruntime,
-            registry: Registry::new(),
-        };
+        let runtime = Runtime { onnxruntime: self.config.onnxruntime, registry: Registry::new() };
         for model in self.config.models {
             runtime.load_model(model)?;
         }
@@ -139,11 +134,7 @@ impl Runtime {
     /// Loads an ONNX model and starts serving it; blocks until its instances are
     /// ready. A model that fails to load leaves the others serving.
     pub fn load_model(&self, config: ModelConfig) -> Result<ModelInfo, Error> {
-        let factory = OrtBackend::factory(
-            self.onnxruntime.clone(),
-            config.path.clone(),
-            config.onnx.clone(),
-        );
+        let factory = OrtBackend::factory(self.onnxruntime.clone(), config.path.clone(), config.onnx.clone());
         self.load_backend(&config.name, factory, config.instances, config.batching)
     }
 
@@ -184,21 +175,13 @@ impl Runtime {
     }
 
     /// Checks and queues a request without waiting for it.
-    pub fn submit(
-        &self,
-        model: &str,
-        inputs: impl Into<Inputs>,
-        options: InferOptions,
-    ) -> Result<Ticket, Error> {
-        self.registry
-            .get(model)?
-            .submit(inputs.into(), options.deadline)
+    pub fn submit(&self, model: &str, inputs: impl Into<Inputs>, options: InferOptions) -> Result<Ticket, Error> {
+        self.registry.get(model)?.submit(inputs.into(), options.deadline)
     }
 
     /// Runs a request on `model`.
     pub async fn infer(&self, model: &str, inputs: impl Into<Inputs>) -> Result<Output, Error> {
-        self.infer_with(model, inputs, InferOptions::default())
-            .await
+        self.infer_with(model, inputs, InferOptions::default()).await
     }
 
     /// Runs a request on `model` with options.

@@ -54,10 +54,7 @@ impl BatchLog {
 
     /// Which instance ran each batch.
     pub fn instances(&self) -> Vec<usize> {
-        self.entries()
-            .into_iter()
-            .map(|(instance, _)| instance)
-            .collect()
+        self.entries().into_iter().map(|(instance, _)| instance).collect()
     }
 
     fn entries(&self) -> Vec<(usize, usize)> {
@@ -82,19 +79,10 @@ impl FakeBackend {
                 return Err(BackendError::Injected("fake load failure".into()));
             }
             let dim0 = if config.dynamic_batch { None } else { Some(1) };
-            let spec =
-                |name: &str| TensorSpec::new(name, DType::F32, vec![dim0, Some(config.width)]);
-            let metadata = ModelMetadata {
-                inputs: vec![spec("input")],
-                outputs: vec![spec("output")],
-            };
+            let spec = |name: &str| TensorSpec::new(name, DType::F32, vec![dim0, Some(config.width)]);
+            let metadata = ModelMetadata { inputs: vec![spec("input")], outputs: vec![spec("output")] };
             let instance = created.fetch_add(1, Ordering::Relaxed);
-            Ok(Box::new(FakeBackend {
-                config: config.clone(),
-                metadata,
-                log: log.clone(),
-                instance,
-            }))
+            Ok(Box::new(FakeBackend { config: config.clone(), metadata, log: log.clone(), instance }))
         })
     }
 }
@@ -105,11 +93,7 @@ impl Backend for FakeBackend {
     }
 
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
-        let input = batch
-            .inputs
-            .into_iter()
-            .next()
-            .ok_or_else(|| BackendError::Injected("no input".into()))?;
+        let input = batch.inputs.into_iter().next().ok_or_else(|| BackendError::Injected("no input".into()))?;
         let rows = input.rows();
         if let Ok(mut log) = self.log.0.lock() {
             log.push((self.instance, rows));
@@ -119,16 +103,12 @@ impl Backend for FakeBackend {
         for row in values.chunks(self.config.width.max(1)) {
             match row.first() {
                 Some(&FAIL_ROW) => {
-                    return Err(BackendError::Injected(
-                        "fake failure on a marked row".into(),
-                    ));
+                    return Err(BackendError::Injected("fake failure on a marked row".into()));
                 }
                 Some(&PANIC_ROW) => panic!("fake panic on a marked row"),
                 _ => {}
             }
         }
-        Ok(BatchOutput {
-            outputs: vec![input],
-        })
+        Ok(BatchOutput { outputs: vec![input] })
     }
 }

@@ -23,25 +23,14 @@ pub struct TensorSpec {
 
 impl TensorSpec {
     /// A spec from its parts.
-    pub fn new(
-        name: impl Into<String>,
-        dtype: DType,
-        shape: impl Into<Vec<Option<usize>>>,
-    ) -> Self {
-        TensorSpec {
-            name: name.into(),
-            dtype,
-            shape: shape.into(),
-        }
+    pub fn new(name: impl Into<String>, dtype: DType, shape: impl Into<Vec<Option<usize>>>) -> Self {
+        TensorSpec { name: name.into(), dtype, shape: shape.into() }
     }
 
     /// The shape as people write it, `N` for an open dimension: `[N, 3, 224, 224]`.
     pub fn shape_display(&self) -> String {
-        let dims: Vec<String> = self
-            .shape
-            .iter()
-            .map(|d| d.map_or_else(|| "N".to_string(), |n| n.to_string()))
-            .collect();
+        let dims: Vec<String> =
+            self.shape.iter().map(|d| d.map_or_else(|| "N".to_string(), |n| n.to_string())).collect();
         format!("[{}]", dims.join(", "))
     }
 }
@@ -59,10 +48,7 @@ impl ModelMetadata {
     /// Whether every input and output leaves dimension 0 open, so requests can be
     /// batched along it.
     pub fn dynamic_batch(&self) -> bool {
-        self.inputs
-            .iter()
-            .chain(&self.outputs)
-            .all(|t| matches!(t.shape.first(), Some(None)))
+        self.inputs.iter().chain(&self.outputs).all(|t| matches!(t.shape.first(), Some(None)))
     }
 }
 

@@ -107,12 +107,8 @@ static ENVIRONMENT: Mutex<Option<ort::environment::Environment>> = Mutex::new(No
 
 /// The process's ONNX Runtime environment, created on first use with `config`.
 /// Later calls get the same environment whatever their config says.
-pub fn environment(
-    config: &OrtEnvironmentConfig,
-) -> Result<ort::environment::Environment, BackendError> {
-    let mut slot = ENVIRONMENT
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+pub fn environment(config: &OrtEnvironmentConfig) -> Result<ort::environment::Environment, BackendError> {
+    let mut slot = ENVIRONMENT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(env) = slot.as_ref() {
         return Ok(env.clone());
     }
@@ -130,9 +126,7 @@ pub fn environment(
         .and_then(|p| p.with_inter_threads(config.inter_op_threads))
         .map_err(ort_err("configuring the thread pool"))?;
     if let Some(spin) = config.spinning {
-        pool = pool
-            .with_spin_control(spin)
-            .map_err(ort_err("configuring spinning"))?;
+        pool = pool.with_spin_control(spin).map_err(ort_err("configuring spinning"))?;
     }
     let env = builder
         .with_name("modelless")
@@ -179,41 +173,23 @@ impl OrtBackend {
         config: &OrtSessionConfig,
     ) -> Result<Self, BackendError> {
         // Read the file ourselves so that a missing file is an I/O error, not an ORT one.
-        let bytes = std::fs::read(path).map_err(|source| BackendError::ModelFile {
-            path: path.into(),
-            source,
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| BackendError::ModelFile { path: path.into(), source })?;
         let context = format!("loading {}", path.display());
         let session = configure(
-            Session::builder(env).map_err(|source| BackendError::Ort {
-                context: context.clone(),
-                source,
-            })?,
+            Session::builder(env).map_err(|source| BackendError::Ort { context: context.clone(), source })?,
             config,
         )
         .and_then(|mut b| b.commit_from_memory(&bytes))
         .map_err(|source| BackendError::Ort { context, source })?;
         let metadata = ModelMetadata {
-            inputs: session
-                .inputs()
-                .iter()
-                .map(|o| spec("input", o.name(), o.dtype()))
-                .collect::<Result<_, _>>()?,
-            outputs: session
-                .outputs()
-                .iter()
-                .map(|o| spec("output", o.name(), o.dtype()))
-                .collect::<Result<_, _>>()?,
+            inputs: session.inputs().iter().map(|o| spec("input", o.name(), o.dtype())).collect::<Result<_, _>>()?,
+            outputs: session.outputs().iter().map(|o| spec("output", o.name(), o.dtype())).collect::<Result<_, _>>()?,
         };
         Ok(OrtBackend { session, metadata })
     }
 
     /// A factory that loads `path` with `config` in the shared environment.
-    pub fn factory(
-        env_config: OrtEnvironmentConfig,
-        path: PathBuf,
-        config: OrtSessionConfig,
-    ) -> BackendFactory {
+    pub fn factory(env_config: OrtEnvironmentConfig, path: PathBuf, config: OrtSessionConfig) -> BackendFactory {
         Arc::new(move || {
             let env = environment(&env_config)?;
             Ok(Box::new(OrtBackend::load(&env, &path, &config)?))
@@ -221,10 +197,7 @@ impl OrtBackend {
     }
 }
 
-fn configure(
-    builder: SessionBuilder,
-    config: &OrtSessionConfig,
-) -> Result<SessionBuilder, ort::Error> {
+fn configure(builder: SessionBuilder, config: &OrtSessionConfig) -> Result<SessionBuilder, ort::Error> {
     let level = match config.optimization_level {
         OptimizationLevel::Disable => GraphOptimizationLevel::Disable,
         OptimizationLevel::Basic => GraphOptimizationLevel::Level1,
@@ -233,9 +206,7 @@ fn configure(
     };
     let mut builder = builder.with_optimization_level(level)?;
     if let Some(threads) = config.intra_op_threads {
-        builder = builder
-            .with_independent_thread_pool()?
-            .with_intra_threads(threads)?;
+        builder = builder.with_independent_thread_pool()?.with_intra_threads(threads)?;
         if let Some(inter) = config.inter_op_threads {
             builder = builder.with_inter_threads(inter)?;
         }
@@ -247,15 +218,8 @@ fn configure(
 }
 
 fn spec(what: &'static str, name: &str, ty: &ValueType) -> Result<TensorSpec, BackendError> {
-    let unsupported = || BackendError::UnsupportedType {
-        what,
-        name: name.into(),
-        ty: format!("{ty:?}"),
-    };
-    let ValueType::Tensor {
-        ty: element, shape, ..
-    } = ty
-    else {
+    let unsupported = || BackendError::UnsupportedType { what, name: name.into(), ty: format!("{ty:?}") };
+    let ValueType::Tensor { ty: element, shape, .. } = ty else {
         return Err(unsupported());
     };
     let dtype = match element {
@@ -277,17 +241,13 @@ impl Backend for OrtBackend {
     }
 
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
-        let run_err = |source| BackendError::Ort {
-            context: "running a batch".into(),
-            source,
-        };
+        let run_err = |source| BackendError::Ort { context: "running a batch".into(), source };
         let inputs = batch
             .inputs
             .into_iter()
             .zip(&self.metadata.inputs)
             .map(|(tensor, spec)| Ok((spec.name.clone().into(), to_ort(tensor)?)))
-            .collect::<Result<Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)>, ort::Error>>(
-            )
+            .collect::<Result<Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)>, ort::Error>>()
             .map_err(run_err)?;
         let outputs = self.session.run(inputs).map_err(run_err)?;
         let outputs = self
@@ -295,9 +255,9 @@ impl Backend for OrtBackend {
             .outputs
             .iter()
             .map(|spec| {
-                let value = outputs.get(&spec.name).ok_or_else(|| {
-                    BackendError::OutputMismatch(format!("output `{}` missing", spec.name))
-                })?;
+                let value = outputs
+                    .get(&spec.name)
+                    .ok_or_else(|| BackendError::OutputMismatch(format!("output `{}` missing", spec.name)))?;
                 from_ort(value, spec.dtype).map_err(run_err)
             })
             .collect::<Result<_, _>>()?;
@@ -311,13 +271,10 @@ fn to_ort(tensor: Tensor) -> Result<SessionInputValue<'static>, ort::Error> {
 }
 
 fn from_ort(value: &DynValue, dtype: DType) -> Result<Tensor, ort::Error> {
-    fn extract<T: Element + ort::value::PrimitiveTensorElementType>(
-        value: &DynValue,
-    ) -> Result<Tensor, ort::Error> {
+    fn extract<T: Element + ort::value::PrimitiveTensorElementType>(value: &DynValue) -> Result<Tensor, ort::Error> {
         let (shape, elements) = value.try_extract_tensor::<T>()?;
         let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
-        Tensor::new(shape, T::into_data(elements.to_vec()))
-            .map_err(|e| ort::Error::new(e.to_string()))
+        Tensor::new(shape, T::into_data(elements.to_vec())).map_err(|e| ort::Error::new(e.to_string()))
     }
     match dtype {
         DType::F32 => extract::<f32>(value),

@@ -59,11 +59,7 @@ impl BatchingConfig {
 
     /// The largest preferred size a batch may reach, if any.
     pub fn largest_preferred(&self) -> Option<usize> {
-        self.preferred_batch_sizes
-            .iter()
-            .copied()
-            .filter(|&p| p <= self.max_batch_size)
-            .max()
+        self.preferred_batch_sizes.iter().copied().filter(|&p| p <= self.max_batch_size).max()
     }
 
     /// Checks that the knobs are usable.
@@ -74,15 +70,8 @@ impl BatchingConfig {
         if self.max_queue_size == 0 {
             return Err(Error::Config("max_queue_size must be at least 1".into()));
         }
-        if let Some(bad) = self
-            .preferred_batch_sizes
-            .iter()
-            .find(|&&p| p == 0 || p > self.max_batch_size)
-        {
-            return Err(Error::Config(format!(
-                "preferred batch size {bad} is outside 1..={}",
-                self.max_batch_size
-            )));
+        if let Some(bad) = self.preferred_batch_sizes.iter().find(|&&p| p == 0 || p > self.max_batch_size) {
+            return Err(Error::Config(format!("preferred batch size {bad} is outside 1..={}", self.max_batch_size)));
         }
         Ok(())
     }

@@ -35,11 +35,7 @@ struct Inner {
 
 impl Queue {
     /// A queue in front of `instances` (job channels), all idle.
-    pub fn new(
-        model: Arc<str>,
-        config: BatchingConfig,
-        instances: Vec<Sender<Vec<Pending>>>,
-    ) -> Arc<Queue> {
+    pub fn new(model: Arc<str>, config: BatchingConfig, instances: Vec<Sender<Vec<Pending>>>) -> Arc<Queue> {
         let inner = Inner {
             state: State::new(config),
             idle: (0..instances.len()).rev().collect(),
@@ -48,11 +44,7 @@ impl Queue {
             closed: false,
             timer_at: None,
         };
-        Arc::new(Queue {
-            model,
-            inner: Mutex::new(inner),
-            timer: Condvar::new(),
-        })
+        Arc::new(Queue { model, inner: Mutex::new(inner), timer: Condvar::new() })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -70,10 +62,7 @@ impl Queue {
         let now = Instant::now();
         if inner.state.append(pending, now).is_err() {
             let max_queue_size = inner.state.config().max_queue_size;
-            return Err(Error::Overloaded {
-                model: self.model.to_string(),
-                max_queue_size,
-            });
+            return Err(Error::Overloaded { model: self.model.to_string(), max_queue_size });
         }
         let hold_until = self.dispatch(&mut inner, now);
         let wake = [hold_until, deadline].into_iter().flatten().min();
@@ -130,9 +119,7 @@ impl Queue {
         if inner.alive == 0 {
             // No instance is left to run anything: answer rather than hold requests forever.
             while let (_, Next::Batch(batch)) = inner.state.next_batch(now) {
-                batch
-                    .into_iter()
-                    .for_each(|p| drop(p.reply.send(Err(Error::ShuttingDown))));
+                batch.into_iter().for_each(|p| drop(p.reply.send(Err(Error::ShuttingDown))));
             }
             return None;
         }
@@ -145,9 +132,7 @@ impl Queue {
                     // An idle instance's channel is empty, so this never blocks.
                     if let Err(lost) = inner.instances[instance].send(batch) {
                         inner.alive -= 1;
-                        lost.0
-                            .into_iter()
-                            .for_each(|p| drop(p.reply.send(Err(Error::ShuttingDown))));
+                        lost.0.into_iter().for_each(|p| drop(p.reply.send(Err(Error::ShuttingDown))));
                     }
                 }
                 Next::WaitUntil(at) => return Some(at),
@@ -162,9 +147,7 @@ impl Queue {
     fn answer_dead(&self, dead: Vec<super::state::Dead<Pending>>) {
         for d in dead {
             if d.reason == DeadReason::Expired {
-                let _ = d.item.reply.send(Err(Error::DeadlineExceeded {
-                    model: self.model.to_string(),
-                }));
+                let _ = d.item.reply.send(Err(Error::DeadlineExceeded { model: self.model.to_string() }));
             }
         }
     }
@@ -180,23 +163,14 @@ pub(crate) fn timer_task(queue: Arc<Queue>) {
         if inner.closed && inner.state.is_empty() && inner.idle.len() == inner.alive {
             break;
         }
-        let wake = [hold_until, inner.state.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min();
+        let wake = [hold_until, inner.state.next_deadline()].into_iter().flatten().min();
         inner.timer_at = wake;
         inner = match wake {
-            Some(at) => match queue
-                .timer
-                .wait_timeout(inner, at.saturating_duration_since(now))
-            {
+            Some(at) => match queue.timer.wait_timeout(inner, at.saturating_duration_since(now)) {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
             },
-            None => queue
-                .timer
-                .wait(inner)
-                .unwrap_or_else(PoisonError::into_inner),
+            None => queue.timer.wait(inner).unwrap_or_else(PoisonError::into_inner),
         };
     }
     // Closing the job channels ends the instance threads.

@@ -62,10 +62,7 @@ pub struct State<T> {
 impl<T: Queued> State<T> {
     /// An empty queue with the given knobs.
     pub fn new(config: BatchingConfig) -> Self {
-        State {
-            queue: VecDeque::new(),
-            config,
-        }
+        State { queue: VecDeque::new(), config }
     }
 
     /// The knobs in force.
@@ -93,10 +90,7 @@ impl<T: Queued> State<T> {
         if self.queue.len() >= self.config.max_queue_size {
             return Err(item);
         }
-        self.queue.push_back(Slot {
-            item,
-            enqueued: now,
-        });
+        self.queue.push_back(Slot { item, enqueued: now });
         Ok(())
     }
 
@@ -118,10 +112,7 @@ impl<T: Queued> State<T> {
         let mut kept = VecDeque::with_capacity(self.queue.len());
         for slot in self.queue.drain(..) {
             match dead_reason(&slot.item) {
-                Some(reason) => dead.push(Dead {
-                    item: slot.item,
-                    reason,
-                }),
+                Some(reason) => dead.push(Dead { item: slot.item, reason }),
                 None => kept.push_back(slot),
             }
         }
@@ -201,13 +192,7 @@ mod tests {
 
     impl Req {
         fn new(id: u32) -> Self {
-            Req {
-                id,
-                rows: 1,
-                width: 4,
-                deadline: None,
-                gone: Rc::default(),
-            }
+            Req { id, rows: 1, width: 4, deadline: None, gone: Rc::default() }
         }
         fn rows(mut self, rows: usize) -> Self {
             self.rows = rows;
@@ -267,14 +252,9 @@ mod tests {
     fn delay_holds_a_partial_batch_until_the_oldest_has_waited() {
         let t0 = Instant::now();
         let delay = Duration::from_micros(500);
-        let mut s = state(
-            BatchingConfig::default()
-                .with_max_batch_size(4)
-                .with_max_queue_delay_us(500),
-        );
+        let mut s = state(BatchingConfig::default().with_max_batch_size(4).with_max_queue_delay_us(500));
         s.append(Req::new(0), t0).unwrap();
-        s.append(Req::new(1), t0 + Duration::from_micros(100))
-            .unwrap();
+        s.append(Req::new(1), t0 + Duration::from_micros(100)).unwrap();
         match s.next_batch(t0 + Duration::from_micros(200)).1 {
             Next::WaitUntil(t) => assert_eq!(t, t0 + delay),
             other => panic!("expected to wait, got {other:?}"),
@@ -285,11 +265,7 @@ mod tests {
     #[test]
     fn a_full_batch_leaves_before_the_delay() {
         let t0 = Instant::now();
-        let mut s = state(
-            BatchingConfig::default()
-                .with_max_batch_size(2)
-                .with_max_queue_delay_us(1_000_000),
-        );
+        let mut s = state(BatchingConfig::default().with_max_batch_size(2).with_max_queue_delay_us(1_000_000));
         s.append(Req::new(0), t0).unwrap();
         s.append(Req::new(1), t0).unwrap();
         s.append(Req::new(2), t0).unwrap();
@@ -302,14 +278,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = state(BatchingConfig::default().with_max_queue_delay_us(1_000_000));
         s.append(Req::new(0), t0).unwrap();
-        s.append(
-            Req {
-                width: 8,
-                ..Req::new(1)
-            },
-            t0,
-        )
-        .unwrap();
+        s.append(Req { width: 8, ..Req::new(1) }, t0).unwrap();
         assert_eq!(ids(s.next_batch(t0).1), vec![0]);
     }
 
@@ -325,17 +294,10 @@ mod tests {
         for id in 0..3 {
             s.append(Req::new(id), t0).unwrap();
         }
-        assert!(
-            matches!(s.next_batch(t0).1, Next::WaitUntil(_)),
-            "3 rows: wait for 4"
-        );
+        assert!(matches!(s.next_batch(t0).1, Next::WaitUntil(_)), "3 rows: wait for 4");
         s.append(Req::new(3), t0).unwrap();
         s.append(Req::new(4), t0).unwrap();
-        assert_eq!(
-            ids(s.next_batch(t0).1),
-            vec![0, 1, 2, 3],
-            "cut to the preferred 4"
-        );
+        assert_eq!(ids(s.next_batch(t0).1), vec![0, 1, 2, 3], "cut to the preferred 4");
     }
 
     #[test]
@@ -352,11 +314,7 @@ mod tests {
             s.append(Req::new(id), t0).unwrap();
         }
         assert_eq!(ids(s.next_batch(later).1), vec![0, 1]);
-        assert_eq!(
-            ids(s.next_batch(later).1),
-            vec![2],
-            "no preferred size fits: send the rest"
-        );
+        assert_eq!(ids(s.next_batch(later).1), vec![2], "no preferred size fits: send the rest");
     }
 
     #[test]
@@ -374,14 +332,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = state(BatchingConfig::default());
         let soon = t0 + Duration::from_millis(1);
-        s.append(
-            Req {
-                deadline: Some(soon),
-                ..Req::new(0)
-            },
-            t0,
-        )
-        .unwrap();
+        s.append(Req { deadline: Some(soon), ..Req::new(0) }, t0).unwrap();
         s.append(Req::new(1), t0).unwrap();
         assert_eq!(s.next_deadline(), Some(soon));
         let (dead, next) = s.next_batch(soon);
@@ -399,10 +350,7 @@ mod tests {
         s.append(gone, t0).unwrap();
         s.append(Req::new(1), t0).unwrap();
         let (dead, next) = s.next_batch(t0);
-        assert_eq!(
-            dead.iter().map(|d| d.reason).collect::<Vec<_>>(),
-            vec![DeadReason::Abandoned]
-        );
+        assert_eq!(dead.iter().map(|d| d.reason).collect::<Vec<_>>(), vec![DeadReason::Abandoned]);
         assert_eq!(ids(next), vec![1]);
     }
 

@@ -69,16 +69,11 @@ pub(crate) fn worker_task(
 
 fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pending>) {
     let started = Instant::now();
-    let requests: Vec<Pending> = requests
-        .into_iter()
-        .filter(|p| !p.reply.is_closed())
-        .collect();
+    let requests: Vec<Pending> = requests.into_iter().filter(|p| !p.reply.is_closed()).collect();
     let Some(first) = requests.first() else {
         return;
     };
-    let mut columns: Vec<Vec<Tensor>> = (0..first.tensors.len())
-        .map(|_| Vec::with_capacity(requests.len()))
-        .collect();
+    let mut columns: Vec<Vec<Tensor>> = (0..first.tensors.len()).map(|_| Vec::with_capacity(requests.len())).collect();
     let mut waiters = Vec::with_capacity(requests.len());
     for request in requests {
         for (column, tensor) in columns.iter_mut().zip(request.tensors) {
@@ -88,15 +83,10 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     }
     let rows: Vec<usize> = waiters.iter().map(|w| w.1).collect();
     let batch_size = rows.iter().sum();
-    let inputs = columns
-        .into_iter()
-        .map(Tensor::concat_rows)
-        .collect::<Option<Vec<_>>>();
+    let inputs = columns.into_iter().map(Tensor::concat_rows).collect::<Option<Vec<_>>>();
     let assembled = Instant::now();
     let result = match inputs {
-        None => Err(BackendError::OutputMismatch(
-            "requests of one batch disagree on shapes".into(),
-        )),
+        None => Err(BackendError::OutputMismatch("requests of one batch disagree on shapes".into())),
         Some(inputs) => match catch_unwind(AssertUnwindSafe(|| backend.infer(Batch { inputs }))) {
             Ok(result) => result,
             Err(panic) => Err(BackendError::Panicked(panic_message(panic.as_ref()))),
@@ -114,22 +104,14 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
                     compute: computed - assembled,
                     total: finished.saturating_duration_since(admitted),
                 };
-                let output = Output {
-                    names: names.outputs.clone(),
-                    tensors,
-                    model: names.model.clone(),
-                    batch_size,
-                    timings,
-                };
+                let output =
+                    Output { names: names.outputs.clone(), tensors, model: names.model.clone(), batch_size, timings };
                 let _ = reply.send(Ok(output));
             }
         }
         Err(source) => {
             tracing::warn!(model = %names.model, error = %source, batch_size, "batch failed");
-            let error = Error::Backend {
-                model: names.model.to_string(),
-                source: Arc::new(source),
-            };
+            let error = Error::Backend { model: names.model.to_string(), source: Arc::new(source) };
             for (reply, ..) in waiters {
                 let _ = reply.send(Err(error.clone()));
             }
@@ -138,19 +120,11 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
 }
 
 /// Splits every output by the requests' rows: one `Vec<Tensor>` per request.
-fn split_outputs(
-    outputs: Vec<Tensor>,
-    rows: &[usize],
-    expected: usize,
-) -> Result<Vec<Vec<Tensor>>, BackendError> {
+fn split_outputs(outputs: Vec<Tensor>, rows: &[usize], expected: usize) -> Result<Vec<Vec<Tensor>>, BackendError> {
     if outputs.len() != expected {
-        return Err(BackendError::OutputMismatch(format!(
-            "{} outputs, expected {expected}",
-            outputs.len()
-        )));
+        return Err(BackendError::OutputMismatch(format!("{} outputs, expected {expected}", outputs.len())));
     }
-    let mut per_request: Vec<Vec<Tensor>> =
-        rows.iter().map(|_| Vec::with_capacity(expected)).collect();
+    let mut per_request: Vec<Vec<Tensor>> = rows.iter().map(|_| Vec::with_capacity(expected)).collect();
     for output in outputs {
         let shape = output.shape().to_vec();
         let pieces = output.split_rows(rows).ok_or_else(|| {

@@ -17,8 +17,7 @@ pub fn models_dir() -> PathBuf {
 /// The weights `W` (4×3) and `b` (3) of the tiny models, from the manifest.
 pub fn tiny_weights() -> (Vec<Vec<f32>>, Vec<f32>) {
     let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(models_dir().join("manifest.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(models_dir().join("manifest.json")).unwrap()).unwrap();
     let w = serde_json::from_value(manifest["tiny_weights"]["W"].clone()).unwrap();
     let b = serde_json::from_value(manifest["tiny_weights"]["b"].clone()).unwrap();
     (w, b)
@@ -26,19 +25,14 @@ pub fn tiny_weights() -> (Vec<Vec<f32>>, Vec<f32>) {
 
 /// `x · W + b` for one row.
 pub fn affine(x: &[f32], w: &[Vec<f32>], b: &[f32]) -> Vec<f32> {
-    (0..b.len())
-        .map(|j| b[j] + x.iter().zip(w).map(|(xi, wi)| xi * wi[j]).sum::<f32>())
-        .collect()
+    (0..b.len()).map(|j| b[j] + x.iter().zip(w).map(|(xi, wi)| xi * wi[j]).sum::<f32>()).collect()
 }
 
 /// Polls `condition` until it holds; fails the test after 10 s.
 pub fn wait_for(mut condition: impl FnMut() -> bool) {
     let start = Instant::now();
     while !condition() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "condition not reached in 10 s"
-        );
+        assert!(start.elapsed() < Duration::from_secs(10), "condition not reached in 10 s");
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -46,9 +40,5 @@ pub fn wait_for(mut condition: impl FnMut() -> bool) {
 /// Largest difference relative to the magnitude of the expected value (at least 1).
 pub fn max_relative_diff(actual: &[f32], expected: &[f32]) -> f32 {
     assert_eq!(actual.len(), expected.len());
-    actual
-        .iter()
-        .zip(expected)
-        .map(|(a, e)| (a - e).abs() / e.abs().max(1.0))
-        .fold(0.0, f32::max)
+    actual.iter().zip(expected).map(|(a, e)| (a - e).abs() / e.abs().max(1.0)).fold(0.0, f32::max)
 }

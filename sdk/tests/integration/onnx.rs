@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use half::f16;
 use modelless::{
-    BackendError, BatchingConfig, DType, Error, InferOptions, Inputs, ModelConfig, Runtime, Tensor,
-    TensorSpec,
+    BackendError, BatchingConfig, DType, Error, InferOptions, Inputs, ModelConfig, Runtime, Tensor, TensorSpec,
 };
 
 use crate::common::{affine, max_relative_diff, models_dir, tiny_weights};
@@ -30,14 +29,8 @@ fn metadata_is_read_from_the_session() {
         .build()
         .unwrap();
     let tiny = rt.model_info("tiny").unwrap().metadata;
-    assert_eq!(
-        tiny.inputs,
-        vec![TensorSpec::new("input", DType::F32, vec![None, Some(4)])]
-    );
-    assert_eq!(
-        tiny.outputs,
-        vec![TensorSpec::new("output", DType::F32, vec![None, Some(3)])]
-    );
+    assert_eq!(tiny.inputs, vec![TensorSpec::new("input", DType::F32, vec![None, Some(4)])]);
+    assert_eq!(tiny.outputs, vec![TensorSpec::new("output", DType::F32, vec![None, Some(3)])]);
     assert!(tiny.dynamic_batch());
     let fixed = rt.model_info("fixed").unwrap();
     assert!(!fixed.metadata.dynamic_batch());
@@ -47,33 +40,18 @@ fn metadata_is_read_from_the_session() {
 #[test]
 fn batched_answers_equal_the_model_applied_row_by_row() {
     let (w, b) = tiny_weights();
-    let rt = Runtime::builder()
-        .with_model(model("tiny", "tiny.onnx", gathering(8)))
-        .build()
-        .unwrap();
-    let inputs: Vec<Vec<f32>> = (0..8)
-        .map(|i| (0..4).map(|j| (i * 4 + j) as f32 * 0.37 - 3.0).collect())
-        .collect();
+    let rt = Runtime::builder().with_model(model("tiny", "tiny.onnx", gathering(8))).build().unwrap();
+    let inputs: Vec<Vec<f32>> = (0..8).map(|i| (0..4).map(|j| (i * 4 + j) as f32 * 0.37 - 3.0).collect()).collect();
     let tickets: Vec<_> = inputs
         .iter()
-        .map(|x| {
-            rt.submit(
-                "tiny",
-                Tensor::new([1, 4], x.clone()).unwrap(),
-                InferOptions::default(),
-            )
-            .unwrap()
-        })
+        .map(|x| rt.submit("tiny", Tensor::new([1, 4], x.clone()).unwrap(), InferOptions::default()).unwrap())
         .collect();
     for (x, ticket) in inputs.iter().zip(tickets) {
         let output = ticket.wait().unwrap();
         assert_eq!(output.batch_size, 8);
         let expected: Vec<f32> = affine(x, &w, &b).into_iter().map(|v| v.max(0.0)).collect();
         let got = output.get("output").unwrap().as_slice::<f32>().unwrap();
-        assert!(
-            max_relative_diff(got, &expected) <= 1e-5,
-            "{got:?} vs {expected:?}"
-        );
+        assert!(max_relative_diff(got, &expected) <= 1e-5, "{got:?} vs {expected:?}");
     }
 }
 
@@ -81,37 +59,23 @@ fn batched_answers_equal_the_model_applied_row_by_row() {
 fn mobilenet_batched_outputs_equal_single_request_outputs() {
     let rt = Runtime::builder()
         .with_model(model("batched", "mobilenetv2_0.35.onnx", gathering(4)))
-        .with_model(model(
-            "single",
-            "mobilenetv2_0.35.onnx",
-            BatchingConfig::default().with_max_batch_size(1),
-        ))
+        .with_model(model("single", "mobilenetv2_0.35.onnx", BatchingConfig::default().with_max_batch_size(1)))
         .build()
         .unwrap();
     let images: Vec<Tensor> = (0..4)
         .map(|i| {
-            let values = (0..3 * 224 * 224)
-                .map(|j| ((j * 7 + i * 13) % 255) as f32 / 255.0 - 0.5)
-                .collect::<Vec<_>>();
+            let values = (0..3 * 224 * 224).map(|j| ((j * 7 + i * 13) % 255) as f32 / 255.0 - 0.5).collect::<Vec<_>>();
             Tensor::new([1, 3, 224, 224], values).unwrap()
         })
         .collect();
-    let tickets: Vec<_> = images
-        .iter()
-        .map(|img| {
-            rt.submit("batched", img.clone(), InferOptions::default())
-                .unwrap()
-        })
-        .collect();
+    let tickets: Vec<_> =
+        images.iter().map(|img| rt.submit("batched", img.clone(), InferOptions::default()).unwrap()).collect();
     for (img, ticket) in images.iter().zip(tickets) {
         let batched = ticket.wait().unwrap();
         assert_eq!(batched.batch_size, 4);
         let single = rt.infer_blocking("single", img.clone()).unwrap();
         assert_eq!(single.batch_size, 1);
-        let (b, s) = (
-            batched.get("logits").unwrap(),
-            single.get("logits").unwrap(),
-        );
+        let (b, s) = (batched.get("logits").unwrap(), single.get("logits").unwrap());
         assert_eq!(b.shape(), &[1, 1000]);
         let diff = max_relative_diff(b.as_slice::<f32>().unwrap(), s.as_slice::<f32>().unwrap());
         assert!(diff <= 1e-5, "batched and single outputs differ by {diff}");
@@ -121,136 +85,73 @@ fn mobilenet_batched_outputs_equal_single_request_outputs() {
 #[test]
 fn several_inputs_of_different_dtypes_are_batched_by_name() {
     let (w, b) = tiny_weights();
-    let rt = Runtime::builder()
-        .with_model(model("multi", "tiny_multi.onnx", gathering(3)))
-        .build()
-        .unwrap();
+    let rt = Runtime::builder().with_model(model("multi", "tiny_multi.onnx", gathering(3))).build().unwrap();
     let tickets: Vec<_> = (0..3)
         .map(|i| {
             let x = Tensor::new([1, 4], vec![i as f32, 1.0, 2.0, 3.0]).unwrap();
             let k = Tensor::new([1, 2], vec![i as i64 * 10, -5]).unwrap();
-            rt.submit(
-                "multi",
-                Inputs::new().with("k", k).with("x", x),
-                InferOptions::default(),
-            )
-            .unwrap()
+            rt.submit("multi", Inputs::new().with("k", k).with("x", x), InferOptions::default()).unwrap()
         })
         .collect();
     for (i, ticket) in tickets.into_iter().enumerate() {
         let output = ticket.wait().unwrap();
         assert_eq!(output.batch_size, 3);
-        assert_eq!(
-            output.get("k_next").unwrap().as_slice::<i64>().unwrap(),
-            &[i as i64 * 10 + 1, -4]
-        );
+        assert_eq!(output.get("k_next").unwrap().as_slice::<i64>().unwrap(), &[i as i64 * 10 + 1, -4]);
         let expected = affine(&[i as f32, 1.0, 2.0, 3.0], &w, &b);
-        assert!(
-            max_relative_diff(
-                output.get("y").unwrap().as_slice::<f32>().unwrap(),
-                &expected
-            ) <= 1e-5
-        );
+        assert!(max_relative_diff(output.get("y").unwrap().as_slice::<f32>().unwrap(), &expected) <= 1e-5);
     }
 }
 
 #[test]
 fn half_precision_tensors_round_trip() {
-    let rt = Runtime::builder()
-        .with_model(model("f16", "tiny_f16.onnx", BatchingConfig::default()))
-        .build()
-        .unwrap();
-    let x: Vec<f16> = [0.5f32, -1.25, 3.0, 8.0]
-        .iter()
-        .map(|&v| f16::from_f32(v))
-        .collect();
-    let output = rt
-        .infer_blocking("f16", Tensor::new([1, 4], x).unwrap())
-        .unwrap();
-    let doubled: Vec<f32> = output
-        .first()
-        .unwrap()
-        .as_slice::<f16>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_f32())
-        .collect();
+    let rt = Runtime::builder().with_model(model("f16", "tiny_f16.onnx", BatchingConfig::default())).build().unwrap();
+    let x: Vec<f16> = [0.5f32, -1.25, 3.0, 8.0].iter().map(|&v| f16::from_f32(v)).collect();
+    let output = rt.infer_blocking("f16", Tensor::new([1, 4], x).unwrap()).unwrap();
+    let doubled: Vec<f32> = output.first().unwrap().as_slice::<f16>().unwrap().iter().map(|v| v.to_f32()).collect();
     assert_eq!(doubled, vec![1.0, -2.5, 6.0, 16.0]);
 }
 
 #[test]
 fn bad_inputs_are_refused_on_admission_and_the_model_keeps_serving() {
-    let rt = Runtime::builder()
-        .with_model(model("tiny", "tiny.onnx", BatchingConfig::default()))
-        .build()
-        .unwrap();
+    let rt = Runtime::builder().with_model(model("tiny", "tiny.onnx", BatchingConfig::default())).build().unwrap();
     let reason = |inputs: Inputs| match rt.infer_blocking("tiny", inputs) {
         Err(Error::InvalidInput { reason, .. }) => reason,
         other => panic!("expected InvalidInput, got {other:?}"),
     };
-    assert!(
-        reason(Inputs::new().with("image", Tensor::full([1, 4], 0f32)))
-            .contains("unknown input `image`")
-    );
-    assert!(
-        reason(Tensor::full([1, 4], 0i64).into()).contains("expected f32 of shape [N, 4], got i64")
-    );
+    assert!(reason(Inputs::new().with("image", Tensor::full([1, 4], 0f32))).contains("unknown input `image`"));
+    assert!(reason(Tensor::full([1, 4], 0i64).into()).contains("expected f32 of shape [N, 4], got i64"));
     assert!(reason(Tensor::full([1, 5], 0f32).into()).contains("dimension 1 differs"));
     assert!(reason(Tensor::full([4], 0f32).into()).contains("shape [N, 4]"));
-    assert_eq!(
-        rt.infer_blocking("tiny", Tensor::full([2, 4], 1f32))
-            .unwrap()
-            .first()
-            .unwrap()
-            .shape(),
-        &[2, 3]
-    );
+    assert_eq!(rt.infer_blocking("tiny", Tensor::full([2, 4], 1f32)).unwrap().first().unwrap().shape(), &[2, 3]);
 }
 
 #[test]
 fn missing_or_corrupt_model_files_fail_to_load_with_a_clear_error() {
-    let rt = Runtime::builder()
-        .with_model(model("tiny", "tiny.onnx", BatchingConfig::default()))
-        .build()
-        .unwrap();
+    let rt = Runtime::builder().with_model(model("tiny", "tiny.onnx", BatchingConfig::default())).build().unwrap();
     let missing = rt.load_model(ModelConfig::new("missing", "/nonexistent/model.onnx"));
     assert!(
         matches!(&missing, Err(Error::Load { source, .. }) if matches!(**source, BackendError::ModelFile { .. })),
         "{:?}",
         missing.err()
     );
-    let corrupt_path =
-        std::env::temp_dir().join(format!("modelless-corrupt-{}.onnx", std::process::id()));
+    let corrupt_path = std::env::temp_dir().join(format!("modelless-corrupt-{}.onnx", std::process::id()));
     std::fs::write(&corrupt_path, b"\x08\x07this is not an onnx graph").unwrap();
     let corrupt = rt.load_model(ModelConfig::new("corrupt", &corrupt_path));
     std::fs::remove_file(&corrupt_path).unwrap();
-    let message = corrupt
-        .as_ref()
-        .err()
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let message = corrupt.as_ref().err().map(ToString::to_string).unwrap_or_default();
     assert!(
         matches!(&corrupt, Err(Error::Load { source, .. }) if matches!(**source, BackendError::Ort { .. })),
         "{message}"
     );
-    assert!(
-        message.contains("corrupt"),
-        "the error names the model: {message}"
-    );
+    assert!(message.contains("corrupt"), "the error names the model: {message}");
     assert_eq!(rt.models(), vec!["tiny".to_string()]);
-    assert!(
-        rt.infer_blocking("tiny", Tensor::full([1, 4], 1f32))
-            .is_ok()
-    );
+    assert!(rt.infer_blocking("tiny", Tensor::full([1, 4], 1f32)).is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fixed_batch_model_serves_concurrent_callers_one_at_a_time() {
     let rt = std::sync::Arc::new(
-        Runtime::builder()
-            .with_model(model("fixed", "tiny_fixed.onnx", BatchingConfig::default()))
-            .build()
-            .unwrap(),
+        Runtime::builder().with_model(model("fixed", "tiny_fixed.onnx", BatchingConfig::default())).build().unwrap(),
     );
     let tasks: Vec<_> = (0..16)
         .map(|i| {
@@ -260,16 +161,9 @@ async fn a_fixed_batch_model_serves_concurrent_callers_one_at_a_time() {
         .collect();
     for task in tasks {
         let output = task.await.unwrap().unwrap();
-        assert_eq!(
-            (output.batch_size, output.first().unwrap().shape()),
-            (1, &[1usize, 3][..])
-        );
+        assert_eq!((output.batch_size, output.first().unwrap().shape()), (1, &[1usize, 3][..]));
         assert!(output.timings.total >= output.timings.compute);
     }
     let timeout = InferOptions::default().with_timeout(Duration::from_secs(5));
-    assert!(
-        rt.infer_with("fixed", Tensor::full([1, 4], 0f32), timeout)
-            .await
-            .is_ok()
-    );
+    assert!(rt.infer_with("fixed", Tensor::full([1, 4], 0f32), timeout).await.is_ok());
 }
