@@ -164,6 +164,7 @@ fn main() -> Result<()> {
             if *clients == 1 {
                 b.merge(b1.clone());
                 c.merge(c1.clone());
+                continue;
             }
             let run_b = || closed_loop(*clients, plan.closed, &image, naive_call(&naive));
             let run_c = || closed_loop(*clients, plan.closed, &image, modelless_call(&model));
