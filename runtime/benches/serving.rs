@@ -90,7 +90,8 @@ struct Results {
     /// Batch 1, interleaved with concurrency 1 of (b) and (c).
     raw_single: Sample,
     raw_best: Sample,
-    closed: Vec<(usize, Sample, Sample)>,
+    /// Per concurrency: (a) at the best batch, (b), (c), measured in turns.
+    closed: Vec<(usize, Sample, Sample, Sample)>,
     open_rate: Vec<f64>,
     /// (c)'s p99 over (b)'s, per round.
     open_p99_ratio: Vec<f64>,
@@ -148,35 +149,30 @@ fn main() -> Result<()> {
     let factory = OrtBackend::factory(env_config, model_path.clone(), OrtSessionConfig::default());
     let model = Arc::new(Model::start("mobilenetv2-1.0", factory, 1, batching.clone())?);
     let naive = Arc::new(Mutex::new(session));
-    results.closed = CONCURRENCY.iter().map(|&n| (n, Sample::default(), Sample::default())).collect();
+    results.closed =
+        CONCURRENCY.iter().map(|&n| (n, Sample::default(), Sample::default(), Sample::default())).collect();
 
     for round in 0..plan.rounds {
-        // Alternate who goes first so that drift within a round favours neither.
-        let flip = round % 2 == 1;
-        let round_best = {
-            let mut session = naive.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
-            raw_loop(&mut session, &image, best_batch, plan.raw)?
-        };
-        results.raw_best.merge(round_best);
         let [raw, b1, c1] = single_client(&naive, &model, &image, plan.closed)?;
         results.raw_single.merge(raw);
-        for (clients, b, c) in &mut results.closed {
+        for (clients, a, b, c) in &mut results.closed {
             if *clients == 1 {
                 b.merge(b1.clone());
                 c.merge(c1.clone());
-                continue;
             }
-            let run_b = || closed_loop(*clients, plan.closed, &image, naive_call(&naive));
-            let run_c = || closed_loop(*clients, plan.closed, &image, modelless_call(&model));
-            let (sb, sc) = if flip {
-                let c = run_c();
-                (run_b(), c)
-            } else {
-                let b = run_b();
-                (b, run_c())
-            };
-            b.merge(sb);
-            c.merge(sc);
+            // The three take turns, each round starting with another, so that each row's
+            // ratios compare runs made on the same machine at nearly the same time.
+            for turn in 0..3 {
+                match (turn + round) % 3 {
+                    0 => a.merge({
+                        let mut session = naive.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                        raw_loop(&mut session, &image, best_batch, plan.closed)?
+                    }),
+                    1 if *clients > 1 => b.merge(closed_loop(*clients, plan.closed, &image, naive_call(&naive))),
+                    2 if *clients > 1 => c.merge(closed_loop(*clients, plan.closed, &image, modelless_call(&model))),
+                    _ => {}
+                }
+            }
         }
         let round_best = {
             let mut session = naive.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
@@ -204,7 +200,7 @@ fn main() -> Result<()> {
         results.open_p99_ratio.push(sc.stats().p99_ms / sb.stats().p99_ms);
         results.open_naive.merge(sb);
         results.open_modelless.merge(sc);
-        let (b32, c32) = results.closed.last().map(|(_, b, c)| (b.stats(), c.stats())).context("no runs")?;
+        let (b32, c32) = results.closed.last().map(|(_, _, b, c)| (b.stats(), c.stats())).context("no runs")?;
         eprintln!(
             "round {}/{}: (a) {:.1} img/s | c=32 (b) {:.1} (c) {:.1} img/s | open at {rate:.1}/s p99 (b) {:.1} ms (c) {:.1} ms",
             round + 1,
@@ -238,7 +234,7 @@ fn to_json(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usi
         "sweep": r.sweep.iter().map(|(b, s)| serde_json::json!({"batch": b, "stats": s.stats()})).collect::<Vec<_>>(),
         "raw_single": r.raw_single.stats(),
         "raw_best": r.raw_best.stats(),
-        "closed": r.closed.iter().map(|(n, b, c)| serde_json::json!({"concurrency": n, "naive": b.stats(), "modelless": c.stats()})).collect::<Vec<_>>(),
+        "closed": r.closed.iter().map(|(n, a, b, c)| serde_json::json!({"concurrency": n, "raw_best_batch": a.stats(), "naive": b.stats(), "modelless": c.stats()})).collect::<Vec<_>>(),
         "open": {"rates": r.open_rate, "p99_ratio_per_round": r.open_p99_ratio, "naive": r.open_naive.stats(), "modelless": r.open_modelless.stats()},
     })
 }
@@ -390,7 +386,7 @@ fn open_loop(rate: f64, duration: Duration, seed: u64, image: &[f32], call: Call
 fn render(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usize) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let (limit, single) = (r.raw_best.stats(), r.raw_single.stats());
+    let single = r.raw_single.stats();
     let _ = writeln!(s, "## MobileNetV2-1.0, {cores} cores, intra-op threads {cores}\n");
     let _ = writeln!(s, "(a) raw ONNX Runtime loop per batch size (one pass before the rounds):\n");
     let _ = writeln!(s, "| batch | img/s | batch p50 ms | batch p99 ms |\n|---:|---:|---:|---:|");
@@ -411,8 +407,8 @@ fn render(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usiz
         "| concurrency | (a) img/s | (b) img/s | (c) img/s | c/a | c/b | (b) p50 / p99 ms | (c) p50 / p99 ms |"
     );
     let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (n, b, c) in &r.closed {
-        let (b, c) = (b.stats(), c.stats());
+    for (n, a, b, c) in &r.closed {
+        let (limit, b, c) = (a.stats(), b.stats(), c.stats());
         let _ = writeln!(
             s,
             "| {n} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} | {:.2} / {:.2} | {:.2} / {:.2} |",
@@ -427,7 +423,7 @@ fn render(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usiz
             c.p99_ms
         );
     }
-    if let Some((_, _, c1)) = r.closed.iter().find(|(n, ..)| *n == 1) {
+    if let Some((_, _, _, c1)) = r.closed.iter().find(|(n, ..)| *n == 1) {
         let c1 = c1.stats();
         let _ = writeln!(
             s,
