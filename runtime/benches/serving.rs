@@ -89,6 +89,8 @@ struct Results {
     sweep: Vec<(usize, Sample)>,
     /// Batch 1, interleaved with concurrency 1 of (b) and (c).
     raw_single: Sample,
+    /// (c)'s median latency minus the raw run's, per pair of neighbouring blocks (s).
+    single_overhead: Vec<f64>,
     raw_best: Sample,
     /// Per concurrency: (a) at the best batch, (b), (c), measured in turns.
     closed: Vec<(usize, Sample, Sample, Sample)>,
@@ -153,8 +155,9 @@ fn main() -> Result<()> {
         CONCURRENCY.iter().map(|&n| (n, Sample::default(), Sample::default(), Sample::default())).collect();
 
     for round in 0..plan.rounds {
-        let [raw, b1, c1] = single_client(&naive, &model, &image, plan.closed)?;
+        let ([raw, b1, c1], paired) = single_client(&naive, &model, &image, plan.closed)?;
         results.raw_single.merge(raw);
+        results.single_overhead.extend(paired);
         for (clients, a, b, c) in &mut results.closed {
             if *clients == 1 {
                 b.merge(b1.clone());
@@ -233,6 +236,7 @@ fn to_json(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usi
         "modelless_batching": {"max_batch_size": batching.max_batch_size, "max_queue_delay_us": batching.max_queue_delay_us},
         "sweep": r.sweep.iter().map(|(b, s)| serde_json::json!({"batch": b, "stats": s.stats()})).collect::<Vec<_>>(),
         "raw_single": r.raw_single.stats(),
+        "single_overhead_s": r.single_overhead,
         "raw_best": r.raw_best.stats(),
         "closed": r.closed.iter().map(|(n, a, b, c)| serde_json::json!({"concurrency": n, "raw_best_batch": a.stats(), "naive": b.stats(), "modelless": c.stats()})).collect::<Vec<_>>(),
         "open": {"rates": r.open_rate, "p99_ratio_per_round": r.open_p99_ratio, "naive": r.open_naive.stats(), "modelless": r.open_modelless.stats()},
@@ -265,14 +269,18 @@ fn modelless_call(model: &Arc<Model>) -> Call {
     })
 }
 
-/// Concurrency 1: a raw single run, (b) and (c) take turns in blocks of 20 requests,
-/// so that all three see the same machine.
+/// Requests per block of the single-client comparison.
+const BLOCK: usize = 20;
+
+/// Concurrency 1: a raw single run, (b) and (c) take turns in blocks of [`BLOCK`]
+/// requests, so that all three see the same machine. Also returns, per turn, (c)'s
+/// block median minus the raw run's: differences of neighbours cancel the drift.
 fn single_client(
     naive: &Arc<Mutex<Session>>,
     model: &Arc<Model>,
     image: &[f32],
     duration: Duration,
-) -> Result<[Sample; 3]> {
+) -> Result<([Sample; 3], Vec<f64>)> {
     let view = image.to_vec();
     let session = naive.clone();
     let raw: Call = Arc::new(move |_owned| {
@@ -283,21 +291,28 @@ fn single_client(
     });
     let calls = [raw, naive_call(naive), modelless_call(model)];
     let mut samples: [Sample; 3] = Default::default();
+    let mut paired = Vec::new();
     let start = Instant::now();
     while start.elapsed() < duration * 3 {
-        for (call, sample) in calls.iter().zip(&mut samples) {
+        let mut block_medians = [0.0; 3];
+        for ((call, sample), median) in calls.iter().zip(&mut samples).zip(&mut block_medians) {
             let block = Instant::now();
-            for _ in 0..20 {
+            let mut latencies = Vec::with_capacity(BLOCK);
+            for _ in 0..BLOCK {
                 let owned = image.to_vec();
                 let t = Instant::now();
                 call(owned)?;
-                sample.latencies.push(t.elapsed());
+                latencies.push(t.elapsed());
             }
-            sample.items += 20;
+            sample.items += BLOCK;
             sample.elapsed += block.elapsed();
+            latencies.sort();
+            *median = latencies[BLOCK / 2].as_secs_f64();
+            sample.latencies.extend(latencies);
         }
+        paired.push(block_medians[2] - block_medians[0]);
     }
-    Ok(samples)
+    Ok((samples, paired))
 }
 
 fn raw_loop(session: &mut Session, image: &[f32], batch: usize, duration: Duration) -> Result<Sample> {
@@ -425,12 +440,19 @@ fn render(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usiz
     }
     if let Some((_, _, _, c1)) = r.closed.iter().find(|(n, ..)| *n == 1) {
         let c1 = c1.stats();
+        let mut paired = r.single_overhead.clone();
+        paired.sort_by(f64::total_cmp);
+        let q = |p: f64| paired.get((paired.len() as f64 * p) as usize).map_or(f64::NAN, |d| d * 1e6);
         let _ = writeln!(
             s,
-            "\nconcurrency 1: (c) p50 {:.3} ms vs raw single run p50 {:.3} ms: {:+.0} µs",
+            "\nconcurrency 1: (c) p50 {:.3} ms vs raw single run p50 {:.3} ms; (c) minus raw, median over {} \
+             neighbouring pairs of {BLOCK}-request blocks: {:+.0} µs (quartiles {:+.0} / {:+.0} µs)",
             c1.p50_ms,
             single.p50_ms,
-            (c1.p50_ms - single.p50_ms) * 1e3
+            paired.len(),
+            q(0.5),
+            q(0.25),
+            q(0.75)
         );
     }
     let (ob, oc) = (r.open_naive.stats(), r.open_modelless.stats());
