@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment};
-use modelless_runtime::{BatchingConfig, Inputs, Model, Tensor};
+use modelless_runtime::{BatchingConfig, InferOptions, Inputs, Model, Tensor};
 use ort::session::Session;
 use ort::value::TensorRef;
 use rand::SeedableRng;
@@ -50,10 +50,13 @@ struct Sample {
     latencies: Vec<Duration>,
     items: usize,
     elapsed: Duration,
+    /// Throughput of the run merged last.
+    last_throughput: f64,
 }
 
 impl Sample {
     fn merge(&mut self, other: Sample) {
+        self.last_throughput = other.items as f64 / other.elapsed.as_secs_f64();
         self.latencies.extend(other.latencies);
         self.items += other.items;
         self.elapsed += other.elapsed;
@@ -181,7 +184,11 @@ fn main() -> Result<()> {
             let mut session = naive.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
             raw_loop(&mut session, &image, best_batch, plan.raw)?
         };
-        let rate = round_best.stats().throughput * OPEN_LOOP_LOAD;
+        // The offered load follows the machine's speed over this whole round: the mean
+        // of its four measurements of (a), not one that may have caught a burst.
+        let mut measured = vec![round_best.stats().throughput];
+        measured.extend(results.closed.iter().map(|(_, a, ..)| a.last_throughput));
+        let rate = measured.iter().sum::<f64>() / measured.len() as f64 * OPEN_LOOP_LOAD;
         results.raw_best.merge(round_best);
         results.open_rate.push(rate);
         // Short alternating windows, each drained before the next, so that (b) and (c)
@@ -263,7 +270,7 @@ fn modelless_call(model: &Arc<Model>) -> Call {
     let model = model.clone();
     Arc::new(move |image| {
         let input = Tensor::new(SHAPE, image)?;
-        let output = model.submit(Inputs::from(input), None)?.wait()?;
+        let output = model.submit(Inputs::from(input), InferOptions::default())?.wait()?;
         std::hint::black_box(output);
         Ok(())
     })
@@ -332,7 +339,7 @@ fn raw_loop(session: &mut Session, image: &[f32], batch: usize, duration: Durati
         latencies.push(t.elapsed());
     }
     let items = latencies.len() * batch;
-    Ok(Sample { latencies, items, elapsed: start.elapsed() })
+    Ok(Sample { latencies, items, elapsed: start.elapsed(), ..Sample::default() })
 }
 
 /// `clients` threads each send one request at a time until `duration` is over.
@@ -362,7 +369,7 @@ fn closed_loop(clients: usize, duration: Duration, image: &[f32], call: Call) ->
             .collect();
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     });
-    Sample { items: latencies.len(), latencies, elapsed: start.elapsed() }
+    Sample { items: latencies.len(), latencies, elapsed: start.elapsed(), ..Sample::default() }
 }
 
 /// Poisson arrivals at `rate` for `duration` (seeded); every request runs on its own thread,
@@ -395,7 +402,7 @@ fn open_loop(rate: f64, duration: Duration, seed: u64, image: &[f32], call: Call
     threads.into_iter().for_each(|t| drop(t.join()));
     let elapsed = start.elapsed();
     let latencies = std::mem::take(&mut *latencies.lock().unwrap_or_else(|p| p.into_inner()));
-    Sample { items: latencies.len(), latencies, elapsed }
+    Sample { items: latencies.len(), latencies, elapsed, ..Sample::default() }
 }
 
 fn render(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usize) -> String {

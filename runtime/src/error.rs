@@ -117,6 +117,30 @@ pub enum Error {
         #[source]
         source: Arc<BackendError>,
     },
+    /// No task of that name exists.
+    #[error("unknown task `{0}`")]
+    UnknownTask(String),
+    /// The task has no variant of that name.
+    #[error("task `{task}` has no variant `{variant}`")]
+    UnknownVariant {
+        /// The task.
+        task: String,
+        /// The variant asked for.
+        variant: String,
+    },
+    /// No ready variant of the task is accurate enough for the request.
+    #[error(
+        "no ready variant of task `{task}` has accuracy {min_accuracy} or more; ready: {}",
+        available.iter().map(|(n, a)| format!("{n} ({a})")).collect::<Vec<_>>().join(", ")
+    )]
+    NoVariantMeetsSlo {
+        /// The task.
+        task: String,
+        /// The accuracy asked for.
+        min_accuracy: f64,
+        /// Ready variants and their accuracies.
+        available: Vec<(String, f64)>,
+    },
     /// A model of that name is already loaded.
     #[error("a model named `{0}` is already loaded")]
     AlreadyLoaded(String),

@@ -1,5 +1,6 @@
 //! The modelless engine: model backends on their own threads, dynamic batching in
-//! front of them, and the registry of loaded models.
+//! front of them, and the registry of loaded models and of tasks, whose variants are
+//! switched while requests flow.
 //!
 //! Applications depend on the `modelless` crate, which wraps this one; depend on this
 //! crate directly to write a backend or to build on the engine's parts.
@@ -12,11 +13,17 @@ pub mod model;
 pub mod registry;
 pub mod request;
 pub mod tensor;
+pub mod warmup;
 
 pub use backend::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
 pub use batching::BatchingConfig;
+pub use batching::state::Priority;
 pub use error::{BackendError, Error};
-pub use model::{Model, ModelConfig, Ticket};
-pub use registry::Registry;
-pub use request::{Inputs, Output, Timings};
+pub use model::{DrainHandle, LoadPhase, Model, ModelConfig, StartOptions, Ticket};
+pub use registry::{
+    Device, MakeBackend, Registry, SwitchReport, Task, TaskConfig, TaskStatus, VariantConfig, VariantState,
+    VariantStatus, VersionStatus,
+};
+pub use request::{InferOptions, Inputs, Output, Slo, Timings};
 pub use tensor::{DType, Element, Tensor, TensorData};
+pub use warmup::WarmupConfig;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
@@ -10,12 +10,13 @@ use tokio::sync::oneshot;
 
 use crate::admission::admit;
 use crate::backend::onnx::OrtSessionConfig;
-use crate::backend::{BackendFactory, ModelMetadata};
+use crate::backend::{Backend, BackendFactory, ModelMetadata};
 use crate::batching::BatchingConfig;
 use crate::batching::queue::{Queue, timer_task};
 use crate::batching::worker::{ModelNames, Pending, worker_task};
 use crate::error::{BackendError, Error};
-use crate::request::{Inputs, Output};
+use crate::request::{InferOptions, Inputs, Output};
+use crate::warmup::{WarmupConfig, warm_up};
 
 /// How to load and serve one ONNX model.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +35,9 @@ pub struct ModelConfig {
     /// ONNX Runtime session settings.
     #[serde(default)]
     pub onnx: OrtSessionConfig,
+    /// Warm-up before the model takes requests.
+    #[serde(default)]
+    pub warmup: WarmupConfig,
 }
 
 fn one() -> usize {
@@ -49,7 +53,14 @@ impl ModelConfig {
             instances: 1,
             batching: BatchingConfig::default(),
             onnx: OrtSessionConfig::default(),
+            warmup: WarmupConfig::default(),
         }
+    }
+
+    /// Sets the warm-up.
+    pub fn with_warmup(mut self, warmup: WarmupConfig) -> Self {
+        self.warmup = warmup;
+        self
     }
 
     /// Sets the number of instances.
@@ -71,83 +82,165 @@ impl ModelConfig {
     }
 }
 
+/// What a model is doing before it serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadPhase {
+    /// Its sessions are being created.
+    Loading,
+    /// Its sessions run warm-up batches.
+    Warming,
+}
+
+/// Called as a model moves through its load phases.
+pub type PhaseCallback = Arc<dyn Fn(LoadPhase) + Send + Sync>;
+
+/// How to start a model, beyond its backend, instances and batching.
+#[derive(Clone)]
+pub struct StartOptions {
+    /// Task the model serves as a variant, named in its answers.
+    pub task: Option<Arc<str>>,
+    /// Version named in its answers.
+    pub version: u64,
+    /// Warm-up before the model takes requests.
+    pub warmup: WarmupConfig,
+    /// Told of each load phase.
+    pub on_phase: Option<PhaseCallback>,
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        StartOptions { task: None, version: 1, warmup: WarmupConfig::disabled(), on_phase: None }
+    }
+}
+
 /// A model that serves requests.
 pub struct Model {
     name: Arc<str>,
+    version: u64,
     metadata: ModelMetadata,
     instances: usize,
+    warmup: Option<Duration>,
     batching: ArcSwap<BatchingConfig>,
     queue: Arc<Queue>,
 }
 
+/// What a loader thread reports.
+enum Loaded {
+    Session(ModelMetadata),
+    Warm(Box<dyn Backend + Send>, Option<Duration>),
+}
+
 impl Model {
     /// Starts `instances` backends made by `factory`, each on its own thread, and the
-    /// batcher in front of them. Blocks until every instance has loaded; if one fails,
-    /// the others are let go and the error is returned.
+    /// queue in front of them, without warm-up. Blocks until every instance has loaded;
+    /// if one fails, the others are let go and the error is returned.
     pub fn start(
         name: &str,
         factory: BackendFactory,
         instances: usize,
         batching: BatchingConfig,
     ) -> Result<Model, Error> {
+        Model::start_with(name, factory, instances, batching, StartOptions::default())
+    }
+
+    /// Like [`Model::start`], with options. Sessions are created and warmed up on
+    /// threads of lower scheduling priority, so that loading a model beside others
+    /// that serve does not starve them; each then serves from a thread of normal
+    /// priority.
+    pub fn start_with(
+        name: &str,
+        factory: BackendFactory,
+        instances: usize,
+        batching: BatchingConfig,
+        options: StartOptions,
+    ) -> Result<Model, Error> {
         if instances == 0 {
             return Err(Error::Config(format!("model `{name}`: instances must be at least 1")));
         }
         batching.validate()?;
         let load_error = |source: BackendError| Error::Load { model: name.to_string(), source: Arc::new(source) };
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (start_tx, start_rx) = crossbeam_channel::bounded::<(Arc<ModelNames>, Arc<Queue>)>(instances);
-        let mut job_senders = Vec::with_capacity(instances);
-        for index in 0..instances {
-            let (job_tx, job_rx) = crossbeam_channel::bounded(1);
-            job_senders.push(job_tx);
-            let (factory, ready, start) = (factory.clone(), ready_tx.clone(), start_rx.clone());
-            std::thread::Builder::new()
-                .name(format!("modelless-{name}-{index}"))
-                .spawn(move || {
-                    let backend = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory())) {
-                        Ok(Ok(backend)) => backend,
-                        Ok(Err(e)) => return drop(ready.send(Err(e))),
-                        Err(_) => {
-                            return drop(ready.send(Err(BackendError::Panicked("while loading".into()))));
-                        }
-                    };
-                    if ready.send(Ok(backend.metadata().clone())).is_err() {
-                        return;
-                    }
-                    if let Ok((names, queue)) = start.recv() {
-                        worker_task(names, backend, job_rx, queue, index);
-                    }
-                })
-                .map_err(|e| Error::Config(format!("cannot start a thread for model `{name}`: {e}")))?;
-        }
-        drop(ready_tx);
-        let mut metadata = None;
-        for _ in 0..instances {
-            let loaded = ready_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)?;
-            if metadata.as_ref().is_some_and(|m| *m != loaded) {
-                return Err(load_error(BackendError::OutputMismatch(
-                    "instances disagree on the model's inputs".into(),
-                )));
+        let phase = |p: LoadPhase| {
+            if let Some(on_phase) = &options.on_phase {
+                on_phase(p);
             }
-            metadata = Some(loaded);
+        };
+        phase(LoadPhase::Loading);
+        let (loaded_tx, loaded_rx) = std::sync::mpsc::channel();
+        for index in 0..instances {
+            let (factory, loaded, batching, warmup) =
+                (factory.clone(), loaded_tx.clone(), batching.clone(), options.warmup.clone());
+            let model = name.to_string();
+            spawn(format!("modelless-{name}-load-{index}"), move || {
+                lower_priority();
+                let _ = loaded.send(load_and_warm(&model, &factory, &batching, &warmup, &loaded));
+            })?;
+        }
+        drop(loaded_tx);
+        let mut metadata: Option<ModelMetadata> = None;
+        let mut backends = Vec::with_capacity(instances);
+        let mut warmup: Option<Duration> = None;
+        let mut sessions = 0;
+        while backends.len() < instances {
+            match loaded_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)? {
+                Loaded::Session(loaded) => {
+                    if metadata.as_ref().is_some_and(|m| *m != loaded) {
+                        return Err(load_error(BackendError::OutputMismatch(
+                            "instances disagree on the model's inputs".into(),
+                        )));
+                    }
+                    metadata = Some(loaded);
+                    sessions += 1;
+                    if sessions == instances {
+                        phase(LoadPhase::Warming);
+                    }
+                }
+                Loaded::Warm(backend, took) => {
+                    warmup = took.map(|t| warmup.map_or(t, |w| w.max(t)));
+                    backends.push(backend);
+                }
+            }
         }
         let metadata = metadata.ok_or(Error::ShuttingDown)?;
         let batching = effective_batching(name, &metadata, batching);
         let names = Arc::new(ModelNames {
             model: Arc::from(name),
+            version: options.version,
+            task: options.task.clone(),
             outputs: metadata.outputs.iter().map(|o| o.name.clone()).collect(),
         });
-        let queue = Queue::new(names.model.clone(), batching.clone(), job_senders);
-        for _ in 0..instances {
-            start_tx.send((names.clone(), queue.clone())).map_err(|_| Error::ShuttingDown)?;
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..instances).map(|_| crossbeam_channel::bounded(1)).unzip();
+        let queue = Queue::new(names.model.clone(), batching.clone(), senders);
+        for (index, (backend, jobs)) in backends.into_iter().zip(receivers).enumerate() {
+            let (names, queue) = (names.clone(), queue.clone());
+            spawn(format!("modelless-{name}-{index}"), move || worker_task(names, backend, jobs, queue, index))?;
         }
         let timer_queue = queue.clone();
-        std::thread::Builder::new()
-            .name(format!("modelless-{name}-timer"))
-            .spawn(move || timer_task(timer_queue))
-            .map_err(|e| Error::Config(format!("cannot start a thread for model `{name}`: {e}")))?;
-        Ok(Model { name: names.model.clone(), metadata, instances, batching: ArcSwap::from_pointee(batching), queue })
+        spawn(format!("modelless-{name}-timer"), move || timer_task(timer_queue))?;
+        Ok(Model {
+            name: names.model.clone(),
+            version: options.version,
+            metadata,
+            instances,
+            warmup,
+            batching: ArcSwap::from_pointee(batching),
+            queue,
+        })
+    }
+
+    /// Whether the model has stopped taking requests and finished what it had; for
+    /// watching a model drain after the last handle to it is dropped.
+    pub fn drain_handle(&self) -> DrainHandle {
+        DrainHandle(self.queue.clone())
+    }
+
+    /// Version named in its answers.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// How long the slowest instance took to warm up, if it did.
+    pub fn warmup_time(&self) -> Option<Duration> {
+        self.warmup
     }
 
     /// The model's name.
@@ -181,7 +274,7 @@ impl Model {
 
     /// Checks and queues a request; the ticket resolves to its answer. Refused at once
     /// when the inputs do not fit the model or the queue is full.
-    pub fn submit(&self, inputs: Inputs, deadline: Option<Instant>) -> Result<Ticket, Error> {
+    pub fn submit(&self, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
         let admitted_at = Instant::now();
         let admitted = admit(&self.name, &self.metadata, self.batching.load().max_batch_size, inputs)?;
         let (reply, answer) = oneshot::channel();
@@ -189,7 +282,8 @@ impl Model {
             tensors: admitted.tensors,
             rows: admitted.rows,
             key: admitted.key,
-            deadline,
+            deadline: options.deadline,
+            priority: options.priority,
             admitted: admitted_at,
             reply,
         };
@@ -198,8 +292,8 @@ impl Model {
     }
 
     /// Runs one request and waits for its answer.
-    pub async fn infer(&self, inputs: Inputs, deadline: Option<Instant>) -> Result<Output, Error> {
-        self.submit(inputs, deadline)?.await_answer().await
+    pub async fn infer(&self, inputs: Inputs, options: InferOptions) -> Result<Output, Error> {
+        self.submit(inputs, options)?.await_answer().await
     }
 }
 
@@ -207,6 +301,56 @@ impl Drop for Model {
     fn drop(&mut self) {
         self.queue.close();
     }
+}
+
+/// Watches a model drain; see [`Model::drain_handle`].
+#[derive(Clone)]
+pub struct DrainHandle(Arc<Queue>);
+
+impl DrainHandle {
+    /// Whether the model was closed and has answered everything it had queued.
+    pub fn is_drained(&self) -> bool {
+        self.0.is_drained()
+    }
+}
+
+/// Creates a session, reports it, warms it up and reports it again.
+fn load_and_warm(
+    model: &str,
+    factory: &BackendFactory,
+    batching: &BatchingConfig,
+    warmup: &WarmupConfig,
+    loaded: &std::sync::mpsc::Sender<Result<Loaded, BackendError>>,
+) -> Result<Loaded, BackendError> {
+    let mut backend = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory())) {
+        Ok(result) => result?,
+        Err(_) => return Err(BackendError::Panicked("while loading".into())),
+    };
+    let metadata = backend.metadata().clone();
+    let _ = loaded.send(Ok(Loaded::Session(metadata.clone())));
+    let batching = effective_batching(model, &metadata, batching.clone());
+    let took = warm_up(backend.as_mut(), &metadata, batching.max_batch_size, warmup)?;
+    Ok(Loaded::Warm(backend, took))
+}
+
+/// Loading and warm-up yield the CPU to threads that serve. Best effort: where the
+/// system refuses, they run at normal priority.
+fn lower_priority() {
+    // On Linux this applies to the calling thread only.
+    if let Err(e) = rustix::process::setpriority_process(None, LOAD_NICENESS) {
+        tracing::debug!(error = %e, "cannot lower the loader thread's priority");
+    }
+}
+
+/// Niceness of loader threads (0 is normal, 19 the lowest priority).
+const LOAD_NICENESS: i32 = 10;
+
+fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| Error::Config(format!("cannot start thread {name}: {e}")))
 }
 
 /// A model with a fixed dimension 0 runs one request per batch.

@@ -1,8 +1,9 @@
 //! What callers send and get back: named input tensors, outputs with their timings.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::batching::state::Priority;
 use crate::tensor::Tensor;
 
 /// The inputs of one request. A model with a single input also takes one unnamed
@@ -37,6 +38,83 @@ impl<S: Into<String>> FromIterator<(S, Tensor)> for Inputs {
     }
 }
 
+/// Per-request options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InferOptions {
+    /// Past this instant the request is answered `DeadlineExceeded` instead of run.
+    pub deadline: Option<Instant>,
+    /// How urgent it is; higher priorities are batched first.
+    pub priority: Priority,
+}
+
+impl InferOptions {
+    /// Gives up on the request if it has not started within `timeout` from now.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.deadline = Some(Instant::now() + timeout);
+        self
+    }
+
+    /// Gives up on the request if it has not started by `deadline`.
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sets the priority.
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+}
+
+/// What a request to a task asks for: how fast, how accurate, how urgent. The runtime
+/// picks the variant that serves it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Slo {
+    /// Latency target. Unless [`Slo::without_deadline`] is set, a request that has not
+    /// started within it is answered `DeadlineExceeded` instead of run late.
+    pub latency: Option<Duration>,
+    /// Least accuracy (the unit variants are registered in, e.g. top-1 %) of the
+    /// variant that may serve it.
+    pub min_accuracy: Option<f64>,
+    /// How urgent it is.
+    pub priority: Priority,
+    /// Keep the latency target as a target only, never as a deadline.
+    pub no_deadline: bool,
+}
+
+impl Slo {
+    /// Sets the latency target.
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = Some(latency);
+        self
+    }
+
+    /// Sets the least accuracy.
+    pub fn with_min_accuracy(mut self, accuracy: f64) -> Self {
+        self.min_accuracy = Some(accuracy);
+        self
+    }
+
+    /// Sets the priority.
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Serves the request even after its latency target has passed.
+    pub fn without_deadline(mut self) -> Self {
+        self.no_deadline = true;
+        self
+    }
+
+    /// The options a request with this SLO runs with, admitted at `now`.
+    pub fn options(&self, now: Instant) -> InferOptions {
+        let deadline = if self.no_deadline { None } else { self.latency.map(|l| now + l) };
+        InferOptions { deadline, priority: self.priority }
+    }
+}
+
 /// Where the time of one request went.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Timings {
@@ -55,8 +133,12 @@ pub struct Timings {
 pub struct Output {
     pub(crate) names: Arc<[String]>,
     pub(crate) tensors: Vec<Tensor>,
-    /// Model that served it.
+    /// Model, or variant of a task, that served it.
     pub model: Arc<str>,
+    /// Version of that model or variant.
+    pub version: u64,
+    /// The task, when it was asked of a task.
+    pub task: Option<Arc<str>>,
     /// Rows in the batch it ran in (its own rows included).
     pub batch_size: usize,
     /// Where the time went.

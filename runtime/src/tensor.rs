@@ -172,6 +172,21 @@ impl Tensor {
         Tensor { shape, data }
     }
 
+    /// A tensor of `shape` and `dtype` filled with zeros.
+    pub fn zeros(dtype: DType, shape: impl Into<Vec<usize>>) -> Self {
+        let shape = shape.into();
+        let n: usize = shape.iter().product();
+        let data = match dtype {
+            DType::F32 => TensorData::F32(vec![0.0; n]),
+            DType::F16 => TensorData::F16(vec![f16::ZERO; n]),
+            DType::I64 => TensorData::I64(vec![0; n]),
+            DType::I32 => TensorData::I32(vec![0; n]),
+            DType::U8 => TensorData::U8(vec![0; n]),
+            DType::Bool => TensorData::Bool(vec![false; n]),
+        };
+        Tensor { shape, data }
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.data.dtype()

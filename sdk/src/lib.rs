@@ -4,6 +4,11 @@
 //! threads or tasks as you like: requests to one model are batched dynamically and
 //! run on ONNX Runtime, each instance of a model on its own thread.
 //!
+//! Or ask a *task* rather than a model: a task has variants that trade accuracy for
+//! cost; requests say how fast and how accurate the answer must be ([`Slo`]), the
+//! runtime picks the variant, and variants and versions are switched while requests
+//! flow without failing any ([`Runtime::switch_variant`], [`Runtime::load_version`]).
+//!
 //! ```no_run
 //! use modelless::{ModelConfig, Runtime, Tensor};
 //!
@@ -26,7 +31,8 @@ mod runtime;
 pub use modelless_runtime::backend;
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
 pub use modelless_runtime::{
-    BackendError, BackendFactory, BatchingConfig, DType, Element, Error, Inputs, ModelConfig, ModelMetadata, Output,
-    Tensor, TensorData, TensorSpec, Ticket, Timings,
+    BackendError, BackendFactory, BatchingConfig, DType, Device, Element, Error, InferOptions, Inputs, MakeBackend,
+    ModelConfig, ModelMetadata, Output, Priority, Slo, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData,
+    TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
 };
-pub use runtime::{InferOptions, ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
+pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};

@@ -1,24 +1,59 @@
 //! [`Runtime`]: the models an application serves, and the calls to reach them.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
 use modelless_runtime::{
-    BackendFactory, BatchingConfig, Error, Inputs, Model, ModelConfig, ModelMetadata, Output, Registry, Ticket,
+    BackendFactory, BatchingConfig, Error, InferOptions, Inputs, MakeBackend, Model, ModelConfig, ModelMetadata,
+    Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket,
 };
 use serde::{Deserialize, Serialize};
 
-/// Everything a runtime is built from; deserialises from a config file.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Everything a runtime is built from; the format of its TOML config file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeConfig {
     /// Process-wide ONNX Runtime settings.
     #[serde(default)]
     pub onnxruntime: OrtEnvironmentConfig,
-    /// Models loaded at start.
+    /// Models loaded at start, each called by its own name.
     #[serde(default)]
     pub models: Vec<ModelConfig>,
+    /// Tasks, each served by one of its variants.
+    #[serde(default)]
+    pub tasks: Vec<TaskConfig>,
+}
+
+impl RuntimeConfig {
+    /// Parses a TOML config; relative paths in it are taken from `base`. An unknown
+    /// key is an error that names it.
+    pub fn from_toml(text: &str, base: &Path) -> Result<Self, Error> {
+        let mut config: RuntimeConfig = toml::from_str(text).map_err(|e| Error::Config(e.to_string()))?;
+        config.resolve_paths(base);
+        Ok(config)
+    }
+
+    /// Reads and parses a TOML config file; relative paths are taken from its folder.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        RuntimeConfig::from_toml(&text, base).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        let resolve = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        if let Some(library) = self.onnxruntime.library_path.as_mut() {
+            resolve(library);
+        }
+        self.models.iter_mut().for_each(|m| resolve(&mut m.path));
+        self.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()).for_each(|v| resolve(&mut v.path));
+    }
 }
 
 /// Builds a [`Runtime`].
@@ -47,6 +82,12 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Adds a task whose variants are ONNX models.
+    pub fn with_task(mut self, task: TaskConfig) -> Self {
+        self.config.tasks.push(task);
+        self
+    }
+
     /// Adds a model served by a backend of your own.
     pub fn with_backend(
         mut self,
@@ -66,31 +107,13 @@ impl RuntimeBuilder {
         for model in self.config.models {
             runtime.load_model(model)?;
         }
+        for task in self.config.tasks {
+            runtime.add_task(task)?;
+        }
         for (name, factory, instances, batching) in self.custom {
             runtime.load_backend(&name, factory, instances, batching)?;
         }
         Ok(runtime)
-    }
-}
-
-/// Per-request options.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct InferOptions {
-    /// Past this instant the request is answered `DeadlineExceeded` instead of run.
-    pub deadline: Option<Instant>,
-}
-
-impl InferOptions {
-    /// Gives up on the request if it has not started within `timeout` from now.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.deadline = Some(Instant::now() + timeout);
-        self
-    }
-
-    /// Gives up on the request if it has not started by `deadline`.
-    pub fn with_deadline(mut self, deadline: Instant) -> Self {
-        self.deadline = Some(deadline);
-        self
     }
 }
 
@@ -131,14 +154,21 @@ impl Runtime {
         RuntimeBuilder::default()
     }
 
-    /// Loads an ONNX model and starts serving it; blocks until its instances are
-    /// ready. A model that fails to load leaves the others serving.
-    pub fn load_model(&self, config: ModelConfig) -> Result<ModelInfo, Error> {
-        let factory = OrtBackend::factory(self.onnxruntime.clone(), config.path.clone(), config.onnx.clone());
-        self.load_backend(&config.name, factory, config.instances, config.batching)
+    /// A runtime built from a TOML config file (see [`RuntimeConfig`]).
+    pub fn from_config_file(path: impl AsRef<Path>) -> Result<Runtime, Error> {
+        Runtime::builder().with_config(RuntimeConfig::from_file(path)?).build()
     }
 
-    /// Starts serving a model of your own backend; blocks until its instances are ready.
+    /// Loads an ONNX model, warms it up and starts serving it; blocks until its
+    /// instances are ready. A model that fails to load leaves the others serving.
+    pub fn load_model(&self, config: ModelConfig) -> Result<ModelInfo, Error> {
+        let factory = OrtBackend::factory(self.onnxruntime.clone(), config.path.clone(), config.onnx.clone());
+        let options = StartOptions { warmup: config.warmup.clone(), ..StartOptions::default() };
+        self.start(&config.name, factory, config.instances, config.batching, options)
+    }
+
+    /// Starts serving a model of your own backend (without warm-up); blocks until its
+    /// instances are ready.
     pub fn load_backend(
         &self,
         name: &str,
@@ -146,12 +176,95 @@ impl Runtime {
         instances: usize,
         batching: BatchingConfig,
     ) -> Result<ModelInfo, Error> {
+        self.start(name, factory, instances, batching, StartOptions::default())
+    }
+
+    fn start(
+        &self,
+        name: &str,
+        factory: BackendFactory,
+        instances: usize,
+        batching: BatchingConfig,
+        options: StartOptions,
+    ) -> Result<ModelInfo, Error> {
         if self.registry.get(name).is_ok() {
             return Err(Error::AlreadyLoaded(name.to_string()));
         }
-        let model = Model::start(name, factory, instances, batching)?;
+        let model = Model::start_with(name, factory, instances, batching, options)?;
         let model = self.registry.insert(model)?;
         Ok(ModelInfo::of(&model))
+    }
+
+    /// Adds a task whose variants are ONNX models, loading (and warming up) its active
+    /// variant and those marked `preload`; blocks until the active one is ready.
+    pub fn add_task(&self, config: TaskConfig) -> Result<TaskStatus, Error> {
+        let onnxruntime = self.onnxruntime.clone();
+        let make: MakeBackend = Arc::new(move |variant, path| {
+            OrtBackend::factory(onnxruntime.clone(), path.to_path_buf(), variant.onnx.clone())
+        });
+        self.add_task_with(config, make)
+    }
+
+    /// Adds a task whose variants' backends `make` creates.
+    pub fn add_task_with(&self, config: TaskConfig, make: MakeBackend) -> Result<TaskStatus, Error> {
+        if self.registry.task(&config.name).is_ok() {
+            return Err(Error::AlreadyLoaded(config.name));
+        }
+        let task = self.registry.insert_task(Task::start(config, make)?)?;
+        Ok(task.status())
+    }
+
+    /// Removes a task; its variants finish what they queued, then unload.
+    pub fn remove_task(&self, task: &str) -> Result<(), Error> {
+        self.registry.remove_task(task).map(drop)
+    }
+
+    /// Names of the tasks, sorted.
+    pub fn tasks(&self) -> Vec<String> {
+        self.registry.task_names()
+    }
+
+    /// A task's variants, versions and their states.
+    pub fn task_status(&self, task: &str) -> Result<TaskStatus, Error> {
+        Ok(self.registry.task(task)?.status())
+    }
+
+    /// Makes `variant` the one serving `task`, loading and warming it first if need
+    /// be; blocks until it serves. No request fails because of a switch.
+    pub fn switch_variant(&self, task: &str, variant: &str) -> Result<SwitchReport, Error> {
+        self.registry.task(task)?.switch_to(variant)
+    }
+
+    /// Loads a new version of a variant from `path`; once warm it replaces the old
+    /// version, which drains. On failure the old version keeps serving.
+    pub fn load_version(&self, task: &str, variant: &str, path: impl Into<PathBuf>) -> Result<u64, Error> {
+        self.registry.task(task)?.load_version(variant, path)
+    }
+
+    /// Loads a variant without making it active.
+    pub fn load_variant(&self, task: &str, variant: &str) -> Result<(), Error> {
+        self.registry.task(task)?.load_variant(variant)
+    }
+
+    /// Unloads a variant that is not active.
+    pub fn unload_variant(&self, task: &str, variant: &str) -> Result<(), Error> {
+        self.registry.task(task)?.unload_variant(variant)
+    }
+
+    /// Checks and queues a request to a task without waiting for it.
+    pub fn submit_task(&self, task: &str, inputs: impl Into<Inputs>, slo: Slo) -> Result<Ticket, Error> {
+        self.registry.task(task)?.submit(inputs.into(), &slo)
+    }
+
+    /// Asks `task` for an answer meeting `slo`; the runtime picks the variant.
+    pub async fn infer_task(&self, task: &str, inputs: impl Into<Inputs>, slo: Slo) -> Result<Output, Error> {
+        self.submit_task(task, inputs, slo)?.await_answer().await
+    }
+
+    /// Like [`Runtime::infer_task`], blocking the thread. Do not call it on an async
+    /// executor.
+    pub fn infer_task_blocking(&self, task: &str, inputs: impl Into<Inputs>, slo: Slo) -> Result<Output, Error> {
+        self.submit_task(task, inputs, slo)?.wait()
     }
 
     /// Stops taking requests for a model; what it has queued still runs.
@@ -176,7 +289,7 @@ impl Runtime {
 
     /// Checks and queues a request without waiting for it.
     pub fn submit(&self, model: &str, inputs: impl Into<Inputs>, options: InferOptions) -> Result<Ticket, Error> {
-        self.registry.get(model)?.submit(inputs.into(), options.deadline)
+        self.registry.get(model)?.submit(inputs.into(), options)
     }
 
     /// Runs a request on `model`.

@@ -42,22 +42,27 @@ impl Default for FakeConfig {
     }
 }
 
-/// The batches the fake's instances ran, in order: (instance, rows).
+/// The batches the fake's instances ran, in order: (instance, rows, first element).
 #[derive(Clone, Debug, Default)]
-pub struct BatchLog(Arc<Mutex<Vec<(usize, usize)>>>);
+pub struct BatchLog(Arc<Mutex<Vec<(usize, usize, f32)>>>);
 
 impl BatchLog {
     /// Rows of each batch run so far.
     pub fn sizes(&self) -> Vec<usize> {
-        self.entries().into_iter().map(|(_, rows)| rows).collect()
+        self.entries().into_iter().map(|(_, rows, _)| rows).collect()
     }
 
     /// Which instance ran each batch.
     pub fn instances(&self) -> Vec<usize> {
-        self.entries().into_iter().map(|(instance, _)| instance).collect()
+        self.entries().into_iter().map(|(instance, ..)| instance).collect()
     }
 
-    fn entries(&self) -> Vec<(usize, usize)> {
+    /// The first element of each batch, which tells whose request led it.
+    pub fn leaders(&self) -> Vec<f32> {
+        self.entries().into_iter().map(|(.., first)| first).collect()
+    }
+
+    fn entries(&self) -> Vec<(usize, usize, f32)> {
         self.0.lock().map(|v| v.clone()).unwrap_or_default()
     }
 }
@@ -73,6 +78,7 @@ pub struct FakeBackend {
 impl FakeBackend {
     /// A factory of fakes that all record into `log`.
     pub fn factory(config: FakeConfig, log: BatchLog) -> BackendFactory {
+        // A fresh counter per factory, so instance numbers start at 0 for each model.
         let created = AtomicUsize::new(0);
         Arc::new(move || {
             if config.fail_load {
@@ -95,11 +101,11 @@ impl Backend for FakeBackend {
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
         let input = batch.inputs.into_iter().next().ok_or_else(|| BackendError::Injected("no input".into()))?;
         let rows = input.rows();
+        let values = input.as_slice::<f32>().unwrap_or_default();
         if let Ok(mut log) = self.log.0.lock() {
-            log.push((self.instance, rows));
+            log.push((self.instance, rows, values.first().copied().unwrap_or(f32::NAN)));
         }
         std::thread::sleep(self.config.per_batch + self.config.per_row * rows as u32);
-        let values = input.as_slice::<f32>().unwrap_or_default();
         for row in values.chunks(self.config.width.max(1)) {
             match row.first() {
                 Some(&FAIL_ROW) => {

@@ -1,6 +1,6 @@
-//! Backends run batches on one model session. Each backend instance lives on its own
-//! OS thread (never on an async executor), created there by a [`BackendFactory`], so a
-//! backend needs not be `Send`.
+//! Backends run batches on one model session. Each backend instance serves from its own
+//! OS thread (never on an async executor); it is created and warmed up on a loader
+//! thread of lower priority, then moved to that thread, hence `Send`.
 
 pub mod fake;
 pub mod onnx;
@@ -77,5 +77,5 @@ pub trait Backend {
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError>;
 }
 
-/// Creates one backend instance; called once per instance, on that instance's thread.
-pub type BackendFactory = Arc<dyn Fn() -> Result<Box<dyn Backend>, BackendError> + Send + Sync>;
+/// Creates one backend instance; called once per instance, on its loader thread.
+pub type BackendFactory = Arc<dyn Fn() -> Result<Box<dyn Backend + Send>, BackendError> + Send + Sync>;

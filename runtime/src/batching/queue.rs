@@ -80,6 +80,12 @@ impl Queue {
         self.timer.notify_one();
     }
 
+    /// Whether the queue was closed and everything in it has been answered.
+    pub fn is_drained(&self) -> bool {
+        let inner = self.lock();
+        inner.closed && inner.state.is_empty() && inner.idle.len() == inner.alive
+    }
+
     /// Takes no more requests; what is queued still runs, then the instances end.
     pub fn close(&self) {
         self.lock().closed = true;

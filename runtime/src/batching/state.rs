@@ -1,14 +1,30 @@
 //! The batching queue as plain data: what is waiting, and which batch to run next.
 //! No threads, no clocks of its own (time is passed in), so every rule is unit-tested
-//! below.
+//! below. The queue is kept in the order batches take requests: by priority, then by
+//! arrival.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::BatchingConfig;
 
+/// How urgent a request is. Higher priorities are batched first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Batched before every normal request.
+    High,
+    /// The default.
+    #[default]
+    Normal,
+}
+
 /// What the queue needs to know about a request.
 pub trait Queued {
+    /// Its priority.
+    fn priority(&self) -> Priority {
+        Priority::Normal
+    }
     /// Rows the request adds to a batch (its dimension 0).
     fn rows(&self) -> usize;
     /// When the request stops being worth running.
@@ -85,12 +101,20 @@ impl<T: Queued> State<T> {
         self.queue.is_empty()
     }
 
-    /// Queues a request, or gives it back when the queue is full.
+    /// Queues a request behind those of its priority and above, or gives it back when
+    /// the queue is full.
     pub fn append(&mut self, item: T, now: Instant) -> Result<(), T> {
         if self.queue.len() >= self.config.max_queue_size {
             return Err(item);
         }
-        self.queue.push_back(Slot { item, enqueued: now });
+        let priority = item.priority();
+        let slot = Slot { item, enqueued: now };
+        if self.queue.back().is_none_or(|last| last.item.priority() <= priority) {
+            self.queue.push_back(slot);
+        } else {
+            let at = self.queue.partition_point(|s| s.item.priority() <= priority);
+            self.queue.insert(at, slot);
+        }
         Ok(())
     }
 
@@ -188,11 +212,15 @@ mod tests {
         width: usize,
         deadline: Option<Instant>,
         gone: Rc<Cell<bool>>,
+        priority: Priority,
     }
 
     impl Req {
         fn new(id: u32) -> Self {
-            Req { id, rows: 1, width: 4, deadline: None, gone: Rc::default() }
+            Req { id, rows: 1, width: 4, deadline: None, gone: Rc::default(), priority: Priority::Normal }
+        }
+        fn high(id: u32) -> Self {
+            Req { priority: Priority::High, ..Req::new(id) }
         }
         fn rows(mut self, rows: usize) -> Self {
             self.rows = rows;
@@ -201,6 +229,9 @@ mod tests {
     }
 
     impl Queued for Req {
+        fn priority(&self) -> Priority {
+            self.priority
+        }
         fn rows(&self) -> usize {
             self.rows
         }
@@ -376,5 +407,31 @@ mod tests {
         }
         s.set_config(BatchingConfig::default().with_max_batch_size(2));
         assert_eq!(ids(s.next_batch(t0).1), vec![0, 1]);
+    }
+
+    #[test]
+    fn high_priority_requests_are_batched_first_in_arrival_order() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_batch_size(3));
+        s.append(Req::new(0), t0).unwrap();
+        s.append(Req::new(1), t0).unwrap();
+        s.append(Req::high(2), t0).unwrap();
+        s.append(Req::new(3), t0).unwrap();
+        s.append(Req::high(4), t0).unwrap();
+        assert_eq!(ids(s.next_batch(t0).1), vec![2, 4, 0]);
+        assert_eq!(ids(s.next_batch(t0).1), vec![1, 3]);
+    }
+
+    #[test]
+    fn the_delay_counts_from_the_oldest_request_of_the_highest_priority() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_batch_size(4).with_max_queue_delay_us(1000));
+        s.append(Req::new(0), t0).unwrap();
+        s.append(Req::high(1), t0 + Duration::from_micros(600)).unwrap();
+        match s.next_batch(t0 + Duration::from_micros(1000)).1 {
+            Next::WaitUntil(t) => assert_eq!(t, t0 + Duration::from_micros(1600)),
+            other => panic!("expected to wait for the high-priority head, got {other:?}"),
+        }
+        assert_eq!(ids(s.next_batch(t0 + Duration::from_micros(1600)).1), vec![1, 0]);
     }
 }

@@ -10,7 +10,7 @@ use crossbeam_channel::Receiver;
 use tokio::sync::oneshot;
 
 use super::queue::Queue;
-use super::state::Queued;
+use super::state::{Priority, Queued};
 use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
 use crate::request::{Output, Timings};
@@ -22,11 +22,15 @@ pub(crate) struct Pending {
     pub rows: usize,
     pub key: Vec<usize>,
     pub deadline: Option<Instant>,
+    pub priority: Priority,
     pub admitted: Instant,
     pub reply: oneshot::Sender<Result<Output, Error>>,
 }
 
 impl Queued for Pending {
+    fn priority(&self) -> Priority {
+        self.priority
+    }
     fn rows(&self) -> usize {
         self.rows
     }
@@ -44,6 +48,8 @@ impl Queued for Pending {
 /// Names shared by every answer of one model.
 pub(crate) struct ModelNames {
     pub model: Arc<str>,
+    pub version: u64,
+    pub task: Option<Arc<str>>,
     pub outputs: Arc<[String]>,
 }
 
@@ -51,7 +57,7 @@ pub(crate) struct ModelNames {
 /// until the queue closes its job channel.
 pub(crate) fn worker_task(
     names: Arc<ModelNames>,
-    mut backend: Box<dyn Backend>,
+    mut backend: Box<dyn Backend + Send>,
     jobs: Receiver<Vec<Pending>>,
     queue: Arc<Queue>,
     index: usize,
@@ -104,8 +110,15 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
                     compute: computed - assembled,
                     total: finished.saturating_duration_since(admitted),
                 };
-                let output =
-                    Output { names: names.outputs.clone(), tensors, model: names.model.clone(), batch_size, timings };
+                let output = Output {
+                    names: names.outputs.clone(),
+                    tensors,
+                    model: names.model.clone(),
+                    version: names.version,
+                    task: names.task.clone(),
+                    batch_size,
+                    timings,
+                };
                 let _ = reply.send(Ok(output));
             }
         }

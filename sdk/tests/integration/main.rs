@@ -5,3 +5,4 @@
 mod common;
 mod fake_backend;
 mod onnx;
+mod tasks;

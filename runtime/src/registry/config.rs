@@ -1,0 +1,175 @@
+//! Configuration of tasks and their variants.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::onnx::OrtSessionConfig;
+use crate::batching::BatchingConfig;
+use crate::error::Error;
+use crate::warmup::WarmupConfig;
+
+/// Where a variant runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// The CPU.
+    #[default]
+    Cpu,
+}
+
+/// A task: something callers ask for ("classify-image") and the variants that can
+/// answer it, trading accuracy for cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskConfig {
+    /// Name requests use.
+    pub name: String,
+    /// The variants, cheapest first: until profiles measure cost, this order is what
+    /// "cheapest" means when a request needs more accuracy than the active variant has.
+    pub variants: Vec<VariantConfig>,
+    /// Variant serving at start; the first listed by default.
+    #[serde(default)]
+    pub active: Option<String>,
+    /// Memory (MiB) for loaded variants that are not active, kept warm so that
+    /// switching back is nearly free; the least recently active go first. 0 unloads a
+    /// variant as soon as another takes over.
+    #[serde(default = "default_keep_warm_mib")]
+    pub keep_warm_mib: u64,
+}
+
+fn default_keep_warm_mib() -> u64 {
+    1024
+}
+
+impl TaskConfig {
+    /// A task with no variants yet.
+    pub fn new(name: impl Into<String>) -> Self {
+        TaskConfig { name: name.into(), variants: Vec::new(), active: None, keep_warm_mib: default_keep_warm_mib() }
+    }
+
+    /// Adds a variant, costlier than those before it.
+    pub fn with_variant(mut self, variant: VariantConfig) -> Self {
+        self.variants.push(variant);
+        self
+    }
+
+    /// Sets the variant serving at start.
+    pub fn with_active(mut self, variant: impl Into<String>) -> Self {
+        self.active = Some(variant.into());
+        self
+    }
+
+    /// Sets the memory for inactive variants kept warm.
+    pub fn with_keep_warm_mib(mut self, mib: u64) -> Self {
+        self.keep_warm_mib = mib;
+        self
+    }
+
+    /// Index of the variant called `name`.
+    pub fn variant_index(&self, name: &str) -> Option<usize> {
+        self.variants.iter().position(|v| v.name == name)
+    }
+
+    /// Checks names, accuracies and the active variant.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |what: String| Err(Error::Config(format!("task `{}`: {what}", self.name)));
+        if self.variants.is_empty() {
+            return bad("has no variants".into());
+        }
+        for (i, v) in self.variants.iter().enumerate() {
+            if self.variants[..i].iter().any(|w| w.name == v.name) {
+                return bad(format!("variant `{}` is listed twice", v.name));
+            }
+            if !v.accuracy.is_finite() {
+                return bad(format!("variant `{}` has no finite accuracy", v.name));
+            }
+            if v.instances == 0 {
+                return bad(format!("variant `{}` needs at least one instance", v.name));
+            }
+            v.batching.validate()?;
+        }
+        match &self.active {
+            Some(active) if self.variant_index(active).is_none() => {
+                bad(format!("active variant `{active}` is not listed"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One way of answering a task: a model file, its accuracy and how it is served.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantConfig {
+    /// Its name, unique within the task.
+    pub name: String,
+    /// The `.onnx` file of its first version.
+    pub path: PathBuf,
+    /// Accuracy, in whatever unit the task's variants share (e.g. ImageNet top-1 %).
+    pub accuracy: f64,
+    /// Where it runs.
+    #[serde(default)]
+    pub device: Device,
+    /// Sessions serving it.
+    #[serde(default = "one")]
+    pub instances: usize,
+    /// Dynamic batching knobs.
+    #[serde(default)]
+    pub batching: BatchingConfig,
+    /// ONNX Runtime session settings.
+    #[serde(default)]
+    pub onnx: OrtSessionConfig,
+    /// Warm-up before it is routed to.
+    #[serde(default)]
+    pub warmup: WarmupConfig,
+    /// Load it at start even when it is not active, so that requests asking for more
+    /// accuracy than the active variant has find it ready.
+    #[serde(default)]
+    pub preload: bool,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl VariantConfig {
+    /// A variant with default settings.
+    pub fn new(name: impl Into<String>, path: impl Into<PathBuf>, accuracy: f64) -> Self {
+        VariantConfig {
+            name: name.into(),
+            path: path.into(),
+            accuracy,
+            device: Device::Cpu,
+            instances: 1,
+            batching: BatchingConfig::default(),
+            onnx: OrtSessionConfig::default(),
+            warmup: WarmupConfig::default(),
+            preload: false,
+        }
+    }
+
+    /// Sets the batching knobs.
+    pub fn with_batching(mut self, batching: BatchingConfig) -> Self {
+        self.batching = batching;
+        self
+    }
+
+    /// Sets the number of instances.
+    pub fn with_instances(mut self, instances: usize) -> Self {
+        self.instances = instances;
+        self
+    }
+
+    /// Sets the warm-up.
+    pub fn with_warmup(mut self, warmup: WarmupConfig) -> Self {
+        self.warmup = warmup;
+        self
+    }
+
+    /// Loads it at start.
+    pub fn with_preload(mut self, preload: bool) -> Self {
+        self.preload = preload;
+        self
+    }
+}

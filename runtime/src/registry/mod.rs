@@ -1,0 +1,121 @@
+//! What is loaded: plain models and tasks, by name. Lookups on the request path read an
+//! `ArcSwap` snapshot and take no lock; loads and unloads replace the snapshot.
+
+mod config;
+mod route;
+mod task;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+
+pub use config::{Device, TaskConfig, VariantConfig};
+pub use task::{MakeBackend, SwitchReport, Task, TaskStatus, VariantState, VariantStatus, VersionStatus};
+
+use crate::error::Error;
+use crate::model::Model;
+
+/// Things by name, read without locks.
+struct Named<T> {
+    map: ArcSwap<HashMap<String, Arc<T>>>,
+    writer: Mutex<()>,
+}
+
+impl<T> Default for Named<T> {
+    fn default() -> Self {
+        Named { map: ArcSwap::default(), writer: Mutex::default() }
+    }
+}
+
+impl<T> Named<T> {
+    fn get(&self, name: &str) -> Option<Arc<T>> {
+        self.map.load().get(name).cloned()
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.map.load().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Adds `value` unless the name is taken; gives it back if it is.
+    fn insert(&self, name: &str, value: T) -> Result<Arc<T>, T> {
+        let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let current = self.map.load();
+        if current.contains_key(name) {
+            return Err(value);
+        }
+        let value = Arc::new(value);
+        let mut next = HashMap::clone(&current);
+        next.insert(name.to_string(), value.clone());
+        self.map.store(Arc::new(next));
+        Ok(value)
+    }
+
+    fn remove(&self, name: &str) -> Option<Arc<T>> {
+        let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let current = self.map.load();
+        let mut next = HashMap::clone(&current);
+        let removed = next.remove(name)?;
+        self.map.store(Arc::new(next));
+        Some(removed)
+    }
+}
+
+/// Loaded models and tasks.
+#[derive(Default)]
+pub struct Registry {
+    models: Named<Model>,
+    tasks: Named<Task>,
+}
+
+impl Registry {
+    /// Nothing loaded.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// The model called `name`.
+    pub fn get(&self, name: &str) -> Result<Arc<Model>, Error> {
+        self.models.get(name).ok_or_else(|| Error::UnknownModel(name.to_string()))
+    }
+
+    /// Names of the loaded models, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.models.names()
+    }
+
+    /// Adds a started model, unless one of its name is loaded.
+    pub fn insert(&self, model: Model) -> Result<Arc<Model>, Error> {
+        let name = model.name().to_string();
+        self.models.insert(&name, model).map_err(|_| Error::AlreadyLoaded(name))
+    }
+
+    /// Removes a model. Requests already queued still run; the model's threads end
+    /// once the last handle to it is dropped and its queue has drained.
+    pub fn remove(&self, name: &str) -> Result<Arc<Model>, Error> {
+        self.models.remove(name).ok_or_else(|| Error::UnknownModel(name.to_string()))
+    }
+
+    /// The task called `name`.
+    pub fn task(&self, name: &str) -> Result<Arc<Task>, Error> {
+        self.tasks.get(name).ok_or_else(|| Error::UnknownTask(name.to_string()))
+    }
+
+    /// Names of the tasks, sorted.
+    pub fn task_names(&self) -> Vec<String> {
+        self.tasks.names()
+    }
+
+    /// Adds a started task, unless one of its name exists.
+    pub fn insert_task(&self, task: Task) -> Result<Arc<Task>, Error> {
+        let name = task.name().to_string();
+        self.tasks.insert(&name, task).map_err(|_| Error::AlreadyLoaded(name))
+    }
+
+    /// Removes a task; its variants drain and unload.
+    pub fn remove_task(&self, name: &str) -> Result<Arc<Task>, Error> {
+        self.tasks.remove(name).ok_or_else(|| Error::UnknownTask(name.to_string()))
+    }
+}

@@ -1,0 +1,480 @@
+//! A task and its variants: which variant serves, their versions and states, and the
+//! switches between them.
+//!
+//! The request path reads one `ArcSwap` of [`Routes`] (the ready variants and which
+//! one is active) and submits to a model it holds a handle on, so a switch never
+//! fails a request: the old model only closes when the last handle is dropped, and
+//! then still answers what it queued. The control path (switch, load, unload) loads
+//! and warms a model off the request path, then publishes new routes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+
+use super::config::{TaskConfig, VariantConfig};
+use super::route::choose;
+use crate::backend::BackendFactory;
+use crate::error::Error;
+use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
+use crate::request::{Inputs, Slo};
+
+/// Makes the backend factory of a variant's version (its config, and the model file
+/// of that version).
+pub type MakeBackend = Arc<dyn Fn(&VariantConfig, &Path) -> BackendFactory + Send + Sync>;
+
+/// Where a version of a variant stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VariantState {
+    /// Not in memory.
+    Unloaded,
+    /// Its sessions are being created.
+    Loading,
+    /// Its sessions run warm-up batches.
+    Warming,
+    /// It may serve.
+    Ready,
+    /// It was replaced and answers what it had queued.
+    Draining,
+    /// It could not be loaded; the error says why.
+    Failed,
+}
+
+/// One version of a variant, as [`Task::status`] reports it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct VersionStatus {
+    /// Version number, from 1.
+    pub version: u64,
+    /// Its state.
+    pub state: VariantState,
+    /// Its model file.
+    pub path: PathBuf,
+    /// How long the slowest instance took to warm up.
+    pub warmup: Option<Duration>,
+    /// Memory it is estimated to hold while loaded (twice its file: weights, and
+    /// the copies sessions pack them into).
+    pub memory_bytes: u64,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// One variant, as [`Task::status`] reports it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct VariantStatus {
+    /// Its name.
+    pub name: String,
+    /// Its accuracy.
+    pub accuracy: f64,
+    /// The version that serves it, if one is ready.
+    pub current: Option<u64>,
+    /// Its versions, oldest first.
+    pub versions: Vec<VersionStatus>,
+}
+
+impl VariantStatus {
+    /// State of the serving version, or `Unloaded`.
+    pub fn state(&self) -> VariantState {
+        self.current
+            .and_then(|c| self.versions.iter().find(|v| v.version == c))
+            .map_or(VariantState::Unloaded, |v| v.state)
+    }
+}
+
+/// A task's variants and which one is active.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TaskStatus {
+    /// The task.
+    pub name: String,
+    /// The active variant.
+    pub active: String,
+    /// Its serving version.
+    pub active_version: u64,
+    /// All variants, cheapest first.
+    pub variants: Vec<VariantStatus>,
+}
+
+impl TaskStatus {
+    /// The variant called `name`.
+    pub fn variant(&self, name: &str) -> Option<&VariantStatus> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+}
+
+/// What a switch did.
+#[derive(Clone, Copy, Debug)]
+pub struct SwitchReport {
+    /// Whether the variant had to be loaded (and warmed up) first.
+    pub loaded: bool,
+    /// From the call until the variant served new requests.
+    pub took: Duration,
+    /// Warm-up time, when it was loaded.
+    pub warmup: Option<Duration>,
+}
+
+/// What the request path reads: ready variants, cheapest first, and the active one.
+struct Routes {
+    ready: Vec<Arc<Model>>,
+    accuracies: Vec<f64>,
+    names: Vec<String>,
+    active: usize,
+}
+
+struct VersionEntry {
+    path: PathBuf,
+    state: VariantState,
+    model: Option<Arc<Model>>,
+    drain: Option<DrainHandle>,
+    warmup: Option<Duration>,
+    memory_bytes: u64,
+    error: Option<String>,
+}
+
+struct VariantSlot {
+    config: VariantConfig,
+    current: Option<u64>,
+    versions: BTreeMap<u64, VersionEntry>,
+    next_version: u64,
+    last_active: Instant,
+}
+
+struct Inner {
+    active: usize,
+    variants: Vec<VariantSlot>,
+}
+
+/// A task: its variants, the active one, and routing between them.
+pub struct Task {
+    name: Arc<str>,
+    keep_warm_bytes: u64,
+    make_backend: MakeBackend,
+    routes: ArcSwapOption<Routes>,
+    inner: Arc<Mutex<Inner>>,
+    /// One control operation (switch, load, unload) at a time.
+    control: Mutex<()>,
+}
+
+impl Task {
+    /// Loads the active variant (and those marked `preload`) and returns the task,
+    /// ready to serve. Fails if the active variant cannot be loaded.
+    pub fn start(config: TaskConfig, make_backend: MakeBackend) -> Result<Task, Error> {
+        config.validate()?;
+        let active = config.active.as_deref().and_then(|a| config.variant_index(a)).unwrap_or(0);
+        let now = Instant::now();
+        let variants = config
+            .variants
+            .iter()
+            .map(|v| VariantSlot {
+                config: v.clone(),
+                current: None,
+                versions: BTreeMap::new(),
+                next_version: 1,
+                last_active: now,
+            })
+            .collect();
+        let task = Task {
+            name: Arc::from(config.name.as_str()),
+            keep_warm_bytes: config.keep_warm_mib.saturating_mul(1 << 20),
+            make_backend,
+            routes: ArcSwapOption::empty(),
+            inner: Arc::new(Mutex::new(Inner { active, variants })),
+            control: Mutex::new(()),
+        };
+        let version = task.load(active, None)?;
+        task.promote(active, version);
+        for (i, v) in config.variants.iter().enumerate() {
+            if v.preload && i != active {
+                match task.load(i, None) {
+                    Ok(version) => task.promote(i, version),
+                    Err(e) => tracing::warn!(task = %task.name, variant = %v.name, error = %e, "preload failed"),
+                }
+            }
+        }
+        task.settle();
+        Ok(task)
+    }
+
+    /// The task's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Checks and queues a request: the active variant serves it, or, when it asks for
+    /// more accuracy than that, the cheapest ready variant that has it.
+    pub fn submit(&self, inputs: Inputs, slo: &Slo) -> Result<Ticket, Error> {
+        let now = Instant::now();
+        let routes = self.routes.load();
+        let routes = routes.as_ref().ok_or(Error::ShuttingDown)?;
+        let Some(chosen) = choose(&routes.accuracies, routes.active, slo.min_accuracy) else {
+            return Err(Error::NoVariantMeetsSlo {
+                task: self.name.to_string(),
+                min_accuracy: slo.min_accuracy.unwrap_or(f64::NAN),
+                available: routes.names.iter().cloned().zip(routes.accuracies.iter().copied()).collect(),
+            });
+        };
+        routes.ready[chosen].submit(inputs, slo.options(now))
+    }
+
+    /// Makes `variant` the active one: loads and warms it first unless it is ready,
+    /// then routes new requests to it. The previous variant finishes what it queued
+    /// and stays loaded within the task's keep-warm memory.
+    pub fn switch_to(&self, variant: &str) -> Result<SwitchReport, Error> {
+        let start = Instant::now();
+        let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = self.index_of(variant)?;
+        let ready = self.lock().variants[index].current.is_some();
+        let mut warmup = None;
+        if !ready {
+            let version = self.load(index, None)?;
+            warmup = self.lock().variants[index].versions.get(&version).and_then(|v| v.warmup);
+            self.promote(index, version);
+        }
+        {
+            let mut inner = self.lock();
+            let now = Instant::now();
+            let previous = inner.active;
+            inner.variants[previous].last_active = now;
+            inner.variants[index].last_active = now;
+            inner.active = index;
+        }
+        self.settle();
+        Ok(SwitchReport { loaded: !ready, took: start.elapsed(), warmup })
+    }
+
+    /// Loads a new version of `variant` from `path` and, once it is warm, makes it the
+    /// one that serves the variant; the old version drains. If the new version cannot
+    /// be loaded, the old one keeps serving and the error is returned.
+    pub fn load_version(&self, variant: &str, path: impl Into<PathBuf>) -> Result<u64, Error> {
+        let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = self.index_of(variant)?;
+        let version = self.load(index, Some(path.into()))?;
+        self.promote(index, version);
+        self.settle();
+        Ok(version)
+    }
+
+    /// Loads `variant` (if it is not) without making it active.
+    pub fn load_variant(&self, variant: &str) -> Result<(), Error> {
+        let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = self.index_of(variant)?;
+        if self.lock().variants[index].current.is_none() {
+            let version = self.load(index, None)?;
+            self.promote(index, version);
+            self.settle();
+        }
+        Ok(())
+    }
+
+    /// Unloads `variant`; it drains first. The active variant cannot be unloaded.
+    pub fn unload_variant(&self, variant: &str) -> Result<(), Error> {
+        let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = self.index_of(variant)?;
+        {
+            let mut inner = self.lock();
+            if inner.active == index {
+                return Err(Error::Config(format!(
+                    "task `{}`: `{variant}` is active; switch to another variant first",
+                    self.name
+                )));
+            }
+            retire_current(&mut inner.variants[index]);
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// Variants, their versions and states.
+    pub fn status(&self) -> TaskStatus {
+        let mut inner = self.lock();
+        mark_drained(&mut inner);
+        let active = &inner.variants[inner.active];
+        TaskStatus {
+            name: self.name.to_string(),
+            active: active.config.name.clone(),
+            active_version: active.current.unwrap_or(0),
+            variants: inner
+                .variants
+                .iter()
+                .map(|slot| VariantStatus {
+                    name: slot.config.name.clone(),
+                    accuracy: slot.config.accuracy,
+                    current: slot.current,
+                    versions: slot
+                        .versions
+                        .iter()
+                        .map(|(&version, e)| VersionStatus {
+                            version,
+                            state: e.state,
+                            path: e.path.clone(),
+                            warmup: e.warmup,
+                            memory_bytes: e.memory_bytes,
+                            error: e.error.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn index_of(&self, variant: &str) -> Result<usize, Error> {
+        self.lock()
+            .variants
+            .iter()
+            .position(|s| s.config.name == variant)
+            .ok_or_else(|| Error::UnknownVariant { task: self.name.to_string(), variant: variant.to_string() })
+    }
+
+    /// Loads and warms a new version of variant `index` (from `path`, or the variant's
+    /// own file), recording its states. Holds no lock while the model loads.
+    fn load(&self, index: usize, path: Option<PathBuf>) -> Result<u64, Error> {
+        let (config, version, path) = {
+            let mut inner = self.lock();
+            let slot = &mut inner.variants[index];
+            let version = slot.next_version;
+            slot.next_version += 1;
+            let path = path.unwrap_or_else(|| slot.config.path.clone());
+            slot.versions.insert(
+                version,
+                VersionEntry {
+                    path: path.clone(),
+                    state: VariantState::Loading,
+                    model: None,
+                    drain: None,
+                    warmup: None,
+                    memory_bytes: 0,
+                    error: None,
+                },
+            );
+            (slot.config.clone(), version, path)
+        };
+        let inner = self.inner.clone();
+        let on_phase = Arc::new(move |phase: LoadPhase| {
+            if phase == LoadPhase::Warming {
+                let mut inner = inner.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(entry) = inner.variants[index].versions.get_mut(&version) {
+                    entry.state = VariantState::Warming;
+                }
+            }
+        });
+        let options = StartOptions {
+            task: Some(self.name.clone()),
+            version,
+            warmup: config.warmup.clone(),
+            on_phase: Some(on_phase),
+        };
+        let factory = (self.make_backend)(&config, &path);
+        let started = Model::start_with(&config.name, factory, config.instances, config.batching.clone(), options);
+        let mut inner = self.lock();
+        let entry = inner.variants[index].versions.get_mut(&version).ok_or(Error::ShuttingDown)?;
+        match started {
+            Ok(model) => {
+                entry.state = VariantState::Ready;
+                entry.warmup = model.warmup_time();
+                // Weights dominate; sessions hold about one more copy, packed for their kernels.
+                entry.memory_bytes = std::fs::metadata(&path).map_or(0, |m| 2 * m.len());
+                entry.model = Some(Arc::new(model));
+                tracing::info!(task = %self.name, variant = %config.name, version, warmup = ?entry.warmup, "ready");
+                Ok(version)
+            }
+            Err(e) => {
+                entry.state = VariantState::Failed;
+                entry.error = Some(e.to_string());
+                tracing::warn!(task = %self.name, variant = %config.name, version, error = %e, "load failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes a ready `version` the one that serves variant `index`; the one before drains.
+    fn promote(&self, index: usize, version: u64) {
+        let mut inner = self.lock();
+        let slot = &mut inner.variants[index];
+        if slot.current != Some(version) {
+            retire_current(slot);
+            slot.current = Some(version);
+        }
+        drop(inner);
+        self.publish();
+    }
+
+    /// Publishes routes, then unloads inactive variants beyond the keep-warm memory,
+    /// least recently active first, and publishes again if any went.
+    fn settle(&self) {
+        self.publish();
+        let evicted = {
+            let mut inner = self.lock();
+            let active = inner.active;
+            let mut evicted = false;
+            loop {
+                let warm: Vec<(usize, u64, Instant)> = inner
+                    .variants
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != active)
+                    .filter_map(|(i, s)| {
+                        let entry = s.versions.get(&s.current?)?;
+                        Some((i, entry.memory_bytes, s.last_active))
+                    })
+                    .collect();
+                let held: u64 = warm.iter().map(|w| w.1).sum();
+                // With no keep-warm memory nothing stays, whatever its estimated size.
+                if held <= self.keep_warm_bytes && (self.keep_warm_bytes > 0 || warm.is_empty()) {
+                    break;
+                }
+                let Some(&(oldest, ..)) = warm.iter().min_by_key(|w| w.2) else { break };
+                tracing::info!(task = %self.name, variant = %inner.variants[oldest].config.name, "unloading: over keep-warm memory");
+                retire_current(&mut inner.variants[oldest]);
+                evicted = true;
+            }
+            evicted
+        };
+        if evicted {
+            self.publish();
+        }
+    }
+
+    /// Stores the routes of what is ready now.
+    fn publish(&self) {
+        let inner = self.lock();
+        let mut routes = Routes { ready: Vec::new(), accuracies: Vec::new(), names: Vec::new(), active: 0 };
+        for (i, slot) in inner.variants.iter().enumerate() {
+            let Some(model) = slot.current.and_then(|c| slot.versions.get(&c)).and_then(|e| e.model.clone()) else {
+                continue;
+            };
+            if i == inner.active {
+                routes.active = routes.ready.len();
+            }
+            routes.accuracies.push(slot.config.accuracy);
+            routes.names.push(slot.config.name.clone());
+            routes.ready.push(model);
+        }
+        self.routes.store(Some(Arc::new(routes)));
+    }
+}
+
+/// Stops variant `slot`'s serving version from taking new requests: its model drains
+/// once the handles requests in flight hold are dropped.
+fn retire_current(slot: &mut VariantSlot) {
+    if let Some(entry) = slot.current.take().and_then(|c| slot.versions.get_mut(&c))
+        && let Some(model) = entry.model.take()
+    {
+        entry.drain = Some(model.drain_handle());
+        entry.state = VariantState::Draining;
+    }
+}
+
+/// Versions that finished draining become unloaded.
+fn mark_drained(inner: &mut Inner) {
+    for entry in inner.variants.iter_mut().flat_map(|s| s.versions.values_mut()) {
+        if entry.state == VariantState::Draining && entry.drain.as_ref().is_none_or(DrainHandle::is_drained) {
+            entry.state = VariantState::Unloaded;
+            entry.drain = None;
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Warm-up: the first run of every batch size is an outlier (buffers grow, kernels are
+//! chosen), so a model runs each batch size it may form once before it is routed to.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{Backend, Batch, ModelMetadata};
+use crate::error::BackendError;
+use crate::tensor::Tensor;
+
+/// Which batches to run before a model takes requests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WarmupConfig {
+    /// Whether to warm up at all.
+    pub enabled: bool,
+    /// Batch sizes to run; by default every size from 1 to `max_batch_size`.
+    pub batch_sizes: Option<Vec<usize>>,
+}
+
+impl Default for WarmupConfig {
+    fn default() -> Self {
+        WarmupConfig { enabled: true, batch_sizes: None }
+    }
+}
+
+impl WarmupConfig {
+    /// No warm-up.
+    pub fn disabled() -> Self {
+        WarmupConfig { enabled: false, batch_sizes: None }
+    }
+
+    /// Warms up these batch sizes only.
+    pub fn with_batch_sizes(mut self, sizes: impl Into<Vec<usize>>) -> Self {
+        self.batch_sizes = Some(sizes.into());
+        self
+    }
+}
+
+/// Runs zero-filled batches of each configured size; returns how long it took, or
+/// `None` when warm-up is off or impossible (an input with an open dimension other
+/// than the batch's has no size to warm up at).
+pub(crate) fn warm_up(
+    backend: &mut dyn Backend,
+    metadata: &ModelMetadata,
+    max_batch_size: usize,
+    config: &WarmupConfig,
+) -> Result<Option<Duration>, BackendError> {
+    if !config.enabled {
+        return Ok(None);
+    }
+    let dynamic = metadata.dynamic_batch();
+    let sizes: Vec<usize> = match (&config.batch_sizes, dynamic) {
+        (_, false) => vec![0], // the fixed dimension 0 is used as it is
+        (Some(sizes), true) => sizes.iter().copied().filter(|&b| b >= 1 && b <= max_batch_size).collect(),
+        (None, true) => (1..=max_batch_size).collect(),
+    };
+    let start = Instant::now();
+    for batch in sizes {
+        let mut inputs = Vec::with_capacity(metadata.inputs.len());
+        for spec in &metadata.inputs {
+            let shape: Option<Vec<usize>> =
+                spec.shape.iter().enumerate().map(|(i, d)| if i == 0 && dynamic { Some(batch) } else { *d }).collect();
+            let Some(shape) = shape else {
+                tracing::warn!(input = %spec.name, "no warm-up: the input has an open dimension");
+                return Ok(None);
+            };
+            inputs.push(Tensor::zeros(spec.dtype, shape));
+        }
+        backend.infer(Batch { inputs })?;
+    }
+    Ok(Some(start.elapsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+
+    fn fake(config: FakeConfig) -> (Box<dyn Backend + Send>, BatchLog) {
+        let log = BatchLog::default();
+        let backend = FakeBackend::factory(config, log.clone())().unwrap();
+        (backend, log)
+    }
+
+    #[test]
+    fn runs_every_batch_size_up_to_the_largest_by_default() {
+        let (mut backend, log) = fake(FakeConfig::default());
+        let metadata = backend.metadata().clone();
+        assert!(warm_up(backend.as_mut(), &metadata, 4, &WarmupConfig::default()).unwrap().is_some());
+        assert_eq!(log.sizes(), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn runs_only_the_sizes_asked_for_that_fit() {
+        let (mut backend, log) = fake(FakeConfig::default());
+        let metadata = backend.metadata().clone();
+        let config = WarmupConfig::default().with_batch_sizes([1, 8, 16]);
+        warm_up(backend.as_mut(), &metadata, 8, &config).unwrap();
+        assert_eq!(log.sizes(), vec![1, 8]);
+    }
+
+    #[test]
+    fn a_fixed_batch_model_warms_up_at_its_own_shape_and_off_means_off() {
+        let (mut backend, log) = fake(FakeConfig { dynamic_batch: false, ..FakeConfig::default() });
+        let metadata = backend.metadata().clone();
+        warm_up(backend.as_mut(), &metadata, 1, &WarmupConfig::default()).unwrap();
+        assert_eq!(log.sizes(), vec![1]);
+        assert!(warm_up(backend.as_mut(), &metadata, 1, &WarmupConfig::disabled()).unwrap().is_none());
+        assert_eq!(log.sizes(), vec![1]);
+    }
+}
