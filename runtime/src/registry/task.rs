@@ -135,6 +135,8 @@ struct VersionEntry {
 struct VariantSlot {
     config: VariantConfig,
     current: Option<u64>,
+    /// The newest version that loaded: what the variant reloads after being unloaded.
+    latest: Option<u64>,
     versions: BTreeMap<u64, VersionEntry>,
     next_version: u64,
     last_active: Instant,
@@ -169,6 +171,7 @@ impl Task {
             .map(|v| VariantSlot {
                 config: v.clone(),
                 current: None,
+                latest: None,
                 versions: BTreeMap::new(),
                 next_version: 1,
                 last_active: now,
@@ -330,15 +333,21 @@ impl Task {
             .ok_or_else(|| Error::UnknownVariant { task: self.name.to_string(), variant: variant.to_string() })
     }
 
-    /// Loads and warms a new version of variant `index` (from `path`, or the variant's
-    /// own file), recording its states. Holds no lock while the model loads.
+    /// Loads and warms variant `index`: a new version from `path`, or else its newest
+    /// version again (its configured file at first), recording the states. Holds no
+    /// lock while the model loads.
     fn load(&self, index: usize, path: Option<PathBuf>) -> Result<u64, Error> {
         let (config, version, path) = {
             let mut inner = self.lock();
             let slot = &mut inner.variants[index];
-            let version = slot.next_version;
-            slot.next_version += 1;
-            let path = path.unwrap_or_else(|| slot.config.path.clone());
+            let reload = path.is_none().then_some(slot.latest).flatten();
+            let (version, path) = match reload.and_then(|v| slot.versions.get(&v).map(|e| (v, e.path.clone()))) {
+                Some(again) => again,
+                None => {
+                    slot.next_version += 1;
+                    (slot.next_version - 1, path.unwrap_or_else(|| slot.config.path.clone()))
+                }
+            };
             slot.versions.insert(
                 version,
                 VersionEntry {
@@ -371,10 +380,15 @@ impl Task {
         let factory = (self.make_backend)(&config, &path);
         let started = Model::start_with(&config.name, factory, config.instances, config.batching.clone(), options);
         let mut inner = self.lock();
-        let entry = inner.variants[index].versions.get_mut(&version).ok_or(Error::ShuttingDown)?;
+        let slot = &mut inner.variants[index];
+        if started.is_ok() {
+            slot.latest = slot.latest.max(Some(version));
+        }
+        let entry = slot.versions.get_mut(&version).ok_or(Error::ShuttingDown)?;
         match started {
             Ok(model) => {
                 entry.state = VariantState::Ready;
+                entry.error = None;
                 entry.warmup = model.warmup_time();
                 // Weights dominate; sessions hold about one more copy, packed for their kernels.
                 entry.memory_bytes = std::fs::metadata(&path).map_or(0, |m| 2 * m.len());

@@ -271,3 +271,46 @@ fn the_config_file_describes_tasks_and_unknown_keys_are_named() {
     let err = RuntimeConfig::from_toml(&nested, Path::new(".")).unwrap_err().to_string();
     assert!(err.contains("max_batch"), "{err}");
 }
+
+/// A file of `mib` MiB, so a variant's memory estimate (twice its file) is known.
+fn sized_file(name: &str, mib: usize) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("modelless-{}-{name}", std::process::id()));
+    std::fs::write(&path, vec![0u8; mib << 20]).unwrap();
+    path
+}
+
+#[test]
+fn least_recently_active_variants_unload_first_beyond_the_keep_warm_memory() {
+    let log = BatchLog::default();
+    let (mut task, make) = fake_task(&[60.0, 70.0, 80.0], FakeConfig::default(), &log);
+    for (i, v) in task.variants.iter_mut().enumerate() {
+        v.path = sized_file(&format!("lru-{i}"), 1); // 2 MiB each while loaded
+    }
+    let rt = Runtime::builder().build().unwrap();
+    rt.add_task_with(task.with_keep_warm_mib(3), make).unwrap();
+    let state = |v: &str| rt.task_status("classify").unwrap().variant(v).unwrap().state();
+    rt.switch_variant("classify", "v1").unwrap();
+    assert_eq!(state("v0"), VariantState::Ready, "one inactive variant fits in 3 MiB");
+    rt.switch_variant("classify", "v2").unwrap();
+    assert_eq!((state("v0"), state("v1")), (VariantState::Unloaded, VariantState::Ready));
+    let back = rt.switch_variant("classify", "v0").unwrap();
+    assert!(back.loaded);
+    assert_eq!((state("v1"), state("v2")), (VariantState::Unloaded, VariantState::Ready));
+}
+
+#[test]
+fn a_variant_unloaded_and_loaded_again_comes_back_at_its_newest_version() {
+    let log = BatchLog::default();
+    let (task, make) = fake_task(&[60.0, 70.0], FakeConfig::default(), &log);
+    let rt = Runtime::builder().build().unwrap();
+    rt.add_task_with(task.with_keep_warm_mib(0), make).unwrap();
+    let newer = sized_file("newer", 0);
+    assert_eq!(rt.load_version("classify", "v0", &newer).unwrap(), 2);
+    rt.switch_variant("classify", "v1").unwrap();
+    rt.switch_variant("classify", "v0").unwrap();
+    let status = rt.task_status("classify").unwrap();
+    assert_eq!(status.active_version, 2);
+    assert_eq!(status.variant("v0").unwrap().versions.len(), 2, "no third version");
+    assert_eq!(status.variant("v0").unwrap().versions[1].path, newer);
+    assert_eq!(rt.infer_task_blocking("classify", row(1.0), Slo::default()).unwrap().version, 2);
+}
