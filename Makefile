@@ -3,7 +3,7 @@
 CARGO_TARGET_DIR ?= $(HOME)/.cache/modelless/target
 export CARGO_TARGET_DIR
 
-.PHONY: setup demo test bench fmt lint
+.PHONY: setup demo test bench bench-switch fmt lint
 
 # Python venv, ONNX Runtime library and generated models under .modelless/ (idempotent).
 setup:
@@ -17,6 +17,9 @@ test: setup
 
 bench: setup
 	cargo bench -p modelless-runtime --bench serving
+
+bench-switch: setup
+	cargo bench -p modelless-runtime --bench switching
 
 fmt:
 	cargo fmt --all

@@ -12,7 +12,8 @@
 //! of (a)'s limit offered to (b) and (c). The table goes to stdout, and with the raw
 //! figures to `<target>/modelless-bench/serving.{md,json}`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -123,7 +124,7 @@ fn main() -> Result<()> {
             open: Duration::from_secs(8),
         }
     };
-    let model_path = find_model("mobilenetv2_1.0.onnx")?;
+    let model_path = common::models_dir()?.join("mobilenetv2_1.0.onnx");
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let env_config = OrtEnvironmentConfig::default().with_intra_op_threads(cores);
     let env = environment(&env_config)?;
@@ -225,7 +226,7 @@ fn main() -> Result<()> {
 
     let report = render(&results, best_batch, &batching, cores);
     println!("{report}");
-    let out_dir = output_dir();
+    let out_dir = common::output_dir();
     std::fs::create_dir_all(&out_dir)?;
     std::fs::write(out_dir.join("serving.md"), &report)?;
     std::fs::write(
@@ -481,19 +482,4 @@ fn render(r: &Results, best_batch: usize, batching: &BatchingConfig, cores: usiz
         ratios.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(", ")
     );
     s
-}
-
-fn find_model(file: &str) -> Result<PathBuf> {
-    let cwd = std::env::current_dir()?;
-    cwd.ancestors()
-        .map(|d| d.join(".modelless/models").join(file))
-        .find(|p| p.is_file())
-        .with_context(|| format!("{file} not found under .modelless/models: run scripts/setup.sh"))
-}
-
-fn output_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf)));
-    target.unwrap_or_else(|| PathBuf::from("target")).join("modelless-bench")
 }

@@ -10,11 +10,13 @@
 //! is the p99 of the switching windows over that of the steady ones. Results go to
 //! stdout and to `<target>/modelless-bench/switching.{md,json,svg}`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig, environment};
 use modelless_runtime::{BatchingConfig, Inputs, MakeBackend, Slo, Task, TaskConfig, Tensor, VariantConfig};
 use rand::SeedableRng;
@@ -44,7 +46,7 @@ enum Action {
 fn main() -> Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     let (window, pairs) = if quick { (Duration::from_secs(6), 2) } else { (Duration::from_secs(10), 4) };
-    let models = models_dir()?;
+    let models = common::models_dir()?;
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let env_config = OrtEnvironmentConfig::default().with_intra_op_threads(cores);
     environment(&env_config)?;
@@ -97,7 +99,7 @@ fn main() -> Result<()> {
 
     let report = render(&records, &events, max, rate, window, cores, failed);
     println!("{report}");
-    let out = output_dir();
+    let out = common::output_dir();
     std::fs::create_dir_all(&out)?;
     std::fs::write(out.join("switching.md"), &report)?;
     std::fs::write(out.join("switching.svg"), plot(&records, &events))?;
@@ -324,19 +326,4 @@ fn plot(records: &[Record], events: &[(f64, String)]) -> String {
     );
     s.push_str("</svg>\n");
     s
-}
-
-fn models_dir() -> Result<PathBuf> {
-    let cwd = std::env::current_dir()?;
-    cwd.ancestors()
-        .map(|d| d.join(".modelless/models"))
-        .find(|p| p.join("manifest.json").is_file())
-        .context("models not found under .modelless/models: run scripts/setup.sh")
-}
-
-fn output_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf)));
-    target.unwrap_or_else(|| PathBuf::from("target")).join("modelless-bench")
 }
