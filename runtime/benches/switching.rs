@@ -2,13 +2,15 @@
 //! serves push the serving one's tail up?
 //!
 //! Run: `make bench-switch` (or `cargo bench -p modelless-runtime --bench switching`;
-//! append `-- --quick` for a shorter run). A task serves MobileNetV2-1.0, with 0.75 as
-//! the other variant and no keep-warm memory, so every switch loads and warms its
-//! variant from scratch. Its maximal throughput is measured closed loop; then Poisson
-//! arrivals at half of it run through windows that take turns: steady ones, and ones
-//! with two switches (1.0 → 0.75 → 1.0) and a new version of 1.0 loaded. The figure
-//! is the p99 of the switching windows over that of the steady ones. Results go to
-//! stdout and to `<target>/modelless-bench/switching.{md,json,svg}`.
+//! append `-- --quick` for a shorter run). A task serves MobileNetV2-1.0; its other
+//! variant costs the same (a second copy of the model), so that the windows compare
+//! the cost of switching and nothing else, and there is no keep-warm memory, so every
+//! switch loads and warms its variant from scratch. The maximal throughput is measured
+//! closed loop; then Poisson arrivals at half of it run through windows that take
+//! turns: steady ones, and ones with two switches (there and back) and a new version
+//! of the first variant loaded. The figure is the p99 of the switching windows over
+//! that of the steady ones. Results go to stdout and to
+//! `<target>/modelless-bench/switching.{md,json,svg}`.
 
 mod common;
 
@@ -18,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig, environment};
-use modelless_runtime::{BatchingConfig, Inputs, MakeBackend, Slo, Task, TaskConfig, Tensor, VariantConfig};
+use modelless_runtime::{
+    BatchingConfig, Inputs, MakeBackend, Slo, Task, TaskConfig, Tensor, VariantConfig, WarmupConfig,
+};
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 
@@ -34,6 +38,8 @@ struct Record {
     variant: String,
     version: u64,
     switching_window: bool,
+    /// Steady and switching windows come in pairs; this is the pair.
+    pair: usize,
 }
 
 /// A control action in a switching window, at an offset into it.
@@ -45,7 +51,7 @@ enum Action {
 
 fn main() -> Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
-    let (window, pairs) = if quick { (Duration::from_secs(6), 2) } else { (Duration::from_secs(10), 4) };
+    let (window, pairs) = if quick { (Duration::from_secs(6), 2) } else { (Duration::from_secs(8), 6) };
     let models = common::models_dir()?;
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let env_config = OrtEnvironmentConfig::default().with_intra_op_threads(cores);
@@ -53,14 +59,15 @@ fn main() -> Result<()> {
     let make: MakeBackend = Arc::new(move |variant, path| {
         OrtBackend::factory(env_config.clone(), path.to_path_buf(), variant.onnx.clone())
     });
+    let warmup = warmup_from_env();
     let variant = |name: &str, file: &str, accuracy| {
         VariantConfig::new(name, models.join(file), accuracy)
             .with_batching(BatchingConfig::default().with_max_batch_size(8))
+            .with_warmup(warmup.clone())
     };
     let config = TaskConfig::new("classify")
-        .with_variant(variant("mobilenetv2-0.75", "mobilenetv2_0.75.onnx", 69.8))
         .with_variant(variant("mobilenetv2-1.0", "mobilenetv2_1.0.onnx", 71.8))
-        .with_active("mobilenetv2-1.0")
+        .with_variant(variant("mobilenetv2-1.0-twin", "mobilenetv2_1.0.onnx", 71.8))
         .with_keep_warm_mib(0);
     let task = Arc::new(Task::start(config, make)?);
     let image: Vec<f32> = (0..SHAPE.iter().product::<usize>()).map(|i| (i % 251) as f32 / 251.0).collect();
@@ -72,7 +79,7 @@ fn main() -> Result<()> {
     let version_file = std::env::temp_dir().join(format!("modelless-switching-{}.onnx", std::process::id()));
     std::fs::copy(models.join("mobilenetv2_1.0.onnx"), &version_file)?;
     let plan = [
-        (0.2, Action::Switch("mobilenetv2-0.75")),
+        (0.2, Action::Switch("mobilenetv2-1.0-twin")),
         (0.5, Action::Switch("mobilenetv2-1.0")),
         (0.75, Action::NewVersion),
     ];
@@ -86,7 +93,8 @@ fn main() -> Result<()> {
             let (task, version_file) = (task.clone(), version_file.clone());
             std::thread::spawn(move || run_plan(&task, &plan, window, window_start, start, &version_file))
         });
-        open_loop(&task, rate, window, round as u64, &image, start, switching, &records);
+        let stamp = Stamp { start, switching, pair: round / 2 };
+        open_loop(&task, rate, window, round as u64, &image, stamp, &records);
         if let Some(control) = control {
             events.extend(control.join().map_err(|_| anyhow::anyhow!("control thread panicked"))??);
         }
@@ -110,6 +118,16 @@ fn main() -> Result<()> {
         bail!("{failed} requests failed");
     }
     Ok(())
+}
+
+/// `MODELLESS_WARMUP`: `none`, or batch sizes like `8,1`; unset for the default.
+fn warmup_from_env() -> WarmupConfig {
+    match std::env::var("MODELLESS_WARMUP").ok().as_deref() {
+        None => WarmupConfig::default(),
+        Some("none") => WarmupConfig::disabled(),
+        Some(sizes) => WarmupConfig::default()
+            .with_batch_sizes(sizes.split(',').filter_map(|s| s.trim().parse().ok()).collect::<Vec<usize>>()),
+    }
 }
 
 fn kind(switching: bool) -> &'static str {
@@ -184,16 +202,22 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// What each record of a window says about where it was taken.
+#[derive(Clone, Copy)]
+struct Stamp {
+    start: Instant,
+    switching: bool,
+    pair: usize,
+}
+
 /// Poisson arrivals for one window; each answer is recorded by a waiting thread.
-#[allow(clippy::too_many_arguments)]
 fn open_loop(
     task: &Arc<Task>,
     rate: f64,
     window: Duration,
     seed: u64,
     image: &[f32],
-    start: Instant,
-    switching: bool,
+    stamp: Stamp,
     records: &Arc<Mutex<Vec<Record>>>,
 ) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -221,11 +245,12 @@ fn open_loop(
                 Err(e) => (f64::NAN, e.to_string(), 0),
             };
             let record = Record {
-                at: scheduled.duration_since(start).as_secs_f64(),
+                at: scheduled.duration_since(stamp.start).as_secs_f64(),
                 latency_ms,
                 variant,
                 version,
-                switching_window: switching,
+                switching_window: stamp.switching,
+                pair: stamp.pair,
             };
             if let Ok(mut r) = records.lock() {
                 r.push(record);
@@ -273,7 +298,27 @@ fn render(
     let _ = writeln!(s, "| windows | requests | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|");
     let _ = writeln!(s, "| steady | {} | {s50:.2} | {s99:.2} | {smax:.2} |", steady.len());
     let _ = writeln!(s, "| with switches | {} | {w50:.2} | {w99:.2} | {wmax:.2} |", switching.len());
-    let _ = writeln!(s, "\np99 ratio (with switches / steady): {:.3}; failed requests: {failed}\n", w99 / s99);
+    let pairs = records.iter().map(|r| r.pair + 1).max().unwrap_or(0);
+    let mut ratios: Vec<f64> = (0..pairs)
+        .map(|p| {
+            let of = |switching: bool| -> Vec<f64> {
+                records
+                    .iter()
+                    .filter(|r| r.pair == p && r.switching_window == switching && !r.latency_ms.is_nan())
+                    .map(|r| r.latency_ms)
+                    .collect()
+            };
+            percentile(&mut of(true), 0.99) / percentile(&mut of(false), 0.99)
+        })
+        .collect();
+    let listed = ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>().join(", ");
+    let median = percentile(&mut ratios, 0.5);
+    let _ = writeln!(
+        s,
+        "\np99 ratio (with switches / steady): {:.3} over all windows; per pair of neighbouring windows: \
+         {listed} (median {median:.3}); failed requests: {failed}\n",
+        w99 / s99
+    );
     let _ = writeln!(s, "control actions:");
     for (at, what) in events {
         let _ = writeln!(s, "- {at:7.2} s  {what}");

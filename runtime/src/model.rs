@@ -124,12 +124,6 @@ pub struct Model {
     queue: Arc<Queue>,
 }
 
-/// What a loader thread reports.
-enum Loaded {
-    Session(ModelMetadata),
-    Warm(Box<dyn Backend + Send>, Option<Duration>),
-}
-
 impl Model {
     /// Starts `instances` backends made by `factory`, each on its own thread, and the
     /// queue in front of them, without warm-up. Blocks until every instance has loaded;
@@ -143,10 +137,10 @@ impl Model {
         Model::start_with(name, factory, instances, batching, StartOptions::default())
     }
 
-    /// Like [`Model::start`], with options. Sessions are created and warmed up on
-    /// threads of lower scheduling priority, so that loading a model beside others
-    /// that serve does not starve them; each then serves from a thread of normal
-    /// priority.
+    /// Like [`Model::start`], with options. Sessions are created on threads of lower
+    /// scheduling priority, so that loading a model beside others that serve does not
+    /// starve them; each then warms up (in the gaps between batches other models run)
+    /// and serves from a thread of normal priority.
     pub fn start_with(
         name: &str,
         factory: BackendFactory,
@@ -167,41 +161,26 @@ impl Model {
         phase(LoadPhase::Loading);
         let (loaded_tx, loaded_rx) = std::sync::mpsc::channel();
         for index in 0..instances {
-            let (factory, loaded, batching, warmup) =
-                (factory.clone(), loaded_tx.clone(), batching.clone(), options.warmup.clone());
-            let model = name.to_string();
+            let (factory, loaded) = (factory.clone(), loaded_tx.clone());
             spawn(format!("modelless-{name}-load-{index}"), move || {
                 lower_priority();
-                let _ = loaded.send(load_and_warm(&model, &factory, &batching, &warmup, &loaded));
+                let _ = loaded.send(create(&factory));
             })?;
         }
         drop(loaded_tx);
-        let mut metadata: Option<ModelMetadata> = None;
-        let mut backends = Vec::with_capacity(instances);
-        let mut warmup: Option<Duration> = None;
-        let mut sessions = 0;
-        while backends.len() < instances {
-            match loaded_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)? {
-                Loaded::Session(loaded) => {
-                    if metadata.as_ref().is_some_and(|m| *m != loaded) {
-                        return Err(load_error(BackendError::OutputMismatch(
-                            "instances disagree on the model's inputs".into(),
-                        )));
-                    }
-                    metadata = Some(loaded);
-                    sessions += 1;
-                    if sessions == instances {
-                        phase(LoadPhase::Warming);
-                    }
-                }
-                Loaded::Warm(backend, took) => {
-                    warmup = took.map(|t| warmup.map_or(t, |w| w.max(t)));
-                    backends.push(backend);
-                }
+        let mut backends: Vec<Box<dyn Backend + Send>> = Vec::with_capacity(instances);
+        for _ in 0..instances {
+            let backend = loaded_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)?;
+            if backends.first().is_some_and(|b| b.metadata() != backend.metadata()) {
+                return Err(load_error(BackendError::OutputMismatch(
+                    "instances disagree on the model's inputs".into(),
+                )));
             }
+            backends.push(backend);
         }
-        let metadata = metadata.ok_or(Error::ShuttingDown)?;
+        let metadata = backends.first().map(|b| b.metadata().clone()).ok_or(Error::ShuttingDown)?;
         let batching = effective_batching(name, &metadata, batching);
+        phase(LoadPhase::Warming);
         let names = Arc::new(ModelNames {
             model: Arc::from(name),
             version: options.version,
@@ -210,9 +189,33 @@ impl Model {
         });
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..instances).map(|_| crossbeam_channel::bounded(1)).unzip();
         let queue = Queue::new(names.model.clone(), batching.clone(), senders);
-        for (index, (backend, jobs)) in backends.into_iter().zip(receivers).enumerate() {
-            let (names, queue) = (names.clone(), queue.clone());
-            spawn(format!("modelless-{name}-{index}"), move || worker_task(names, backend, jobs, queue, index))?;
+        // Warm-up runs on the instance threads, at normal priority: its batches use the
+        // shared intra-op pool, whose threads serve every model, so a slow warm-up
+        // would hold them longer. It waits for gaps between batches that serve instead.
+        let (warm_tx, warm_rx) = std::sync::mpsc::channel();
+        for (index, (mut backend, jobs)) in backends.into_iter().zip(receivers).enumerate() {
+            let (names, queue, warm) = (names.clone(), queue.clone(), warm_tx.clone());
+            let (metadata, max_batch_size, warmup) =
+                (metadata.clone(), batching.max_batch_size, options.warmup.clone());
+            spawn(format!("modelless-{name}-{index}"), move || {
+                let took = warm_up(backend.as_mut(), &metadata, max_batch_size, &warmup);
+                let warmed = took.is_ok();
+                let _ = warm.send(took);
+                if warmed {
+                    worker_task(names, backend, jobs, queue, index);
+                }
+            })?;
+        }
+        drop(warm_tx);
+        let mut warmup: Option<Duration> = None;
+        for _ in 0..instances {
+            match warm_rx.recv().map_err(|_| Error::ShuttingDown).and_then(|r| r.map_err(load_error)) {
+                Ok(took) => warmup = took.map(|t| warmup.map_or(t, |w| w.max(t))),
+                Err(e) => {
+                    queue.abandon();
+                    return Err(e);
+                }
+            }
         }
         let timer_queue = queue.clone();
         spawn(format!("modelless-{name}-timer"), move || timer_task(timer_queue))?;
@@ -314,28 +317,17 @@ impl DrainHandle {
     }
 }
 
-/// Creates a session, reports it, warms it up and reports it again.
-fn load_and_warm(
-    model: &str,
-    factory: &BackendFactory,
-    batching: &BatchingConfig,
-    warmup: &WarmupConfig,
-    loaded: &std::sync::mpsc::Sender<Result<Loaded, BackendError>>,
-) -> Result<Loaded, BackendError> {
-    let mut backend = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory())) {
-        Ok(result) => result?,
-        Err(_) => return Err(BackendError::Panicked("while loading".into())),
-    };
-    let metadata = backend.metadata().clone();
-    let _ = loaded.send(Ok(Loaded::Session(metadata.clone())));
-    let batching = effective_batching(model, &metadata, batching.clone());
-    let took = warm_up(backend.as_mut(), &metadata, batching.max_batch_size, warmup)?;
-    Ok(Loaded::Warm(backend, took))
+/// Creates one backend, containing a panic.
+fn create(factory: &BackendFactory) -> Result<Box<dyn Backend + Send>, BackendError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory())) {
+        Ok(result) => result,
+        Err(_) => Err(BackendError::Panicked("while loading".into())),
+    }
 }
 
-/// Loading and warm-up yield the CPU to threads that serve. Best effort: where the
-/// system refuses, they run at normal priority.
-fn lower_priority() {
+/// Loading and teardown yield the CPU to threads that serve. Best effort:
+/// where the system refuses, they run at normal priority.
+pub(crate) fn lower_priority() {
     // On Linux this applies to the calling thread only.
     if let Err(e) = rustix::process::setpriority_process(None, LOAD_NICENESS) {
         tracing::debug!(error = %e, "cannot lower the loader thread's priority");
@@ -343,7 +335,7 @@ fn lower_priority() {
 }
 
 /// Niceness of loader threads (0 is normal, 19 the lowest priority).
-const LOAD_NICENESS: i32 = 10;
+const LOAD_NICENESS: i32 = 19;
 
 fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
     std::thread::Builder::new()

@@ -1,11 +1,15 @@
 //! Warm-up: the first run of every batch size is an outlier (buffers grow, kernels are
 //! chosen), so a model runs each batch size it may form once before it is routed to.
+//! Each warm-up batch waits (a little) for a moment when no other model runs one, so
+//! that loading a variant beside one that serves shares the cores with it as little
+//! as it can.
 
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, Batch, ModelMetadata};
+use crate::batching::worker::serving_batches;
 use crate::error::BackendError;
 use crate::tensor::Tensor;
 
@@ -15,7 +19,9 @@ use crate::tensor::Tensor;
 pub struct WarmupConfig {
     /// Whether to warm up at all.
     pub enabled: bool,
-    /// Batch sizes to run; by default every size from 1 to `max_batch_size`.
+    /// Batch sizes to run, in this order; by default what the backend needs to be warm
+    /// at every size up to `max_batch_size` (every size, largest first, unless the
+    /// backend knows better; ONNX Runtime on the CPU needs the largest and 1).
     pub batch_sizes: Option<Vec<usize>>,
 }
 
@@ -54,10 +60,11 @@ pub(crate) fn warm_up(
     let sizes: Vec<usize> = match (&config.batch_sizes, dynamic) {
         (_, false) => vec![0], // the fixed dimension 0 is used as it is
         (Some(sizes), true) => sizes.iter().copied().filter(|&b| b >= 1 && b <= max_batch_size).collect(),
-        (None, true) => (1..=max_batch_size).collect(),
+        (None, true) => backend.warmup_batch_sizes(max_batch_size),
     };
     let start = Instant::now();
     for batch in sizes {
+        wait_for_a_gap();
         let mut inputs = Vec::with_capacity(metadata.inputs.len());
         for spec in &metadata.inputs {
             let shape: Option<Vec<usize>> =
@@ -73,6 +80,17 @@ pub(crate) fn warm_up(
     Ok(Some(start.elapsed()))
 }
 
+/// Longest a warm-up batch waits for models that serve to pause.
+const MAX_WAIT: Duration = Duration::from_millis(200);
+
+/// Waits until no instance runs a batch, or [`MAX_WAIT`] has passed.
+fn wait_for_a_gap() {
+    let until = Instant::now() + MAX_WAIT;
+    while serving_batches() > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,11 +103,11 @@ mod tests {
     }
 
     #[test]
-    fn runs_every_batch_size_up_to_the_largest_by_default() {
+    fn runs_every_batch_size_largest_first_by_default() {
         let (mut backend, log) = fake(FakeConfig::default());
         let metadata = backend.metadata().clone();
         assert!(warm_up(backend.as_mut(), &metadata, 4, &WarmupConfig::default()).unwrap().is_some());
-        assert_eq!(log.sizes(), vec![1, 2, 3, 4]);
+        assert_eq!(log.sizes(), vec![4, 3, 2, 1]);
     }
 
     #[test]

@@ -75,6 +75,13 @@ pub trait Backend {
 
     /// Runs one batch.
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError>;
+
+    /// Batch sizes to run before serving so that no request meets a first-run outlier,
+    /// largest first. By default every size up to `max_batch_size`; a backend whose
+    /// smaller batches reuse what the largest one set up may need fewer.
+    fn warmup_batch_sizes(&self, max_batch_size: usize) -> Vec<usize> {
+        (1..=max_batch_size).rev().collect()
+    }
 }
 
 /// Creates one backend instance; called once per instance, on its loader thread.

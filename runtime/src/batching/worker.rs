@@ -4,6 +4,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::Receiver;
@@ -15,6 +16,14 @@ use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
 use crate::request::{Output, Timings};
 use crate::tensor::Tensor;
+
+/// Batches running in instances, process-wide: warm-up waits for gaps between them.
+static SERVING: AtomicUsize = AtomicUsize::new(0);
+
+/// How many batches instances are running right now, in the whole process.
+pub(crate) fn serving_batches() -> usize {
+    SERVING.load(Ordering::Relaxed)
+}
 
 /// A request waiting in the queue.
 pub(crate) struct Pending {
@@ -71,6 +80,9 @@ pub(crate) fn worker_task(
             }
         }
     }
+    // Tearing a session down frees much memory; let the models that serve go first.
+    crate::model::lower_priority();
+    drop(backend);
 }
 
 fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pending>) {
@@ -93,10 +105,12 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     let assembled = Instant::now();
     let result = match inputs {
         None => Err(BackendError::OutputMismatch("requests of one batch disagree on shapes".into())),
-        Some(inputs) => match catch_unwind(AssertUnwindSafe(|| backend.infer(Batch { inputs }))) {
-            Ok(result) => result,
-            Err(panic) => Err(BackendError::Panicked(panic_message(panic.as_ref()))),
-        },
+        Some(inputs) => {
+            SERVING.fetch_add(1, Ordering::Relaxed);
+            let result = catch_unwind(AssertUnwindSafe(|| backend.infer(Batch { inputs })));
+            SERVING.fetch_sub(1, Ordering::Relaxed);
+            result.unwrap_or_else(|panic| Err(BackendError::Panicked(panic_message(panic.as_ref()))))
+        }
     };
     let computed = Instant::now();
     let per_request = result.and_then(|out| split_outputs(out.outputs, &rows, names.outputs.len()));
