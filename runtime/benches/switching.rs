@@ -4,8 +4,10 @@
 //! Run: `make bench-switch` (or `cargo bench -p modelless-runtime --bench switching`;
 //! append `-- --quick` for a shorter run). A task serves MobileNetV2-1.0; its other
 //! variant costs the same (a second copy of the model), so that the windows compare
-//! the cost of switching and nothing else, and there is no keep-warm memory, so every
-//! switch loads and warms its variant from scratch. The maximal throughput is measured
+//! the cost of switching and nothing else. With the default keep-warm memory a variant
+//! switched away from stays loaded and switching back is free; set
+//! `MODELLESS_KEEP_WARM_MIB=0` for the worst case, where every switch loads and warms
+//! its variant from scratch. The maximal throughput is measured
 //! closed loop; then Poisson arrivals at half of it run through windows that take
 //! turns: steady ones, and ones with two switches (there and back) and a new version
 //! of the first variant loaded. The figure is the p99 of the switching windows over
@@ -67,8 +69,13 @@ fn main() -> Result<()> {
     };
     let config = TaskConfig::new("classify")
         .with_variant(variant("mobilenetv2-1.0", "mobilenetv2_1.0.onnx", 71.8))
-        .with_variant(variant("mobilenetv2-1.0-twin", "mobilenetv2_1.0.onnx", 71.8))
-        .with_keep_warm_mib(0);
+        .with_variant(variant("mobilenetv2-1.0-twin", "mobilenetv2_1.0.onnx", 71.8));
+    let keep_warm = std::env::var("MODELLESS_KEEP_WARM_MIB").ok().and_then(|v| v.parse().ok());
+    let config = match keep_warm {
+        Some(mib) => config.with_keep_warm_mib(mib),
+        None => config,
+    };
+    let keep_warm_mib = config.keep_warm_mib;
     let task = Arc::new(Task::start(config, make)?);
     let image: Vec<f32> = (0..SHAPE.iter().product::<usize>()).map(|i| (i % 251) as f32 / 251.0).collect();
 
@@ -105,7 +112,7 @@ fn main() -> Result<()> {
     let records = std::mem::take(&mut *records.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
     let failed = records.iter().filter(|r| r.latency_ms.is_nan()).count();
 
-    let report = render(&records, &events, max, rate, window, cores, failed);
+    let report = render(&records, &events, max, rate, window, cores, failed, keep_warm_mib);
     println!("{report}");
     let out = common::output_dir();
     std::fs::create_dir_all(&out)?;
@@ -266,6 +273,7 @@ fn percentile(latencies: &mut [f64], p: f64) -> f64 {
     latencies.get(i).copied().unwrap_or(f64::NAN)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn render(
     records: &[Record],
     events: &[(f64, String)],
@@ -274,6 +282,7 @@ fn render(
     window: Duration,
     cores: usize,
     failed: usize,
+    keep_warm_mib: u64,
 ) -> String {
     use std::fmt::Write;
     let latencies = |switching: bool| -> Vec<f64> {
@@ -292,8 +301,9 @@ fn render(
     let _ = writeln!(
         s,
         "closed-loop maximum {max:.1} req/s (mobilenetv2-1.0, max_batch_size 8); Poisson load {rate:.1} req/s; \
-         windows of {:.0} s, no keep-warm memory (each switch loads and warms its variant)\n",
-        window.as_secs_f64()
+         windows of {:.0} s; keep-warm memory {keep_warm_mib} MiB{}\n",
+        window.as_secs_f64(),
+        if keep_warm_mib == 0 { " (every switch loads and warms its variant)" } else { "" }
     );
     let _ = writeln!(s, "| windows | requests | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|");
     let _ = writeln!(s, "| steady | {} | {s50:.2} | {s99:.2} | {smax:.2} |", steady.len());
