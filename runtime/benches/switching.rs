@@ -53,7 +53,7 @@ enum Action {
 
 fn main() -> Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
-    let (window, pairs) = if quick { (Duration::from_secs(6), 2) } else { (Duration::from_secs(8), 6) };
+    let (window, pairs) = if quick { (Duration::from_secs(6), 2) } else { (Duration::from_secs(8), 10) };
     let models = common::models_dir()?;
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let env_config = OrtEnvironmentConfig::default().with_intra_op_threads(cores);
