@@ -77,7 +77,8 @@ fn the_latency_target_is_the_deadline_unless_the_caller_says_otherwise() {
 #[test]
 fn high_priority_requests_are_batched_first() {
     let log = BatchLog::default();
-    let slow = FakeConfig { per_batch: Duration::from_millis(50), ..FakeConfig::default() };
+    // Long enough for the three requests below to queue behind the first.
+    let slow = FakeConfig { per_batch: Duration::from_millis(200), ..FakeConfig::default() };
     let (task, make) = fake_task(&[60.0], slow, &log);
     let rt = Runtime::builder().build().unwrap();
     rt.add_task_with(task, make).unwrap();
