@@ -1,9 +1,13 @@
 //! The contract between modelless and its scheduling policies.
 //!
 //! A policy is a core WebAssembly module that receives a metrics snapshot as JSON and
-//! answers with a decision as JSON. This crate names the ABI's version and exports;
-//! the snapshot and decision types join it as the control path grows. It has no
-//! dependency on wasmtime, so policies written in Rust depend on it alone.
+//! answers with a decision as JSON. This crate names the ABI's version and exports,
+//! and holds the types a snapshot carries: so far the [`Profile`] of each variant.
+//! It has no dependency on wasmtime, so policies written in Rust depend on it alone.
+
+mod profile;
+
+pub use profile::{BatchPoint, LatencyFit, Profile, ProfileKey, Throughput};
 
 /// Version of the policy ABI this crate describes.
 pub const ABI_VERSION: u32 = 1;

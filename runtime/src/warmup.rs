@@ -65,19 +65,28 @@ pub(crate) fn warm_up(
     let start = Instant::now();
     for batch in sizes {
         wait_for_a_gap();
-        let mut inputs = Vec::with_capacity(metadata.inputs.len());
-        for spec in &metadata.inputs {
-            let shape: Option<Vec<usize>> =
-                spec.shape.iter().enumerate().map(|(i, d)| if i == 0 && dynamic { Some(batch) } else { *d }).collect();
-            let Some(shape) = shape else {
-                tracing::warn!(input = %spec.name, "no warm-up: the input has an open dimension");
-                return Ok(None);
-            };
-            inputs.push(Tensor::zeros(spec.dtype, shape));
-        }
+        let Some(inputs) = zero_batch(metadata, batch) else {
+            tracing::warn!("no warm-up: an input has an open dimension besides the batch");
+            return Ok(None);
+        };
         backend.infer(Batch { inputs })?;
     }
     Ok(Some(start.elapsed()))
+}
+
+/// Zero-filled inputs of `batch` rows (a fixed dimension 0 is kept as it is); `None`
+/// when an input has an open dimension besides the batch, which has no size to use.
+pub(crate) fn zero_batch(metadata: &ModelMetadata, batch: usize) -> Option<Vec<Tensor>> {
+    let dynamic = metadata.dynamic_batch();
+    metadata
+        .inputs
+        .iter()
+        .map(|spec| {
+            let shape: Option<Vec<usize>> =
+                spec.shape.iter().enumerate().map(|(i, d)| if i == 0 && dynamic { Some(batch) } else { *d }).collect();
+            shape.map(|shape| Tensor::zeros(spec.dtype, shape))
+        })
+        .collect()
 }
 
 /// Longest a warm-up batch waits for models that serve to pause.

@@ -2,12 +2,13 @@
 //! its f32 input `input` [N, width] as `output`, takes a configurable time per batch,
 //! records the batch sizes it ran, and fails or panics on marked rows.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
 use crate::error::BackendError;
+use crate::profile::MemoryProbe;
 use crate::tensor::DType;
 
 /// A row whose first element is this value makes the batch fail.
@@ -28,6 +29,8 @@ pub struct FakeConfig {
     pub per_row: Duration,
     /// Fail loading instead of creating a backend.
     pub fail_load: bool,
+    /// Memory each row of a batch holds while it runs, as [`BatchLog`]'s probe reports.
+    pub memory_per_row: u64,
 }
 
 impl Default for FakeConfig {
@@ -38,13 +41,24 @@ impl Default for FakeConfig {
             per_batch: Duration::ZERO,
             per_row: Duration::ZERO,
             fail_load: false,
+            memory_per_row: 0,
         }
     }
 }
 
-/// The batches the fake's instances ran, in order: (instance, rows, first element).
+/// The batches the fake's instances ran, in order: (instance, rows, first element);
+/// and, as a memory probe, the most memory a batch held.
 #[derive(Clone, Debug, Default)]
-pub struct BatchLog(Arc<Mutex<Vec<(usize, usize, f32)>>>);
+pub struct BatchLog {
+    batches: Arc<Mutex<Vec<(usize, usize, f32)>>>,
+    peak_memory: Arc<AtomicU64>,
+}
+
+impl MemoryProbe for BatchLog {
+    fn bytes_in_use(&self) -> Option<u64> {
+        Some(self.peak_memory.load(Ordering::Relaxed))
+    }
+}
 
 impl BatchLog {
     /// Rows of each batch run so far.
@@ -63,7 +77,7 @@ impl BatchLog {
     }
 
     fn entries(&self) -> Vec<(usize, usize, f32)> {
-        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+        self.batches.lock().map(|v| v.clone()).unwrap_or_default()
     }
 }
 
@@ -102,7 +116,8 @@ impl Backend for FakeBackend {
         let input = batch.inputs.into_iter().next().ok_or_else(|| BackendError::Injected("no input".into()))?;
         let rows = input.rows();
         let values = input.as_slice::<f32>().unwrap_or_default();
-        if let Ok(mut log) = self.log.0.lock() {
+        self.log.peak_memory.fetch_max(rows as u64 * self.config.memory_per_row, Ordering::Relaxed);
+        if let Ok(mut log) = self.log.batches.lock() {
             log.push((self.instance, rows, values.first().copied().unwrap_or(f32::NAN)));
         }
         std::thread::sleep(self.config.per_batch + self.config.per_row * rows as u32);

@@ -1,0 +1,76 @@
+//! Profiles: what a variant costs on the machine it runs on. Measured by the runtime,
+//! stored beside the model, and read by policies inside the snapshot.
+
+use serde::{Deserialize, Serialize};
+
+/// What a profile was measured for; a stored profile is reused only when all match.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileKey {
+    /// SHA-256 of the model file, hex.
+    pub model_sha256: String,
+    /// Device it ran on, e.g. `cpu`.
+    pub device: String,
+    /// The settings it ran with (threads, optimisation level, …), as canonical JSON.
+    pub settings: String,
+}
+
+/// Latency of one batch size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchPoint {
+    /// Rows in the batch.
+    pub batch_size: u32,
+    /// The first run at this size (a warm-up outlier), in ms.
+    pub first_run_ms: f64,
+    /// Median of the warm runs, in ms.
+    pub warm_p50_ms: f64,
+    /// 99th percentile of the warm runs, in ms.
+    pub warm_p99_ms: f64,
+    /// Warm runs measured.
+    pub warm_runs: u32,
+    /// Memory in use after running it, above what was in use before the sweep.
+    pub memory_bytes: Option<u64>,
+}
+
+/// Warm batch latency as a line: `L(b) = a·b + c`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyFit {
+    /// Milliseconds each row adds.
+    pub a_ms: f64,
+    /// Milliseconds every batch costs.
+    pub c_ms: f64,
+    /// Coefficient of determination of the fit over the points it was made from.
+    pub r2: f64,
+}
+
+impl LatencyFit {
+    /// Predicted warm latency of a batch of `batch_size` rows, in ms.
+    pub fn predict_ms(&self, batch_size: u32) -> f64 {
+        self.a_ms * f64::from(batch_size) + self.c_ms
+    }
+}
+
+/// The most requests per second a variant sustains, and the batch size it takes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Requests (rows) per second.
+    pub requests_per_s: f64,
+    /// Batch size at which it is reached.
+    pub batch_size: u32,
+}
+
+/// A variant's profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// What it was measured for.
+    pub key: ProfileKey,
+    /// One point per batch size run, smallest first.
+    pub points: Vec<BatchPoint>,
+    /// Warm latency against batch size, when at least two sizes ran.
+    pub fit: Option<LatencyFit>,
+    /// Maximal throughput, when measured.
+    pub max_throughput: Option<Throughput>,
+    /// The memory budget the sweep respected.
+    pub memory_budget_bytes: Option<u64>,
+    /// The largest batch predicted to fit the budget.
+    pub max_safe_batch: Option<u32>,
+}

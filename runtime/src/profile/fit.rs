@@ -1,0 +1,96 @@
+//! Least squares, and percentiles of measured latencies.
+
+use modelless_policy_abi::LatencyFit;
+
+/// A least-squares line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Line {
+    /// Slope.
+    pub slope: f64,
+    /// Value at 0.
+    pub intercept: f64,
+    /// Coefficient of determination over the points it was fitted to.
+    pub r2: f64,
+}
+
+impl Line {
+    /// The line's value at `x`.
+    pub fn at(&self, x: f64) -> f64 {
+        self.slope * x + self.intercept
+    }
+
+    /// As a batch-latency fit, the line being milliseconds against rows.
+    pub fn latency(&self) -> LatencyFit {
+        LatencyFit { a_ms: self.slope, c_ms: self.intercept, r2: self.r2 }
+    }
+}
+
+/// The least-squares line through `(x, y)` points, with its R². `None` for fewer than
+/// two distinct x.
+pub fn fit_line(points: &[(f64, f64)]) -> Option<Line> {
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    if points.len() < 2 || sxx == 0.0 {
+        return None;
+    }
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    let a = sxy / sxx;
+    let c = mean_y - a * mean_x;
+    let ss_res: f64 = points.iter().map(|p| (p.1 - (a * p.0 + c)).powi(2)).sum();
+    let ss_tot: f64 = points.iter().map(|p| (p.1 - mean_y).powi(2)).sum();
+    let r2 = if ss_tot == 0.0 { 1.0 } else { 1.0 - ss_res / ss_tot };
+    Some(Line { slope: a, intercept: c, r2 })
+}
+
+/// The `p` quantile (0..=1) of `values`, nearest rank; NaN when empty.
+pub fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let rank = ((values.len() as f64 * p).ceil() as usize).clamp(1, values.len().max(1)) - 1;
+    values.get(rank).copied().unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovers_a_and_c_of_an_exact_line() {
+        let points: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0].iter().map(|&b| (b, 3.5 * b + 1.25)).collect();
+        let fit = fit_line(&points).unwrap().latency();
+        assert!((fit.a_ms - 3.5).abs() < 1e-9 && (fit.c_ms - 1.25).abs() < 1e-9);
+        assert!((fit.r2 - 1.0).abs() < 1e-12);
+        assert!((fit.predict_ms(32) - 113.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn noise_lowers_r2_but_keeps_the_slope_close() {
+        // Deterministic "noise" of ±2 % around a = 4, c = 2.
+        let points: Vec<(f64, f64)> = (1u32..=32)
+            .map(|b| {
+                let wobble = if b.is_multiple_of(2) { 1.02 } else { 0.98 };
+                (f64::from(b), (4.0 * f64::from(b) + 2.0) * wobble)
+            })
+            .collect();
+        let fit = fit_line(&points).unwrap().latency();
+        assert!((fit.a_ms - 4.0).abs() < 0.1, "a = {}", fit.a_ms);
+        assert!((fit.c_ms - 2.0).abs() < 1.5, "c = {}", fit.c_ms);
+        assert!(fit.r2 > 0.99 && fit.r2 < 1.0, "r2 = {}", fit.r2);
+    }
+
+    #[test]
+    fn one_batch_size_is_not_a_line() {
+        assert!(fit_line(&[(4.0, 10.0)]).is_none());
+        assert!(fit_line(&[(4.0, 10.0), (4.0, 11.0)]).is_none());
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&mut v, 0.5), 50.0);
+        assert_eq!(percentile(&mut v, 0.99), 99.0);
+        assert_eq!(percentile(&mut v, 1.0), 100.0);
+        assert!(percentile(&mut [], 0.5).is_nan());
+    }
+}

@@ -1,0 +1,14 @@
+//! Profiling a variant on the machine it runs on: the first run and warm latency of
+//! each batch size, the line `L(b) = a·b + c` through the warm ones, the memory each
+//! batch needs (never running one predicted to exceed a budget), and a store that
+//! reuses profiles while the model file, device and settings are unchanged.
+
+mod fit;
+mod memory;
+mod store;
+mod sweep;
+
+pub use fit::{Line, fit_line, percentile};
+pub use memory::{MemoryProbe, ProcessMemory};
+pub use store::{ProfileStore, file_sha256, profile_key};
+pub use sweep::{Sweep, SweepConfig, SweepEvent, sweep};
