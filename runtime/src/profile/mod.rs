@@ -4,11 +4,13 @@
 //! reuses profiles while the model file, device and settings are unchanged.
 
 mod fit;
+mod measure;
 mod memory;
 mod store;
 mod sweep;
 
 pub use fit::{Line, fit_line, percentile};
+pub use measure::{ProfileEvent, ProfileOptions, profile_model};
 pub use memory::{MemoryProbe, ProcessMemory};
 pub use store::{ProfileStore, file_sha256, profile_key};
 pub use sweep::{Sweep, SweepConfig, SweepEvent, sweep};

@@ -1,0 +1,197 @@
+//! A whole profile: the sweep, the fit, and maximal throughput through the real
+//! batching path; taken from the store when one was measured for the same key.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use modelless_policy_abi::{Profile, ProfileKey, Throughput};
+
+use super::fit::fit_line;
+use super::memory::MemoryProbe;
+use super::store::ProfileStore;
+use super::sweep::{SweepConfig, SweepEvent, sweep};
+use crate::backend::BackendFactory;
+use crate::batching::BatchingConfig;
+use crate::error::{BackendError, Error};
+use crate::model::Model;
+use crate::request::{InferOptions, Inputs};
+use crate::warmup::zero_batch;
+
+/// How to profile.
+#[derive(Clone, Debug)]
+pub struct ProfileOptions {
+    /// The sweep.
+    pub sweep: SweepConfig,
+    /// How long the closed loop that measures maximal throughput runs; zero skips it.
+    pub throughput_for: Duration,
+    /// Measure again even if the store has a profile for the same key.
+    pub force: bool,
+}
+
+impl ProfileOptions {
+    /// The default sweep up to `max_batch_size`, and 5 s of closed loop.
+    pub fn new(max_batch_size: usize) -> Self {
+        ProfileOptions { sweep: SweepConfig::new(max_batch_size), throughput_for: Duration::from_secs(5), force: false }
+    }
+}
+
+/// Progress of a profile, for progress bars.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProfileEvent {
+    /// The stored profile matched and is used as it is.
+    Reused,
+    /// A step of the sweep.
+    Sweep(SweepEvent),
+    /// Closed-loop throughput: seconds done of the total.
+    Throughput {
+        /// Seconds done.
+        done: f64,
+        /// Seconds planned.
+        total: f64,
+    },
+}
+
+/// Profiles the model `name` (one backend made by `factory`) for `key`, or returns the
+/// profile `store` has for that key. A new profile is saved to the store.
+pub fn profile_model(
+    name: &str,
+    factory: BackendFactory,
+    key: ProfileKey,
+    store: &ProfileStore,
+    options: &ProfileOptions,
+    probe: &dyn MemoryProbe,
+    on_event: &mut dyn FnMut(ProfileEvent),
+) -> Result<Profile, Error> {
+    if !options.force
+        && let Some(profile) = store.load(name, &key)
+    {
+        on_event(ProfileEvent::Reused);
+        return Ok(profile);
+    }
+    let failed = |source: BackendError| Error::Backend { model: name.to_string(), source: Arc::new(source) };
+    let result = {
+        let mut backend =
+            factory().map_err(|source| Error::Load { model: name.to_string(), source: Arc::new(source) })?;
+        sweep(backend.as_mut(), &options.sweep, probe, &mut |e| on_event(ProfileEvent::Sweep(e))).map_err(failed)?
+    };
+    let warm: Vec<(f64, f64)> = result.points.iter().map(|p| (f64::from(p.batch_size), p.warm_p50_ms)).collect();
+    let fit = fit_line(&warm).map(|line| line.latency());
+    let best = result
+        .points
+        .iter()
+        .max_by(|x, y| per_second(x.batch_size, x.warm_p50_ms).total_cmp(&per_second(y.batch_size, y.warm_p50_ms)))
+        .map(|p| p.batch_size);
+    let max_throughput = match best {
+        Some(batch) if !options.throughput_for.is_zero() => {
+            let rate = closed_loop(name, factory, batch as usize, options.throughput_for, on_event)?;
+            Some(Throughput { requests_per_s: rate, batch_size: batch })
+        }
+        _ => None,
+    };
+    let profile = Profile {
+        key,
+        points: result.points,
+        fit,
+        max_throughput,
+        memory_budget_bytes: options.sweep.memory_budget_bytes,
+        max_safe_batch: result.max_safe_batch,
+    };
+    store.save(name, &profile).map_err(|e| Error::Config(format!("cannot store the profile of `{name}`: {e}")))?;
+    Ok(profile)
+}
+
+fn per_second(batch_size: u32, latency_ms: f64) -> f64 {
+    f64::from(batch_size) / latency_ms * 1e3
+}
+
+/// Requests per second a model batching up to `batch` sustains with twice that many
+/// clients, each sending single-row requests one after the other: the queue always
+/// holds a full batch, so this is the batching path at its best batch.
+fn closed_loop(
+    name: &str,
+    factory: BackendFactory,
+    batch: usize,
+    duration: Duration,
+    on_event: &mut dyn FnMut(ProfileEvent),
+) -> Result<f64, Error> {
+    let model = Model::start(name, factory, 1, BatchingConfig::default().with_max_batch_size(batch))?;
+    let one_row =
+        zero_batch(model.metadata(), 1).ok_or_else(|| Error::Config(format!("`{name}` has open dimensions")))?;
+    let request = || one_row.iter().zip(&model.metadata().inputs).map(|(t, s)| (s.name.clone(), t.clone())).collect();
+    // One pass to warm the path, then the measured one.
+    let run = |for_how_long: Duration, on_event: &mut dyn FnMut(ProfileEvent)| -> Result<f64, Error> {
+        let start = Instant::now();
+        let served = std::thread::scope(|s| {
+            let clients: Vec<_> = (0..2 * batch)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut served = 0usize;
+                        while start.elapsed() < for_how_long {
+                            let inputs: Inputs = request();
+                            model.submit(inputs, InferOptions::default())?.wait()?;
+                            served += 1;
+                        }
+                        Ok::<usize, Error>(served)
+                    })
+                })
+                .collect();
+            while start.elapsed() < for_how_long {
+                std::thread::sleep(Duration::from_millis(250));
+                on_event(ProfileEvent::Throughput {
+                    done: start.elapsed().as_secs_f64().min(for_how_long.as_secs_f64()),
+                    total: for_how_long.as_secs_f64(),
+                });
+            }
+            clients.into_iter().map(|c| c.join().unwrap_or(Err(Error::ShuttingDown))).sum::<Result<usize, Error>>()
+        })?;
+        Ok(served as f64 / start.elapsed().as_secs_f64())
+    };
+    run(duration / 5, &mut |_| {})?;
+    run(duration, on_event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+
+    fn options() -> ProfileOptions {
+        let mut options = ProfileOptions::new(8);
+        options.sweep = options.sweep.with_warm_runs(2);
+        options.throughput_for = Duration::from_millis(300);
+        options
+    }
+
+    #[test]
+    fn a_profile_is_measured_once_then_reused_until_forced() {
+        let dir = std::env::temp_dir().join(format!("modelless-profile-{}", std::process::id()));
+        let store = ProfileStore::new(&dir);
+        let log = BatchLog::default();
+        let fake = FakeConfig {
+            per_batch: Duration::from_millis(2),
+            per_row: Duration::from_millis(1),
+            ..FakeConfig::default()
+        };
+        let factory = FakeBackend::factory(fake, log.clone());
+        let key = ProfileKey { model_sha256: "ab".into(), device: "cpu".into(), settings: "{}".into() };
+        let mut events = Vec::new();
+        let profile =
+            profile_model("fake", factory.clone(), key.clone(), &store, &options(), &log, &mut |e| events.push(e))
+                .unwrap();
+        let fit = profile.fit.unwrap();
+        assert!((fit.a_ms - 1.0).abs() < 0.5 && fit.r2 > 0.9, "{fit:?}");
+        let throughput = profile.max_throughput.unwrap();
+        assert!(throughput.requests_per_s > 0.0 && throughput.batch_size == 8, "{throughput:?}");
+        let ran = log.sizes().len();
+        let again =
+            profile_model("fake", factory.clone(), key.clone(), &store, &options(), &log, &mut |e| events.push(e))
+                .unwrap();
+        assert_eq!(again, profile);
+        assert_eq!(log.sizes().len(), ran, "reused without running anything");
+        assert!(events.contains(&ProfileEvent::Reused));
+        let forced = ProfileOptions { force: true, ..options() };
+        profile_model("fake", factory, key, &store, &forced, &log, &mut |_| {}).unwrap();
+        assert!(log.sizes().len() > ran);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
