@@ -3,7 +3,7 @@
 CARGO_TARGET_DIR ?= $(HOME)/.cache/modelless/target
 export CARGO_TARGET_DIR
 
-.PHONY: setup demo test bench bench-switch fmt lint
+.PHONY: setup demo test bench bench-switch profile fmt lint
 
 # Python venv, ONNX Runtime library and generated models under .modelless/ (idempotent).
 setup:
@@ -13,7 +13,7 @@ demo: setup
 	cargo run --release -p modelless-examples --example demo
 
 test: setup
-	cargo test --workspace --locked
+	cargo test --workspace --all-features --locked
 
 bench: setup
 	cargo bench -p modelless-runtime --bench serving
@@ -21,8 +21,12 @@ bench: setup
 bench-switch: setup
 	cargo bench -p modelless-runtime --bench switching
 
+# Profiles of every variant in examples/classify.toml, stored beside the models.
+profile: setup
+	cargo run --release -p modelless --features cli -- profile examples/classify.toml --out target/profiles
+
 fmt:
 	cargo fmt --all
 
 lint:
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets --all-features -- -D warnings

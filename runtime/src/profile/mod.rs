@@ -3,6 +3,8 @@
 //! batch needs (never running one predicted to exceed a budget), and a store that
 //! reuses profiles while the model file, device and settings are unchanged.
 
+pub use modelless_policy_abi::{BatchPoint, LatencyFit, Profile, ProfileKey, Throughput};
+
 mod fit;
 mod measure;
 mod memory;

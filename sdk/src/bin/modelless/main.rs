@@ -1,0 +1,30 @@
+//! The `modelless` command line.
+//!
+//! `cargo run --release -p modelless --features cli -- profile examples/classify.toml`
+
+mod plot;
+mod profile;
+
+use clap::{Parser, Subcommand};
+
+/// modelless: an embeddable runtime for serving ML models.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Profile every variant (and model) of a config on this machine: warm-up and warm
+    /// latency per batch size, the line through them, maximal throughput. Profiles are
+    /// stored beside the models and reused while model, device and settings match.
+    Profile(profile::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Profile(args) => profile::run(args),
+    }
+}
