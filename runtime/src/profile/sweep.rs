@@ -8,7 +8,7 @@ use modelless_policy_abi::BatchPoint;
 
 use super::fit::{Line, fit_line, percentile};
 use super::memory::MemoryProbe;
-use crate::backend::{Backend, Batch};
+use crate::backend::{Backend, Batch, ModelMetadata};
 use crate::error::BackendError;
 use crate::warmup::zero_batch;
 
@@ -19,6 +19,9 @@ pub struct SweepConfig {
     pub batch_sizes: Vec<usize>,
     /// Warm runs per size, after the first.
     pub warm_runs: usize,
+    /// The warm runs are spread over this many passes across all sizes, so that a
+    /// machine whose speed drifts slows every size alike rather than a few.
+    pub passes: usize,
     /// Never run a batch predicted to need more memory than this (bytes above what
     /// was in use before the sweep).
     pub memory_budget_bytes: Option<u64>,
@@ -31,7 +34,7 @@ impl SweepConfig {
         if sizes.last() != Some(&max_batch_size) && max_batch_size > 0 {
             sizes.push(max_batch_size);
         }
-        SweepConfig { batch_sizes: sizes, warm_runs: 20, memory_budget_bytes: None }
+        SweepConfig { batch_sizes: sizes, warm_runs: 30, passes: 3, memory_budget_bytes: None }
     }
 
     /// Sets the memory budget.
@@ -50,13 +53,13 @@ impl SweepConfig {
 /// Progress of a sweep, for progress bars.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SweepEvent {
-    /// A run finished: `done` of `total` runs of this batch size.
+    /// A run finished: `done` of the sweep's `total` runs.
     Ran {
-        /// The batch size.
+        /// The batch size it ran.
         batch_size: usize,
-        /// Runs done at this size.
+        /// Runs done in the sweep.
         done: usize,
-        /// Runs planned at this size.
+        /// Runs planned in the sweep.
         total: usize,
     },
     /// A batch size is measured.
@@ -89,43 +92,67 @@ pub fn sweep(
 ) -> Result<Sweep, BackendError> {
     let metadata = backend.metadata().clone();
     let baseline = probe.bytes_in_use();
+    let passes = config.passes.clamp(1, config.warm_runs.max(1));
+    let total = config.batch_sizes.len() * (config.warm_runs + 1);
+    let mut done = 0;
+    let mut run = |backend: &mut dyn Backend, batch_size: usize, on_event: &mut dyn FnMut(SweepEvent)| {
+        let ms = time_batch(backend, &metadata, batch_size)?;
+        done += 1;
+        on_event(SweepEvent::Ran { batch_size, done, total });
+        Ok::<f64, BackendError>(ms)
+    };
+    // The first pass runs each size for the first time (smallest first, stopping
+    // before one predicted to exceed the memory budget); every pass adds warm runs.
     let mut points: Vec<BatchPoint> = Vec::new();
-    for &batch_size in &config.batch_sizes {
-        if let (Some(budget), Some(predicted)) = (config.memory_budget_bytes, predict_memory(&points, batch_size))
-            && predicted > budget
-        {
-            on_event(SweepEvent::Stopped { batch_size, predicted_bytes: predicted });
-            break;
+    let mut warm: Vec<Vec<f64>> = Vec::new();
+    for pass in 0..passes {
+        let runs = config.warm_runs * (pass + 1) / passes - config.warm_runs * pass / passes;
+        for (i, &batch_size) in config.batch_sizes.iter().enumerate() {
+            if pass == 0 {
+                if let (Some(budget), Some(predicted)) =
+                    (config.memory_budget_bytes, predict_memory(&points, batch_size))
+                    && predicted > budget
+                {
+                    on_event(SweepEvent::Stopped { batch_size, predicted_bytes: predicted });
+                    break;
+                }
+                let first_run_ms = run(backend, batch_size, on_event)?;
+                let memory_bytes = baseline.zip(probe.bytes_in_use()).map(|(before, now)| now.saturating_sub(before));
+                points.push(BatchPoint {
+                    batch_size: batch_size as u32,
+                    first_run_ms,
+                    warm_p50_ms: f64::NAN,
+                    warm_p99_ms: f64::NAN,
+                    warm_runs: 0,
+                    memory_bytes,
+                });
+                warm.push(Vec::new());
+            }
+            if i >= points.len() {
+                break;
+            }
+            for _ in 0..runs {
+                warm[i].push(run(backend, batch_size, on_event)?);
+            }
         }
-        let inputs = || {
-            zero_batch(&metadata, batch_size)
-                .ok_or_else(|| BackendError::OutputMismatch("an input has an open dimension besides the batch".into()))
-        };
-        let total = config.warm_runs + 1;
-        let mut times = Vec::with_capacity(total);
-        for done in 1..=total {
-            let batch = Batch { inputs: inputs()? };
-            let start = Instant::now();
-            backend.infer(batch)?;
-            times.push(start.elapsed().as_secs_f64() * 1e3);
-            on_event(SweepEvent::Ran { batch_size, done, total });
-        }
-        let first_run_ms = times[0];
-        let warm = &mut times[1..];
-        let memory_bytes = baseline.zip(probe.bytes_in_use()).map(|(before, now)| now.saturating_sub(before));
-        let point = BatchPoint {
-            batch_size: batch_size as u32,
-            first_run_ms,
-            warm_p50_ms: percentile(warm, 0.5),
-            warm_p99_ms: percentile(warm, 0.99),
-            warm_runs: warm.len() as u32,
-            memory_bytes,
-        };
+    }
+    for (point, times) in points.iter_mut().zip(&mut warm) {
+        point.warm_runs = times.len() as u32;
+        point.warm_p50_ms = percentile(times, 0.5);
+        point.warm_p99_ms = percentile(times, 0.99);
         on_event(SweepEvent::Measured(point.clone()));
-        points.push(point);
     }
     let max_safe_batch = config.memory_budget_bytes.and_then(|budget| largest_batch_within(&points, budget));
     Ok(Sweep { points, max_safe_batch })
+}
+
+/// Runs one zero-filled batch; its time in ms.
+fn time_batch(backend: &mut dyn Backend, metadata: &ModelMetadata, batch_size: usize) -> Result<f64, BackendError> {
+    let inputs = zero_batch(metadata, batch_size)
+        .ok_or_else(|| BackendError::OutputMismatch("an input has an open dimension besides the batch".into()))?;
+    let start = Instant::now();
+    backend.infer(Batch { inputs })?;
+    Ok(start.elapsed().as_secs_f64() * 1e3)
 }
 
 /// Memory against batch size: a line through the sizes measured, or through 0 and the
@@ -173,13 +200,23 @@ mod tests {
         let fake = FakeConfig { per_row: std::time::Duration::from_millis(1), ..FakeConfig::default() };
         let mut backend = FakeBackend::factory(fake, log.clone())().unwrap();
         let mut events = Vec::new();
-        let config = SweepConfig::new(4).with_warm_runs(3);
+        let config = SweepConfig { passes: 1, ..SweepConfig::new(4).with_warm_runs(3) };
         let result = sweep(backend.as_mut(), &config, &log, &mut |e| events.push(e)).unwrap();
         assert_eq!(log.sizes(), vec![1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4]);
         let sizes: Vec<u32> = result.points.iter().map(|p| p.batch_size).collect();
         assert_eq!(sizes, vec![1, 2, 4]);
         assert!(result.points.iter().all(|p| p.warm_runs == 3 && p.warm_p50_ms >= f64::from(p.batch_size)));
         assert_eq!(events.iter().filter(|e| matches!(e, SweepEvent::Measured(_))).count(), 3);
+    }
+
+    #[test]
+    fn passes_take_turns_over_the_sizes_after_each_first_run() {
+        let log = BatchLog::default();
+        let mut backend = FakeBackend::factory(FakeConfig::default(), log.clone())().unwrap();
+        let config = SweepConfig { passes: 2, ..SweepConfig::new(2).with_warm_runs(4) };
+        let result = sweep(backend.as_mut(), &config, &log, &mut |_| {}).unwrap();
+        assert_eq!(log.sizes(), vec![1, 1, 1, 2, 2, 2, 1, 1, 2, 2]);
+        assert!(result.points.iter().all(|p| p.warm_runs == 4));
     }
 
     #[test]

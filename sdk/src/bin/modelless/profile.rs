@@ -22,8 +22,8 @@ pub struct Args {
     /// Measure again even where a stored profile matches.
     #[arg(long)]
     force: bool,
-    /// Warm runs per batch size.
-    #[arg(long, default_value_t = 20)]
+    /// Warm runs per batch size, spread over three passes across the sizes.
+    #[arg(long, default_value_t = 30)]
     warm_runs: usize,
     /// Seconds of closed loop measuring maximal throughput (0 skips it).
     #[arg(long, default_value_t = 5.0)]
@@ -121,8 +121,7 @@ fn profile_one(
     let key = profile_key(&target.path, "cpu", &settings)
         .with_context(|| format!("cannot read {}", target.path.display()))?;
     let store = ProfileStore::new(target.path.parent().unwrap_or(Path::new(".")));
-    let runs_per_size = options.sweep.warm_runs as u64 + 1;
-    let sweep_runs = options.sweep.batch_sizes.len() as u64 * runs_per_size;
+    let sweep_runs = options.sweep.batch_sizes.len() as u64 * (options.sweep.warm_runs as u64 + 1);
     let total = sweep_runs + (options.throughput_for.as_secs_f64() * 10.0) as u64;
     let bar = bars.add(ProgressBar::new(total));
     bar.set_style(
@@ -131,7 +130,6 @@ fn profile_one(
             .progress_chars("=> "),
     );
     bar.set_prefix(target.name.clone());
-    let mut sizes_done = 0u64;
     let mut reused = false;
     let factory = OrtBackend::factory(env.clone(), target.path.clone(), target.onnx.clone());
     let profile =
@@ -142,10 +140,10 @@ fn profile_one(
                 bar.set_message("stored profile reused");
             }
             ProfileEvent::Sweep(SweepEvent::Ran { batch_size, done, .. }) => {
-                bar.set_position(sizes_done * runs_per_size + done as u64);
+                bar.set_position(done as u64);
                 bar.set_message(format!("batch {batch_size}"));
             }
-            ProfileEvent::Sweep(SweepEvent::Measured(_)) => sizes_done += 1,
+            ProfileEvent::Sweep(SweepEvent::Measured(_)) => {}
             ProfileEvent::Sweep(SweepEvent::Stopped { batch_size, predicted_bytes }) => {
                 bar.println(format!(
                     "{}: batch {batch_size} not run: predicted {} MiB is over the budget",
