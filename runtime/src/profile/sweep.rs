@@ -34,7 +34,7 @@ impl SweepConfig {
         if sizes.last() != Some(&max_batch_size) && max_batch_size > 0 {
             sizes.push(max_batch_size);
         }
-        SweepConfig { batch_sizes: sizes, warm_runs: 30, passes: 3, memory_budget_bytes: None }
+        SweepConfig { batch_sizes: sizes, warm_runs: 30, passes: 10, memory_budget_bytes: None }
     }
 
     /// Sets the memory budget.

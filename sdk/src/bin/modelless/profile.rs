@@ -22,7 +22,7 @@ pub struct Args {
     /// Measure again even where a stored profile matches.
     #[arg(long)]
     force: bool,
-    /// Warm runs per batch size, spread over three passes across the sizes.
+    /// Warm runs per batch size, spread over ten passes across the sizes.
     #[arg(long, default_value_t = 30)]
     warm_runs: usize,
     /// Seconds of closed loop measuring maximal throughput (0 skips it).
