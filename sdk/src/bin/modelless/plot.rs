@@ -11,11 +11,16 @@ pub struct Series {
 
 const COLORS: [&str; 8] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
 
+/// A tick label: whole numbers as such, others with one decimal.
+fn tick(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 { format!("{v:.0}") } else { format!("{v:.1}") }
+}
+
 /// A scatter of every series' points with their lines, axes from zero.
 pub fn scatter_with_lines(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
     let (w, h, pad) = (900.0, 500.0, 60.0);
     let all = series.iter().flat_map(|s| s.points.iter());
-    let x_max = all.clone().map(|p| p.0).fold(1.0, f64::max) * 1.05;
+    let x_max = all.clone().map(|p| p.0).fold(1.0, f64::max);
     let y_max = all.map(|p| p.1).fold(1.0, f64::max) * 1.1;
     let x = |v: f64| pad + v / x_max * (w - 2.0 * pad);
     let y = |v: f64| h - pad - v / y_max * (h - 2.0 * pad);
@@ -30,8 +35,9 @@ pub fn scatter_with_lines(title: &str, x_label: &str, y_label: &str, series: &[S
     let _ = writeln!(s, r#"<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{}" stroke="black"/>"#, h - pad);
     for i in 0..=4 {
         let (xv, yv) = (x_max * f64::from(i) / 4.0, y_max * f64::from(i) / 4.0);
-        let _ = writeln!(s, r#"<text x="{:.1}" y="{}" text-anchor="middle">{xv:.0}</text>"#, x(xv), h - pad + 18.0);
-        let _ = writeln!(s, r#"<text x="{}" y="{:.1}" text-anchor="end">{yv:.0}</text>"#, pad - 6.0, y(yv) + 4.0);
+        let _ =
+            writeln!(s, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, x(xv), h - pad + 18.0, tick(xv));
+        let _ = writeln!(s, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, pad - 6.0, y(yv) + 4.0, tick(yv));
     }
     let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">{x_label}</text>"#, w / 2.0, h - 15.0);
     let _ = writeln!(
