@@ -22,8 +22,6 @@ use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig, OrtSess
 use modelless_runtime::{BatchingConfig, InferOptions, Inputs, Model, Tensor};
 use ort::session::Session;
 use ort::value::TensorRef;
-use rand::SeedableRng;
-use rand_distr::{Distribution, Exp};
 
 const SHAPE: [usize; 4] = [1, 3, 224, 224];
 const BATCH_SIZES: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -376,31 +374,16 @@ fn closed_loop(clients: usize, duration: Duration, image: &[f32], call: Call) ->
 /// Poisson arrivals at `rate` for `duration` (seeded); every request runs on its own thread,
 /// and its latency counts from its scheduled arrival.
 fn open_loop(rate: f64, duration: Duration, seed: u64, image: &[f32], call: Call) -> Sample {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let gaps = Exp::new(rate).unwrap_or_else(|_| unreachable!("rate is positive"));
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now();
-    let mut at = Duration::ZERO;
-    let mut threads = Vec::new();
-    loop {
-        at += Duration::from_secs_f64(gaps.sample(&mut rng));
-        if at >= duration {
-            break;
+    let (recorded, image) = (latencies.clone(), image.to_vec());
+    common::poisson_arrivals(rate, duration, seed, move |scheduled| {
+        if call(image.clone()).is_ok()
+            && let Ok(mut l) = recorded.lock()
+        {
+            l.push(scheduled.elapsed());
         }
-        let scheduled = start + at;
-        if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        let (call, latencies, owned) = (call.clone(), latencies.clone(), image.to_vec());
-        threads.push(std::thread::spawn(move || {
-            if call(owned).is_ok()
-                && let Ok(mut l) = latencies.lock()
-            {
-                l.push(scheduled.elapsed());
-            }
-        }));
-    }
-    threads.into_iter().for_each(|t| drop(t.join()));
+    });
     let elapsed = start.elapsed();
     let latencies = std::mem::take(&mut *latencies.lock().unwrap_or_else(|p| p.into_inner()));
     Sample { items: latencies.len(), latencies, elapsed, ..Sample::default() }

@@ -25,8 +25,6 @@ use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig, environ
 use modelless_runtime::{
     BatchingConfig, Inputs, MakeBackend, Slo, Task, TaskConfig, Tensor, VariantConfig, WarmupConfig,
 };
-use rand::SeedableRng;
-use rand_distr::{Distribution, Exp};
 
 const SHAPE: [usize; 4] = [1, 3, 224, 224];
 const LOAD: f64 = 0.5;
@@ -217,7 +215,7 @@ struct Stamp {
     pair: usize,
 }
 
-/// Poisson arrivals for one window; each answer is recorded by a waiting thread.
+/// One window of Poisson arrivals; each answer is recorded with the window's stamp.
 fn open_loop(
     task: &Arc<Task>,
     rate: f64,
@@ -227,44 +225,28 @@ fn open_loop(
     stamp: Stamp,
     records: &Arc<Mutex<Vec<Record>>>,
 ) {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let gaps = Exp::new(rate).unwrap_or_else(|_| unreachable!("rate is positive"));
-    let window_start = Instant::now();
-    let mut offset = Duration::ZERO;
-    let mut waiters = Vec::new();
-    loop {
-        offset += Duration::from_secs_f64(gaps.sample(&mut rng));
-        if offset >= window {
-            break;
+    let (task, records, image) = (task.clone(), records.clone(), image.to_vec());
+    common::poisson_arrivals(rate, window, seed, move |scheduled| {
+        let answer = Tensor::new(SHAPE, image.clone())
+            .map_err(|e| modelless_runtime::Error::Config(e.to_string()))
+            .and_then(|t| task.submit(Inputs::from(t), &Slo::default()))
+            .and_then(|ticket| ticket.wait());
+        let (latency_ms, variant, version) = match answer {
+            Ok(out) => (ms(scheduled.elapsed()), out.model.to_string(), out.version),
+            Err(e) => (f64::NAN, e.to_string(), 0),
+        };
+        let record = Record {
+            at: scheduled.duration_since(stamp.start).as_secs_f64(),
+            latency_ms,
+            variant,
+            version,
+            switching_window: stamp.switching,
+            pair: stamp.pair,
+        };
+        if let Ok(mut r) = records.lock() {
+            r.push(record);
         }
-        let scheduled = window_start + offset;
-        if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        let (task, records, owned) = (task.clone(), records.clone(), image.to_vec());
-        waiters.push(std::thread::spawn(move || {
-            let answer = Tensor::new(SHAPE, owned)
-                .map_err(|e| modelless_runtime::Error::Config(e.to_string()))
-                .and_then(|t| task.submit(Inputs::from(t), &Slo::default()))
-                .and_then(|ticket| ticket.wait());
-            let (latency_ms, variant, version) = match answer {
-                Ok(out) => (ms(scheduled.elapsed()), out.model.to_string(), out.version),
-                Err(e) => (f64::NAN, e.to_string(), 0),
-            };
-            let record = Record {
-                at: scheduled.duration_since(stamp.start).as_secs_f64(),
-                latency_ms,
-                variant,
-                version,
-                switching_window: stamp.switching,
-                pair: stamp.pair,
-            };
-            if let Ok(mut r) = records.lock() {
-                r.push(record);
-            }
-        }));
-    }
-    waiters.into_iter().for_each(|w| drop(w.join()));
+    });
 }
 
 fn percentile(latencies: &mut [f64], p: f64) -> f64 {

@@ -20,3 +20,34 @@ pub fn output_dir() -> PathBuf {
         .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf)));
     target.unwrap_or_else(|| PathBuf::from("target")).join("modelless-bench")
 }
+
+/// Poisson arrivals at `rate` per second for `duration`, from `seed`: at each one,
+/// `request` runs on a thread of its own with the arrival's scheduled instant, so that
+/// a slow answer never delays the next arrival. Returns once every request is done.
+pub fn poisson_arrivals(
+    rate: f64,
+    duration: std::time::Duration,
+    seed: u64,
+    request: impl Fn(std::time::Instant) + Clone + Send + 'static,
+) {
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, Exp};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let gaps = Exp::new(rate).unwrap_or_else(|_| unreachable!("rate is positive"));
+    let start = std::time::Instant::now();
+    let mut at = std::time::Duration::ZERO;
+    let mut threads = Vec::new();
+    loop {
+        at += std::time::Duration::from_secs_f64(gaps.sample(&mut rng));
+        if at >= duration {
+            break;
+        }
+        let scheduled = start + at;
+        if let Some(wait) = scheduled.checked_duration_since(std::time::Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let request = request.clone();
+        threads.push(std::thread::spawn(move || request(scheduled)));
+    }
+    threads.into_iter().for_each(|t| drop(t.join()));
+}
