@@ -32,8 +32,9 @@ pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConf
 pub use modelless_runtime::profile::{BatchPoint, LatencyFit, Profile, ProfileKey, Throughput};
 pub use modelless_runtime::{
     BackendError, BackendFactory, BatchingConfig, DType, Device, Element, Error, InferOptions, Inputs, MakeBackend,
-    ModelConfig, ModelMetadata, Output, Priority, Slo, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData,
-    TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
+    Model, ModelConfig, ModelMetadata, Output, Priority, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus,
+    Tensor, TensorData, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus,
+    WarmupConfig,
 };
 pub use modelless_runtime::{backend, profile};
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};

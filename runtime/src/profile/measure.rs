@@ -2,20 +2,20 @@
 //! batching path; taken from the store when one was measured for the same key.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use modelless_policy_abi::{Profile, ProfileKey, Throughput};
 
 use super::fit::fit_line;
+use super::load::closed_loop;
 use super::memory::MemoryProbe;
 use super::store::ProfileStore;
 use super::sweep::{SweepConfig, SweepEvent, sweep};
 use crate::backend::BackendFactory;
 use crate::batching::BatchingConfig;
 use crate::error::{BackendError, Error};
-use crate::model::Model;
-use crate::request::{InferOptions, Inputs};
-use crate::warmup::zero_batch;
+use crate::model::{Model, StartOptions};
+use crate::warmup::WarmupConfig;
 
 /// How to profile.
 #[derive(Clone, Debug)]
@@ -83,7 +83,7 @@ pub fn profile_model(
         .map(|p| p.batch_size);
     let max_throughput = match best {
         Some(batch) if !options.throughput_for.is_zero() => {
-            let rate = closed_loop(name, factory, batch as usize, options.throughput_for, on_event)?;
+            let rate = max_throughput(name, factory, batch as usize, options.throughput_for, on_event)?;
             Some(Throughput { requests_per_s: rate, batch_size: batch })
         }
         _ => None,
@@ -104,50 +104,21 @@ fn per_second(batch_size: u32, latency_ms: f64) -> f64 {
     f64::from(batch_size) / latency_ms * 1e3
 }
 
-/// Requests per second a model batching up to `batch` sustains with twice that many
-/// clients, each sending single-row requests one after the other: the queue always
-/// holds a full batch, so this is the batching path at its best batch.
-fn closed_loop(
+/// Requests per second a model batching up to `batch` answers with twice that many
+/// callers sending single-row requests: the queue always holds a full batch, so this
+/// is the batching path at its best batch. The model is warmed up, and a short pass
+/// warms the path before the measured one.
+fn max_throughput(
     name: &str,
     factory: BackendFactory,
     batch: usize,
     duration: Duration,
     on_event: &mut dyn FnMut(ProfileEvent),
 ) -> Result<f64, Error> {
-    let model = Model::start(name, factory, 1, BatchingConfig::default().with_max_batch_size(batch))?;
-    let one_row =
-        zero_batch(model.metadata(), 1).ok_or_else(|| Error::Config(format!("`{name}` has open dimensions")))?;
-    let request = || one_row.iter().zip(&model.metadata().inputs).map(|(t, s)| (s.name.clone(), t.clone())).collect();
-    // One pass to warm the path, then the measured one.
-    let run = |for_how_long: Duration, on_event: &mut dyn FnMut(ProfileEvent)| -> Result<f64, Error> {
-        let start = Instant::now();
-        let served = std::thread::scope(|s| {
-            let clients: Vec<_> = (0..2 * batch)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut served = 0usize;
-                        while start.elapsed() < for_how_long {
-                            let inputs: Inputs = request();
-                            model.submit(inputs, InferOptions::default())?.wait()?;
-                            served += 1;
-                        }
-                        Ok::<usize, Error>(served)
-                    })
-                })
-                .collect();
-            while start.elapsed() < for_how_long {
-                std::thread::sleep(Duration::from_millis(250));
-                on_event(ProfileEvent::Throughput {
-                    done: start.elapsed().as_secs_f64().min(for_how_long.as_secs_f64()),
-                    total: for_how_long.as_secs_f64(),
-                });
-            }
-            clients.into_iter().map(|c| c.join().unwrap_or(Err(Error::ShuttingDown))).sum::<Result<usize, Error>>()
-        })?;
-        Ok(served as f64 / start.elapsed().as_secs_f64())
-    };
-    run(duration / 5, &mut |_| {})?;
-    run(duration, on_event)
+    let options = StartOptions { warmup: WarmupConfig::default(), ..StartOptions::default() };
+    let model = Model::start_with(name, factory, 1, BatchingConfig::default().with_max_batch_size(batch), options)?;
+    closed_loop(&model, 2 * batch, duration / 5, &mut |_, _| {})?;
+    closed_loop(&model, 2 * batch, duration, &mut |done, total| on_event(ProfileEvent::Throughput { done, total }))
 }
 
 #[cfg(test)]

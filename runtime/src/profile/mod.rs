@@ -6,12 +6,14 @@
 pub use modelless_policy_abi::{BatchPoint, LatencyFit, Profile, ProfileKey, Throughput};
 
 mod fit;
+mod load;
 mod measure;
 mod memory;
 mod store;
 mod sweep;
 
 pub use fit::{Line, fit_line, percentile};
+pub use load::{SteadyLoad, closed_loop, steady_load};
 pub use measure::{ProfileEvent, ProfileOptions, profile_model};
 pub use memory::{MemoryProbe, ProcessMemory};
 pub use store::{ProfileStore, file_sha256, profile_key};

@@ -7,9 +7,10 @@ use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use modelless::backend::onnx::{OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment};
 use modelless::profile::{
-    ProcessMemory, ProfileEvent, ProfileOptions, ProfileStore, SweepEvent, fit_line, profile_key, profile_model,
+    ProcessMemory, ProfileEvent, ProfileOptions, ProfileStore, SteadyLoad, SweepEvent, closed_loop, fit_line,
+    profile_key, profile_model, steady_load,
 };
-use modelless::{Profile, RuntimeConfig};
+use modelless::{BatchingConfig, Model, Profile, RuntimeConfig, StartOptions, WarmupConfig};
 use serde::Serialize;
 
 use crate::plot::{Series, scatter_with_lines};
@@ -34,7 +35,14 @@ pub struct Args {
     /// Where the table and the latency plot go.
     #[arg(long, default_value = "profiles")]
     out: PathBuf,
+    /// Check the maximal throughput: measure it again, then offer a steady load at 0.9,
+    /// 1.0 and 1.1 times it, for this many seconds each, and report whether the queue held.
+    #[arg(long, default_value_t = 0.0)]
+    verify_secs: f64,
 }
+
+/// Fractions of the measured maximal throughput offered by `--verify-secs`.
+const VERIFY_AT: [f64; 3] = [0.9, 1.0, 1.1];
 
 /// What a profile was measured with; part of its key.
 #[derive(Serialize)]
@@ -65,7 +73,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let (profile, reused) = profile_one(target, &env, &args, &bars)?;
         rows.push((target.name.clone(), profile, reused));
     }
-    let table = render(&rows);
+    let mut table = render(&rows);
+    if args.verify_secs > 0.0 {
+        table.push_str(&verify(&targets, &rows, &env, Duration::from_secs_f64(args.verify_secs))?);
+    }
     println!("{table}");
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("profiles.md"), &table)?;
@@ -158,6 +169,60 @@ fn profile_one(
         })?;
     bar.finish_with_message(if reused { "stored profile reused" } else { "measured" });
     Ok((profile, reused))
+}
+
+/// Offers steady loads around each measured maximal throughput; a table of the results.
+fn verify(
+    targets: &[Target],
+    rows: &[(String, Profile, bool)],
+    env: &OrtEnvironmentConfig,
+    each: Duration,
+) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let mut s = String::from(
+        "\nMaximal throughput measured again (closed loop at the best batch), then steady loads at \
+         fractions of it (median latency early → late):\n\n",
+    );
+    let _ = writeln!(
+        s,
+        "| variant | stored max req/s | max now | {} | within 10 % |",
+        VERIFY_AT.map(|f| format!("{f}×")).join(" | ")
+    );
+    let _ = writeln!(s, "|---|---:|---:|{}---|", "---|".repeat(VERIFY_AT.len()));
+    for (target, (name, profile, _)) in targets.iter().zip(rows) {
+        let Some(stored) = profile.max_throughput else { continue };
+        let factory = OrtBackend::factory(env.clone(), target.path.clone(), target.onnx.clone());
+        let batching = BatchingConfig::default().with_max_batch_size(stored.batch_size as usize);
+        let warm = StartOptions { warmup: WarmupConfig::default(), ..StartOptions::default() };
+        let model = Model::start_with(name, factory, 1, batching, warm)?;
+        let clients = 2 * stored.batch_size as usize;
+        closed_loop(&model, clients, each / 5, &mut |_, _| {})?;
+        let max = closed_loop(&model, clients, each, &mut |_, _| {})?;
+        let results: Vec<SteadyLoad> = VERIFY_AT
+            .iter()
+            .map(|f| {
+                eprintln!("{name}: steady load at {:.1} req/s", f * max);
+                steady_load(&model, f * max, each)
+            })
+            .collect::<Result<_, _>>()?;
+        let cells: Vec<String> = results
+            .iter()
+            .map(|r| {
+                let held = if r.sustained() { "held" } else { "grew" };
+                format!("{held} ({:.0} → {:.0} ms)", r.early_p50_ms, r.late_p50_ms)
+            })
+            .collect();
+        // Held at 0.9× and grew at 1.1×: what a steady load sustains is within 10 % of the max.
+        let agrees = results[0].sustained() && !results[2].sustained();
+        let _ = writeln!(
+            s,
+            "| {name} | {:.1} | {max:.1} | {} | {} |",
+            stored.requests_per_s,
+            cells.join(" | "),
+            if agrees { "yes" } else { "no" }
+        );
+    }
+    Ok(s)
 }
 
 /// The error of the fit at a batch size left out of it: the second largest measured,
