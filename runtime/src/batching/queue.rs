@@ -153,8 +153,6 @@ impl Queue {
                 Next::Idle => return None,
             }
         }
-        let dead = inner.state.expire(now);
-        self.answer_dead(dead);
         None
     }
 
@@ -174,6 +172,10 @@ pub(crate) fn timer_task(queue: Arc<Queue>) {
     loop {
         let now = Instant::now();
         let hold_until = queue.dispatch(&mut inner, now);
+        // With every instance busy nothing forms batches, so expiry is the timer's job;
+        // callers do not scan the queue on each request.
+        let dead = inner.state.expire(now);
+        queue.answer_dead(dead);
         if inner.closed && inner.state.is_empty() && inner.idle.len() == inner.alive {
             break;
         }
