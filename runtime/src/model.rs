@@ -137,10 +137,10 @@ impl Model {
         Model::start_with(name, factory, instances, batching, StartOptions::default())
     }
 
-    /// Like [`Model::start`], with options. Sessions are created on threads of lower
-    /// scheduling priority, so that loading a model beside others that serve does not
-    /// starve them; each then warms up (in the gaps between batches other models run)
-    /// and serves from a thread of normal priority.
+    /// Like [`Model::start`], with options. Sessions are created and warmed up on
+    /// threads of the lowest scheduling priority, so that loading a model beside others
+    /// that serve does not starve them; each then serves from a thread of normal
+    /// priority.
     pub fn start_with(
         name: &str,
         factory: BackendFactory,
@@ -159,28 +159,34 @@ impl Model {
             }
         };
         phase(LoadPhase::Loading);
+        // Sessions are created and warmed up on loader threads of the lowest priority:
+        // they take the cores only when the models that serve leave them idle. (The
+        // warm-up's batches also use the shared intra-op pool; measured, a low-priority
+        // caller still slows serving far less than one of normal priority.)
         let (loaded_tx, loaded_rx) = std::sync::mpsc::channel();
         for index in 0..instances {
             let (factory, loaded) = (factory.clone(), loaded_tx.clone());
+            let (name, batching, warmup) = (name.to_string(), batching.clone(), options.warmup.clone());
+            let on_phase = options.on_phase.clone();
             spawn(format!("modelless-{name}-load-{index}"), move || {
                 lower_priority();
-                let _ = loaded.send(create(&factory));
+                let _ = loaded.send(load_instance(&name, &factory, batching, &warmup, index, on_phase));
             })?;
         }
         drop(loaded_tx);
-        let mut backends: Vec<Box<dyn Backend + Send>> = Vec::with_capacity(instances);
+        let mut loaded: Vec<LoadedInstance> = Vec::with_capacity(instances);
         for _ in 0..instances {
-            let backend = loaded_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)?;
-            if backends.first().is_some_and(|b| b.metadata() != backend.metadata()) {
+            let instance = loaded_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)?;
+            if loaded.first().is_some_and(|l| l.backend.metadata() != instance.backend.metadata()) {
                 return Err(load_error(BackendError::OutputMismatch(
                     "instances disagree on the model's inputs".into(),
                 )));
             }
-            backends.push(backend);
+            loaded.push(instance);
         }
-        let metadata = backends.first().map(|b| b.metadata().clone()).ok_or(Error::ShuttingDown)?;
+        let metadata = loaded.first().map(|l| l.backend.metadata().clone()).ok_or(Error::ShuttingDown)?;
         let batching = effective_batching(name, &metadata, batching);
-        phase(LoadPhase::Warming);
+        let warmup = loaded.iter().filter_map(|l| l.warmup).max();
         let names = Arc::new(ModelNames {
             model: Arc::from(name),
             version: options.version,
@@ -189,33 +195,11 @@ impl Model {
         });
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..instances).map(|_| crossbeam_channel::bounded(1)).unzip();
         let queue = Queue::new(names.model.clone(), batching.clone(), senders);
-        // Warm-up runs on the instance threads, at normal priority: its batches use the
-        // shared intra-op pool, whose threads serve every model, so a slow warm-up
-        // would hold them longer. It waits for gaps between batches that serve instead.
-        let (warm_tx, warm_rx) = std::sync::mpsc::channel();
-        for (index, (mut backend, jobs)) in backends.into_iter().zip(receivers).enumerate() {
-            let (names, queue, warm) = (names.clone(), queue.clone(), warm_tx.clone());
-            let (metadata, max_batch_size, warmup) =
-                (metadata.clone(), batching.max_batch_size, options.warmup.clone());
+        for (index, (instance, jobs)) in loaded.into_iter().zip(receivers).enumerate() {
+            let (names, queue) = (names.clone(), queue.clone());
             spawn(format!("modelless-{name}-{index}"), move || {
-                let took = warm_up(backend.as_mut(), &metadata, max_batch_size, &warmup);
-                let warmed = took.is_ok();
-                let _ = warm.send(took);
-                if warmed {
-                    worker_task(names, backend, jobs, queue, index);
-                }
+                worker_task(names, instance.backend, jobs, queue, index)
             })?;
-        }
-        drop(warm_tx);
-        let mut warmup: Option<Duration> = None;
-        for _ in 0..instances {
-            match warm_rx.recv().map_err(|_| Error::ShuttingDown).and_then(|r| r.map_err(load_error)) {
-                Ok(took) => warmup = took.map(|t| warmup.map_or(t, |w| w.max(t))),
-                Err(e) => {
-                    queue.abandon();
-                    return Err(e);
-                }
-            }
         }
         let timer_queue = queue.clone();
         spawn(format!("modelless-{name}-timer"), move || timer_task(timer_queue))?;
@@ -315,6 +299,39 @@ impl DrainHandle {
     pub fn is_drained(&self) -> bool {
         self.0.is_drained()
     }
+}
+
+/// A backend created and warmed up, ready to serve.
+struct LoadedInstance {
+    backend: Box<dyn Backend + Send>,
+    warmup: Option<Duration>,
+}
+
+/// Creates one instance's backend and warms it up; on the loader thread. The first
+/// instance to finish creating reports the warming phase.
+fn load_instance(
+    name: &str,
+    factory: &BackendFactory,
+    batching: BatchingConfig,
+    warmup: &WarmupConfig,
+    index: usize,
+    on_phase: Option<PhaseCallback>,
+) -> Result<LoadedInstance, BackendError> {
+    let mut backend = create(factory)?;
+    if index == 0
+        && let Some(on_phase) = on_phase
+    {
+        on_phase(LoadPhase::Warming);
+    }
+    let metadata = backend.metadata().clone();
+    let max_batch_size = effective_batching(name, &metadata, batching).max_batch_size;
+    let warmup = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        warm_up(backend.as_mut(), &metadata, max_batch_size, warmup)
+    })) {
+        Ok(took) => took?,
+        Err(_) => return Err(BackendError::Panicked("while warming up".into())),
+    };
+    Ok(LoadedInstance { backend, warmup })
 }
 
 /// Creates one backend, containing a panic.

@@ -1,15 +1,13 @@
 //! Warm-up: the first run of every batch size is an outlier (buffers grow, kernels are
 //! chosen), so a model runs each batch size it may form once before it is routed to.
-//! Each warm-up batch waits (a little) for a moment when no other model runs one, so
-//! that loading a variant beside one that serves shares the cores with it as little
-//! as it can.
+//! It runs on the loader thread, at its low priority, so that warming a variant beside
+//! one that serves takes only the cores the serving one leaves idle.
 
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, Batch, ModelMetadata};
-use crate::batching::worker::serving_batches;
 use crate::error::BackendError;
 use crate::tensor::Tensor;
 
@@ -64,7 +62,6 @@ pub(crate) fn warm_up(
     };
     let start = Instant::now();
     for batch in sizes {
-        wait_for_a_gap();
         let Some(inputs) = zero_batch(metadata, batch) else {
             tracing::warn!("no warm-up: an input has an open dimension besides the batch");
             return Ok(None);
@@ -87,17 +84,6 @@ pub(crate) fn zero_batch(metadata: &ModelMetadata, batch: usize) -> Option<Vec<T
             shape.map(|shape| Tensor::zeros(spec.dtype, shape))
         })
         .collect()
-}
-
-/// Longest a warm-up batch waits for models that serve to pause.
-const MAX_WAIT: Duration = Duration::from_millis(200);
-
-/// Waits until no instance runs a batch, or [`MAX_WAIT`] has passed.
-fn wait_for_a_gap() {
-    let until = Instant::now() + MAX_WAIT;
-    while serving_batches() > 0 && Instant::now() < until {
-        std::thread::sleep(Duration::from_micros(200));
-    }
 }
 
 #[cfg(test)]

@@ -80,14 +80,6 @@ impl Queue {
         self.timer.notify_one();
     }
 
-    /// Closes the queue and lets its instances go at once: for a model that failed to
-    /// start and never took a request.
-    pub fn abandon(&self) {
-        let mut inner = self.lock();
-        inner.closed = true;
-        inner.instances.clear();
-    }
-
     /// Whether the queue was closed and everything in it has been answered.
     pub fn is_drained(&self) -> bool {
         let inner = self.lock();

@@ -4,7 +4,6 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::Receiver;
@@ -16,14 +15,6 @@ use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
 use crate::request::{Output, Timings};
 use crate::tensor::Tensor;
-
-/// Batches running in instances, process-wide: warm-up waits for gaps between them.
-static SERVING: AtomicUsize = AtomicUsize::new(0);
-
-/// How many batches instances are running right now, in the whole process.
-pub(crate) fn serving_batches() -> usize {
-    SERVING.load(Ordering::Relaxed)
-}
 
 /// A request waiting in the queue.
 pub(crate) struct Pending {
@@ -80,8 +71,10 @@ pub(crate) fn worker_task(
             }
         }
     }
-    // Tearing a session down frees much memory; let the models that serve go first.
-    crate::model::lower_priority();
+    // The session is torn down here at normal priority: freeing its memory takes locks
+    // of the process's address space that serving threads need too, and a low-priority
+    // thread preempted while holding them stalled serving for up to 200 ms (measured
+    // with `make bench-switch`).
     drop(backend);
 }
 
@@ -106,9 +99,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     let result = match inputs {
         None => Err(BackendError::OutputMismatch("requests of one batch disagree on shapes".into())),
         Some(inputs) => {
-            SERVING.fetch_add(1, Ordering::Relaxed);
             let result = catch_unwind(AssertUnwindSafe(|| backend.infer(Batch { inputs })));
-            SERVING.fetch_sub(1, Ordering::Relaxed);
             result.unwrap_or_else(|panic| Err(BackendError::Panicked(panic_message(panic.as_ref()))))
         }
     };
