@@ -7,7 +7,7 @@
 
 mod profile;
 
-pub use profile::{BatchPoint, LatencyFit, Profile, ProfileKey, Throughput};
+pub use profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
 
 /// Version of the policy ABI this crate describes.
 pub const ABI_VERSION: u32 = 1;

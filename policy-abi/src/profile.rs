@@ -58,6 +58,22 @@ pub struct Throughput {
     pub batch_size: u32,
 }
 
+/// One first run of a batch size in a fresh session, with what the machine was doing:
+/// the data the warm-up predictor learns from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FirstRunSample {
+    /// Rows in the batch.
+    pub batch_size: u32,
+    /// The largest batch the session had run before (0 for none).
+    pub largest_before: u32,
+    /// Involuntary context switches of the process's threads during the run.
+    pub involuntary_switches: u64,
+    /// Memory the process had in use before the run, in bytes.
+    pub memory_in_use_bytes: u64,
+    /// The run's time, in ms.
+    pub first_run_ms: f64,
+}
+
 /// A variant's profile.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
@@ -73,4 +89,7 @@ pub struct Profile {
     pub memory_budget_bytes: Option<u64>,
     /// The largest batch predicted to fit the budget.
     pub max_safe_batch: Option<u32>,
+    /// First runs in fresh sessions, every batch size in random orders.
+    #[serde(default)]
+    pub first_runs: Vec<FirstRunSample>,
 }

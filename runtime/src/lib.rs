@@ -22,8 +22,8 @@ pub use batching::state::Priority;
 pub use error::{BackendError, Error};
 pub use model::{DrainHandle, LoadPhase, Model, ModelConfig, StartOptions, Ticket};
 pub use registry::{
-    Device, MakeBackend, Registry, SwitchReport, Task, TaskConfig, TaskStatus, VariantConfig, VariantState,
-    VariantStatus, VersionStatus,
+    Device, FindProfile, MakeBackend, ProfileMode, Registry, SwitchReport, Task, TaskConfig, TaskStatus, VariantConfig,
+    VariantState, VariantStatus, VersionStatus,
 };
 pub use request::{InferOptions, Inputs, Output, Slo, Timings};
 pub use tensor::{DType, Element, Tensor, TensorData};

@@ -29,12 +29,12 @@
 mod runtime;
 
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
-pub use modelless_runtime::profile::{BatchPoint, LatencyFit, Profile, ProfileKey, Throughput};
+pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
 pub use modelless_runtime::{
     BackendError, BackendFactory, BatchingConfig, DType, Device, Element, Error, InferOptions, Inputs, MakeBackend,
-    Model, ModelConfig, ModelMetadata, Output, Priority, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus,
-    Tensor, TensorData, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus,
-    WarmupConfig,
+    Model, ModelConfig, ModelMetadata, Output, Priority, ProfileMode, Slo, StartOptions, SwitchReport, TaskConfig,
+    TaskStatus, Tensor, TensorData, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus,
+    VersionStatus, WarmupConfig,
 };
 pub use modelless_runtime::{backend, profile};
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};

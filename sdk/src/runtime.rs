@@ -4,9 +4,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
+use modelless_runtime::profile::{Profile, ort_profile};
 use modelless_runtime::{
-    BackendFactory, BatchingConfig, Error, InferOptions, Inputs, MakeBackend, Model, ModelConfig, ModelMetadata,
-    Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket,
+    BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
+    ModelMetadata, Output, ProfileMode, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus,
+    Ticket,
 };
 use serde::{Deserialize, Serialize};
 
@@ -197,20 +199,42 @@ impl Runtime {
 
     /// Adds a task whose variants are ONNX models, loading (and warming up) its active
     /// variant and those marked `preload`; blocks until the active one is ready.
+    ///
+    /// Each version that loads takes its stored profile (see `modelless profile`), or
+    /// is profiled then if its config says `profile = "measure"`.
     pub fn add_task(&self, config: TaskConfig) -> Result<TaskStatus, Error> {
         let onnxruntime = self.onnxruntime.clone();
         let make: MakeBackend = Arc::new(move |variant, path| {
             OrtBackend::factory(onnxruntime.clone(), path.to_path_buf(), variant.onnx.clone())
         });
-        self.add_task_with(config, make)
+        let onnxruntime = self.onnxruntime.clone();
+        let find: FindProfile = Arc::new(move |variant, path| {
+            let measure = match variant.profile {
+                ProfileMode::Off => return None,
+                ProfileMode::Stored => false,
+                ProfileMode::Measure => true,
+            };
+            let max_batch_size = variant.batching.max_batch_size;
+            ort_profile(&variant.name, path, &onnxruntime, &variant.onnx, max_batch_size, measure)
+                .inspect_err(|e| tracing::warn!(variant = %variant.name, error = %e, "no profile"))
+                .ok()
+                .flatten()
+        });
+        let name = config.name.clone();
+        self.start_task(&name, || Task::start_profiled(config, make, Some(find)))
     }
 
-    /// Adds a task whose variants' backends `make` creates.
+    /// Adds a task whose variants' backends `make` creates (without profiles).
     pub fn add_task_with(&self, config: TaskConfig, make: MakeBackend) -> Result<TaskStatus, Error> {
-        if self.registry.task(&config.name).is_ok() {
-            return Err(Error::AlreadyLoaded(config.name));
+        let name = config.name.clone();
+        self.start_task(&name, || Task::start(config, make))
+    }
+
+    fn start_task(&self, name: &str, start: impl FnOnce() -> Result<Task, Error>) -> Result<TaskStatus, Error> {
+        if self.registry.task(name).is_ok() {
+            return Err(Error::AlreadyLoaded(name.to_string()));
         }
-        let task = self.registry.insert_task(Task::start(config, make)?)?;
+        let task = self.registry.insert_task(start()?)?;
         Ok(task.status())
     }
 
@@ -227,6 +251,11 @@ impl Runtime {
     /// A task's variants, versions and their states.
     pub fn task_status(&self, task: &str) -> Result<TaskStatus, Error> {
         Ok(self.registry.task(task)?.status())
+    }
+
+    /// The profile of the version serving `variant` of `task`, if it has one.
+    pub fn variant_profile(&self, task: &str, variant: &str) -> Result<Option<Arc<Profile>>, Error> {
+        self.registry.task(task)?.profile(variant)
     }
 
     /// Makes `variant` the one serving `task`, loading and warming it first if need

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use modelless_policy_abi::{Profile, ProfileKey, Throughput};
 
+use super::first_run::sample_first_runs;
 use super::fit::fit_line;
 use super::load::closed_loop;
 use super::memory::MemoryProbe;
@@ -24,14 +25,23 @@ pub struct ProfileOptions {
     pub sweep: SweepConfig,
     /// How long the closed loop that measures maximal throughput runs; zero skips it.
     pub throughput_for: Duration,
+    /// Fresh sessions that each run every batch size up to the largest swept once, in
+    /// a random order, for the warm-up predictor; zero skips them.
+    pub first_run_sessions: usize,
     /// Measure again even if the store has a profile for the same key.
     pub force: bool,
 }
 
 impl ProfileOptions {
-    /// The default sweep up to `max_batch_size`, and 5 s of closed loop.
+    /// The default sweep up to `max_batch_size`, 3 sessions of first runs, and 5 s of
+    /// closed loop.
     pub fn new(max_batch_size: usize) -> Self {
-        ProfileOptions { sweep: SweepConfig::new(max_batch_size), throughput_for: Duration::from_secs(5), force: false }
+        ProfileOptions {
+            sweep: SweepConfig::new(max_batch_size),
+            throughput_for: Duration::from_secs(5),
+            first_run_sessions: 3,
+            force: false,
+        }
     }
 }
 
@@ -42,6 +52,13 @@ pub enum ProfileEvent {
     Reused,
     /// A step of the sweep.
     Sweep(SweepEvent),
+    /// First runs in fresh sessions: `done` of `total`.
+    FirstRuns {
+        /// Runs done.
+        done: usize,
+        /// Runs planned.
+        total: usize,
+    },
     /// Closed-loop throughput: seconds done of the total.
     Throughput {
         /// Seconds done.
@@ -74,6 +91,16 @@ pub fn profile_model(
             factory().map_err(|source| Error::Load { model: name.to_string(), source: Arc::new(source) })?;
         sweep(backend.as_mut(), &options.sweep, probe, &mut |e| on_event(ProfileEvent::Sweep(e))).map_err(failed)?
     };
+    let largest = result.points.last().map_or(0, |p| p.batch_size as usize);
+    let sizes: Vec<usize> = (1..=largest).collect();
+    let first_runs = if options.first_run_sessions > 0 {
+        sample_first_runs(&factory, &sizes, options.first_run_sessions, FIRST_RUN_SEED, probe, &mut |done, total| {
+            on_event(ProfileEvent::FirstRuns { done, total })
+        })
+        .map_err(failed)?
+    } else {
+        Vec::new()
+    };
     let warm: Vec<(f64, f64)> = result.points.iter().map(|p| (f64::from(p.batch_size), p.warm_p50_ms)).collect();
     let fit = fit_line(&warm).map(|line| line.latency());
     let best = result
@@ -95,10 +122,14 @@ pub fn profile_model(
         max_throughput,
         memory_budget_bytes: options.sweep.memory_budget_bytes,
         max_safe_batch: result.max_safe_batch,
+        first_runs,
     };
     store.save(name, &profile).map_err(|e| Error::Config(format!("cannot store the profile of `{name}`: {e}")))?;
     Ok(profile)
 }
+
+/// Seeds the orders first runs take: the same on every machine, for comparable profiles.
+const FIRST_RUN_SEED: u64 = 0x5eed;
 
 fn per_second(batch_size: u32, latency_ms: f64) -> f64 {
     f64::from(batch_size) / latency_ms * 1e3
@@ -151,6 +182,7 @@ mod tests {
                 .unwrap();
         let fit = profile.fit.unwrap();
         assert!((fit.a_ms - 1.0).abs() < 0.5 && fit.r2 > 0.9, "{fit:?}");
+        assert_eq!(profile.first_runs.len(), 3 * 8, "3 sessions of first runs at sizes 1 to 8");
         let throughput = profile.max_throughput.unwrap();
         assert!(throughput.requests_per_s > 0.0 && throughput.batch_size == 8, "{throughput:?}");
         let ran = log.sizes().len();

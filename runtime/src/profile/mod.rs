@@ -1,20 +1,27 @@
 //! Profiling a variant on the machine it runs on: the first run and warm latency of
 //! each batch size, the line `L(b) = a·b + c` through the warm ones, the memory each
-//! batch needs (never running one predicted to exceed a budget), and a store that
-//! reuses profiles while the model file, device and settings are unchanged.
+//! batch needs (never running one predicted to exceed a budget), first runs in fresh
+//! sessions with a predictor of the warm-up outlier, and a store that reuses profiles
+//! while the model file, device and settings are unchanged.
 
-pub use modelless_policy_abi::{BatchPoint, LatencyFit, Profile, ProfileKey, Throughput};
+pub use modelless_policy_abi::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
 
+mod first_run;
 mod fit;
 mod load;
 mod measure;
 mod memory;
+mod onnx;
 mod store;
 mod sweep;
+mod warmup_predictor;
 
+pub use first_run::{involuntary_context_switches, sample_first_runs};
 pub use fit::{Line, fit_line, percentile};
 pub use load::{SteadyLoad, closed_loop, steady_load};
 pub use measure::{ProfileEvent, ProfileOptions, profile_model};
 pub use memory::{MemoryProbe, ProcessMemory};
+pub use onnx::{ort_profile, ort_profile_key, store_beside};
 pub use store::{ProfileStore, file_sha256, profile_key};
 pub use sweep::{Sweep, SweepConfig, SweepEvent, sweep};
+pub use warmup_predictor::{Example, HeldOut, PredictorError, WarmupFeatures, WarmupPredictor, held_out_error, mape};

@@ -85,6 +85,7 @@ mod tests {
             max_throughput: None,
             memory_budget_bytes: None,
             max_safe_batch: None,
+            first_runs: Vec::new(),
         }
     }
 

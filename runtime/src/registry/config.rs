@@ -18,6 +18,22 @@ pub enum Device {
     Cpu,
 }
 
+/// What loading a variant does about its profile (what it costs on this machine, which
+/// orders variants for routing and which policies read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileMode {
+    /// Use the stored profile when one matches the model and settings (`modelless
+    /// profile` stores them); go without one otherwise.
+    #[default]
+    Stored,
+    /// Like `stored`, but measure one at load when none matches (this takes the CPU
+    /// for tens of seconds per variant, and measures the machine as busy as it is).
+    Measure,
+    /// No profile.
+    Off,
+}
+
 /// A task: something callers ask for ("classify-image") and the variants that can
 /// answer it, trading accuracy for cost.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -127,6 +143,9 @@ pub struct VariantConfig {
     /// accuracy than the active variant has find it ready.
     #[serde(default)]
     pub preload: bool,
+    /// What loading it does about its profile.
+    #[serde(default)]
+    pub profile: ProfileMode,
 }
 
 fn one() -> usize {
@@ -146,6 +165,7 @@ impl VariantConfig {
             onnx: OrtSessionConfig::default(),
             warmup: WarmupConfig::default(),
             preload: false,
+            profile: ProfileMode::Stored,
         }
     }
 
@@ -170,6 +190,12 @@ impl VariantConfig {
     /// Loads it at start.
     pub fn with_preload(mut self, preload: bool) -> Self {
         self.preload = preload;
+        self
+    }
+
+    /// Sets what loading it does about its profile.
+    pub fn with_profile(mut self, profile: ProfileMode) -> Self {
+        self.profile = profile;
         self
     }
 }

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 
-pub use config::{Device, TaskConfig, VariantConfig};
-pub use task::{MakeBackend, SwitchReport, Task, TaskStatus, VariantState, VariantStatus, VersionStatus};
+pub use config::{Device, ProfileMode, TaskConfig, VariantConfig};
+pub use task::{FindProfile, MakeBackend, SwitchReport, Task, TaskStatus, VariantState, VariantStatus, VersionStatus};
 
 use crate::error::Error;
 use crate::model::Model;

@@ -1,14 +1,24 @@
 //! Which variant serves a request: routing by accuracy, kept pure for unit tests.
 
 /// Index of the variant that serves a request needing `min_accuracy`, among ready
-/// variants listed cheapest first with their accuracies: the active one when it is
-/// accurate enough, else the cheapest one that is; `None` when none is.
-pub(crate) fn choose(accuracies: &[f64], active: usize, min_accuracy: Option<f64>) -> Option<usize> {
+/// variants listed in configured order with their accuracies: the active one when it
+/// is accurate enough, else the cheapest one that is (by `costs` when every variant
+/// has one, else the first in order); `None` when none is.
+pub(crate) fn choose(
+    accuracies: &[f64],
+    costs: Option<&[f64]>,
+    active: usize,
+    min_accuracy: Option<f64>,
+) -> Option<usize> {
     let enough = |i: usize| min_accuracy.is_none_or(|m| accuracies[i] >= m);
     if active < accuracies.len() && enough(active) {
         return Some(active);
     }
-    (0..accuracies.len()).find(|&i| enough(i))
+    let candidates = (0..accuracies.len()).filter(|&i| enough(i));
+    match costs {
+        Some(costs) if costs.len() == accuracies.len() => candidates.min_by(|&x, &y| costs[x].total_cmp(&costs[y])),
+        _ => candidates.min(),
+    }
 }
 
 #[cfg(test)]
@@ -19,23 +29,36 @@ mod tests {
 
     #[test]
     fn without_an_accuracy_target_the_active_variant_serves() {
-        assert_eq!(choose(&FAMILY, 2, None), Some(2));
+        assert_eq!(choose(&FAMILY, None, 2, None), Some(2));
     }
 
     #[test]
     fn an_active_variant_accurate_enough_serves_even_if_a_cheaper_one_would_do() {
-        assert_eq!(choose(&FAMILY, 3, Some(60.0)), Some(3));
+        assert_eq!(choose(&FAMILY, None, 3, Some(60.0)), Some(3));
     }
 
     #[test]
     fn a_request_needing_more_goes_to_the_cheapest_variant_that_meets_it() {
-        assert_eq!(choose(&FAMILY, 0, Some(70.0)), Some(2));
-        assert_eq!(choose(&FAMILY, 1, Some(75.0)), Some(3));
+        assert_eq!(choose(&FAMILY, None, 0, Some(70.0)), Some(2));
+        assert_eq!(choose(&FAMILY, None, 1, Some(75.0)), Some(3));
+    }
+
+    #[test]
+    fn with_profiled_costs_the_cheapest_by_cost_serves_whatever_the_configured_order() {
+        // Listed in an order that is not the cost order: the 71.8 one is the cheapest.
+        let costs = [4.0, 3.0, 1.0, 8.0];
+        assert_eq!(choose(&FAMILY, Some(&costs), 0, Some(65.0)), Some(2));
+        assert_eq!(choose(&FAMILY, Some(&costs), 0, Some(62.0)), Some(2));
+        assert_eq!(choose(&FAMILY, Some(&costs), 0, Some(72.0)), Some(3));
+        // The active variant still serves when it is accurate enough.
+        assert_eq!(choose(&FAMILY, Some(&costs), 1, Some(62.0)), Some(1));
+        // Costs that do not cover every variant are not used.
+        assert_eq!(choose(&FAMILY, Some(&costs[..2]), 0, Some(62.0)), Some(1));
     }
 
     #[test]
     fn nothing_accurate_enough_means_no_variant() {
-        assert_eq!(choose(&FAMILY, 3, Some(80.0)), None);
-        assert_eq!(choose(&[], 0, None), None);
+        assert_eq!(choose(&FAMILY, None, 3, Some(80.0)), None);
+        assert_eq!(choose(&[], None, 0, None), None);
     }
 }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
+use modelless_policy_abi::{LatencyFit, Profile};
 
 use super::config::{TaskConfig, VariantConfig};
 use super::route::choose;
@@ -24,6 +25,10 @@ use crate::request::{Inputs, Slo};
 /// Makes the backend factory of a variant's version (its config, and the model file
 /// of that version).
 pub type MakeBackend = Arc<dyn Fn(&VariantConfig, &Path) -> BackendFactory + Send + Sync>;
+
+/// Finds the profile of a variant's version (its config, and the model file of that
+/// version) as it loads: a stored one, or one measured then; `None` for none.
+pub type FindProfile = Arc<dyn Fn(&VariantConfig, &Path) -> Option<Profile> + Send + Sync>;
 
 /// Where a version of a variant stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -59,6 +64,10 @@ pub struct VersionStatus {
     pub memory_bytes: u64,
     /// Why it failed.
     pub error: Option<String>,
+    /// Its profiled maximal throughput, in requests per second.
+    pub max_throughput_per_s: Option<f64>,
+    /// Its profiled warm latency against batch size.
+    pub latency_fit: Option<LatencyFit>,
 }
 
 /// One variant, as [`Task::status`] reports it.
@@ -114,10 +123,13 @@ pub struct SwitchReport {
     pub warmup: Option<Duration>,
 }
 
-/// What the request path reads: ready variants, cheapest first, and the active one.
+/// What the request path reads: ready variants in configured order, their costs when
+/// every one is profiled, and the active one.
 struct Routes {
     ready: Vec<Arc<Model>>,
     accuracies: Vec<f64>,
+    /// Seconds per request at maximal throughput.
+    costs: Option<Vec<f64>>,
     names: Vec<String>,
     active: usize,
 }
@@ -130,6 +142,7 @@ struct VersionEntry {
     warmup: Option<Duration>,
     memory_bytes: u64,
     error: Option<String>,
+    profile: Option<Arc<Profile>>,
 }
 
 struct VariantSlot {
@@ -152,6 +165,7 @@ pub struct Task {
     name: Arc<str>,
     keep_warm_bytes: u64,
     make_backend: MakeBackend,
+    find_profile: Option<FindProfile>,
     routes: ArcSwapOption<Routes>,
     inner: Arc<Mutex<Inner>>,
     /// One control operation (switch, load, unload) at a time.
@@ -162,6 +176,18 @@ impl Task {
     /// Loads the active variant (and those marked `preload`) and returns the task,
     /// ready to serve. Fails if the active variant cannot be loaded.
     pub fn start(config: TaskConfig, make_backend: MakeBackend) -> Result<Task, Error> {
+        Task::start_profiled(config, make_backend, None)
+    }
+
+    /// Like [`Task::start`]; each version that loads gets the profile `find_profile`
+    /// finds for it. Once every ready variant has one, requests that need more
+    /// accuracy than the active variant has go to the one with the lowest profiled
+    /// cost rather than the first in configured order.
+    pub fn start_profiled(
+        config: TaskConfig,
+        make_backend: MakeBackend,
+        find_profile: Option<FindProfile>,
+    ) -> Result<Task, Error> {
         config.validate()?;
         let active = config.active.as_deref().and_then(|a| config.variant_index(a)).unwrap_or(0);
         let now = Instant::now();
@@ -181,6 +207,7 @@ impl Task {
             name: Arc::from(config.name.as_str()),
             keep_warm_bytes: config.keep_warm_mib.saturating_mul(1 << 20),
             make_backend,
+            find_profile,
             routes: ArcSwapOption::empty(),
             inner: Arc::new(Mutex::new(Inner { active, variants })),
             control: Mutex::new(()),
@@ -210,7 +237,7 @@ impl Task {
         let now = Instant::now();
         let routes = self.routes.load();
         let routes = routes.as_ref().ok_or(Error::ShuttingDown)?;
-        let Some(chosen) = choose(&routes.accuracies, routes.active, slo.min_accuracy) else {
+        let Some(chosen) = choose(&routes.accuracies, routes.costs.as_deref(), routes.active, slo.min_accuracy) else {
             return Err(Error::NoVariantMeetsSlo {
                 task: self.name.to_string(),
                 min_accuracy: slo.min_accuracy.unwrap_or(f64::NAN),
@@ -288,6 +315,14 @@ impl Task {
         Ok(())
     }
 
+    /// The profile of `variant`'s serving version, if it has one.
+    pub fn profile(&self, variant: &str) -> Result<Option<Arc<Profile>>, Error> {
+        let index = self.index_of(variant)?;
+        let inner = self.lock();
+        let slot = &inner.variants[index];
+        Ok(slot.current.and_then(|c| slot.versions.get(&c)).and_then(|e| e.profile.clone()))
+    }
+
     /// Variants, their versions and states.
     pub fn status(&self) -> TaskStatus {
         let mut inner = self.lock();
@@ -314,6 +349,12 @@ impl Task {
                             warmup: e.warmup,
                             memory_bytes: e.memory_bytes,
                             error: e.error.clone(),
+                            max_throughput_per_s: e
+                                .profile
+                                .as_ref()
+                                .and_then(|p| p.max_throughput)
+                                .map(|t| t.requests_per_s),
+                            latency_fit: e.profile.as_ref().and_then(|p| p.fit),
                         })
                         .collect(),
                 })
@@ -358,6 +399,7 @@ impl Task {
                     warmup: None,
                     memory_bytes: 0,
                     error: None,
+                    profile: None,
                 },
             );
             (slot.config.clone(), version, path)
@@ -377,6 +419,8 @@ impl Task {
             warmup: config.warmup.clone(),
             on_phase: Some(on_phase),
         };
+        // Before the model starts, so that a profile measured now has the cores to itself.
+        let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
         let factory = (self.make_backend)(&config, &path);
         let started = Model::start_with(&config.name, factory, config.instances, config.batching.clone(), options);
         let mut inner = self.lock();
@@ -393,6 +437,7 @@ impl Task {
                 // Weights dominate; sessions hold about one more copy, packed for their kernels.
                 entry.memory_bytes = std::fs::metadata(&path).map_or(0, |m| 2 * m.len());
                 entry.model = Some(Arc::new(model));
+                entry.profile = profile;
                 tracing::info!(task = %self.name, variant = %config.name, version, warmup = ?entry.warmup, "ready");
                 Ok(version)
             }
@@ -456,11 +501,16 @@ impl Task {
     /// Stores the routes of what is ready now.
     fn publish(&self) {
         let inner = self.lock();
-        let mut routes = Routes { ready: Vec::new(), accuracies: Vec::new(), names: Vec::new(), active: 0 };
+        let mut routes =
+            Routes { ready: Vec::new(), accuracies: Vec::new(), costs: Some(Vec::new()), names: Vec::new(), active: 0 };
         for (i, slot) in inner.variants.iter().enumerate() {
-            let Some(model) = slot.current.and_then(|c| slot.versions.get(&c)).and_then(|e| e.model.clone()) else {
-                continue;
-            };
+            let Some(entry) = slot.current.and_then(|c| slot.versions.get(&c)) else { continue };
+            let Some(model) = entry.model.clone() else { continue };
+            let throughput = entry.profile.as_ref().and_then(|p| p.max_throughput).map(|t| t.requests_per_s);
+            match (throughput, routes.costs.as_mut()) {
+                (Some(per_s), Some(costs)) if per_s > 0.0 => costs.push(1.0 / per_s),
+                _ => routes.costs = None,
+            }
             if i == inner.active {
                 routes.active = routes.ready.len();
             }
@@ -490,5 +540,68 @@ fn mark_drained(inner: &mut Inner) {
             entry.state = VariantState::Unloaded;
             entry.drain = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use modelless_policy_abi::{ProfileKey, Throughput};
+
+    use super::*;
+    use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+    use crate::tensor::Tensor;
+    use crate::warmup::WarmupConfig;
+
+    /// Variants v0, v1, v2 of accuracy 60, 70, 80, all loaded, v0 active.
+    fn task(find_profile: Option<FindProfile>) -> Task {
+        let mut config = TaskConfig::new("classify");
+        for (i, accuracy) in [60.0, 70.0, 80.0].into_iter().enumerate() {
+            let variant = VariantConfig::new(format!("v{i}"), "fake", accuracy).with_warmup(WarmupConfig::disabled());
+            config = config.with_variant(variant.with_preload(true));
+        }
+        let make: MakeBackend = Arc::new(|_, _| FakeBackend::factory(FakeConfig::default(), BatchLog::default()));
+        Task::start_profiled(config, make, find_profile).unwrap()
+    }
+
+    /// Profiles with these maximal throughputs by variant name; none for the others.
+    fn profiles(throughputs: &'static [(&'static str, f64)]) -> FindProfile {
+        Arc::new(move |variant, _| {
+            let (_, per_s) = throughputs.iter().find(|(name, _)| *name == variant.name)?;
+            Some(Profile {
+                key: ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() },
+                points: Vec::new(),
+                fit: None,
+                max_throughput: Some(Throughput { requests_per_s: *per_s, batch_size: 1 }),
+                memory_budget_bytes: None,
+                max_safe_batch: None,
+                first_runs: Vec::new(),
+            })
+        })
+    }
+
+    fn served(task: &Task, min_accuracy: f64) -> String {
+        let input = Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+        let slo = Slo::default().with_min_accuracy(min_accuracy);
+        task.submit(input, &slo).unwrap().wait().unwrap().model.to_string()
+    }
+
+    #[test]
+    fn with_every_variant_profiled_the_cheapest_by_throughput_serves_accuracy_requests() {
+        // v2 is listed last but answers four times as many requests a second as v1.
+        let task = task(Some(profiles(&[("v0", 500.0), ("v1", 100.0), ("v2", 400.0)])));
+        assert_eq!(served(&task, 65.0), "v2");
+        assert_eq!(served(&task, 55.0), "v0", "the active variant is accurate enough");
+        let status = task.status();
+        let v1 = status.variant("v1").unwrap();
+        assert_eq!(v1.versions[0].max_throughput_per_s, Some(100.0));
+        assert_eq!(task.profile("v2").unwrap().and_then(|p| p.max_throughput).map(|t| t.requests_per_s), Some(400.0));
+    }
+
+    #[test]
+    fn without_a_profile_for_every_variant_the_configured_order_decides() {
+        let task = task(Some(profiles(&[("v0", 500.0), ("v2", 400.0)])));
+        assert_eq!(served(&task, 65.0), "v1");
+        assert!(task.profile("v1").unwrap().is_none());
+        assert_eq!(served(&self::task(None), 65.0), "v1");
     }
 }

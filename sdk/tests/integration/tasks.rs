@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::{
-    BatchingConfig, Error, MakeBackend, Priority, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig,
-    VariantState, WarmupConfig,
+    BatchingConfig, Error, MakeBackend, Priority, ProfileMode, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor,
+    VariantConfig, VariantState, WarmupConfig,
 };
 
 use crate::common::{models_dir, wait_for};
@@ -314,4 +314,35 @@ fn a_variant_unloaded_and_loaded_again_comes_back_at_its_newest_version() {
     assert_eq!(status.variant("v0").unwrap().versions.len(), 2, "no third version");
     assert_eq!(status.variant("v0").unwrap().versions[1].path, newer);
     assert_eq!(rt.infer_task_blocking("classify", row(1.0), Slo::default()).unwrap().version, 2);
+}
+
+#[test]
+fn a_variant_without_a_stored_profile_is_profiled_at_load_when_asked_and_the_profile_is_reused() {
+    let dir = std::env::temp_dir().join(format!("modelless-profile-at-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tiny.onnx");
+    std::fs::copy(models_dir().join("tiny.onnx"), &path).unwrap();
+    let task = |mode: ProfileMode| {
+        let variant = VariantConfig::new("tiny", &path, 50.0)
+            .with_batching(BatchingConfig::default().with_max_batch_size(4))
+            .with_profile(mode);
+        TaskConfig::new("classify").with_variant(variant)
+    };
+    let throughput = |rt: &Runtime| rt.task_status("classify").unwrap().variants[0].versions[0].max_throughput_per_s;
+
+    let stored_only = Runtime::builder().with_task(task(ProfileMode::Stored)).build().unwrap();
+    assert_eq!(throughput(&stored_only), None, "nothing stored yet");
+    let measured = Runtime::builder().with_task(task(ProfileMode::Measure)).build().unwrap();
+    let profile = measured.variant_profile("classify", "tiny").unwrap().unwrap(); // profiled at load
+    assert!(throughput(&measured).is_some_and(|t| t > 0.0));
+    assert_eq!(profile.points.iter().map(|p| p.batch_size).collect::<Vec<_>>(), vec![1, 2, 4]);
+    let stored = dir.join("tiny.profile.json");
+    let written = std::fs::metadata(&stored).unwrap().modified().unwrap();
+
+    let reused = Runtime::builder().with_task(task(ProfileMode::Stored)).build().unwrap();
+    assert_eq!(reused.variant_profile("classify", "tiny").unwrap().as_deref(), Some(profile.as_ref()));
+    let off = Runtime::builder().with_task(task(ProfileMode::Off)).build().unwrap();
+    assert_eq!(off.variant_profile("classify", "tiny").unwrap(), None);
+    assert_eq!(std::fs::metadata(&stored).unwrap().modified().unwrap(), written, "not measured again");
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -1,17 +1,15 @@
 //! `modelless profile CONFIG`: profiles on this machine, stored beside the models.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use modelless::backend::onnx::{OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment};
 use modelless::profile::{
-    ProcessMemory, ProfileEvent, ProfileOptions, ProfileStore, SteadyLoad, SweepEvent, closed_loop, fit_line,
-    profile_key, profile_model, steady_load,
+    Example, ProcessMemory, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor,
+    closed_loop, fit_line, mape, ort_profile_key, profile_model, steady_load, store_beside,
 };
 use modelless::{BatchingConfig, Model, Profile, RuntimeConfig, StartOptions, WarmupConfig};
-use serde::Serialize;
 
 use crate::plot::{Series, scatter_with_lines};
 
@@ -26,6 +24,10 @@ pub struct Args {
     /// Warm runs per batch size, spread over ten passes across the sizes.
     #[arg(long, default_value_t = 30)]
     warm_runs: usize,
+    /// Fresh sessions that each run every batch size once, in a random order, for the
+    /// warm-up predictor (0 skips them).
+    #[arg(long, default_value_t = 3)]
+    first_run_sessions: usize,
     /// Seconds of closed loop measuring maximal throughput (0 skips it).
     #[arg(long, default_value_t = 5.0)]
     throughput_secs: f64,
@@ -35,24 +37,18 @@ pub struct Args {
     /// Where the table and the latency plot go.
     #[arg(long, default_value = "profiles")]
     out: PathBuf,
-    /// Check the maximal throughput: measure it again, then offer a steady load at 0.9,
-    /// 1.0 and 1.1 times it, for this many seconds each, and report whether the queue held.
+    /// Check the maximal throughput: measure it again, then offer a steady load at 0.9
+    /// and 1.1 times it, for this many seconds each, and report whether the queue held.
     #[arg(long, default_value_t = 0.0)]
     verify_secs: f64,
+    /// Rounds of the check; a variant agrees when most rounds do.
+    #[arg(long, default_value_t = 3)]
+    verify_rounds: usize,
 }
 
-/// Fractions of the measured maximal throughput offered by `--verify-secs`.
-const VERIFY_AT: [f64; 3] = [0.9, 1.0, 1.1];
-
-/// What a profile was measured with; part of its key.
-#[derive(Serialize)]
-struct Settings<'a> {
-    onnx: &'a OrtSessionConfig,
-    intra_op_threads: usize,
-    max_batch_size: usize,
-    warm_runs: usize,
-    memory_budget_mib: Option<u64>,
-}
+/// Fractions of the measured maximal throughput offered by `--verify-secs`: the queue
+/// should hold below it and grow above it.
+const VERIFY_AT: [f64; 2] = [0.9, 1.1];
 
 struct Target {
     name: String,
@@ -74,8 +70,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rows.push((target.name.clone(), profile, reused));
     }
     let mut table = render(&rows);
+    table.push_str(&warmup_prediction(&rows));
     if args.verify_secs > 0.0 {
-        table.push_str(&verify(&targets, &rows, &env, Duration::from_secs_f64(args.verify_secs))?);
+        let each = Duration::from_secs_f64(args.verify_secs);
+        table.push_str(&verify(&targets, &rows, &env, each, args.verify_rounds.max(1))?);
     }
     println!("{table}");
     std::fs::create_dir_all(&args.out)?;
@@ -120,20 +118,13 @@ fn profile_one(
     options.sweep.warm_runs = args.warm_runs;
     options.sweep.memory_budget_bytes = args.memory_budget_mib.map(|m| m << 20);
     options.throughput_for = Duration::from_secs_f64(args.throughput_secs);
+    options.first_run_sessions = args.first_run_sessions;
     options.force = args.force;
-    let threads = env.intra_op_threads.max(1);
-    let settings = Settings {
-        onnx: &target.onnx,
-        intra_op_threads: threads,
-        max_batch_size: target.max_batch_size,
-        warm_runs: args.warm_runs,
-        memory_budget_mib: args.memory_budget_mib,
-    };
-    let key = profile_key(&target.path, "cpu", &settings)
-        .with_context(|| format!("cannot read {}", target.path.display()))?;
-    let store = ProfileStore::new(target.path.parent().unwrap_or(Path::new(".")));
+    let key = ort_profile_key(&target.path, env, &target.onnx, target.max_batch_size, &options)?;
+    let store = store_beside(&target.path);
     let sweep_runs = options.sweep.batch_sizes.len() as u64 * (options.sweep.warm_runs as u64 + 1);
-    let total = sweep_runs + (options.throughput_for.as_secs_f64() * 10.0) as u64;
+    let first_runs = (options.first_run_sessions * target.max_batch_size) as u64;
+    let total = sweep_runs + first_runs + (options.throughput_for.as_secs_f64() * 10.0) as u64;
     let bar = bars.add(ProgressBar::new(total));
     bar.set_style(
         ProgressStyle::with_template("{prefix:>18} [{bar:30}] {pos}/{len} {msg}")
@@ -162,8 +153,12 @@ fn profile_one(
                     predicted_bytes >> 20
                 ));
             }
+            ProfileEvent::FirstRuns { done, .. } => {
+                bar.set_position(sweep_runs + done as u64);
+                bar.set_message("first runs in fresh sessions");
+            }
             ProfileEvent::Throughput { done, .. } => {
-                bar.set_position(sweep_runs + (done * 10.0) as u64);
+                bar.set_position(sweep_runs + first_runs + (done * 10.0) as u64);
                 bar.set_message("maximal throughput");
             }
         })?;
@@ -171,24 +166,24 @@ fn profile_one(
     Ok((profile, reused))
 }
 
-/// Offers steady loads around each measured maximal throughput; a table of the results.
+/// Offers steady loads around each measured maximal throughput, in rounds that each
+/// measure the maximum again first (the machine's speed drifts); a table of the results.
 fn verify(
     targets: &[Target],
     rows: &[(String, Profile, bool)],
     env: &OrtEnvironmentConfig,
     each: Duration,
+    rounds: usize,
 ) -> anyhow::Result<String> {
     use std::fmt::Write;
-    let mut s = String::from(
-        "\nMaximal throughput measured again (closed loop at the best batch), then steady loads at \
-         fractions of it (median latency early → late):\n\n",
+    let mut s = format!(
+        "\nMaximal throughput measured again (closed loop at the best batch), then steady loads at 0.9× and 1.1× \
+         of it, {rounds} rounds (median latency early → late). A round agrees when the queue held at 0.9× and \
+         grew at 1.1×: what a steady load sustains is then within 10 % of the maximum.\n\n"
     );
-    let _ = writeln!(
-        s,
-        "| variant | stored max req/s | max now | {} | within 10 % |",
-        VERIFY_AT.map(|f| format!("{f}×")).join(" | ")
-    );
-    let _ = writeln!(s, "|---|---:|---:|{}---|", "---|".repeat(VERIFY_AT.len()));
+    let _ = writeln!(s, "| variant | stored max req/s | round | max now | 0.9× | 1.1× | agrees |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---|---|---|");
+    let mut verdicts = Vec::new();
     for (target, (name, profile, _)) in targets.iter().zip(rows) {
         let Some(stored) = profile.max_throughput else { continue };
         let factory = OrtBackend::factory(env.clone(), target.path.clone(), target.onnx.clone());
@@ -197,31 +192,36 @@ fn verify(
         let model = Model::start_with(name, factory, 1, batching, warm)?;
         let clients = 2 * stored.batch_size as usize;
         closed_loop(&model, clients, each / 5, &mut |_, _| {})?;
-        let max = closed_loop(&model, clients, each, &mut |_, _| {})?;
-        let results: Vec<SteadyLoad> = VERIFY_AT
-            .iter()
-            .map(|f| {
-                eprintln!("{name}: steady load at {:.1} req/s", f * max);
-                steady_load(&model, f * max, each)
-            })
-            .collect::<Result<_, _>>()?;
-        let cells: Vec<String> = results
-            .iter()
-            .map(|r| {
-                let held = if r.sustained() { "held" } else { "grew" };
-                format!("{held} ({:.0} → {:.0} ms)", r.early_p50_ms, r.late_p50_ms)
-            })
-            .collect();
-        // Held at 0.9× and grew at 1.1×: what a steady load sustains is within 10 % of the max.
-        let agrees = results[0].sustained() && !results[2].sustained();
-        let _ = writeln!(
-            s,
-            "| {name} | {:.1} | {max:.1} | {} | {} |",
-            stored.requests_per_s,
-            cells.join(" | "),
-            if agrees { "yes" } else { "no" }
-        );
+        let mut agreeing = 0;
+        for round in 1..=rounds {
+            let max = closed_loop(&model, clients, each, &mut |_, _| {})?;
+            let results: Vec<SteadyLoad> = VERIFY_AT
+                .iter()
+                .map(|f| {
+                    eprintln!("{name}: round {round}/{rounds}, steady load at {:.1} req/s", f * max);
+                    steady_load(&model, f * max, each)
+                })
+                .collect::<Result<_, _>>()?;
+            let cells: Vec<String> = results
+                .iter()
+                .map(|r| {
+                    let held = if r.sustained() { "held" } else { "grew" };
+                    format!("{held} ({:.0} → {:.0} ms)", r.early_p50_ms, r.late_p50_ms)
+                })
+                .collect();
+            let agrees = results[0].sustained() && !results[1].sustained();
+            agreeing += usize::from(agrees);
+            let _ = writeln!(
+                s,
+                "| {name} | {:.1} | {round} | {max:.1} | {} | {} |",
+                stored.requests_per_s,
+                cells.join(" | "),
+                if agrees { "yes" } else { "no" }
+            );
+        }
+        verdicts.push(format!("{name} {agreeing}/{rounds}"));
     }
+    let _ = writeln!(s, "\nRounds that agree: {}.", verdicts.join(", "));
     Ok(s)
 }
 
@@ -256,6 +256,53 @@ fn render(rows: &[(String, Profile, bool)]) -> String {
         let b1 = p.points.first().map_or("- | -".into(), |q| format!("{:.2} | {:.2}", q.first_run_ms, q.warm_p50_ms));
         let source = if *reused { "stored" } else { "measured" };
         let _ = writeln!(s, "| {name} | {fit} | {held} | {tp} | {b1} | {source} |");
+    }
+    s
+}
+
+/// How well a random forest trained on the first runs at powers of two (all variants
+/// together) predicts the first runs at the other sizes; against taking the warm
+/// latency for the first run.
+fn warmup_prediction(rows: &[(String, Profile, bool)]) -> String {
+    use std::fmt::Write;
+    let held_out = |b: u32| !b.is_power_of_two();
+    let examples: Vec<(&str, Example)> = rows
+        .iter()
+        .filter_map(|(name, p, _)| Some((name, p.fit?, &p.first_runs)))
+        .flat_map(|(name, fit, runs)| {
+            runs.iter().map(move |r| (name.as_str(), (WarmupFeatures::of(r, &fit), r.first_run_ms)))
+        })
+        .collect();
+    let train: Vec<Example> = examples.iter().filter(|(_, e)| !held_out(e.0.batch_size)).map(|(_, e)| *e).collect();
+    let test: Vec<(&str, Example)> = examples.iter().filter(|(_, e)| held_out(e.0.batch_size)).copied().collect();
+    let predicted =
+        WarmupPredictor::train(&train).and_then(|p| p.predict(&test.iter().map(|(_, e)| e.0).collect::<Vec<_>>()));
+    let predicted = match predicted {
+        Ok(predicted) if !test.is_empty() => predicted,
+        Ok(_) => return "\nWarm-up prediction: no first runs at sizes other than powers of two.\n".into(),
+        Err(e) => return format!("\nWarm-up prediction: {e}\n"),
+    };
+    let mut s = format!(
+        "\nWarm-up prediction: a random forest trained on {} first runs at powers of two, tested on {} at the other \
+         sizes (MAPE; the baseline takes the warm latency for the first run):\n\n",
+        train.len(),
+        test.len()
+    );
+    let _ = writeln!(s, "| variant | first runs tested | forest MAPE | baseline MAPE |\n|---|---:|---:|---:|");
+    let mut names: Vec<&str> = test.iter().map(|(n, _)| *n).collect();
+    names.dedup();
+    names.push("all");
+    for name in names {
+        let mine: Vec<(f64, &Example)> = predicted
+            .iter()
+            .zip(&test)
+            .filter(|(_, (n, _))| name == "all" || *n == name)
+            .map(|(p, (_, e))| (*p, e))
+            .collect();
+        let actual = || mine.iter().map(|(_, e)| e.1);
+        let forest = mape(&mine.iter().map(|(p, _)| *p).collect::<Vec<_>>(), actual());
+        let baseline = mape(&mine.iter().map(|(_, e)| e.0.warm_ms).collect::<Vec<_>>(), actual());
+        let _ = writeln!(s, "| {name} | {} | {forest:.1} % | {baseline:.1} % |", mine.len());
     }
     s
 }
