@@ -1,0 +1,60 @@
+//! What a policy answers: per task, the knobs to change. A knob left out keeps its
+//! value; the host clamps values out of range and reports what it changed.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The decision `decide` returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Decision {
+    /// Changes per task; tasks left out keep everything.
+    #[serde(default)]
+    pub tasks: Vec<TaskDecision>,
+}
+
+/// The knobs of one task to change.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskDecision {
+    /// The task.
+    pub task: String,
+    /// The variant to serve it (loaded and warmed first if it is not ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// Largest batch to form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch_size: Option<u32>,
+    /// Longest a request waits for a batch to fill, in µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue_delay_us: Option<u64>,
+    /// Sessions serving the variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<u32>,
+}
+
+impl TaskDecision {
+    /// A decision for `task` that changes nothing yet.
+    pub fn keep(task: impl Into<String>) -> Self {
+        TaskDecision { task: task.into(), ..TaskDecision::default() }
+    }
+
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.variant.is_none()
+            && self.max_batch_size.is_none()
+            && self.max_queue_delay_us.is_none()
+            && self.instances.is_none()
+    }
+}
+
+/// What a policy's `decide` may write: a decision, or why it could not make one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PolicyOutput {
+    /// The policy could not decide; the host keeps the last good knobs.
+    Error {
+        /// Why.
+        error: String,
+    },
+    /// A decision.
+    Decision(Decision),
+}

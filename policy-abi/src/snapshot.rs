@@ -1,0 +1,177 @@
+//! What a policy sees every tick: per task its demand, queue, latency and variants,
+//! and the machine's load. Time comes only from here, so a policy is deterministic and
+//! can be replayed.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::profile::{LatencyFit, Throughput};
+
+/// The metrics snapshot handed to `decide`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Snapshot {
+    /// Version of the ABI the host speaks.
+    pub abi_version: u32,
+    /// Ticks since the control loop started, from 0.
+    pub tick: u64,
+    /// Milliseconds since the control loop started.
+    pub now_ms: u64,
+    /// Every task served.
+    pub tasks: Vec<TaskSnapshot>,
+    /// The machine.
+    pub system: SystemSnapshot,
+}
+
+/// One task: its load, how it is served now, and its variants.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskSnapshot {
+    /// The task's name.
+    pub name: String,
+    /// Requests arriving per second.
+    pub demand: Demand,
+    /// Requests waiting in the active variant's queue.
+    pub queue_length: u64,
+    /// Requests admitted and not yet answered.
+    pub in_flight: u64,
+    /// Latency of the requests answered in the last window (ms), when there were any.
+    pub latency_ms: Option<LatencySummary>,
+    /// Requests answered in the last window.
+    pub completed: u64,
+    /// Requests of the last window answered after their latency target, or not at all
+    /// because their deadline passed.
+    pub slo_violations: u64,
+    /// Requests of the last window refused at admission (queue full, too large, no
+    /// variant accurate enough).
+    pub rejections: u64,
+    /// The task's latency target (ms), when it has one.
+    pub slo_latency_ms: Option<f64>,
+    /// How the task is served now.
+    pub active: ServingKnobs,
+    /// All its variants, in configured order.
+    pub variants: Vec<VariantSnapshot>,
+}
+
+/// Arrival rates over three windows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Demand {
+    /// Requests per second over the last second.
+    pub per_s_1s: f64,
+    /// Requests per second over the last 10 seconds.
+    pub per_s_10s: f64,
+    /// Requests per second over the last 60 seconds.
+    pub per_s_60s: f64,
+}
+
+/// Latency percentiles, in ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LatencySummary {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+/// The variant serving a task and its knobs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServingKnobs {
+    /// The active variant.
+    pub variant: String,
+    /// Largest batch it forms.
+    pub max_batch_size: u32,
+    /// Longest a request waits for a batch to fill, in µs.
+    pub max_queue_delay_us: u64,
+    /// Sessions serving it.
+    pub instances: u32,
+}
+
+/// Where a variant stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VariantState {
+    /// Not in memory.
+    #[default]
+    Unloaded,
+    /// Its sessions are being created.
+    Loading,
+    /// Its sessions run warm-up batches.
+    Warming,
+    /// It may serve.
+    Ready,
+    /// It was replaced and answers what it had queued.
+    Draining,
+    /// It could not be loaded.
+    Failed,
+}
+
+/// One variant of a task.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VariantSnapshot {
+    /// Its name.
+    pub name: String,
+    /// Its accuracy, in the unit the task's variants share.
+    pub accuracy: f64,
+    /// Where its serving version stands.
+    pub state: VariantState,
+    /// Where it runs: `cpu`, `cuda:0`, …
+    pub device: String,
+    /// What it costs here, when profiled.
+    pub profile: Option<VariantCost>,
+}
+
+/// A variant's profile, as much of it as a policy needs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VariantCost {
+    /// Warm latency against batch size.
+    pub fit: Option<LatencyFit>,
+    /// Maximal throughput and the batch that reaches it.
+    pub max_throughput: Option<Throughput>,
+    /// Load and warm-up time of its last load, in ms: what switching to it costs
+    /// while it is unloaded.
+    pub load_ms: Option<f64>,
+    /// Memory it holds while loaded, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// The largest batch that fits its memory budget.
+    pub max_safe_batch: Option<u32>,
+}
+
+/// The machine.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SystemSnapshot {
+    /// Logical cores.
+    pub cores: u32,
+    /// CPU time the whole machine used over the last tick, in % of all cores.
+    pub cpu_host_percent: Option<f64>,
+    /// CPU time this process used over the last tick, in % of all cores.
+    pub cpu_process_percent: Option<f64>,
+    /// Memory in the machine, in bytes.
+    pub memory_total_bytes: Option<u64>,
+    /// Memory available for new allocations, in bytes.
+    pub memory_available_bytes: Option<u64>,
+    /// GPUs, when NVML finds any.
+    pub gpus: Vec<GpuSnapshot>,
+}
+
+/// One GPU, as NVML reports it; a figure the device does not give is absent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GpuSnapshot {
+    /// Its index, as in `cuda:N`.
+    pub index: u32,
+    /// Its model name.
+    pub name: String,
+    /// Time the GPU was busy over the last sample period, in %.
+    pub utilisation_percent: Option<f64>,
+    /// Device memory in use, in bytes.
+    pub memory_used_bytes: Option<u64>,
+    /// Device memory in all, in bytes.
+    pub memory_total_bytes: Option<u64>,
+    /// Temperature, in °C.
+    pub temperature_c: Option<f64>,
+    /// Power draw, in W.
+    pub power_w: Option<f64>,
+    /// Streaming-multiprocessor clock, in MHz.
+    pub sm_clock_mhz: Option<u32>,
+    /// Why the clocks are held down, as NVML names the reasons (empty when they are not).
+    pub throttle_reasons: Vec<String>,
+}
