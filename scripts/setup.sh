@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-stop dev/CI setup: Python venv (onnx, onnxruntime), the ONNX Runtime shared
-# library the Rust runtime loads, wasm targets for policies, and generated test
-# models. Everything lands in <root>/.modelless/ (git-ignored). Each step checks
+# library the Rust runtime loads, the policy modules (built for wasm32), and
+# generated test models. Everything lands in <root>/.modelless/ (git-ignored). Each step checks
 # its own output first, so re-running is cheap and CI can call it unconditionally.
 set -euo pipefail
 
@@ -66,20 +66,18 @@ if ! cmp -s "$src" "$ORT_LIB/$name"; then
         "$ORT_LIB/libonnxruntime.so" || die "$ORT_LIB/libonnxruntime.so does not load"
 fi
 
-# --- Rust wasm targets (policies compile to wasm) ----------------------------
+# --- Rust wasm target and the policy modules --------------------------------
+# Policies compile to wasm32-unknown-unknown; the tests run them through the host.
 if command -v rustup >/dev/null; then
     # Run inside the repo so a rust-toolchain file there picks the toolchain.
-    installed="$(cd "$ROOT" && rustup target list --installed)"
-    for t in wasm32-unknown-unknown wasm32-wasip1; do
-        if ! grep -qx "$t" <<<"$installed"; then
-            log "adding Rust target $t"
-            # Only policy modules need them, and no test builds one yet: warn, don't fail.
-            (cd "$ROOT" && rustup target add "$t") || log "warning: could not add Rust target $t"
-        fi
-    done
+    if ! (cd "$ROOT" && rustup target list --installed) | grep -qx wasm32-unknown-unknown; then
+        log "adding Rust target wasm32-unknown-unknown"
+        (cd "$ROOT" && rustup target add wasm32-unknown-unknown)
+    fi
 else
-    log "warning: rustup not found; skipping wasm targets"
+    log "warning: rustup not found; assuming the wasm32-unknown-unknown target is installed"
 fi
+bash "$ROOT/scripts/build_policies.sh"
 
 # --- Test models -------------------------------------------------------------
 # gen_models.py exits early on its own when the manifest matches its version.

@@ -1,11 +1,11 @@
 //! What a policy answers: per task, the knobs to change. A knob left out keeps its
 //! value; the host clamps values out of range and reports what it changed.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The decision `decide` returns.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Decision {
     /// Changes per task; tasks left out keep everything.
     #[serde(default)]
@@ -13,7 +13,8 @@ pub struct Decision {
 }
 
 /// The knobs of one task to change.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaskDecision {
     /// The task.
     pub task: String,
@@ -47,7 +48,8 @@ impl TaskDecision {
 }
 
 /// What a policy's `decide` may write: a decision, or why it could not make one.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum PolicyOutput {
     /// The policy could not decide; the host keeps the last good knobs.

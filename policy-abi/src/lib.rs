@@ -1,13 +1,23 @@
 //! The contract between modelless and its scheduling policies.
 //!
-//! A policy is a core WebAssembly module that receives a metrics snapshot as JSON and
-//! answers with a decision as JSON. This crate names the ABI's version and exports,
-//! and holds the types a snapshot carries: so far the [`Profile`] of each variant.
-//! It has no dependency on wasmtime, so policies written in Rust depend on it alone.
+//! A policy is a core WebAssembly module that receives a metrics [`Snapshot`] as JSON
+//! and answers with a [`Decision`] as JSON. This crate names the ABI's version and
+//! exports, holds the types of both sides (with their JSON Schema under the `schema`
+//! feature, committed in `schema/`), and the [`guest`] kit that turns a Rust type
+//! into a policy module. It has no dependency on wasmtime: policies written in Rust
+//! depend on it alone.
 
+mod decision;
+pub mod guest;
 mod profile;
+mod snapshot;
 
+pub use decision::{Decision, PolicyOutput, TaskDecision};
 pub use profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
+pub use snapshot::{
+    Demand, GpuSnapshot, LatencySummary, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantCost,
+    VariantSnapshot, VariantState,
+};
 
 /// Version of the policy ABI this crate describes.
 pub const ABI_VERSION: u32 = 1;
@@ -18,6 +28,17 @@ pub const MARKER_EXPORT: &str = "modelless_policy_abi_v1";
 /// Exports every policy module must provide, besides the marker.
 pub const REQUIRED_EXPORTS: [&str; 4] = ["memory", "alloc", "dealloc", "decide"];
 
+/// JSON Schemas of the ABI's documents, by file name under `schema/`.
+#[cfg(feature = "schema")]
+pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
+    let schema = |s: schemars::Schema| s.to_value();
+    vec![
+        ("snapshot.schema.json", schema(schemars::schema_for!(Snapshot))),
+        ("decision.schema.json", schema(schemars::schema_for!(PolicyOutput))),
+        ("profile.schema.json", schema(schemars::schema_for!(Profile))),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,5 +47,40 @@ mod tests {
     fn marker_names_the_abi_version() {
         assert!(MARKER_EXPORT.ends_with(&format!("_v{ABI_VERSION}")));
         assert!(!REQUIRED_EXPORTS.contains(&MARKER_EXPORT));
+    }
+
+    #[test]
+    fn a_decision_leaves_out_what_it_keeps_and_an_error_reads_as_one() {
+        let decision = Decision { tasks: vec![TaskDecision { max_batch_size: Some(4), ..TaskDecision::keep("t") }] };
+        let json = serde_json::to_string(&PolicyOutput::Decision(decision.clone())).unwrap();
+        assert_eq!(json, r#"{"tasks":[{"task":"t","max_batch_size":4}]}"#);
+        assert_eq!(serde_json::from_str::<PolicyOutput>(&json).unwrap(), PolicyOutput::Decision(decision));
+        let error: PolicyOutput = serde_json::from_str(r#"{"error":"no profile"}"#).unwrap();
+        assert_eq!(error, PolicyOutput::Error { error: "no profile".into() });
+        assert_eq!(serde_json::from_str::<PolicyOutput>("{}").unwrap(), PolicyOutput::Decision(Decision::default()));
+    }
+
+    /// The committed schemas are the contract; this fails when the types drift from
+    /// them. `MODELLESS_WRITE_SCHEMA=1 cargo test -p modelless-policy-abi --features
+    /// schema` writes them anew.
+    #[cfg(feature = "schema")]
+    #[test]
+    fn committed_schemas_match_the_types() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema");
+        for (file, schema) in schemas() {
+            let path = dir.join(file);
+            let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+            if std::env::var_os("MODELLESS_WRITE_SCHEMA").is_some() {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &text).unwrap();
+            }
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                committed == text,
+                "{} differs from the types; run MODELLESS_WRITE_SCHEMA=1 cargo test -p modelless-policy-abi \
+                 --features schema and commit it",
+                path.display()
+            );
+        }
     }
 }

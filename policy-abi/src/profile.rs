@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a profile was measured for; a stored profile is reused only when all match.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProfileKey {
     /// SHA-256 of the model file, hex.
     pub model_sha256: String,
@@ -16,6 +17,7 @@ pub struct ProfileKey {
 
 /// Latency of one batch size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BatchPoint {
     /// Rows in the batch.
     pub batch_size: u32,
@@ -33,6 +35,7 @@ pub struct BatchPoint {
 
 /// Warm batch latency as a line: `L(b) = a·b + c`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LatencyFit {
     /// Milliseconds each row adds.
     pub a_ms: f64,
@@ -51,6 +54,7 @@ impl LatencyFit {
 
 /// The most requests per second a variant sustains, and the batch size it takes.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Throughput {
     /// Requests (rows) per second.
     pub requests_per_s: f64,
@@ -61,6 +65,7 @@ pub struct Throughput {
 /// One first run of a batch size in a fresh session, with what the machine was doing:
 /// the data the warm-up predictor learns from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FirstRunSample {
     /// Rows in the batch.
     pub batch_size: u32,
@@ -76,6 +81,7 @@ pub struct FirstRunSample {
 
 /// A variant's profile.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Profile {
     /// What it was measured for.
     pub key: ProfileKey,

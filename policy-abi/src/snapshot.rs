@@ -2,13 +2,13 @@
 //! and the machine's load. Time comes only from here, so a policy is deterministic and
 //! can be replayed.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{LatencyFit, Throughput};
 
 /// The metrics snapshot handed to `decide`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Snapshot {
     /// Version of the ABI the host speaks.
     pub abi_version: u32,
@@ -23,7 +23,8 @@ pub struct Snapshot {
 }
 
 /// One task: its load, how it is served now, and its variants.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaskSnapshot {
     /// The task's name.
     pub name: String,
@@ -52,7 +53,8 @@ pub struct TaskSnapshot {
 }
 
 /// Arrival rates over three windows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Demand {
     /// Requests per second over the last second.
     pub per_s_1s: f64,
@@ -63,7 +65,8 @@ pub struct Demand {
 }
 
 /// Latency percentiles, in ms.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LatencySummary {
     /// Median.
     pub p50: f64,
@@ -74,7 +77,8 @@ pub struct LatencySummary {
 }
 
 /// The variant serving a task and its knobs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ServingKnobs {
     /// The active variant.
     pub variant: String,
@@ -87,7 +91,8 @@ pub struct ServingKnobs {
 }
 
 /// Where a variant stands.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum VariantState {
     /// Not in memory.
@@ -106,7 +111,8 @@ pub enum VariantState {
 }
 
 /// One variant of a task.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VariantSnapshot {
     /// Its name.
     pub name: String,
@@ -121,7 +127,8 @@ pub struct VariantSnapshot {
 }
 
 /// A variant's profile, as much of it as a policy needs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VariantCost {
     /// Warm latency against batch size.
     pub fit: Option<LatencyFit>,
@@ -137,7 +144,8 @@ pub struct VariantCost {
 }
 
 /// The machine.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SystemSnapshot {
     /// Logical cores.
     pub cores: u32,
@@ -154,7 +162,8 @@ pub struct SystemSnapshot {
 }
 
 /// One GPU, as NVML reports it; a figure the device does not give is absent.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GpuSnapshot {
     /// Its index, as in `cuda:N`.
     pub index: u32,

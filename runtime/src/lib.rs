@@ -10,6 +10,7 @@ pub mod backend;
 pub mod batching;
 pub mod error;
 pub mod model;
+pub mod policy;
 pub mod profile;
 pub mod registry;
 pub mod request;

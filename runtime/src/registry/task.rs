@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
+pub use modelless_policy_abi::VariantState;
 use modelless_policy_abi::{LatencyFit, Profile};
 
 use super::config::{TaskConfig, VariantConfig};
@@ -29,24 +30,6 @@ pub type MakeBackend = Arc<dyn Fn(&VariantConfig, &Path) -> BackendFactory + Sen
 /// Finds the profile of a variant's version (its config, and the model file of that
 /// version) as it loads: a stored one, or one measured then; `None` for none.
 pub type FindProfile = Arc<dyn Fn(&VariantConfig, &Path) -> Option<Profile> + Send + Sync>;
-
-/// Where a version of a variant stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VariantState {
-    /// Not in memory.
-    Unloaded,
-    /// Its sessions are being created.
-    Loading,
-    /// Its sessions run warm-up batches.
-    Warming,
-    /// It may serve.
-    Ready,
-    /// It was replaced and answers what it had queued.
-    Draining,
-    /// It could not be loaded; the error says why.
-    Failed,
-}
 
 /// One version of a variant, as [`Task::status`] reports it.
 #[derive(Clone, Debug, serde::Serialize)]

@@ -1,0 +1,90 @@
+//! Why a policy module could not be loaded, or a call to it gave no decision.
+
+/// A policy failure. Each has a [`kind`](PolicyError::kind) to count it by.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    /// The bytes are not a valid WebAssembly module.
+    #[error("not a valid WebAssembly module: {0}")]
+    Invalid(String),
+    /// The module lacks the ABI marker export: it is not a policy, or one of another
+    /// ABI version.
+    #[error("no `{marker}` export: not a policy of ABI version {version}")]
+    WrongAbi {
+        /// The marker expected.
+        marker: &'static str,
+        /// The ABI version the host speaks.
+        version: u32,
+    },
+    /// A required export is missing or has the wrong type.
+    #[error("export `{name}` is missing or is not {expected}")]
+    MissingExport {
+        /// The export.
+        name: String,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// Instantiating the module failed (its start function trapped, or it needs
+    /// imports the host does not give).
+    #[error("cannot instantiate: {0}")]
+    Instantiate(String),
+    /// The call ran past its deadline.
+    #[error("ran past its deadline of {deadline_ms} ms")]
+    Timeout {
+        /// The deadline.
+        deadline_ms: u64,
+    },
+    /// The call used up its fuel.
+    #[error("ran out of fuel")]
+    OutOfFuel,
+    /// The module tried to grow its memory past the cap.
+    #[error("tried to grow its memory past the cap of {limit_bytes} bytes")]
+    MemoryLimit {
+        /// The cap.
+        limit_bytes: usize,
+    },
+    /// The call trapped (a panic, unreachable, out-of-bounds access, stack overflow).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// The output is larger than the host takes.
+    #[error("output of {len} bytes is over the limit of {limit} bytes")]
+    OversizedOutput {
+        /// Its length.
+        len: u64,
+        /// The limit.
+        limit: usize,
+    },
+    /// The output is not a decision (bad JSON, or an address outside its memory).
+    #[error("invalid output: {0}")]
+    InvalidOutput(String),
+    /// The policy answered `{"error": …}`.
+    #[error("the policy reported: {0}")]
+    Reported(String),
+    /// The module file could not be read.
+    #[error("cannot read {path}: {message}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl PolicyError {
+    /// A short name of the failure's kind, for metrics and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PolicyError::Invalid(_) => "invalid_module",
+            PolicyError::WrongAbi { .. } => "wrong_abi",
+            PolicyError::MissingExport { .. } => "missing_export",
+            PolicyError::Instantiate(_) => "instantiate",
+            PolicyError::Timeout { .. } => "timeout",
+            PolicyError::OutOfFuel => "out_of_fuel",
+            PolicyError::MemoryLimit { .. } => "memory_limit",
+            PolicyError::Trap(_) => "trap",
+            PolicyError::OversizedOutput { .. } => "oversized_output",
+            PolicyError::InvalidOutput(_) => "invalid_output",
+            PolicyError::Reported(_) => "reported",
+            PolicyError::Read { .. } => "read",
+        }
+    }
+}
