@@ -3,7 +3,7 @@
 CARGO_TARGET_DIR ?= $(HOME)/.cache/modelless/target
 export CARGO_TARGET_DIR
 
-.PHONY: setup demo test bench bench-switch profile fmt lint
+.PHONY: setup demo test bench bench-switch bench-policy profile fmt lint
 
 # Python venv, ONNX Runtime library and generated models under .modelless/ (idempotent).
 setup:
@@ -20,6 +20,9 @@ bench: setup
 
 bench-switch: setup
 	cargo bench -p modelless-runtime --bench switching
+
+bench-policy: setup
+	cargo bench -p modelless --bench policy_round_trip
 
 # Profiles of every variant in examples/classify.toml, stored beside the models.
 profile: setup

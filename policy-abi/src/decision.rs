@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::snapshot::ServingKnobs;
+
 /// The decision `decide` returns.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -36,6 +38,20 @@ impl TaskDecision {
     /// A decision for `task` that changes nothing yet.
     pub fn keep(task: impl Into<String>) -> Self {
         TaskDecision { task: task.into(), ..TaskDecision::default() }
+    }
+
+    /// What `task` must change to be served with `want` rather than `have`.
+    pub fn towards(task: impl Into<String>, want: &ServingKnobs, have: &ServingKnobs) -> Self {
+        fn changed<T: PartialEq + Clone>(want: &T, have: &T) -> Option<T> {
+            (want != have).then(|| want.clone())
+        }
+        TaskDecision {
+            task: task.into(),
+            variant: changed(&want.variant, &have.variant),
+            max_batch_size: changed(&want.max_batch_size, &have.max_batch_size),
+            max_queue_delay_us: changed(&want.max_queue_delay_us, &have.max_queue_delay_us),
+            instances: changed(&want.instances, &have.instances),
+        }
     }
 
     /// Whether it changes nothing.

@@ -22,6 +22,8 @@ pub use batching::BatchingConfig;
 pub use batching::state::Priority;
 pub use error::{BackendError, Error};
 pub use model::{DrainHandle, LoadPhase, Model, ModelConfig, StartOptions, Ticket};
+/// The policy ABI's types and guest kit, as this runtime speaks them.
+pub use modelless_policy_abi as policy_abi;
 pub use registry::{
     Device, FindProfile, MakeBackend, ProfileMode, Registry, SwitchReport, Task, TaskConfig, TaskStatus, VariantConfig,
     VariantState, VariantStatus, VersionStatus,

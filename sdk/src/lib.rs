@@ -29,6 +29,7 @@
 mod runtime;
 
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
+pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
 pub use modelless_runtime::{
     BackendError, BackendFactory, BatchingConfig, DType, Device, Element, Error, InferOptions, Inputs, MakeBackend,
@@ -36,5 +37,5 @@ pub use modelless_runtime::{
     TaskStatus, Tensor, TensorData, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus,
     VersionStatus, WarmupConfig,
 };
-pub use modelless_runtime::{backend, profile};
+pub use modelless_runtime::{backend, policy, profile};
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};

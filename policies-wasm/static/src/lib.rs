@@ -19,25 +19,13 @@ impl Policy for Static {
         let mut decision = Decision::default();
         for task in &snapshot.tasks {
             let configured = self.configured.entry(task.name.clone()).or_insert_with(|| task.active.clone());
-            let now = &task.active;
-            let wants = TaskDecision {
-                variant: changed(&configured.variant, &now.variant),
-                max_batch_size: changed(&configured.max_batch_size, &now.max_batch_size),
-                max_queue_delay_us: changed(&configured.max_queue_delay_us, &now.max_queue_delay_us),
-                instances: changed(&configured.instances, &now.instances),
-                ..TaskDecision::keep(&task.name)
-            };
+            let wants = TaskDecision::towards(&task.name, configured, &task.active);
             if !wants.is_empty() {
                 decision.tasks.push(wants);
             }
         }
         decision
     }
-}
-
-/// `want` when it differs from `have`.
-fn changed<T: PartialEq + Clone>(want: &T, have: &T) -> Option<T> {
-    (want != have).then(|| want.clone())
 }
 
 modelless_policy_abi::export_policy!(Static);

@@ -3,6 +3,7 @@
 //! under an epoch deadline (and fuel, when asked), every instance under a memory cap,
 //! every output under a size limit.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -73,27 +74,24 @@ pub struct PolicyEngine {
     ticker: Arc<Ticker>,
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`], only while calls are in flight.
+/// Advances the engine's epoch every [`EPOCH_TICK`], only while calls are in flight:
+/// idle policies cost no wakeups, and a call wakes the clock only when it is the first
+/// in flight.
 struct Ticker {
-    state: Mutex<TickerState>,
+    in_flight: AtomicUsize,
+    state: Mutex<bool>,
     wake: Condvar,
-}
-
-#[derive(Default)]
-struct TickerState {
-    in_flight: usize,
-    stopped: bool,
 }
 
 impl Ticker {
     fn run(&self, engine: Engine) {
         loop {
             {
-                let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-                while state.in_flight == 0 && !state.stopped {
-                    state = self.wake.wait(state).unwrap_or_else(PoisonError::into_inner);
+                let mut stopped = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                while self.in_flight.load(Ordering::Acquire) == 0 && !*stopped {
+                    stopped = self.wake.wait(stopped).unwrap_or_else(PoisonError::into_inner);
                 }
-                if state.stopped {
+                if *stopped {
                     return;
                 }
             }
@@ -102,9 +100,21 @@ impl Ticker {
         }
     }
 
-    fn update(&self, f: impl FnOnce(&mut TickerState)) {
-        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
-        self.wake.notify_all();
+    fn begin(&self) {
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) == 0 {
+            // Taking the lock orders this with the clock's check before it waits.
+            drop(self.state.lock().unwrap_or_else(PoisonError::into_inner));
+            self.wake.notify_one();
+        }
+    }
+
+    fn end(&self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn stop(&self) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.wake.notify_one();
     }
 }
 
@@ -115,7 +125,8 @@ impl PolicyEngine {
         wasm.epoch_interruption(true);
         wasm.consume_fuel(config.fuel.is_some());
         let engine = Engine::new(&wasm).map_err(|e| PolicyError::Invalid(message(&e)))?;
-        let ticker = Arc::new(Ticker { state: Mutex::default(), wake: Condvar::new() });
+        let ticker =
+            Arc::new(Ticker { in_flight: AtomicUsize::new(0), state: Mutex::new(false), wake: Condvar::new() });
         let (clock, for_ticker) = (engine.clone(), ticker.clone());
         std::thread::Builder::new()
             .name("modelless-policy-clock".into())
@@ -170,7 +181,7 @@ impl PolicyEngine {
 
 impl Drop for PolicyEngine {
     fn drop(&mut self) {
-        self.ticker.update(|s| s.stopped = true);
+        self.ticker.stop();
     }
 }
 
@@ -314,8 +325,12 @@ impl PolicyInstance {
     /// The policy's own state, when it exports `save_state` and has any.
     pub fn save_state(&mut self) -> Result<Option<serde_json::Value>, PolicyError> {
         let Some(save) = self.save_state.clone() else { return Ok(None) };
-        let packed = self.call(|store| save.call(store, ()))?;
-        let out = self.take_output(packed)?;
+        let (memory, dealloc) = (self.memory, self.dealloc.clone());
+        let limit = self.module.engine.config.max_output_bytes;
+        let out = self.call(|store| {
+            let packed = save.call(&mut *store, ())?;
+            take_output(store, memory, &dealloc, packed, limit)
+        })??;
         serde_json::from_slice(&out).map_err(|e| PolicyError::InvalidOutput(format!("state is not JSON: {e}")))
     }
 
@@ -334,41 +349,47 @@ impl PolicyInstance {
     }
 
     /// Copies `input` into a buffer of the guest's, calls `func` on it, and returns
-    /// the output it points to; both buffers are freed after.
+    /// the output it points to; both buffers are freed after. One deadline covers it all.
     fn call_with_input(&mut self, func: TypedFunc<(i32, i32), i64>, input: &[u8]) -> Result<Vec<u8>, PolicyError> {
         let len = i32::try_from(input.len())
             .map_err(|_| PolicyError::InvalidOutput(format!("input of {} bytes is too large", input.len())))?;
-        let alloc = self.alloc.clone();
-        let ptr = self.call(|store| alloc.call(store, len))?;
-        self.memory
-            .write(&mut self.store, ptr as u32 as usize, input)
-            .map_err(|_| PolicyError::InvalidOutput(format!("alloc gave {ptr}, outside its memory")))?;
-        let packed = self.call(|store| func.call(store, (ptr, len)))?;
-        let out = self.take_output(packed)?;
-        let dealloc = self.dealloc.clone();
-        self.call(|store| dealloc.call(store, (ptr, len)))?;
-        Ok(out)
-    }
-
-    /// Reads the output `packed` points to, within the limit, and frees it.
-    fn take_output(&mut self, packed: i64) -> Result<Vec<u8>, PolicyError> {
-        let (ptr, len) = unpack(packed);
+        let (memory, alloc, dealloc) = (self.memory, self.alloc.clone(), self.dealloc.clone());
         let limit = self.module.engine.config.max_output_bytes;
-        if len as usize > limit {
-            return Err(PolicyError::OversizedOutput { len: u64::from(len), limit });
-        }
-        let mut out = vec![0u8; len as usize];
-        self.memory
-            .read(&self.store, ptr as usize, &mut out)
-            .map_err(|_| PolicyError::InvalidOutput(format!("output at {ptr}, {len} bytes, is outside its memory")))?;
-        let dealloc = self.dealloc.clone();
-        self.call(|store| dealloc.call(store, (ptr as i32, len as i32)))?;
-        Ok(out)
+        self.call(|store| {
+            let ptr = alloc.call(&mut *store, len)?;
+            if memory.write(&mut *store, ptr as u32 as usize, input).is_err() {
+                return Ok(Err(PolicyError::InvalidOutput(format!("alloc gave {ptr}, outside its memory"))));
+            }
+            let packed = func.call(&mut *store, (ptr, len))?;
+            let out = take_output(store, memory, &dealloc, packed, limit)?;
+            dealloc.call(&mut *store, (ptr, len))?;
+            Ok(out)
+        })?
     }
 
     fn call<R>(&mut self, f: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<R>) -> Result<R, PolicyError> {
         guarded(&self.module.engine, &mut self.store, f)
     }
+}
+
+/// Reads the output `packed` points to, within `limit`, and frees it.
+fn take_output(
+    store: &mut Store<HostState>,
+    memory: Memory,
+    dealloc: &TypedFunc<(i32, i32), ()>,
+    packed: i64,
+    limit: usize,
+) -> wasmtime::Result<Result<Vec<u8>, PolicyError>> {
+    let (ptr, len) = unpack(packed);
+    if len as usize > limit {
+        return Ok(Err(PolicyError::OversizedOutput { len: u64::from(len), limit }));
+    }
+    let mut out = vec![0u8; len as usize];
+    if memory.read(&*store, ptr as usize, &mut out).is_err() {
+        return Ok(Err(PolicyError::InvalidOutput(format!("output at {ptr}, {len} bytes, is outside its memory"))));
+    }
+    dealloc.call(&mut *store, (ptr as i32, len as i32))?;
+    Ok(Ok(out))
 }
 
 /// Runs one call with its deadline and fuel set, the clock running while it runs.
@@ -384,9 +405,9 @@ fn guarded<R>(
     if let Some(fuel) = config.fuel {
         store.set_fuel(fuel).map_err(|e| PolicyError::Instantiate(message(&e)))?;
     }
-    engine.ticker.update(|s| s.in_flight += 1);
+    engine.ticker.begin();
     let result = f(store);
-    engine.ticker.update(|s| s.in_flight -= 1);
+    engine.ticker.end();
     result.map_err(|e| classify(&e, config))
 }
 
@@ -423,31 +444,7 @@ fn status(out: &[u8]) -> Result<(), PolicyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A policy in text format: one page of memory holding `{"tasks":[]}` at 1024,
-    /// a bump `alloc` from 4096, a `dealloc` that frees nothing, and `decide` as given
-    /// (it returns the answer's packed address and length). `extra` adds fields.
-    fn policy(decide: &str, extra: &str) -> String {
-        format!(
-            r#"(module
-                (memory (export "memory") 1)
-                (data (i32.const 1024) "{{\"tasks\":[]}}")
-                (data (i32.const 1100) "not json")
-                (global $next (mut i32) (i32.const 4096))
-                (func (export "modelless_policy_abi_v1"))
-                (func (export "alloc") (param $len i32) (result i32)
-                    (local $at i32)
-                    (local.set $at (global.get $next))
-                    (global.set $next (i32.add (global.get $next) (local.get $len)))
-                    (local.get $at))
-                (func (export "dealloc") (param i32 i32))
-                (func $decide (export "decide") (param $ptr i32) (param $len i32) (result i64) {decide})
-                {extra})"#
-        )
-    }
-
-    /// `decide` answering the `{"tasks":[]}` at 1024.
-    const EMPTY_DECISION: &str = "(i64.or (i64.shl (i64.const 1024) (i64.const 32)) (i64.const 12))";
+    use crate::policy::test_modules::{EMPTY_DECISION, policy};
 
     fn engine() -> Arc<PolicyEngine> {
         PolicyEngine::new(HostConfig::default()).unwrap()

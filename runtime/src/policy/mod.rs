@@ -1,9 +1,14 @@
 //! Scheduling policies: WebAssembly modules that read a metrics snapshot and decide
 //! which variant serves each task and with what batching knobs. This module holds the
-//! sandbox they run in ([`PolicyEngine`]); a policy that fails never stops serving.
+//! sandbox they run in ([`PolicyEngine`]) and the guard that keeps a failing one from
+//! mattering ([`GuardedPolicy`]): a policy that fails never stops serving.
 
 mod error;
+mod guard;
 mod host;
+#[cfg(test)]
+mod test_modules;
 
 pub use error::PolicyError;
+pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured};
 pub use host::{HostConfig, PolicyEngine, PolicyInstance, PolicyLog, PolicyModule};

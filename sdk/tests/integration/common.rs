@@ -42,3 +42,17 @@ pub fn max_relative_diff(actual: &[f32], expected: &[f32]) -> f32 {
     assert_eq!(actual.len(), expected.len());
     actual.iter().zip(expected).map(|(a, e)| (a - e).abs() / e.abs().max(1.0)).fold(0.0, f32::max)
 }
+
+/// A policy module `scripts/build_policies.sh` built.
+pub fn policy_module(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../.modelless/policies/{name}.wasm"));
+    assert!(path.is_file(), "policy module missing: {} (run scripts/setup.sh; make test does)", path.display());
+    path
+}
+
+/// The snapshots of a fixture in `policies-wasm/fixtures/`, one per tick.
+pub fn fixture_snapshots(name: &str) -> Vec<modelless::policy_abi::Snapshot> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../policies-wasm/fixtures/{name}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}

@@ -1,0 +1,202 @@
+//! A policy module in service: its failures counted by kind, a failed instance
+//! replaced by a fresh one, and after repeated failures the native fallback deciding
+//! instead. Whatever the module does, a tick ends with a decision (empty when the
+//! module's was discarded: the last good knobs stay).
+
+use std::collections::BTreeMap;
+
+use modelless_policy_abi::{Decision, ServingKnobs, Snapshot, TaskDecision};
+
+use super::error::PolicyError;
+use super::host::{PolicyInstance, PolicyModule};
+
+/// Consecutive failures after which the native fallback takes over.
+pub const DEFAULT_MAX_FAILURES: u32 = 3;
+
+/// The native fallback: serve every task with the variant and knobs it was configured
+/// with.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KeepConfigured {
+    configured: BTreeMap<String, ServingKnobs>,
+}
+
+impl KeepConfigured {
+    /// A fallback that keeps these knobs per task.
+    pub fn new(configured: impl IntoIterator<Item = (String, ServingKnobs)>) -> Self {
+        KeepConfigured { configured: configured.into_iter().collect() }
+    }
+
+    /// The decision that brings every task back to its configured knobs.
+    pub fn decide(&self, snapshot: &Snapshot) -> Decision {
+        let tasks = snapshot
+            .tasks
+            .iter()
+            .filter_map(|task| {
+                let want = self.configured.get(&task.name)?;
+                Some(TaskDecision::towards(&task.name, want, &task.active)).filter(|d| !d.is_empty())
+            })
+            .collect();
+        Decision { tasks }
+    }
+}
+
+/// Who made a tick's decision.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DecidedBy {
+    /// The module.
+    Module,
+    /// Nobody: the module failed this tick, and its decision was discarded.
+    Discarded(PolicyError),
+    /// The native fallback, the module having failed too often.
+    Fallback,
+}
+
+/// A tick's decision and who made it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decided {
+    /// The decision (empty when discarded).
+    pub decision: Decision,
+    /// Who made it.
+    pub by: DecidedBy,
+}
+
+/// A module with its instance, its failure counts and the fallback.
+pub struct GuardedPolicy {
+    module: PolicyModule,
+    parameters: Option<serde_json::Value>,
+    instance: Option<PolicyInstance>,
+    fallback: KeepConfigured,
+    max_failures: u32,
+    consecutive_failures: u32,
+    failures: BTreeMap<&'static str, u64>,
+}
+
+impl GuardedPolicy {
+    /// `module`, instantiated with `parameters` on its first tick.
+    pub fn new(module: PolicyModule, parameters: Option<serde_json::Value>, fallback: KeepConfigured) -> Self {
+        GuardedPolicy {
+            module,
+            parameters,
+            instance: None,
+            fallback,
+            max_failures: DEFAULT_MAX_FAILURES,
+            consecutive_failures: 0,
+            failures: BTreeMap::new(),
+        }
+    }
+
+    /// Sets how many consecutive failures hand over to the fallback.
+    pub fn with_max_failures(mut self, failures: u32) -> Self {
+        self.max_failures = failures.max(1);
+        self
+    }
+
+    /// The module.
+    pub fn module(&self) -> &PolicyModule {
+        &self.module
+    }
+
+    /// Failures so far, by [kind](PolicyError::kind).
+    pub fn failures(&self) -> &BTreeMap<&'static str, u64> {
+        &self.failures
+    }
+
+    /// Whether the fallback decides now.
+    pub fn on_fallback(&self) -> bool {
+        self.consecutive_failures >= self.max_failures
+    }
+
+    /// This tick's decision.
+    pub fn decide(&mut self, snapshot: &Snapshot) -> Decided {
+        if self.on_fallback() {
+            return Decided { decision: self.fallback.decide(snapshot), by: DecidedBy::Fallback };
+        }
+        match self.module_decides(snapshot) {
+            Ok(decision) => {
+                self.consecutive_failures = 0;
+                Decided { decision, by: DecidedBy::Module }
+            }
+            Err(error) => {
+                *self.failures.entry(error.kind()).or_default() += 1;
+                self.consecutive_failures += 1;
+                // A failed instance may be in any state: the next tick gets a fresh one.
+                self.instance = None;
+                tracing::warn!(policy = self.module.name(), kind = error.kind(), %error, "policy failed");
+                Decided { decision: Decision::default(), by: DecidedBy::Discarded(error) }
+            }
+        }
+    }
+
+    /// The instance's state, to carry over to a module replacing this one.
+    pub fn save_state(&mut self) -> Option<serde_json::Value> {
+        self.instance.as_mut()?.save_state().ok().flatten()
+    }
+
+    fn module_decides(&mut self, snapshot: &Snapshot) -> Result<Decision, PolicyError> {
+        let instance = match &mut self.instance {
+            Some(instance) => instance,
+            None => self.instance.insert(self.module.instantiate(self.parameters.as_ref())?),
+        };
+        instance.decide(snapshot)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use modelless_policy_abi::TaskSnapshot;
+
+    use super::*;
+    use crate::policy::host::{HostConfig, PolicyEngine};
+    use crate::policy::test_modules::{EMPTY_DECISION, policy};
+
+    fn snapshot(variant: &str) -> Snapshot {
+        let active = ServingKnobs { variant: variant.into(), max_batch_size: 8, ..ServingKnobs::default() };
+        Snapshot {
+            tasks: vec![TaskSnapshot { name: "classify".into(), active, ..Default::default() }],
+            ..Default::default()
+        }
+    }
+
+    fn guarded(wat: &str) -> GuardedPolicy {
+        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+        let module = engine.compile("test", wat.as_bytes()).unwrap();
+        let configured = ServingKnobs { variant: "small".into(), max_batch_size: 8, ..ServingKnobs::default() };
+        GuardedPolicy::new(module, None, KeepConfigured::new([("classify".to_string(), configured)]))
+    }
+
+    #[test]
+    fn failures_are_counted_and_discarded_until_the_fallback_takes_over() {
+        let mut policy = guarded(&policy("(unreachable)", ""));
+        for tick in 1..=3 {
+            let decided = policy.decide(&snapshot("large"));
+            assert!(matches!(decided.by, DecidedBy::Discarded(PolicyError::Trap(_))), "tick {tick}: {decided:?}");
+            assert_eq!(decided.decision, Decision::default(), "the last good knobs stay");
+        }
+        assert_eq!(policy.failures().get("trap"), Some(&3));
+        assert!(policy.on_fallback());
+        let decided = policy.decide(&snapshot("large"));
+        assert_eq!(decided.by, DecidedBy::Fallback);
+        assert_eq!(decided.decision.tasks[0].variant.as_deref(), Some("small"), "back to the configured variant");
+        assert_eq!(decided.decision.tasks[0].max_batch_size, None, "unchanged knobs are left out");
+    }
+
+    #[test]
+    fn a_good_module_decides_and_an_occasional_failure_does_not_hand_over() {
+        // Traps on each instance's second call: a global counts calls (a fresh instance starts at 0).
+        let wat = policy(
+            &format!(
+                "(global.set $calls (i32.add (global.get $calls) (i32.const 1)))
+                 (if (i32.eq (global.get $calls) (i32.const 2)) (then (unreachable)))
+                 {EMPTY_DECISION}"
+            ),
+            "(global $calls (mut i32) (i32.const 0))",
+        );
+        let mut policy = guarded(&wat);
+        let by: Vec<DecidedBy> = (0..6).map(|_| policy.decide(&snapshot("large")).by).collect();
+        assert_eq!(by[0], DecidedBy::Module);
+        assert!(matches!(by[1], DecidedBy::Discarded(_)));
+        assert_eq!(by[2], DecidedBy::Module, "a fresh instance serves the next tick");
+        assert!(!policy.on_fallback());
+        assert_eq!(policy.failures().get("trap"), Some(&3), "ticks 2, 4 and 6");
+    }
+}

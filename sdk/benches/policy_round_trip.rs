@@ -1,0 +1,163 @@
+//! How long a policy decision takes through the Wasm host, against the same policy
+//! called natively on the same JSON.
+//!
+//! Run: `make bench-policy` (or `cargo bench -p modelless --bench policy_round_trip`).
+//! The snapshot has 8 tasks of 6 variants each, every variant with its profile. Both
+//! sides do the same work per tick, from the snapshot's JSON: decode it in the policy,
+//! decide, encode the decision, decode it in the host. Through the host that also
+//! crosses into the sandbox (copying in and out, under the epoch deadline and the
+//! memory cap). Encoding the snapshot, done once per tick whoever reads it, is timed
+//! apart. Rounds alternate between the two, so a machine whose speed drifts
+//! slows both alike. Results go to stdout and `<target>/modelless-bench/policy.md`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use modelless::policy::{HostConfig, PolicyEngine};
+use modelless::policy_abi::guest::decide_json;
+use modelless::policy_abi::{
+    Decision, Demand, LatencyFit, LatencySummary, PolicyOutput, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot,
+    Throughput, VariantCost, VariantSnapshot, VariantState,
+};
+use modelless_policy_static::Static;
+
+const TASKS: usize = 8;
+const VARIANTS: usize = 6;
+const ROUNDS: usize = 20;
+const CALLS_PER_ROUND: usize = 250;
+
+fn main() -> Result<()> {
+    let snapshot = snapshot();
+    let module = policy_module("static")?;
+    let engine = PolicyEngine::new(HostConfig::default())?;
+    let mut wasm = engine.compile_file(&module)?.instantiate(None)?;
+    let mut native = Static::default();
+    let json = serde_json::to_vec(&snapshot)?;
+    let mut through_host = |json: &[u8]| -> Result<Decision> { Ok(wasm.decide_json(json)?) };
+    let mut natively = |json: &[u8]| -> Result<Decision> {
+        match serde_json::from_slice(&decide_json(&mut native, json))? {
+            PolicyOutput::Decision(decision) => Ok(decision),
+            PolicyOutput::Error { error } => anyhow::bail!(error),
+        }
+    };
+    anyhow::ensure!(through_host(&json)? == natively(&json)?, "the module and the native policy disagree");
+    let (mut host_us, mut native_us, mut encode_us) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        for _ in 0..CALLS_PER_ROUND {
+            let t = Instant::now();
+            std::hint::black_box(through_host(&json)?);
+            host_us.push(t.elapsed().as_secs_f64() * 1e6);
+            let t = Instant::now();
+            std::hint::black_box(natively(&json)?);
+            native_us.push(t.elapsed().as_secs_f64() * 1e6);
+            let t = Instant::now();
+            std::hint::black_box(serde_json::to_vec(&snapshot)?);
+            encode_us.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        eprint!("\rround {}/{ROUNDS}", round + 1);
+    }
+    eprintln!();
+    let (h50, h99) = (percentile(&mut host_us, 0.5), percentile(&mut host_us, 0.99));
+    let (n50, n99) = (percentile(&mut native_us, 0.5), percentile(&mut native_us, 0.99));
+    let (e50, e99) = (percentile(&mut encode_us, 0.5), percentile(&mut encode_us, 0.99));
+    let report = format!(
+        "## Policy decision round trip\n\n`static` policy; snapshot of {TASKS} tasks × {VARIANTS} variants with their \
+         profiles, {} bytes of JSON; {} calls each, alternating.\n\n\
+         | path | p50 µs | p99 µs |\n|---|---:|---:|\n\
+         | through the Wasm host | {h50:.1} | {h99:.1} |\n\
+         | native, same JSON | {n50:.1} | {n99:.1} |\n\
+         | ratio | {:.2} | {:.2} |\n\n\
+         The control loop encodes a tick's snapshot once, for the policy, a shadow and the recording alike; \
+         encoding it took p50 {e50:.1} µs, p99 {e99:.1} µs more.\n",
+        json.len(),
+        ROUNDS * CALLS_PER_ROUND,
+        h50 / n50,
+        h99 / n99
+    );
+    println!("{report}");
+    let out = output_dir();
+    std::fs::create_dir_all(&out)?;
+    std::fs::write(out.join("policy.md"), &report)?;
+    eprintln!("written to {}", out.display());
+    Ok(())
+}
+
+/// Every task busy, every variant profiled.
+fn snapshot() -> Snapshot {
+    let tasks = (0..TASKS)
+        .map(|t| {
+            let variants: Vec<VariantSnapshot> = (0..VARIANTS)
+                .map(|v| {
+                    let a_ms = 1.5 * (v + 1) as f64;
+                    VariantSnapshot {
+                        name: format!("task{t}-variant{v}"),
+                        accuracy: 60.0 + 3.0 * v as f64,
+                        state: if v == 2 { VariantState::Ready } else { VariantState::Unloaded },
+                        device: "cpu".into(),
+                        profile: Some(VariantCost {
+                            fit: Some(LatencyFit { a_ms, c_ms: 0.8, r2: 0.998 }),
+                            // At the precision snapshots carry measured rates: 0.1 request/s.
+                            max_throughput: Some(Throughput {
+                                requests_per_s: (1000.0 / a_ms * 10.0).round() / 10.0,
+                                batch_size: 8,
+                            }),
+                            load_ms: Some(250.0),
+                            memory_bytes: Some(14 << 20),
+                            max_safe_batch: Some(32),
+                        }),
+                    }
+                })
+                .collect();
+            TaskSnapshot {
+                name: format!("task{t}"),
+                demand: Demand { per_s_1s: 120.0, per_s_10s: 110.0, per_s_60s: 90.0 },
+                queue_length: 3,
+                in_flight: 5,
+                latency_ms: Some(LatencySummary { p50: 12.0, p95: 30.0, p99: 45.0 }),
+                completed: 120,
+                slo_violations: 1,
+                rejections: 0,
+                slo_latency_ms: Some(100.0),
+                active: ServingKnobs {
+                    variant: variants[2].name.clone(),
+                    max_batch_size: 8,
+                    max_queue_delay_us: 500,
+                    instances: 1,
+                },
+                variants,
+            }
+        })
+        .collect();
+    let system = SystemSnapshot {
+        cores: 2,
+        cpu_host_percent: Some(55.0),
+        cpu_process_percent: Some(50.0),
+        memory_total_bytes: Some(24 << 30),
+        memory_available_bytes: Some(20 << 30),
+        gpus: Vec::new(),
+    };
+    Snapshot { abi_version: 1, tick: 7, now_ms: 7000, tasks, system }
+}
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[((values.len() as f64 * p) as usize).min(values.len() - 1)]
+}
+
+/// `.modelless/policies/<name>.wasm` in the working directory or an ancestor.
+fn policy_module(name: &str) -> Result<PathBuf> {
+    let cwd = std::env::current_dir()?;
+    cwd.ancestors()
+        .map(|d| d.join(format!(".modelless/policies/{name}.wasm")))
+        .find(|p| p.is_file())
+        .context("policy modules not found under .modelless/policies: run scripts/setup.sh")
+}
+
+/// `<target>/modelless-bench`.
+fn output_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf)));
+    target.unwrap_or_else(|| PathBuf::from("target")).join("modelless-bench")
+}
