@@ -60,6 +60,13 @@ pub struct Decided {
     pub by: DecidedBy,
 }
 
+/// What a replacement did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reloaded {
+    /// Whether the old instance's state went to the new one.
+    pub carried_state: bool,
+}
+
 /// A module with its instance, its failure counts and the fallback.
 pub struct GuardedPolicy {
     module: PolicyModule,
@@ -127,9 +134,32 @@ impl GuardedPolicy {
         }
     }
 
-    /// The instance's state, to carry over to a module replacing this one.
-    pub fn save_state(&mut self) -> Option<serde_json::Value> {
-        self.instance.as_mut()?.save_state().ok().flatten()
+    /// Replaces the module, as a hot reload does: the new one is instantiated and
+    /// dry-run on `last_snapshot` first, and takes the old instance's state when both
+    /// carry state. On any failure the old module stays and the error is returned.
+    pub fn replace(
+        &mut self,
+        module: PolicyModule,
+        parameters: Option<serde_json::Value>,
+        last_snapshot: Option<&Snapshot>,
+    ) -> Result<Reloaded, PolicyError> {
+        let mut instance = module.instantiate(parameters.as_ref())?;
+        if let Some(snapshot) = last_snapshot {
+            instance.decide(snapshot)?;
+        }
+        let state = match (&mut self.instance, module.carries_state()) {
+            (Some(old), true) if self.module.carries_state() => old.save_state().ok().flatten(),
+            _ => None,
+        };
+        let carried_state = match &state {
+            Some(state) => instance.load_state(state)?,
+            None => false,
+        };
+        self.module = module;
+        self.parameters = parameters;
+        self.instance = Some(instance);
+        self.consecutive_failures = 0;
+        Ok(Reloaded { carried_state })
     }
 
     fn module_decides(&mut self, snapshot: &Snapshot) -> Result<Decision, PolicyError> {
@@ -162,6 +192,55 @@ mod tests {
         let module = engine.compile("test", wat.as_bytes()).unwrap();
         let configured = ServingKnobs { variant: "small".into(), max_batch_size: 8, ..ServingKnobs::default() };
         GuardedPolicy::new(module, None, KeepConfigured::new([("classify".to_string(), configured)]))
+    }
+
+    fn compile(wat: &str) -> PolicyModule {
+        PolicyEngine::new(HostConfig::default()).unwrap().compile("test", wat.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_replacement_is_dry_run_first_and_takes_the_state_of_the_one_it_replaces() {
+        // Saves the 7 bytes `{"n":1}`.
+        let saves = policy(
+            EMPTY_DECISION,
+            r#"(data (i32.const 1400) "{\"n\":1}")
+               (func (export "save_state") (result i64) (i64.or (i64.shl (i64.const 1400) (i64.const 32)) (i64.const 7)))
+               (func (export "load_state") (param i32 i32) (result i64) (i64.const 0))"#,
+        );
+        // Decides only once it was given 7 bytes of state; `{}` at 1500 answers load_state.
+        let needs_state = policy(
+            &format!("(if (i32.ne (global.get $loaded) (i32.const 7)) (then (unreachable))) {EMPTY_DECISION}"),
+            r#"(global $loaded (mut i32) (i32.const 0))
+               (data (i32.const 1500) "{}")
+               (func (export "save_state") (result i64) (i64.const 0))
+               (func (export "load_state") (param i32 i32) (result i64)
+                   (global.set $loaded (local.get 1))
+                   (i64.or (i64.shl (i64.const 1500) (i64.const 32)) (i64.const 2)))"#,
+        );
+        let mut guarded = guarded(&saves);
+        assert_eq!(guarded.decide(&snapshot("small")).by, DecidedBy::Module);
+        // Without the state the dry run traps: the old module stays.
+        assert!(matches!(
+            guarded.replace(
+                compile(&needs_state.replace("(func (export \"save_state\") (result i64) (i64.const 0))", "")),
+                None,
+                Some(&snapshot("small"))
+            ),
+            Err(PolicyError::Trap(_))
+        ));
+        let reloaded = guarded.replace(compile(&needs_state), None, None).unwrap();
+        assert_eq!(reloaded, Reloaded { carried_state: true });
+        assert_eq!(guarded.decide(&snapshot("small")).by, DecidedBy::Module);
+    }
+
+    #[test]
+    fn a_broken_replacement_leaves_the_old_module_deciding() {
+        let mut guarded = guarded(&policy(EMPTY_DECISION, ""));
+        guarded.decide(&snapshot("small"));
+        let broken = compile(&policy("(unreachable)", ""));
+        assert!(guarded.replace(broken, None, Some(&snapshot("small"))).is_err());
+        assert_eq!(guarded.decide(&snapshot("small")).by, DecidedBy::Module);
+        assert!(guarded.failures().is_empty(), "a refused reload is not a failure of the serving module");
     }
 
     #[test]

@@ -10,5 +10,5 @@ mod host;
 mod test_modules;
 
 pub use error::PolicyError;
-pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured};
+pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 pub use host::{HostConfig, PolicyEngine, PolicyInstance, PolicyLog, PolicyModule};
