@@ -3,6 +3,7 @@
 //! `cargo run --release -p modelless --features cli -- profile examples/classify.toml`
 
 mod plot;
+mod policy;
 mod profile;
 
 use clap::{Parser, Subcommand};
@@ -21,10 +22,14 @@ enum Command {
     /// latency per batch size, the line through them, maximal throughput. Profiles are
     /// stored beside the models and reused while model, device and settings match.
     Profile(profile::Args),
+    /// Check policy modules.
+    #[command(subcommand)]
+    Policy(policy::Command),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Profile(args) => profile::run(args),
+        Command::Policy(command) => policy::run(command),
     }
 }

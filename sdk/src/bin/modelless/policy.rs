@@ -1,0 +1,62 @@
+//! `modelless policy check P.wasm`: is this module a policy the runtime would run?
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use modelless::policy::{HostConfig, PolicyEngine};
+use modelless::policy_abi::{ABI_VERSION, Snapshot};
+
+/// What to do with a policy module.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Compile a module, check its ABI marker and exports, instantiate it and dry-run
+    /// `decide` on each snapshot given (or an empty one), under the host's limits.
+    Check {
+        /// The module (`.wasm`, or `.wat` text).
+        module: PathBuf,
+        /// Snapshots to dry-run it on, JSON Lines (one snapshot per line).
+        #[arg(long)]
+        snapshots: Option<PathBuf>,
+        /// Parameters for its `init`, as JSON.
+        #[arg(long)]
+        parameters: Option<String>,
+    },
+}
+
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Check { module, snapshots, parameters } => check(module, snapshots, parameters),
+    }
+}
+
+fn check(path: PathBuf, snapshots: Option<PathBuf>, parameters: Option<String>) -> anyhow::Result<()> {
+    let engine = PolicyEngine::new(HostConfig::default())?;
+    let started = Instant::now();
+    let module = engine.compile_file(&path)?;
+    println!("{}: a policy of ABI version {ABI_VERSION}, compiled in {:.0} ms", path.display(), ms(started));
+    println!("carries state across reloads: {}", if module.carries_state() { "yes" } else { "no" });
+    let parameters = parameters.map(|p| serde_json::from_str::<serde_json::Value>(&p)).transpose()?;
+    let mut instance = module.instantiate(parameters.as_ref())?;
+    let snapshots: Vec<Snapshot> = match snapshots {
+        Some(file) => std::fs::read_to_string(&file)?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()?,
+        None => vec![Snapshot { abi_version: ABI_VERSION, ..Snapshot::default() }],
+    };
+    for (tick, snapshot) in snapshots.iter().enumerate() {
+        let started = Instant::now();
+        let decision = instance.decide(snapshot)?;
+        println!("tick {tick}: {} in {:.3} ms", serde_json::to_string(&decision)?, ms(started));
+        for log in instance.take_logs() {
+            println!("  log {}: {}", log.level, log.message);
+        }
+    }
+    println!("ok");
+    Ok(())
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
