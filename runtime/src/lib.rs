@@ -9,6 +9,7 @@ mod admission;
 pub mod backend;
 pub mod batching;
 pub mod error;
+pub mod metrics;
 pub mod model;
 pub mod policy;
 pub mod profile;
