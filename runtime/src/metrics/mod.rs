@@ -1,5 +1,8 @@
-//! What the control loop measures: CPU utilisation of the machine and the process.
+//! What the control loop measures: CPU utilisation of the machine and the process,
+//! and each task's traffic over the last minute.
 
 mod cpu;
+mod window;
 
 pub use cpu::{CpuSample, CpuUtilisation};
+pub use window::{TickCounts, TrafficWindow};

@@ -1,0 +1,161 @@
+//! A task's traffic over the last minute, in one-second buckets: arrivals (for demand
+//! over 1, 10 and 60 s), and since the last tick the answers, their latencies, the SLO
+//! violations and the rejections. Pure: time is passed in, in whole seconds since any
+//! fixed start.
+
+use std::collections::VecDeque;
+
+use modelless_policy_abi::{Demand, LatencySummary};
+
+/// Seconds of arrivals kept.
+const SECONDS: usize = 60;
+
+/// Latencies kept per tick; beyond it, every other one is dropped (the percentiles
+/// of a tick that busy barely move).
+const MAX_LATENCIES: usize = 100_000;
+
+/// One task's recent traffic.
+#[derive(Clone, Debug, Default)]
+pub struct TrafficWindow {
+    /// Arrivals per second, newest last; `newest` is the second of the last one.
+    arrivals: VecDeque<u64>,
+    newest: u64,
+    tick: TickCounts,
+}
+
+/// What happened since the last tick.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TickCounts {
+    /// Latencies of the requests answered, in ms.
+    pub latencies_ms: Vec<f64>,
+    /// Requests answered late or not at all because their deadline passed.
+    pub slo_violations: u64,
+    /// Requests refused at admission.
+    pub rejections: u64,
+}
+
+impl TickCounts {
+    /// p50, p95 and p99 of the latencies, when there were any.
+    pub fn latency(&self) -> Option<LatencySummary> {
+        if self.latencies_ms.is_empty() {
+            return None;
+        }
+        let mut sorted = self.latencies_ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        let at = |p: f64| sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)];
+        Some(LatencySummary { p50: at(0.5), p95: at(0.95), p99: at(0.99) })
+    }
+}
+
+impl TrafficWindow {
+    /// A request arrived in second `now`.
+    pub fn arrived(&mut self, now: u64) {
+        self.advance(now);
+        if let Some(last) = self.arrivals.back_mut() {
+            *last += 1;
+        }
+    }
+
+    /// A request was answered after `latency_ms`; `late` when past its target.
+    pub fn answered(&mut self, latency_ms: f64, late: bool) {
+        let latencies = &mut self.tick.latencies_ms;
+        if latencies.len() >= MAX_LATENCIES {
+            let mut keep = false;
+            latencies.retain(|_| {
+                keep = !keep;
+                keep
+            });
+        }
+        latencies.push(latency_ms);
+        self.tick.slo_violations += u64::from(late);
+    }
+
+    /// A request failed its deadline without an answer.
+    pub fn expired(&mut self) {
+        self.tick.slo_violations += 1;
+    }
+
+    /// A request was refused at admission.
+    pub fn rejected(&mut self) {
+        self.tick.rejections += 1;
+    }
+
+    /// Arrivals per second over the last 1, 10 and 60 seconds before second `now`
+    /// (the second under way is not complete, so it does not count).
+    pub fn demand(&mut self, now: u64) -> Demand {
+        self.advance(now);
+        let complete: Vec<u64> = self.arrivals.iter().rev().skip(1).copied().collect();
+        let rate = |seconds: usize| complete.iter().take(seconds).sum::<u64>() as f64 / seconds as f64;
+        Demand { per_s_1s: rate(1), per_s_10s: rate(10), per_s_60s: rate(SECONDS) }
+    }
+
+    /// What happened since the last call of this.
+    pub fn take_tick(&mut self) -> TickCounts {
+        std::mem::take(&mut self.tick)
+    }
+
+    /// Moves the newest bucket to second `now`, with empty seconds in between.
+    fn advance(&mut self, now: u64) {
+        if self.arrivals.is_empty() {
+            self.arrivals.push_back(0);
+            self.newest = now;
+        }
+        let gap = now.saturating_sub(self.newest).min(SECONDS as u64 + 1);
+        for _ in 0..gap {
+            self.arrivals.push_back(0);
+        }
+        self.newest = self.newest.max(now);
+        while self.arrivals.len() > SECONDS + 1 {
+            self.arrivals.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demand_averages_complete_seconds_over_each_window() {
+        let mut window = TrafficWindow::default();
+        for second in 0..20u64 {
+            // 10 a second for the first 10 seconds, then 30 a second.
+            for _ in 0..if second < 10 { 10 } else { 30 } {
+                window.arrived(second);
+            }
+        }
+        let demand = window.demand(20);
+        assert_eq!(demand.per_s_1s, 30.0);
+        assert_eq!(demand.per_s_10s, 30.0);
+        assert_eq!(demand.per_s_60s, (10.0 * 10.0 + 10.0 * 30.0) / 60.0);
+        // Quiet seconds count as zero, and a minute later nothing is left.
+        assert_eq!(window.demand(25).per_s_1s, 0.0);
+        assert_eq!(window.demand(25).per_s_10s, 5.0 * 30.0 / 10.0);
+        assert_eq!(window.demand(100), Demand::default());
+    }
+
+    #[test]
+    fn a_tick_reports_latency_percentiles_violations_and_rejections_once() {
+        let mut window = TrafficWindow::default();
+        for ms in 1..=100 {
+            window.answered(f64::from(ms), ms > 95);
+        }
+        window.expired();
+        window.rejected();
+        let tick = window.take_tick();
+        assert_eq!(tick.latency(), Some(LatencySummary { p50: 51.0, p95: 96.0, p99: 100.0 }));
+        assert_eq!((tick.slo_violations, tick.rejections), (6, 1));
+        assert_eq!(window.take_tick(), TickCounts::default());
+        assert_eq!(TickCounts::default().latency(), None);
+    }
+
+    #[test]
+    fn latencies_are_thinned_not_grown_without_bound() {
+        let mut window = TrafficWindow::default();
+        for i in 0..(3 * MAX_LATENCIES) {
+            window.answered(i as f64, false);
+        }
+        let kept = window.take_tick().latencies_ms.len();
+        assert!(kept <= MAX_LATENCIES && kept >= MAX_LATENCIES / 2, "{kept}");
+    }
+}
