@@ -6,6 +6,7 @@
 //! crate directly to write a backend or to build on the engine's parts.
 
 mod admission;
+pub mod answered;
 pub mod backend;
 pub mod batching;
 pub mod error;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::admission::admit;
+use crate::answered::AnswerHook;
 use crate::backend::onnx::OrtSessionConfig;
 use crate::backend::{Backend, BackendFactory, ModelMetadata};
 use crate::batching::BatchingConfig;
@@ -105,11 +106,13 @@ pub struct StartOptions {
     pub warmup: WarmupConfig,
     /// Told of each load phase.
     pub on_phase: Option<PhaseCallback>,
+    /// Told how each request ends.
+    pub on_answer: Option<AnswerHook>,
 }
 
 impl Default for StartOptions {
     fn default() -> Self {
-        StartOptions { task: None, version: 1, warmup: WarmupConfig::disabled(), on_phase: None }
+        StartOptions { task: None, version: 1, warmup: WarmupConfig::disabled(), on_phase: None, on_answer: None }
     }
 }
 
@@ -192,9 +195,10 @@ impl Model {
             version: options.version,
             task: options.task.clone(),
             outputs: metadata.outputs.iter().map(|o| o.name.clone()).collect(),
+            on_answer: options.on_answer.clone(),
         });
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..instances).map(|_| crossbeam_channel::bounded(1)).unzip();
-        let queue = Queue::new(names.model.clone(), batching.clone(), senders);
+        let queue = Queue::new(names.model.clone(), batching.clone(), senders, options.on_answer.clone());
         for (index, (instance, jobs)) in loaded.into_iter().zip(receivers).enumerate() {
             let (names, queue) = (names.clone(), queue.clone());
             spawn(format!("modelless-{name}-{index}"), move || {

@@ -12,11 +12,13 @@ use crossbeam_channel::Sender;
 use super::BatchingConfig;
 use super::state::{DeadReason, Next, State};
 use super::worker::Pending;
+use crate::answered::{AnswerHook, Answered};
 use crate::error::Error;
 
 /// The shared queue.
 pub(crate) struct Queue {
     model: Arc<str>,
+    on_answer: Option<AnswerHook>,
     inner: Mutex<Inner>,
     timer: Condvar,
 }
@@ -35,7 +37,12 @@ struct Inner {
 
 impl Queue {
     /// A queue in front of `instances` (job channels), all idle.
-    pub fn new(model: Arc<str>, config: BatchingConfig, instances: Vec<Sender<Vec<Pending>>>) -> Arc<Queue> {
+    pub fn new(
+        model: Arc<str>,
+        config: BatchingConfig,
+        instances: Vec<Sender<Vec<Pending>>>,
+        on_answer: Option<AnswerHook>,
+    ) -> Arc<Queue> {
         let inner = Inner {
             state: State::new(config),
             idle: (0..instances.len()).rev().collect(),
@@ -44,7 +51,7 @@ impl Queue {
             closed: false,
             timer_at: None,
         };
-        Arc::new(Queue { model, inner: Mutex::new(inner), timer: Condvar::new() })
+        Arc::new(Queue { model, on_answer, inner: Mutex::new(inner), timer: Condvar::new() })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -150,8 +157,15 @@ impl Queue {
 
     fn answer_dead(&self, dead: Vec<super::state::Dead<Pending>>) {
         for d in dead {
-            if d.reason == DeadReason::Expired {
-                let _ = d.item.reply.send(Err(Error::DeadlineExceeded { model: self.model.to_string() }));
+            let answered = match d.reason {
+                DeadReason::Expired => {
+                    let _ = d.item.reply.send(Err(Error::DeadlineExceeded { model: self.model.to_string() }));
+                    Answered::Expired
+                }
+                DeadReason::Abandoned => Answered::Abandoned,
+            };
+            if let Some(on_answer) = &self.on_answer {
+                on_answer(answered);
             }
         }
     }

@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 
 use super::queue::Queue;
 use super::state::{Priority, Queued};
+use crate::answered::{AnswerHook, Answered};
 use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
 use crate::request::{Output, Timings};
@@ -51,6 +52,7 @@ pub(crate) struct ModelNames {
     pub version: u64,
     pub task: Option<Arc<str>>,
     pub outputs: Arc<[String]>,
+    pub on_answer: Option<AnswerHook>,
 }
 
 /// Runs the batches it is handed, and after each the next one the queue has for it,
@@ -80,7 +82,13 @@ pub(crate) fn worker_task(
 
 fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pending>) {
     let started = Instant::now();
-    let requests: Vec<Pending> = requests.into_iter().filter(|p| !p.reply.is_closed()).collect();
+    let tell = |answered: Answered| {
+        if let Some(on_answer) = &names.on_answer {
+            on_answer(answered);
+        }
+    };
+    let (requests, abandoned): (Vec<Pending>, Vec<Pending>) = requests.into_iter().partition(|p| !p.reply.is_closed());
+    abandoned.iter().for_each(|_| tell(Answered::Abandoned));
     let Some(first) = requests.first() else {
         return;
     };
@@ -90,7 +98,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
         for (column, tensor) in columns.iter_mut().zip(request.tensors) {
             column.push(tensor);
         }
-        waiters.push((request.reply, request.rows, request.admitted));
+        waiters.push((request.reply, request.rows, request.admitted, request.deadline));
     }
     let rows: Vec<usize> = waiters.iter().map(|w| w.1).collect();
     let batch_size = rows.iter().sum();
@@ -108,7 +116,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     let finished = Instant::now();
     match per_request {
         Ok(per_request) => {
-            for ((reply, _, admitted), tensors) in waiters.into_iter().zip(per_request) {
+            for ((reply, _, admitted, deadline), tensors) in waiters.into_iter().zip(per_request) {
                 let timings = Timings {
                     queue: started.saturating_duration_since(admitted),
                     processing: (assembled - started) + (finished - computed),
@@ -124,6 +132,8 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
                     batch_size,
                     timings,
                 };
+                let late = deadline.is_some_and(|d| finished > d);
+                tell(Answered::Served { latency: timings.total, late });
                 let _ = reply.send(Ok(output));
             }
         }
@@ -131,6 +141,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
             tracing::warn!(model = %names.model, error = %source, batch_size, "batch failed");
             let error = Error::Backend { model: names.model.to_string(), source: Arc::new(source) };
             for (reply, ..) in waiters {
+                tell(Answered::Failed);
                 let _ = reply.send(Err(error.clone()));
             }
         }

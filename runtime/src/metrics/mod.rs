@@ -2,7 +2,9 @@
 //! and each task's traffic over the last minute.
 
 mod cpu;
+mod traffic;
 mod window;
 
 pub use cpu::{CpuSample, CpuUtilisation};
+pub use traffic::{TaskTraffic, TrafficReading};
 pub use window::{TickCounts, TrafficWindow};

@@ -20,6 +20,7 @@ use super::config::{TaskConfig, VariantConfig};
 use super::route::choose;
 use crate::backend::BackendFactory;
 use crate::error::Error;
+use crate::metrics::TaskTraffic;
 use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
 use crate::request::{Inputs, Slo};
 
@@ -149,6 +150,7 @@ pub struct Task {
     keep_warm_bytes: u64,
     make_backend: MakeBackend,
     find_profile: Option<FindProfile>,
+    traffic: Arc<TaskTraffic>,
     routes: ArcSwapOption<Routes>,
     inner: Arc<Mutex<Inner>>,
     /// One control operation (switch, load, unload) at a time.
@@ -191,6 +193,7 @@ impl Task {
             keep_warm_bytes: config.keep_warm_mib.saturating_mul(1 << 20),
             make_backend,
             find_profile,
+            traffic: Arc::new(TaskTraffic::default()),
             routes: ArcSwapOption::empty(),
             inner: Arc::new(Mutex::new(Inner { active, variants })),
             control: Mutex::new(()),
@@ -221,13 +224,20 @@ impl Task {
         let routes = self.routes.load();
         let routes = routes.as_ref().ok_or(Error::ShuttingDown)?;
         let Some(chosen) = choose(&routes.accuracies, routes.costs.as_deref(), routes.active, slo.min_accuracy) else {
+            self.traffic.refused();
             return Err(Error::NoVariantMeetsSlo {
                 task: self.name.to_string(),
                 min_accuracy: slo.min_accuracy.unwrap_or(f64::NAN),
                 available: routes.names.iter().cloned().zip(routes.accuracies.iter().copied()).collect(),
             });
         };
-        routes.ready[chosen].submit(inputs, slo.options(now))
+        // Counted in flight before it can be answered, so the count never dips below zero.
+        self.traffic.admitted();
+        let submitted = routes.ready[chosen].submit(inputs, slo.options(now));
+        if submitted.is_err() {
+            self.traffic.unadmitted();
+        }
+        submitted
     }
 
     /// Makes `variant` the active one: loads and warms it first unless it is ready,
@@ -296,6 +306,11 @@ impl Task {
         }
         self.publish();
         Ok(())
+    }
+
+    /// The task's traffic: demand, requests in flight, and each tick's answers.
+    pub fn traffic(&self) -> &TaskTraffic {
+        &self.traffic
     }
 
     /// The profile of `variant`'s serving version, if it has one.
@@ -401,6 +416,7 @@ impl Task {
             version,
             warmup: config.warmup.clone(),
             on_phase: Some(on_phase),
+            on_answer: Some(self.traffic.answer_hook()),
         };
         // Before the model starts, so that a profile measured now has the cores to itself.
         let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
@@ -578,6 +594,21 @@ mod tests {
         let v1 = status.variant("v1").unwrap();
         assert_eq!(v1.versions[0].max_throughput_per_s, Some(100.0));
         assert_eq!(task.profile("v2").unwrap().and_then(|p| p.max_throughput).map(|t| t.requests_per_s), Some(400.0));
+    }
+
+    #[test]
+    fn the_task_counts_its_traffic_as_requests_end() {
+        let task = task(None);
+        for _ in 0..5 {
+            served(&task, 50.0);
+        }
+        let input = Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+        assert!(task.submit(input, &Slo::default().with_min_accuracy(99.0)).is_err());
+        let reading = task.traffic().read();
+        assert_eq!(reading.in_flight, 0);
+        assert_eq!(reading.tick.latencies_ms.len(), 5);
+        assert_eq!(reading.tick.rejections, 1);
+        assert!(task.traffic().read().tick.latencies_ms.is_empty(), "a reading takes the tick's answers");
     }
 
     #[test]

@@ -1,0 +1,121 @@
+//! A task's traffic as requests flow: shared by the request path (arrivals,
+//! rejections), the instances (answers, through an [`AnswerHook`]) and the control
+//! loop (what the snapshot reports).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use modelless_policy_abi::Demand;
+
+use super::window::{TickCounts, TrafficWindow};
+use crate::answered::{AnswerHook, Answered};
+
+/// A task's traffic window and requests in flight, safe to share.
+#[derive(Debug)]
+pub struct TaskTraffic {
+    window: Mutex<TrafficWindow>,
+    in_flight: AtomicI64,
+    started: Instant,
+}
+
+/// What a tick reads of a task's traffic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrafficReading {
+    /// Arrival rates.
+    pub demand: Demand,
+    /// Requests admitted and not yet ended.
+    pub in_flight: u64,
+    /// What happened since the last reading.
+    pub tick: TickCounts,
+}
+
+impl Default for TaskTraffic {
+    fn default() -> Self {
+        TaskTraffic { window: Mutex::default(), in_flight: AtomicI64::new(0), started: Instant::now() }
+    }
+}
+
+impl TaskTraffic {
+    /// A request arrived and was admitted.
+    pub fn admitted(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let now = self.second();
+        self.lock().arrived(now);
+    }
+
+    /// A request counted as admitted was refused after all (its model's queue was
+    /// full, or its inputs did not fit).
+    pub fn unadmitted(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.lock().rejected();
+    }
+
+    /// A request arrived and was refused.
+    pub fn refused(&self) {
+        let now = self.second();
+        let mut window = self.lock();
+        window.arrived(now);
+        window.rejected();
+    }
+
+    /// The hook the task's models tell how each admitted request ended.
+    pub fn answer_hook(self: &Arc<Self>) -> AnswerHook {
+        let traffic = Arc::downgrade(self);
+        Arc::new(move |answered| {
+            let Some(traffic) = traffic.upgrade() else { return };
+            traffic.in_flight.fetch_sub(1, Ordering::Relaxed);
+            let mut window = traffic.lock();
+            match answered {
+                Answered::Served { latency, late } => window.answered(latency.as_secs_f64() * 1e3, late),
+                Answered::Expired => window.expired(),
+                Answered::Failed | Answered::Abandoned => {}
+            }
+        })
+    }
+
+    /// Demand now, requests in flight, and what happened since the last reading.
+    pub fn read(&self) -> TrafficReading {
+        let now = self.second();
+        let mut window = self.lock();
+        TrafficReading {
+            demand: window.demand(now),
+            in_flight: self.in_flight.load(Ordering::Relaxed).max(0) as u64,
+            tick: window.take_tick(),
+        }
+    }
+
+    fn second(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, TrafficWindow> {
+        self.window.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn every_admitted_request_is_in_flight_until_its_hook_call() {
+        let traffic = Arc::new(TaskTraffic::default());
+        let hook = traffic.answer_hook();
+        for _ in 0..4 {
+            traffic.admitted();
+        }
+        traffic.refused();
+        hook(Answered::Served { latency: Duration::from_millis(20), late: false });
+        hook(Answered::Served { latency: Duration::from_millis(200), late: true });
+        hook(Answered::Expired);
+        let reading = traffic.read();
+        assert_eq!(reading.in_flight, 1);
+        assert_eq!((reading.tick.slo_violations, reading.tick.rejections), (2, 1));
+        assert_eq!(reading.tick.latencies_ms, vec![20.0, 200.0]);
+        hook(Answered::Abandoned);
+        assert_eq!(traffic.read().in_flight, 0);
+    }
+}
