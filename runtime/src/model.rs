@@ -254,6 +254,11 @@ impl Model {
         self.batching.load().as_ref().clone()
     }
 
+    /// Requests waiting for a batch.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Changes the batching knobs; they apply from the next batch on.
     pub fn configure(&self, batching: BatchingConfig) -> Result<(), Error> {
         batching.validate()?;

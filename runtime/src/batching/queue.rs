@@ -87,6 +87,11 @@ impl Queue {
         self.timer.notify_one();
     }
 
+    /// Requests waiting for a batch.
+    pub fn len(&self) -> usize {
+        self.lock().state.len()
+    }
+
     /// Whether the queue was closed and everything in it has been answered.
     pub fn is_drained(&self) -> bool {
         let inner = self.lock();

@@ -1,14 +1,17 @@
 //! Scheduling policies: WebAssembly modules that read a metrics snapshot and decide
 //! which variant serves each task and with what batching knobs. This module holds the
-//! sandbox they run in ([`PolicyEngine`]) and the guard that keeps a failing one from
-//! mattering ([`GuardedPolicy`]): a policy that fails never stops serving.
+//! sandbox they run in ([`PolicyEngine`]), the guard that keeps a failing one from
+//! mattering ([`GuardedPolicy`]): a policy that fails never stops serving, and the
+//! loop that asks it every tick and applies what it decides ([`ControlLoop`]).
 
+mod control;
 mod error;
 mod guard;
 mod host;
 #[cfg(test)]
 mod test_modules;
 
+pub use control::{ControlConfig, ControlLoop, ControlStatus, ListTasks};
 pub use error::PolicyError;
 pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 pub use host::{HostConfig, PolicyEngine, PolicyInstance, PolicyLog, PolicyModule};

@@ -24,3 +24,12 @@ pub(crate) fn policy(decide: &str, extra: &str) -> String {
 
 /// `decide` answering the `{"tasks":[]}` at 1024.
 pub(crate) const EMPTY_DECISION: &str = "(i64.or (i64.shl (i64.const 1024) (i64.const 32)) (i64.const 12))";
+
+/// A policy whose `decide` always answers `json`.
+pub(crate) fn answering(json: &str) -> String {
+    let escaped = json.replace('\\', "\\\\").replace('"', "\\\"");
+    policy(
+        &format!("(i64.or (i64.shl (i64.const 2048) (i64.const 32)) (i64.const {}))", json.len()),
+        &format!(r#"(data (i32.const 2048) "{escaped}")"#),
+    )
+}

@@ -18,6 +18,15 @@ pub enum Device {
     Cpu,
 }
 
+impl Device {
+    /// As configs and snapshots write it: `cpu`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+        }
+    }
+}
+
 /// What loading a variant does about its profile (what it costs on this machine, which
 /// orders variants for routing and which policies read).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +61,9 @@ pub struct TaskConfig {
     /// variant as soon as another takes over.
     #[serde(default = "default_keep_warm_mib")]
     pub keep_warm_mib: u64,
+    /// The latency target its callers expect, in ms: what policies steer towards.
+    #[serde(default)]
+    pub latency_slo_ms: Option<f64>,
 }
 
 fn default_keep_warm_mib() -> u64 {
@@ -61,12 +73,24 @@ fn default_keep_warm_mib() -> u64 {
 impl TaskConfig {
     /// A task with no variants yet.
     pub fn new(name: impl Into<String>) -> Self {
-        TaskConfig { name: name.into(), variants: Vec::new(), active: None, keep_warm_mib: default_keep_warm_mib() }
+        TaskConfig {
+            name: name.into(),
+            variants: Vec::new(),
+            active: None,
+            keep_warm_mib: default_keep_warm_mib(),
+            latency_slo_ms: None,
+        }
     }
 
     /// Adds a variant, costlier than those before it.
     pub fn with_variant(mut self, variant: VariantConfig) -> Self {
         self.variants.push(variant);
+        self
+    }
+
+    /// Sets the latency target policies steer towards.
+    pub fn with_latency_slo_ms(mut self, ms: f64) -> Self {
+        self.latency_slo_ms = Some(ms);
         self
     }
 

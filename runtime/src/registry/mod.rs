@@ -39,6 +39,14 @@ impl<T> Named<T> {
         names
     }
 
+    /// Everything, sorted by name.
+    fn all(&self) -> Vec<Arc<T>> {
+        let map = self.map.load();
+        let mut all: Vec<(&String, &Arc<T>)> = map.iter().collect();
+        all.sort_by_key(|(name, _)| *name);
+        all.into_iter().map(|(_, value)| value.clone()).collect()
+    }
+
     /// Adds `value` unless the name is taken; gives it back if it is.
     fn insert(&self, name: &str, value: T) -> Result<Arc<T>, T> {
         let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
@@ -101,6 +109,11 @@ impl Registry {
     /// The task called `name`.
     pub fn task(&self, name: &str) -> Result<Arc<Task>, Error> {
         self.tasks.get(name).ok_or_else(|| Error::UnknownTask(name.to_string()))
+    }
+
+    /// The tasks, sorted by name.
+    pub fn tasks(&self) -> Vec<Arc<Task>> {
+        self.tasks.all()
     }
 
     /// Names of the tasks, sorted.

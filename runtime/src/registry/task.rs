@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 pub use modelless_policy_abi::VariantState;
-use modelless_policy_abi::{LatencyFit, Profile};
+use modelless_policy_abi::{LatencyFit, Profile, ServingKnobs, Throughput, VariantCost, VariantSnapshot};
 
 use super::config::{TaskConfig, VariantConfig};
 use super::route::choose;
 use crate::backend::BackendFactory;
+use crate::batching::BatchingConfig;
 use crate::error::Error;
 use crate::metrics::TaskTraffic;
 use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
@@ -127,6 +128,8 @@ struct VersionEntry {
     memory_bytes: u64,
     error: Option<String>,
     profile: Option<Arc<Profile>>,
+    /// How long its last load took, warm-up included.
+    load_time: Option<Duration>,
 }
 
 struct VariantSlot {
@@ -151,6 +154,7 @@ pub struct Task {
     make_backend: MakeBackend,
     find_profile: Option<FindProfile>,
     traffic: Arc<TaskTraffic>,
+    latency_slo_ms: Option<f64>,
     routes: ArcSwapOption<Routes>,
     inner: Arc<Mutex<Inner>>,
     /// One control operation (switch, load, unload) at a time.
@@ -194,6 +198,7 @@ impl Task {
             make_backend,
             find_profile,
             traffic: Arc::new(TaskTraffic::default()),
+            latency_slo_ms: config.latency_slo_ms,
             routes: ArcSwapOption::empty(),
             inner: Arc::new(Mutex::new(Inner { active, variants })),
             control: Mutex::new(()),
@@ -308,6 +313,83 @@ impl Task {
         Ok(())
     }
 
+    /// The latency target its callers expect, in ms.
+    pub fn latency_slo_ms(&self) -> Option<f64> {
+        self.latency_slo_ms
+    }
+
+    /// The active variant and its serving knobs, and the requests waiting in its queue.
+    pub fn serving(&self) -> (ServingKnobs, u64) {
+        let routes = self.routes.load();
+        let Some(routes) = routes.as_ref() else { return (ServingKnobs::default(), 0) };
+        let model = &routes.ready[routes.active];
+        let batching = model.batching();
+        let knobs = ServingKnobs {
+            variant: routes.names[routes.active].clone(),
+            max_batch_size: batching.max_batch_size as u32,
+            max_queue_delay_us: batching.max_queue_delay_us,
+            instances: model.instances() as u32,
+        };
+        (knobs, model.queued() as u64)
+    }
+
+    /// Changes the active variant's batch size and queue delay, the batch size clamped
+    /// to between 1 and the variant's configured one (what its memory was sized for);
+    /// returns the knobs in force.
+    pub fn configure_active(
+        &self,
+        max_batch_size: Option<u32>,
+        max_queue_delay_us: Option<u64>,
+    ) -> Result<BatchingConfig, Error> {
+        let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        let (model, ceiling) = {
+            let inner = self.lock();
+            let slot = &inner.variants[inner.active];
+            let model = slot.current.and_then(|c| slot.versions.get(&c)).and_then(|e| e.model.clone());
+            (model.ok_or(Error::ShuttingDown)?, slot.config.batching.max_batch_size)
+        };
+        let mut batching = model.batching();
+        if let Some(rows) = max_batch_size {
+            batching.max_batch_size = (rows as usize).clamp(1, ceiling.max(1));
+            batching.preferred_batch_sizes.retain(|&b| b <= batching.max_batch_size);
+        }
+        if let Some(delay) = max_queue_delay_us {
+            batching.max_queue_delay_us = delay;
+        }
+        model.configure(batching.clone())?;
+        Ok(batching)
+    }
+
+    /// Every variant as a policy sees it: accuracy, state, and what it costs.
+    pub fn variant_snapshots(&self) -> Vec<VariantSnapshot> {
+        let inner = self.lock();
+        inner
+            .variants
+            .iter()
+            .map(|slot| {
+                let entry = slot.current.and_then(|c| slot.versions.get(&c));
+                let profile = entry.and_then(|e| e.profile.as_ref());
+                let cost = VariantCost {
+                    fit: profile.and_then(|p| p.fit),
+                    max_throughput: profile
+                        .and_then(|p| p.max_throughput)
+                        .map(|t| Throughput { requests_per_s: (t.requests_per_s * 10.0).round() / 10.0, ..t }),
+                    load_ms: entry.and_then(|e| e.load_time).map(|t| (t.as_secs_f64() * 1e4).round() / 10.0),
+                    memory_bytes: entry.map(|e| e.memory_bytes).filter(|&b| b > 0),
+                    max_safe_batch: profile.and_then(|p| p.max_safe_batch),
+                };
+                let known = cost != VariantCost::default();
+                VariantSnapshot {
+                    name: slot.config.name.clone(),
+                    accuracy: slot.config.accuracy,
+                    state: entry.map_or(VariantState::Unloaded, |e| e.state),
+                    device: slot.config.device.name().into(),
+                    profile: known.then_some(cost),
+                }
+            })
+            .collect()
+    }
+
     /// The task's traffic: demand, requests in flight, and each tick's answers.
     pub fn traffic(&self) -> &TaskTraffic {
         &self.traffic
@@ -398,6 +480,7 @@ impl Task {
                     memory_bytes: 0,
                     error: None,
                     profile: None,
+                    load_time: None,
                 },
             );
             (slot.config.clone(), version, path)
@@ -421,7 +504,9 @@ impl Task {
         // Before the model starts, so that a profile measured now has the cores to itself.
         let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
         let factory = (self.make_backend)(&config, &path);
+        let loading = Instant::now();
         let started = Model::start_with(&config.name, factory, config.instances, config.batching.clone(), options);
+        let load_time = loading.elapsed();
         let mut inner = self.lock();
         let slot = &mut inner.variants[index];
         if started.is_ok() {
@@ -437,6 +522,7 @@ impl Task {
                 entry.memory_bytes = std::fs::metadata(&path).map_or(0, |m| 2 * m.len());
                 entry.model = Some(Arc::new(model));
                 entry.profile = profile;
+                entry.load_time = Some(load_time);
                 tracing::info!(task = %self.name, variant = %config.name, version, warmup = ?entry.warmup, "ready");
                 Ok(version)
             }

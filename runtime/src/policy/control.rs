@@ -1,0 +1,390 @@
+//! The control loop: every tick a snapshot of every task and of the machine goes to the
+//! policy, and its decision is checked and applied: batching knobs at once (the batch
+//! size clamped to what the variant was configured for), variant switches through the
+//! task, on a thread of their own so that a switch that loads a variant never holds up
+//! the next tick. What cannot be applied is reported, never fatal.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use modelless_policy_abi::{ABI_VERSION, Decision, Snapshot, SystemSnapshot, TaskDecision, TaskSnapshot};
+
+use super::error::PolicyError;
+use super::guard::{DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
+use super::host::PolicyModule;
+use crate::error::Error;
+use crate::metrics::{CpuSample, machine_memory};
+use crate::registry::Task;
+
+/// Lists the tasks the loop steers, every tick.
+pub type ListTasks = Arc<dyn Fn() -> Vec<Arc<Task>> + Send + Sync>;
+
+/// How the loop runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ControlConfig {
+    /// Time between ticks.
+    pub tick: Duration,
+    /// Consecutive failures after which the native fallback decides.
+    pub max_failures: u32,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig { tick: Duration::from_secs(1), max_failures: super::guard::DEFAULT_MAX_FAILURES }
+    }
+}
+
+impl ControlConfig {
+    /// Sets the time between ticks.
+    pub fn with_tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+}
+
+/// What the loop has done, for status pages and tests.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ControlStatus {
+    /// Ticks run.
+    pub ticks: u64,
+    /// The policy module deciding.
+    pub policy: String,
+    /// Policy failures so far, by kind.
+    pub failures: BTreeMap<&'static str, u64>,
+    /// Whether the native fallback decides now.
+    pub on_fallback: bool,
+    /// The last decision applied.
+    pub last_decision: Decision,
+    /// Variant switches the loop started.
+    pub switches: u64,
+    /// What could not be applied, latest last (the last 32).
+    pub reports: Vec<String>,
+}
+
+enum Command {
+    Reload { module: PolicyModule, parameters: Option<serde_json::Value>, reply: Sender<Result<Reloaded, PolicyError>> },
+    Stop,
+}
+
+/// A running control loop; dropping it stops the loop.
+pub struct ControlLoop {
+    commands: Sender<Command>,
+    status: Arc<Mutex<ControlStatus>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ControlLoop {
+    /// Starts steering the tasks `tasks` lists with `module`; `fallback` holds each
+    /// task's configured knobs.
+    pub fn start(
+        tasks: ListTasks,
+        module: PolicyModule,
+        parameters: Option<serde_json::Value>,
+        fallback: KeepConfigured,
+        config: ControlConfig,
+    ) -> Result<ControlLoop, Error> {
+        let (commands, inbox) = crossbeam_channel::unbounded();
+        let status = Arc::new(Mutex::new(ControlStatus { policy: module.name().to_string(), ..Default::default() }));
+        let policy = GuardedPolicy::new(module, parameters, fallback).with_max_failures(config.max_failures);
+        let state = LoopState { tasks, policy, status: status.clone(), switching: Arc::default(), config };
+        let thread = std::thread::Builder::new()
+            .name("modelless-control".into())
+            .spawn(move || state.run(inbox))
+            .map_err(|e| Error::Config(format!("cannot start the control loop: {e}")))?;
+        Ok(ControlLoop { commands, status, thread: Some(thread) })
+    }
+
+    /// Replaces the policy (see [`GuardedPolicy::replace`]); blocks until the loop has
+    /// done it, between two ticks.
+    pub fn reload(&self, module: PolicyModule, parameters: Option<serde_json::Value>) -> Result<Reloaded, Error> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.commands.send(Command::Reload { module, parameters, reply }).map_err(|_| Error::ShuttingDown)?;
+        answer.recv().map_err(|_| Error::ShuttingDown)?.map_err(|e| Error::Config(format!("policy reload: {e}")))
+    }
+
+    /// What the loop has done so far.
+    pub fn status(&self) -> ControlStatus {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+impl Drop for ControlLoop {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+struct LoopState {
+    tasks: ListTasks,
+    policy: GuardedPolicy,
+    status: Arc<Mutex<ControlStatus>>,
+    /// Tasks with a switch under way.
+    switching: Arc<Mutex<HashSet<String>>>,
+    config: ControlConfig,
+}
+
+impl LoopState {
+    fn run(mut self, inbox: Receiver<Command>) {
+        let started = Instant::now();
+        let mut next_tick = started + self.config.tick;
+        let mut cpu = CpuSample::now();
+        let mut last_snapshot: Option<Snapshot> = None;
+        let mut tick = 0u64;
+        loop {
+            match inbox.recv_timeout(next_tick.saturating_duration_since(Instant::now())) {
+                Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(Command::Reload { module, parameters, reply }) => {
+                    let name = module.name().to_string();
+                    let result = self.policy.replace(module, parameters, last_snapshot.as_ref());
+                    if result.is_ok() {
+                        self.lock_status().policy = name;
+                    }
+                    let _ = reply.send(result);
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    next_tick += self.config.tick;
+                    let now = CpuSample::now();
+                    let tasks = (self.tasks)();
+                    let snapshot = snapshot(&tasks, tick, started.elapsed(), now.zip(cpu));
+                    cpu = now;
+                    let decided = self.policy.decide(&snapshot);
+                    let reports = self.apply(&tasks, &decided.decision);
+                    let mut status = self.lock_status();
+                    status.ticks = tick + 1;
+                    status.failures = self.policy.failures().clone();
+                    status.on_fallback = decided.by == DecidedBy::Fallback;
+                    status.last_decision = decided.decision;
+                    status.reports.extend(reports);
+                    let excess = status.reports.len().saturating_sub(32);
+                    status.reports.drain(..excess);
+                    drop(status);
+                    last_snapshot = Some(snapshot);
+                    tick += 1;
+                }
+            }
+        }
+    }
+
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, ControlStatus> {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies a decision; returns what could not be applied.
+    fn apply(&self, tasks: &[Arc<Task>], decision: &Decision) -> Vec<String> {
+        let mut reports = Vec::new();
+        for wanted in &decision.tasks {
+            let Some(task) = tasks.iter().find(|t| t.name() == wanted.task) else {
+                reports.push(format!("unknown task `{}` ignored", wanted.task));
+                continue;
+            };
+            reports.extend(self.apply_task(task, wanted));
+        }
+        reports
+    }
+
+    fn apply_task(&self, task: &Arc<Task>, wanted: &TaskDecision) -> Vec<String> {
+        let mut reports = Vec::new();
+        if wanted.max_batch_size.is_some() || wanted.max_queue_delay_us.is_some() {
+            match task.configure_active(wanted.max_batch_size, wanted.max_queue_delay_us) {
+                Ok(applied) if wanted.max_batch_size.is_some_and(|b| b as usize != applied.max_batch_size) => {
+                    reports.push(format!(
+                        "task `{}`: max_batch_size {} clamped to {}",
+                        task.name(),
+                        wanted.max_batch_size.unwrap_or_default(),
+                        applied.max_batch_size
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => reports.push(format!("task `{}`: knobs not applied: {e}", task.name())),
+            }
+        }
+        if wanted.instances.is_some() {
+            reports.push(format!("task `{}`: changing instances is not supported; ignored", task.name()));
+        }
+        if let Some(variant) = &wanted.variant {
+            reports.extend(self.switch(task, variant));
+        }
+        reports
+    }
+
+    /// Starts a switch on a thread of its own, unless the task has one under way.
+    fn switch(&self, task: &Arc<Task>, variant: &str) -> Option<String> {
+        if task.serving().0.variant == variant {
+            return None;
+        }
+        let name = task.name().to_string();
+        if !self.switching.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone()) {
+            return Some(format!("task `{name}`: a switch is under way; `{variant}` waits for a later tick"));
+        }
+        self.lock_status().switches += 1;
+        let (task, variant, switching, status) =
+            (task.clone(), variant.to_string(), self.switching.clone(), self.status.clone());
+        let spawned = std::thread::Builder::new().name(format!("modelless-switch-{name}")).spawn(move || {
+            if let Err(e) = task.switch_to(&variant) {
+                let report = format!("task `{}`: switch to `{variant}` failed: {e}", task.name());
+                tracing::warn!(%report);
+                status.lock().unwrap_or_else(PoisonError::into_inner).reports.push(report);
+            }
+            switching.lock().unwrap_or_else(PoisonError::into_inner).remove(task.name());
+        });
+        spawned.err().map(|e| {
+            self.switching.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
+            format!("task `{name}`: cannot start a switch: {e}")
+        })
+    }
+}
+
+/// The snapshot of `tasks` and the machine at tick `tick`.
+fn snapshot(tasks: &[Arc<Task>], tick: u64, elapsed: Duration, cpu: Option<(CpuSample, CpuSample)>) -> Snapshot {
+    let tasks = tasks.iter().map(|task| task_snapshot(task)).collect();
+    let utilisation = cpu.and_then(|(now, before)| now.since(&before));
+    let memory = machine_memory();
+    let system = SystemSnapshot {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        cpu_host_percent: utilisation.map(|u| round(u.host_percent)),
+        cpu_process_percent: utilisation.map(|u| round(u.process_percent)),
+        memory_total_bytes: memory.map(|m| m.0),
+        memory_available_bytes: memory.map(|m| m.1),
+        gpus: Vec::new(),
+    };
+    Snapshot { abi_version: ABI_VERSION, tick, now_ms: elapsed.as_millis() as u64, tasks, system }
+}
+
+fn task_snapshot(task: &Task) -> TaskSnapshot {
+    let reading = task.traffic().read();
+    let (active, queue_length) = task.serving();
+    let latency = reading.tick.latency().map(|l| modelless_policy_abi::LatencySummary {
+        p50: round(l.p50),
+        p95: round(l.p95),
+        p99: round(l.p99),
+    });
+    TaskSnapshot {
+        name: task.name().to_string(),
+        demand: modelless_policy_abi::Demand {
+            per_s_1s: round(reading.demand.per_s_1s),
+            per_s_10s: round(reading.demand.per_s_10s),
+            per_s_60s: round(reading.demand.per_s_60s),
+        },
+        queue_length,
+        in_flight: reading.in_flight,
+        latency_ms: latency,
+        completed: reading.tick.latencies_ms.len() as u64,
+        slo_violations: reading.tick.slo_violations,
+        rejections: reading.tick.rejections,
+        slo_latency_ms: task.latency_slo_ms(),
+        active,
+        variants: task.variant_snapshots(),
+    }
+}
+
+/// To 0.1: measured figures carry no more, and short numbers parse faster in a policy.
+fn round(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use modelless_policy_abi::ServingKnobs;
+
+    use super::*;
+    use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+    use crate::policy::host::{HostConfig, PolicyEngine};
+    use crate::policy::test_modules::answering;
+    use crate::registry::{MakeBackend, TaskConfig, VariantConfig};
+    use crate::request::{Inputs, Slo};
+    use crate::tensor::Tensor;
+    use crate::warmup::WarmupConfig;
+
+    const TICK: Duration = Duration::from_millis(20);
+
+    /// Task `classify`: v0 (active) and v1, both fake, batches of up to 8.
+    fn task() -> Arc<Task> {
+        let fake = FakeConfig { per_batch: Duration::from_millis(1), ..FakeConfig::default() };
+        let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(fake.clone(), BatchLog::default()));
+        let variant =
+            |name: &str, accuracy| VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
+        let config = TaskConfig::new("classify").with_variant(variant("v0", 60.0)).with_variant(variant("v1", 70.0));
+        Arc::new(Task::start(config, make).unwrap())
+    }
+
+    fn fallback() -> KeepConfigured {
+        let configured = ServingKnobs { variant: "v0".into(), max_batch_size: 8, max_queue_delay_us: 0, instances: 1 };
+        KeepConfigured::new([("classify".to_string(), configured)])
+    }
+
+    fn start(task: &Arc<Task>, wat: &str, host: HostConfig) -> ControlLoop {
+        let module = PolicyEngine::new(host).unwrap().compile("test", wat.as_bytes()).unwrap();
+        let tasks: ListTasks = {
+            let task = task.clone();
+            Arc::new(move || vec![task.clone()])
+        };
+        ControlLoop::start(tasks, module, None, fallback(), ControlConfig::default().with_tick(TICK)).unwrap()
+    }
+
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < until, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn request(task: &Task) -> Result<crate::request::Output, Error> {
+        let input = Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+        task.submit(input, &Slo::default()).and_then(|t| t.wait())
+    }
+
+    #[test]
+    fn decisions_switch_variants_and_set_knobs_clamped_to_the_configured_ones() {
+        let task = task();
+        let json = r#"{"tasks":[{"task":"classify","variant":"v1","max_batch_size":99,"max_queue_delay_us":250},{"task":"nope"}]}"#;
+        let control = start(&task, &answering(json), HostConfig::default());
+        wait_for("the switch", || task.serving().0.variant == "v1");
+        wait_for("the knobs", || task.serving().0.max_queue_delay_us == 250);
+        assert_eq!(task.serving().0.max_batch_size, 8, "clamped to what v1 was configured with");
+        let status = control.status();
+        assert!(status.switches >= 1 && status.failures.is_empty(), "{status:?}");
+        assert!(status.reports.iter().any(|r| r.contains("clamped to 8")), "{:?}", status.reports);
+        assert!(status.reports.iter().any(|r| r.contains("unknown task `nope`")), "{:?}", status.reports);
+        assert_eq!(request(&task).unwrap().model.as_ref(), "v1");
+    }
+
+    #[test]
+    fn a_hostile_policy_never_stops_serving_and_the_fallback_restores_the_configured_knobs() {
+        let task = task();
+        task.switch_to("v1").unwrap();
+        let endless = crate::policy::test_modules::policy("(loop $forever (br $forever)) (unreachable)", "");
+        let control = start(&task, &endless, HostConfig::default().with_deadline(Duration::from_millis(5)));
+        let mut served = 0;
+        while !control.status().on_fallback {
+            assert!(request(&task).is_ok());
+            served += 1;
+            assert!(served < 100_000, "no fallback");
+        }
+        wait_for("the configured variant", || task.serving().0.variant == "v0");
+        assert_eq!(control.status().failures.get("timeout"), Some(&3));
+        assert!(request(&task).is_ok());
+    }
+
+    #[test]
+    fn a_reload_swaps_the_policy_between_ticks() {
+        let task = task();
+        let control = start(&task, &answering(r#"{"tasks":[]}"#), HostConfig::default());
+        wait_for("a tick", || control.status().ticks > 0);
+        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+        let switching = answering(r#"{"tasks":[{"task":"classify","variant":"v1"}]}"#);
+        let module = engine.compile("switching", switching.as_bytes()).unwrap();
+        control.reload(module, None).unwrap();
+        assert_eq!(control.status().policy, "switching");
+        wait_for("the new policy's switch", || task.serving().0.variant == "v1");
+        let broken = engine.compile("broken", answering("not json").as_bytes()).unwrap();
+        assert!(control.reload(broken, None).is_err(), "a reload that fails its dry run is refused");
+        assert_eq!(control.status().policy, "switching");
+    }
+}
