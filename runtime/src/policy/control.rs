@@ -5,16 +5,17 @@
 //! the next tick. What cannot be applied is reported, never fatal.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use modelless_policy_abi::{ABI_VERSION, Decision, Snapshot, SystemSnapshot, TaskDecision, TaskSnapshot};
 
 use super::error::PolicyError;
 use super::guard::{DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
-use super::host::PolicyModule;
+use super::host::{PolicyEngine, PolicyModule};
 use crate::error::Error;
 use crate::metrics::{CpuSample, machine_memory};
 use crate::registry::Task;
@@ -62,11 +63,32 @@ pub struct ControlStatus {
     pub switches: u64,
     /// What could not be applied, latest last (the last 32).
     pub reports: Vec<String>,
+    /// Policy reloads done.
+    pub reloads: u64,
+    /// The last reload by the file watch: from the file's modification to the new
+    /// module deciding.
+    pub last_watched_reload: Option<Duration>,
 }
 
 enum Command {
     Reload { module: PolicyModule, parameters: Option<serde_json::Value>, reply: Sender<Result<Reloaded, PolicyError>> },
     Stop,
+}
+
+fn reload(
+    commands: &Sender<Command>,
+    module: PolicyModule,
+    parameters: Option<serde_json::Value>,
+) -> Result<Reloaded, Error> {
+    let (reply, answer) = crossbeam_channel::bounded(1);
+    commands.send(Command::Reload { module, parameters, reply }).map_err(|_| Error::ShuttingDown)?;
+    answer.recv().map_err(|_| Error::ShuttingDown)?.map_err(|e| Error::Config(format!("policy reload: {e}")))
+}
+
+/// A file's modification time and length, to notice it changed.
+fn modified(path: &Path) -> Option<(SystemTime, u64)> {
+    let metadata = std::fs::metadata(path).ok()?;
+    Some((metadata.modified().ok()?, metadata.len()))
 }
 
 /// A running control loop; dropping it stops the loop.
@@ -97,12 +119,46 @@ impl ControlLoop {
         Ok(ControlLoop { commands, status, thread: Some(thread) })
     }
 
-    /// Replaces the policy (see [`GuardedPolicy::replace`]); blocks until the loop has
-    /// done it, between two ticks.
+    /// Replaces the policy (see [`GuardedPolicy::replace`]); `parameters` `None` keeps
+    /// the current ones. Blocks until the loop has done it, between two ticks.
     pub fn reload(&self, module: PolicyModule, parameters: Option<serde_json::Value>) -> Result<Reloaded, Error> {
-        let (reply, answer) = crossbeam_channel::bounded(1);
-        self.commands.send(Command::Reload { module, parameters, reply }).map_err(|_| Error::ShuttingDown)?;
-        answer.recv().map_err(|_| Error::ShuttingDown)?.map_err(|e| Error::Config(format!("policy reload: {e}")))
+        reload(&self.commands, module, parameters)
+    }
+
+    /// Watches `path` and reloads the policy from it whenever it changes (checked every
+    /// `every`); a module that fails to compile or to dry-run is reported and the one
+    /// deciding stays. The watch ends with the loop.
+    pub fn watch(&self, path: PathBuf, engine: Arc<PolicyEngine>, every: Duration) -> Result<(), Error> {
+        // A weak handle: once the loop is gone, so is the watch.
+        let (commands, status) = (self.commands.clone(), Arc::downgrade(&self.status));
+        let mut seen = modified(&path);
+        let shown = path.display().to_string();
+        std::thread::Builder::new()
+            .name("modelless-policy-watch".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(every);
+                    if status.strong_count() == 0 {
+                        return;
+                    }
+                    let now = modified(&path);
+                    if now == seen {
+                        continue;
+                    }
+                    seen = now;
+                    let reloaded = engine.compile_file(&path).map_err(|e| Error::Config(e.to_string()));
+                    let reloaded = reloaded.and_then(|module| reload(&commands, module, None));
+                    let Some(status) = status.upgrade() else { return };
+                    let mut status = status.lock().unwrap_or_else(PoisonError::into_inner);
+                    match reloaded {
+                        Ok(_) => status.last_watched_reload = now.and_then(|m| m.0.elapsed().ok()),
+                        Err(Error::ShuttingDown) => return,
+                        Err(e) => status.reports.push(format!("reload from {} refused: {e}", path.display())),
+                    }
+                }
+            })
+            .map(drop)
+            .map_err(|e| Error::Config(format!("cannot watch {shown}: {e}")))
     }
 
     /// What the loop has done so far.
@@ -141,9 +197,12 @@ impl LoopState {
                 Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                 Ok(Command::Reload { module, parameters, reply }) => {
                     let name = module.name().to_string();
+                    let parameters = parameters.or_else(|| self.policy.parameters().cloned());
                     let result = self.policy.replace(module, parameters, last_snapshot.as_ref());
                     if result.is_ok() {
-                        self.lock_status().policy = name;
+                        let mut status = self.lock_status();
+                        status.policy = name;
+                        status.reloads += 1;
                     }
                     let _ = reply.send(result);
                 }
@@ -373,6 +432,31 @@ mod tests {
     }
 
     #[test]
+    fn a_watched_file_reloads_when_it_changes() {
+        let task = task();
+        let dir = std::env::temp_dir().join(format!("modelless-watch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("policy.wat");
+        std::fs::write(&path, answering(r#"{"tasks":[]}"#)).unwrap();
+        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+        let tasks: ListTasks = {
+            let task = task.clone();
+            Arc::new(move || vec![task.clone()])
+        };
+        let module = engine.compile_file(&path).unwrap();
+        let control =
+            ControlLoop::start(tasks, module, None, fallback(), ControlConfig::default().with_tick(TICK)).unwrap();
+        control.watch(path.clone(), engine, Duration::from_millis(10)).unwrap();
+        std::fs::write(&path, "not a module").unwrap();
+        wait_for("the refusal", || control.status().reports.iter().any(|r| r.contains("refused")));
+        std::fs::write(&path, answering(r#"{"tasks":[{"task":"classify","variant":"v1"}]}"#)).unwrap();
+        wait_for("the reload", || control.status().reloads == 1);
+        wait_for("the new policy's switch", || task.serving().0.variant == "v1");
+        assert!(control.status().last_watched_reload.is_some());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn a_reload_swaps_the_policy_between_ticks() {
         let task = task();
         let control = start(&task, &answering(r#"{"tasks":[]}"#), HostConfig::default());
@@ -383,6 +467,7 @@ mod tests {
         control.reload(module, None).unwrap();
         assert_eq!(control.status().policy, "switching");
         wait_for("the new policy's switch", || task.serving().0.variant == "v1");
+        assert_eq!(control.status().reloads, 1);
         let broken = engine.compile("broken", answering("not json").as_bytes()).unwrap();
         assert!(control.reload(broken, None).is_err(), "a reload that fails its dry run is refused");
         assert_eq!(control.status().policy, "switching");

@@ -98,6 +98,11 @@ impl GuardedPolicy {
         self
     }
 
+    /// The parameters its instances get.
+    pub fn parameters(&self) -> Option<&serde_json::Value> {
+        self.parameters.as_ref()
+    }
+
     /// The module.
     pub fn module(&self) -> &PolicyModule {
         &self.module
