@@ -27,6 +27,7 @@
 //! [`backend::onnx`] for where it is looked for.
 
 mod runtime;
+mod steering;
 
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
 pub use modelless_runtime::policy_abi;
@@ -39,3 +40,4 @@ pub use modelless_runtime::{
 };
 pub use modelless_runtime::{backend, policy, profile};
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
+pub use steering::PolicyConfig;

@@ -1,7 +1,7 @@
 //! [`Runtime`]: the models an application serves, and the calls to reach them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
 use modelless_runtime::profile::{Profile, ort_profile};
@@ -11,6 +11,8 @@ use modelless_runtime::{
     Ticket,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::steering::{PolicyConfig, RunningPolicy};
 
 /// Everything a runtime is built from; the format of its TOML config file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -25,6 +27,9 @@ pub struct RuntimeConfig {
     /// Tasks, each served by one of its variants.
     #[serde(default)]
     pub tasks: Vec<TaskConfig>,
+    /// The scheduling policy steering the tasks, if any.
+    #[serde(default)]
+    pub policy: Option<PolicyConfig>,
 }
 
 impl RuntimeConfig {
@@ -55,6 +60,9 @@ impl RuntimeConfig {
         }
         self.models.iter_mut().for_each(|m| resolve(&mut m.path));
         self.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()).for_each(|v| resolve(&mut v.path));
+        if let Some(policy) = self.policy.as_mut() {
+            resolve(&mut policy.module);
+        }
     }
 }
 
@@ -105,7 +113,11 @@ impl RuntimeBuilder {
     /// Loads every model (blocking until all are ready) and returns the runtime. The
     /// first model that fails to load fails the build.
     pub fn build(self) -> Result<Runtime, Error> {
-        let runtime = Runtime { onnxruntime: self.config.onnxruntime, registry: Registry::new() };
+        let runtime = Runtime {
+            onnxruntime: self.config.onnxruntime,
+            registry: Arc::new(Registry::new()),
+            policy: Mutex::new(None),
+        };
         for model in self.config.models {
             runtime.load_model(model)?;
         }
@@ -114,6 +126,9 @@ impl RuntimeBuilder {
         }
         for (name, factory, instances, batching) in self.custom {
             runtime.load_backend(&name, factory, instances, batching)?;
+        }
+        if let Some(policy) = self.config.policy {
+            runtime.start_policy(policy)?;
         }
         Ok(runtime)
     }
@@ -147,7 +162,8 @@ impl ModelInfo {
 /// tasks; every call takes `&self`.
 pub struct Runtime {
     onnxruntime: OrtEnvironmentConfig,
-    registry: Registry,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) policy: Mutex<Option<RunningPolicy>>,
 }
 
 impl Runtime {

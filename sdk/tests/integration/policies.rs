@@ -1,11 +1,18 @@
 //! The reference policies: each module, run through the Wasm host on the fixture
-//! snapshots, decides exactly as the same policy called natively.
+//! snapshots, decides exactly as the same policy called natively; and a runtime steered
+//! by a policy module, reloaded, and configured from a file.
 
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::policy::{HostConfig, PolicyEngine};
 use modelless::policy_abi::guest::Policy;
 use modelless::policy_abi::{Decision, Snapshot};
+use modelless::{Error, MakeBackend, PolicyConfig, Runtime, RuntimeConfig, TaskConfig, VariantConfig, WarmupConfig};
 
-use crate::common::{fixture_snapshots, policy_module};
+use crate::common::{fixture_snapshots, policy_module, wait_for};
 
 /// Decisions of the module `name` and of `native`, tick by tick.
 fn both<P: Policy>(name: &str, mut native: P, snapshots: &[Snapshot]) -> (Vec<Decision>, Vec<Decision>) {
@@ -29,4 +36,62 @@ fn static_keeps_what_each_task_had_on_its_first_tick_natively_and_as_wasm() {
         ("classify", Some("mobilenetv2-1.0"), Some(8))
     );
     assert_eq!(back.max_queue_delay_us, None);
+}
+
+/// A runtime serving task `classify` (fake variants v0 active, v1) steered by `static`.
+fn steered_runtime() -> Runtime {
+    let fake = FakeConfig { per_batch: Duration::from_millis(1), ..FakeConfig::default() };
+    let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(fake.clone(), BatchLog::default()));
+    let variant =
+        |name: &str, accuracy| VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
+    let task = TaskConfig::new("classify").with_variant(variant("v0", 60.0)).with_variant(variant("v1", 70.0));
+    let rt = Runtime::builder().build().unwrap();
+    rt.add_task_with(task, make).unwrap();
+    rt.start_policy(PolicyConfig::new(policy_module("static")).with_tick(Duration::from_millis(30))).unwrap();
+    rt
+}
+
+#[test]
+fn the_static_module_steers_a_task_back_to_its_configured_variant() {
+    let rt = steered_runtime();
+    // `static` keeps what it saw on its first tick.
+    wait_for(|| rt.policy_status().unwrap().ticks > 0);
+    rt.switch_variant("classify", "v1").unwrap();
+    wait_for(|| rt.task_status("classify").unwrap().active == "v0");
+    let status = rt.policy_status().unwrap();
+    assert!(status.ticks > 0 && status.switches >= 1 && status.failures.is_empty(), "{status:?}");
+    assert_eq!(status.policy, "static");
+}
+
+#[test]
+fn a_reload_from_a_broken_file_is_refused_and_the_running_policy_stays() {
+    let rt = steered_runtime();
+    let broken = std::env::temp_dir().join(format!("modelless-broken-policy-{}.wasm", std::process::id()));
+    std::fs::write(&broken, b"\0asm\x01\0\0\0 truncated").unwrap();
+    assert!(rt.reload_policy(&broken).is_err());
+    std::fs::remove_file(&broken).unwrap();
+    let took = rt.reload_policy(policy_module("static")).unwrap();
+    assert!(took > Duration::ZERO);
+    let status = rt.policy_status().unwrap();
+    assert_eq!((status.policy.as_str(), status.reloads), ("static", 1));
+    rt.stop_policy();
+    assert!(rt.policy_status().is_none());
+}
+
+#[test]
+fn the_config_file_names_the_policy_and_its_settings() {
+    let text = r#"
+        [policy]
+        module = "static.wasm"
+        tick_ms = 250
+        watch = true
+        parameters = { target_cpu = 65 }
+    "#;
+    let config = RuntimeConfig::from_toml(text, Path::new("/policies")).unwrap();
+    let policy = config.policy.unwrap();
+    assert_eq!(policy.module, Path::new("/policies/static.wasm"));
+    assert_eq!((policy.tick_ms, policy.deadline_ms, policy.watch), (250, 10, true));
+    assert_eq!(policy.parameters.unwrap()["target_cpu"], 65);
+    let wrong = RuntimeConfig::from_toml("[policy]\nmodule = \"p.wasm\"\ntick = 5\n", Path::new("."));
+    assert!(matches!(wrong, Err(Error::Config(m)) if m.contains("tick")));
 }

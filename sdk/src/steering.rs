@@ -1,0 +1,143 @@
+//! The runtime's scheduling policy: a Wasm module that decides, every tick, which
+//! variant serves each task and with what batching knobs; started from the config or
+//! by call, reloaded by call or when its file changes.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use modelless_runtime::Error;
+use modelless_runtime::policy::{
+    ControlConfig, ControlLoop, ControlStatus, HostConfig, KeepConfigured, ListTasks, PolicyEngine,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::Runtime;
+
+/// The policy section of the config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// The module (`.wasm`, or `.wat` text).
+    pub module: PathBuf,
+    /// Parameters for its `init`.
+    #[serde(default)]
+    pub parameters: Option<serde_json::Value>,
+    /// Time between decisions, in ms.
+    #[serde(default = "default_tick_ms")]
+    pub tick_ms: u64,
+    /// Longest one decision may take, in ms.
+    #[serde(default = "default_deadline_ms")]
+    pub deadline_ms: u64,
+    /// Most memory the module may have, in MiB.
+    #[serde(default = "default_memory_limit_mib")]
+    pub memory_limit_mib: usize,
+    /// Reload the module when its file changes.
+    #[serde(default)]
+    pub watch: bool,
+}
+
+fn default_tick_ms() -> u64 {
+    1000
+}
+
+fn default_deadline_ms() -> u64 {
+    10
+}
+
+fn default_memory_limit_mib() -> usize {
+    16
+}
+
+impl PolicyConfig {
+    /// The module at `path` with default settings.
+    pub fn new(module: impl Into<PathBuf>) -> Self {
+        PolicyConfig {
+            module: module.into(),
+            parameters: None,
+            tick_ms: default_tick_ms(),
+            deadline_ms: default_deadline_ms(),
+            memory_limit_mib: default_memory_limit_mib(),
+            watch: false,
+        }
+    }
+
+    /// Sets the time between decisions.
+    pub fn with_tick(mut self, tick: Duration) -> Self {
+        self.tick_ms = tick.as_millis() as u64;
+        self
+    }
+
+    /// Reloads the module when its file changes.
+    pub fn with_watch(mut self, watch: bool) -> Self {
+        self.watch = watch;
+        self
+    }
+
+    /// Sets the module's parameters.
+    pub fn with_parameters(mut self, parameters: serde_json::Value) -> Self {
+        self.parameters = Some(parameters);
+        self
+    }
+}
+
+/// The policy a runtime runs.
+pub(crate) struct RunningPolicy {
+    engine: Arc<PolicyEngine>,
+    control: ControlLoop,
+}
+
+/// How often a watched module file is checked.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+impl Runtime {
+    /// Starts steering every task with the policy `config` names (replacing any before
+    /// it). The configured knobs each task has now are what the native fallback keeps
+    /// should the module fail repeatedly.
+    pub fn start_policy(&self, config: PolicyConfig) -> Result<(), Error> {
+        let host = HostConfig::default()
+            .with_deadline(Duration::from_millis(config.deadline_ms.max(1)))
+            .with_memory_limit(config.memory_limit_mib << 20);
+        let engine = PolicyEngine::new(host).map_err(policy_error)?;
+        let module = engine.compile_file(&config.module).map_err(policy_error)?;
+        let tasks: ListTasks = {
+            let registry = self.registry.clone();
+            Arc::new(move || registry.tasks())
+        };
+        let fallback = KeepConfigured::new(self.registry.tasks().iter().map(|t| (t.name().to_string(), t.serving().0)));
+        let tick = Duration::from_millis(config.tick_ms.max(1));
+        let control =
+            ControlLoop::start(tasks, module, config.parameters, fallback, ControlConfig::default().with_tick(tick))?;
+        if config.watch {
+            control.watch(config.module.clone(), engine.clone(), WATCH_EVERY)?;
+        }
+        *self.policy.lock().unwrap_or_else(PoisonError::into_inner) = Some(RunningPolicy { engine, control });
+        Ok(())
+    }
+
+    /// Replaces the running policy with the module at `path` (compiled, dry-run on the
+    /// last snapshot, handed the old one's state); the old one stays if that fails.
+    /// Returns how long it took.
+    pub fn reload_policy(&self, path: impl AsRef<Path>) -> Result<Duration, Error> {
+        let started = Instant::now();
+        let guard = self.policy.lock().unwrap_or_else(PoisonError::into_inner);
+        let running = guard.as_ref().ok_or_else(|| Error::Config("no policy is running".into()))?;
+        let module = running.engine.compile_file(path.as_ref()).map_err(policy_error)?;
+        running.control.reload(module, None)?;
+        Ok(started.elapsed())
+    }
+
+    /// What the running policy has done, if one runs.
+    pub fn policy_status(&self) -> Option<ControlStatus> {
+        self.policy.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|p| p.control.status())
+    }
+
+    /// Stops the running policy; tasks keep the knobs they have.
+    pub fn stop_policy(&self) {
+        self.policy.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
+}
+
+fn policy_error(e: modelless_runtime::policy::PolicyError) -> Error {
+    Error::Config(format!("policy: {e}"))
+}
