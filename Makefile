@@ -14,6 +14,7 @@ demo: setup
 
 test: setup
 	cargo test --workspace --all-features --locked
+	cargo test --manifest-path policies-wasm/Cargo.toml --locked
 
 bench: setup
 	cargo bench -p modelless-runtime --bench serving

@@ -38,6 +38,15 @@ fn static_keeps_what_each_task_had_on_its_first_tick_natively_and_as_wasm() {
     assert_eq!(back.max_queue_delay_us, None);
 }
 
+#[test]
+fn cpu_threshold_decides_alike_natively_and_as_wasm() {
+    let snapshots = fixture_snapshots("load-changes");
+    let (wasm, native) = both("cpu-threshold", modelless_policy_cpu_threshold::CpuThreshold::default(), &snapshots);
+    assert_eq!(wasm, native);
+    // The fixture's CPU starts at 35 %: with little demand, both tasks step up at once.
+    assert!(wasm[0].tasks.iter().any(|t| t.variant.is_some()), "{:?}", wasm[0]);
+}
+
 /// A runtime serving task `classify` (fake variants v0 active, v1) steered by `static`.
 fn steered_runtime() -> Runtime {
     let fake = FakeConfig { per_batch: Duration::from_millis(1), ..FakeConfig::default() };
