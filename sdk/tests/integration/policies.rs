@@ -47,6 +47,16 @@ fn cpu_threshold_decides_alike_natively_and_as_wasm() {
     assert!(wasm[0].tasks.iter().any(|t| t.variant.is_some()), "{:?}", wasm[0]);
 }
 
+#[test]
+fn cheapest_meeting_slo_decides_alike_natively_and_as_wasm() {
+    let snapshots = fixture_snapshots("load-changes");
+    let native = modelless_policy_cheapest_meeting_slo::CheapestMeetingSlo::default();
+    let (wasm, native) = both("cheapest-meeting-slo", native, &snapshots);
+    assert_eq!(wasm, native);
+    // Light load and a 100 ms target: the cheapest variant meets it.
+    assert!(wasm[0].tasks.iter().any(|t| t.variant.as_deref() == Some("mobilenetv2-0.35")), "{:?}", wasm[0]);
+}
+
 /// A runtime serving task `classify` (fake variants v0 active, v1) steered by `static`.
 fn steered_runtime() -> Runtime {
     let fake = FakeConfig { per_batch: Duration::from_millis(1), ..FakeConfig::default() };
