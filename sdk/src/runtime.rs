@@ -62,6 +62,9 @@ impl RuntimeConfig {
         self.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()).for_each(|v| resolve(&mut v.path));
         if let Some(policy) = self.policy.as_mut() {
             resolve(&mut policy.module);
+            if let Some(record) = policy.record.as_mut() {
+                resolve(record);
+            }
         }
     }
 }

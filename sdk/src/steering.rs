@@ -35,6 +35,10 @@ pub struct PolicyConfig {
     /// Reload the module when its file changes.
     #[serde(default)]
     pub watch: bool,
+    /// Append every tick's snapshot and decision to this JSON Lines file, for
+    /// `modelless policy replay`.
+    #[serde(default)]
+    pub record: Option<PathBuf>,
 }
 
 fn default_tick_ms() -> u64 {
@@ -59,6 +63,7 @@ impl PolicyConfig {
             deadline_ms: default_deadline_ms(),
             memory_limit_mib: default_memory_limit_mib(),
             watch: false,
+            record: None,
         }
     }
 
@@ -106,8 +111,9 @@ impl Runtime {
         };
         let fallback = KeepConfigured::new(self.registry.tasks().iter().map(|t| (t.name().to_string(), t.serving().0)));
         let tick = Duration::from_millis(config.tick_ms.max(1));
-        let control =
-            ControlLoop::start(tasks, module, config.parameters, fallback, ControlConfig::default().with_tick(tick))?;
+        let mut control_config = ControlConfig::default().with_tick(tick);
+        control_config.record = config.record.clone();
+        let control = ControlLoop::start(tasks, module, config.parameters, fallback, control_config)?;
         if config.watch {
             control.watch(config.module.clone(), engine.clone(), WATCH_EVERY)?;
         }
@@ -125,6 +131,16 @@ impl Runtime {
         let module = running.engine.compile_file(path.as_ref()).map_err(policy_error)?;
         running.control.reload(module, None)?;
         Ok(started.elapsed())
+    }
+
+    /// Runs the module at `path` in shadow beside the running policy: it decides every
+    /// tick, and its decisions show in the status (and the recording) but are never
+    /// applied. `None` stops the shadow.
+    pub fn shadow_policy(&self, path: Option<&Path>) -> Result<(), Error> {
+        let guard = self.policy.lock().unwrap_or_else(PoisonError::into_inner);
+        let running = guard.as_ref().ok_or_else(|| Error::Config("no policy is running".into()))?;
+        let module = path.map(|p| running.engine.compile_file(p)).transpose().map_err(policy_error)?;
+        running.control.set_shadow(module.map(|m| (m, None)))
     }
 
     /// What the running policy has done, if one runs.

@@ -16,6 +16,7 @@ use modelless_policy_abi::{ABI_VERSION, Decision, Snapshot, SystemSnapshot, Task
 use super::error::PolicyError;
 use super::guard::{DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 use super::host::{PolicyEngine, PolicyModule};
+use super::record::{RecordedTick, Recorder};
 use crate::error::Error;
 use crate::metrics::{CpuSample, machine_memory};
 use crate::registry::Task;
@@ -30,11 +31,13 @@ pub struct ControlConfig {
     pub tick: Duration,
     /// Consecutive failures after which the native fallback decides.
     pub max_failures: u32,
+    /// A JSON Lines file every tick's snapshot and decision is appended to.
+    pub record: Option<PathBuf>,
 }
 
 impl Default for ControlConfig {
     fn default() -> Self {
-        ControlConfig { tick: Duration::from_secs(1), max_failures: super::guard::DEFAULT_MAX_FAILURES }
+        ControlConfig { tick: Duration::from_secs(1), max_failures: super::guard::DEFAULT_MAX_FAILURES, record: None }
     }
 }
 
@@ -42,6 +45,12 @@ impl ControlConfig {
     /// Sets the time between ticks.
     pub fn with_tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
+        self
+    }
+
+    /// Records every tick to `path` (JSON Lines, appended).
+    pub fn with_record(mut self, path: impl Into<PathBuf>) -> Self {
+        self.record = Some(path.into());
         self
     }
 }
@@ -68,10 +77,15 @@ pub struct ControlStatus {
     /// The last reload by the file watch: from the file's modification to the new
     /// module deciding.
     pub last_watched_reload: Option<Duration>,
+    /// The shadow policy, when one runs.
+    pub shadow: Option<String>,
+    /// The shadow's last decision (never applied).
+    pub shadow_decision: Option<Decision>,
 }
 
 enum Command {
     Reload { module: PolicyModule, parameters: Option<serde_json::Value>, reply: Sender<Result<Reloaded, PolicyError>> },
+    Shadow(Option<Box<GuardedPolicy>>),
     Stop,
 }
 
@@ -111,7 +125,21 @@ impl ControlLoop {
         let (commands, inbox) = crossbeam_channel::unbounded();
         let status = Arc::new(Mutex::new(ControlStatus { policy: module.name().to_string(), ..Default::default() }));
         let policy = GuardedPolicy::new(module, parameters, fallback).with_max_failures(config.max_failures);
-        let state = LoopState { tasks, policy, status: status.clone(), switching: Arc::default(), config };
+        let recorder = match &config.record {
+            Some(path) => Some(
+                Recorder::open(path).map_err(|e| Error::Config(format!("cannot record to {}: {e}", path.display())))?,
+            ),
+            None => None,
+        };
+        let state = LoopState {
+            tasks,
+            policy,
+            shadow: None,
+            recorder,
+            status: status.clone(),
+            switching: Arc::default(),
+            config,
+        };
         let thread = std::thread::Builder::new()
             .name("modelless-control".into())
             .spawn(move || state.run(inbox))
@@ -161,6 +189,15 @@ impl ControlLoop {
             .map_err(|e| Error::Config(format!("cannot watch {shown}: {e}")))
     }
 
+    /// Runs `module` in shadow from the next tick: it decides on every snapshot, its
+    /// decisions are kept in the status (and the recording), never applied. `None`
+    /// stops the shadow.
+    pub fn set_shadow(&self, module: Option<(PolicyModule, Option<serde_json::Value>)>) -> Result<(), Error> {
+        let shadow =
+            module.map(|(module, parameters)| GuardedPolicy::new(module, parameters, KeepConfigured::default()));
+        self.commands.send(Command::Shadow(shadow.map(Box::new))).map_err(|_| Error::ShuttingDown)
+    }
+
     /// What the loop has done so far.
     pub fn status(&self) -> ControlStatus {
         self.status.lock().unwrap_or_else(PoisonError::into_inner).clone()
@@ -179,6 +216,8 @@ impl Drop for ControlLoop {
 struct LoopState {
     tasks: ListTasks,
     policy: GuardedPolicy,
+    shadow: Option<Box<GuardedPolicy>>,
+    recorder: Option<Recorder>,
     status: Arc<Mutex<ControlStatus>>,
     /// Tasks with a switch under way.
     switching: Arc<Mutex<HashSet<String>>>,
@@ -195,6 +234,13 @@ impl LoopState {
         loop {
             match inbox.recv_timeout(next_tick.saturating_duration_since(Instant::now())) {
                 Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(Command::Shadow(shadow)) => {
+                    let mut status = self.lock_status();
+                    status.shadow = shadow.as_ref().map(|s| s.module().name().to_string());
+                    status.shadow_decision = None;
+                    drop(status);
+                    self.shadow = shadow;
+                }
                 Ok(Command::Reload { module, parameters, reply }) => {
                     let name = module.name().to_string();
                     let parameters = parameters.or_else(|| self.policy.parameters().cloned());
@@ -213,12 +259,31 @@ impl LoopState {
                     let snapshot = snapshot(&tasks, tick, started.elapsed(), now.zip(cpu));
                     cpu = now;
                     let decided = self.policy.decide(&snapshot);
-                    let reports = self.apply(&tasks, &decided.decision);
+                    let shadow = self.shadow.as_mut().map(|s| s.decide(&snapshot).decision);
+                    let mut reports = self.apply(&tasks, &decided.decision);
+                    if let Some(recorder) = &mut self.recorder {
+                        let by = match decided.by {
+                            DecidedBy::Module => "module",
+                            DecidedBy::Fallback => "fallback",
+                            DecidedBy::Discarded(_) => "discarded",
+                        };
+                        let tick = RecordedTick {
+                            snapshot: snapshot.clone(),
+                            decision: decided.decision.clone(),
+                            by: by.into(),
+                            shadow: shadow.clone(),
+                        };
+                        if let Err(e) = recorder.write(&tick) {
+                            reports.push(format!("recording stopped: {e}"));
+                            self.recorder = None;
+                        }
+                    }
                     let mut status = self.lock_status();
                     status.ticks = tick + 1;
                     status.failures = self.policy.failures().clone();
                     status.on_fallback = decided.by == DecidedBy::Fallback;
                     status.last_decision = decided.decision;
+                    status.shadow_decision = shadow;
                     status.reports.extend(reports);
                     let excess = status.reports.len().saturating_sub(32);
                     status.reports.drain(..excess);
@@ -454,6 +519,35 @@ mod tests {
         wait_for("the new policy's switch", || task.serving().0.variant == "v1");
         assert!(control.status().last_watched_reload.is_some());
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_shadow_decides_every_tick_without_being_applied_and_ticks_are_recorded() {
+        let task = task();
+        let record = std::env::temp_dir().join(format!("modelless-control-record-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&record);
+        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+        let module = engine.compile("keep", answering(r#"{"tasks":[]}"#).as_bytes()).unwrap();
+        let tasks: ListTasks = {
+            let task = task.clone();
+            Arc::new(move || vec![task.clone()])
+        };
+        let config = ControlConfig::default().with_tick(TICK).with_record(&record);
+        let control = ControlLoop::start(tasks, module, None, fallback(), config).unwrap();
+        let candidate = answering(r#"{"tasks":[{"task":"classify","variant":"v1"}]}"#);
+        control.set_shadow(Some((engine.compile("candidate", candidate.as_bytes()).unwrap(), None))).unwrap();
+        wait_for("a shadow decision", || control.status().shadow_decision.is_some());
+        std::thread::sleep(TICK * 3);
+        assert_eq!(task.serving().0.variant, "v0", "a shadow's decisions are never applied");
+        let status = control.status();
+        assert_eq!(status.shadow.as_deref(), Some("candidate"));
+        assert_eq!(status.shadow_decision.unwrap().tasks[0].variant.as_deref(), Some("v1"));
+        drop(control);
+        let ticks: Vec<RecordedTick> =
+            std::fs::read_to_string(&record).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert!(ticks.len() >= 3 && ticks.iter().all(|t| t.by == "module" && t.decision.tasks.is_empty()));
+        assert!(ticks.iter().any(|t| t.shadow.is_some()) && ticks[0].snapshot.tasks[0].name == "classify");
+        std::fs::remove_file(record).unwrap();
     }
 
     #[test]

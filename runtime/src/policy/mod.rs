@@ -8,6 +8,7 @@ mod control;
 mod error;
 mod guard;
 mod host;
+mod record;
 #[cfg(test)]
 mod test_modules;
 
@@ -15,3 +16,4 @@ pub use control::{ControlConfig, ControlLoop, ControlStatus, ListTasks};
 pub use error::PolicyError;
 pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 pub use host::{HostConfig, PolicyEngine, PolicyInstance, PolicyLog, PolicyModule};
+pub use record::{RecordedTick, Recorder, Replayed, read_ticks, replay};

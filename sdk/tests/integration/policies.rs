@@ -114,3 +114,24 @@ fn the_config_file_names_the_policy_and_its_settings() {
     let wrong = RuntimeConfig::from_toml("[policy]\nmodule = \"p.wasm\"\ntick = 5\n", Path::new("."));
     assert!(matches!(wrong, Err(Error::Config(m)) if m.contains("tick")));
 }
+
+#[test]
+fn a_recorded_run_replays_to_the_same_decisions_and_a_shadow_is_never_applied() {
+    let record = std::env::temp_dir().join(format!("modelless-sdk-record-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&record);
+    let rt = steered_runtime();
+    let mut config = PolicyConfig::new(policy_module("static")).with_tick(Duration::from_millis(30));
+    config.record = Some(record.clone());
+    rt.start_policy(config).unwrap();
+    rt.shadow_policy(Some(&policy_module("cheapest-meeting-slo"))).unwrap();
+    wait_for(|| rt.policy_status().unwrap().shadow_decision.is_some());
+    assert_eq!(rt.policy_status().unwrap().shadow.as_deref(), Some("cheapest-meeting-slo"));
+    rt.stop_policy();
+    let ticks = modelless::policy::read_ticks(&record).unwrap();
+    assert!(ticks.len() >= 3 && ticks.iter().all(|t| t.1.is_some()));
+    let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+    let mut again = engine.compile_file(&policy_module("static")).unwrap().instantiate(None).unwrap();
+    let replayed = modelless::policy::replay(&mut again, &ticks);
+    assert!(replayed.iter().all(|r| r.differs == Some(false)), "{replayed:?}");
+    std::fs::remove_file(record).unwrap();
+}
