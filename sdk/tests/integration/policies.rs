@@ -57,6 +57,17 @@ fn cheapest_meeting_slo_decides_alike_natively_and_as_wasm() {
     assert!(wasm[0].tasks.iter().any(|t| t.variant.as_deref() == Some("mobilenetv2-0.35")), "{:?}", wasm[0]);
 }
 
+#[test]
+fn slo_predictive_decides_alike_natively_and_as_wasm() {
+    let snapshots = fixture_snapshots("load-changes");
+    let native = modelless_policy_slo_predictive::SloPredictive::default();
+    let (wasm, native) = both("slo-predictive", native, &snapshots);
+    assert_eq!(wasm, native);
+    // Tick 3 has `classify` at 210 requests a second and its p99 over the target.
+    let classify = wasm[3].tasks.iter().find(|t| t.task == "classify");
+    assert!(classify.is_some_and(|t| t.variant.is_some()), "{:?}", wasm[3]);
+}
+
 /// A runtime serving task `classify` (fake variants v0 active, v1) steered by `static`.
 fn steered_runtime() -> Runtime {
     let fake = FakeConfig { per_batch: Duration::from_millis(1), ..FakeConfig::default() };
