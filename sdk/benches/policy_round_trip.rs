@@ -1,5 +1,6 @@
 //! How long a policy decision takes through the Wasm host, against the same policy
-//! called natively on the same JSON.
+//! called natively on the same JSON: for `static` (decoding the snapshot is nearly all
+//! its work) and for `slo-predictive` (which predicts every variant of every task).
 //!
 //! Run: `make bench-policy` (or `cargo bench -p modelless --bench policy_round_trip`).
 //! The snapshot has 8 tasks of 6 variants each, every variant with its profile. Both
@@ -18,11 +19,12 @@ use anyhow::{Context, Result};
 use modelless::policy::{
     ControlConfig, ControlLoop, GuardedPolicy, HostConfig, KeepConfigured, ListTasks, PolicyEngine,
 };
-use modelless::policy_abi::guest::decide_json;
+use modelless::policy_abi::guest::{Policy, decide_json};
 use modelless::policy_abi::{
     Decision, Demand, LatencyFit, LatencySummary, PolicyOutput, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot,
     Throughput, VariantCost, VariantSnapshot, VariantState,
 };
+use modelless_policy_slo_predictive::SloPredictive;
 use modelless_policy_static::Static;
 
 const TASKS: usize = 8;
@@ -32,13 +34,61 @@ const CALLS_PER_ROUND: usize = 250;
 
 fn main() -> Result<()> {
     let snapshot = snapshot();
-    let module = policy_module("static")?;
+    let json = serde_json::to_vec(&snapshot)?;
     let engine = PolicyEngine::new(HostConfig::default())?;
+    let module = policy_module("static")?;
     let reload = reload_times(&engine, &module, &snapshot)?;
     let watched = watched_reload(&engine, &module)?;
-    let mut wasm = engine.compile_file(&module)?.instantiate(None)?;
-    let mut native = Static::default();
-    let json = serde_json::to_vec(&snapshot)?;
+    let rows = [
+        round_trips(&engine, "static", Static::default(), &json)?,
+        round_trips(&engine, "slo-predictive", SloPredictive::default(), &json)?,
+    ];
+    let mut encode_us: Vec<f64> = (0..ROUNDS * CALLS_PER_ROUND)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(serde_json::to_vec(&snapshot).map(|j| j.len()).unwrap_or(0));
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    let (e50, e99) = (percentile(&mut encode_us, 0.5), percentile(&mut encode_us, 0.99));
+    let mut report = format!(
+        "## Policy decision round trip\n\nSnapshot of {TASKS} tasks × {VARIANTS} variants with their profiles, {} \
+         bytes of JSON; {} calls each way per policy, alternating.\n\n\
+         | policy | Wasm host p50 µs | p99 µs | native p50 µs | p99 µs | ratio p50 | ratio p99 |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
+        json.len(),
+        ROUNDS * CALLS_PER_ROUND,
+    );
+    for (name, [h50, h99, n50, n99]) in &rows {
+        report.push_str(&format!(
+            "| {name} | {h50:.1} | {h99:.1} | {n50:.1} | {n99:.1} | {:.2} | {:.2} |\n",
+            h50 / n50,
+            h99 / n99
+        ));
+    }
+    report.push_str(&format!(
+        "\nThe control loop encodes a tick's snapshot once, for the policy, a shadow and the recording alike; \
+         encoding it took p50 {e50:.1} µs, p99 {e99:.1} µs more.\n\n\
+         Replacing the module (`static`, as a hot reload does, file already read), median of 5: {reload}. \
+         Through the file watch (checked every 100 ms), from writing the file to the new module deciding: \
+         {watched:.0} ms.\n"
+    ));
+    println!("{report}");
+    let out = output_dir();
+    std::fs::create_dir_all(&out)?;
+    std::fs::write(out.join("policy.md"), &report)?;
+    eprintln!("written to {}", out.display());
+    Ok(())
+}
+
+/// p50 and p99 of the round trip through the host and natively, in µs, alternating.
+fn round_trips<P: Policy>(
+    engine: &Arc<PolicyEngine>,
+    name: &'static str,
+    mut native: P,
+    json: &[u8],
+) -> Result<(&'static str, [f64; 4])> {
+    let mut wasm = engine.compile_file(&policy_module(name)?)?.instantiate(None)?;
     let mut through_host = |json: &[u8]| -> Result<Decision> { Ok(wasm.decide_json(json)?) };
     let mut natively = |json: &[u8]| -> Result<Decision> {
         match serde_json::from_slice(&decide_json(&mut native, json))? {
@@ -46,49 +96,23 @@ fn main() -> Result<()> {
             PolicyOutput::Error { error } => anyhow::bail!(error),
         }
     };
-    anyhow::ensure!(through_host(&json)? == natively(&json)?, "the module and the native policy disagree");
-    let (mut host_us, mut native_us, mut encode_us) = (Vec::new(), Vec::new(), Vec::new());
+    anyhow::ensure!(through_host(json)? == natively(json)?, "{name}: the module and the native policy disagree");
+    let (mut host_us, mut native_us) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         for _ in 0..CALLS_PER_ROUND {
             let t = Instant::now();
-            std::hint::black_box(through_host(&json)?);
+            std::hint::black_box(through_host(json)?);
             host_us.push(t.elapsed().as_secs_f64() * 1e6);
             let t = Instant::now();
-            std::hint::black_box(natively(&json)?);
+            std::hint::black_box(natively(json)?);
             native_us.push(t.elapsed().as_secs_f64() * 1e6);
-            let t = Instant::now();
-            std::hint::black_box(serde_json::to_vec(&snapshot)?);
-            encode_us.push(t.elapsed().as_secs_f64() * 1e6);
         }
-        eprint!("\rround {}/{ROUNDS}", round + 1);
+        eprint!("\r{name}: round {}/{ROUNDS}", round + 1);
     }
     eprintln!();
     let (h50, h99) = (percentile(&mut host_us, 0.5), percentile(&mut host_us, 0.99));
     let (n50, n99) = (percentile(&mut native_us, 0.5), percentile(&mut native_us, 0.99));
-    let (e50, e99) = (percentile(&mut encode_us, 0.5), percentile(&mut encode_us, 0.99));
-    let report = format!(
-        "## Policy decision round trip\n\n`static` policy; snapshot of {TASKS} tasks × {VARIANTS} variants with their \
-         profiles, {} bytes of JSON; {} calls each, alternating.\n\n\
-         | path | p50 µs | p99 µs |\n|---|---:|---:|\n\
-         | through the Wasm host | {h50:.1} | {h99:.1} |\n\
-         | native, same JSON | {n50:.1} | {n99:.1} |\n\
-         | ratio | {:.2} | {:.2} |\n\n\
-         The control loop encodes a tick's snapshot once, for the policy, a shadow and the recording alike; \
-         encoding it took p50 {e50:.1} µs, p99 {e99:.1} µs more.\n\n\
-         Replacing the module (as a hot reload does, file already read), median of 5: {reload}. \
-         Through the file watch (checked every 100 ms), from writing the file to the new module deciding: \
-         {watched:.0} ms.\n",
-        json.len(),
-        ROUNDS * CALLS_PER_ROUND,
-        h50 / n50,
-        h99 / n99
-    );
-    println!("{report}");
-    let out = output_dir();
-    std::fs::create_dir_all(&out)?;
-    std::fs::write(out.join("policy.md"), &report)?;
-    eprintln!("written to {}", out.display());
-    Ok(())
+    Ok((name, [h50, h99, n50, n99]))
 }
 
 /// How long a replacement takes: compiling the module, then instantiating it and
