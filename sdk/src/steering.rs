@@ -122,14 +122,23 @@ impl Runtime {
     }
 
     /// Replaces the running policy with the module at `path` (compiled, dry-run on the
-    /// last snapshot, handed the old one's state); the old one stays if that fails.
-    /// Returns how long it took.
+    /// last snapshot, handed the old one's state), keeping its parameters; the old one
+    /// stays if that fails. Returns how long it took.
     pub fn reload_policy(&self, path: impl AsRef<Path>) -> Result<Duration, Error> {
+        self.reload(path.as_ref(), None)
+    }
+
+    /// Like [`Runtime::reload_policy`], with new parameters for the new module.
+    pub fn reload_policy_with(&self, path: impl AsRef<Path>, parameters: serde_json::Value) -> Result<Duration, Error> {
+        self.reload(path.as_ref(), Some(parameters))
+    }
+
+    fn reload(&self, path: &Path, parameters: Option<serde_json::Value>) -> Result<Duration, Error> {
         let started = Instant::now();
         let guard = self.policy.lock().unwrap_or_else(PoisonError::into_inner);
         let running = guard.as_ref().ok_or_else(|| Error::Config("no policy is running".into()))?;
-        let module = running.engine.compile_file(path.as_ref()).map_err(policy_error)?;
-        running.control.reload(module, None)?;
+        let module = running.engine.compile_file(path).map_err(policy_error)?;
+        running.control.reload(module, parameters)?;
         Ok(started.elapsed())
     }
 

@@ -77,6 +77,8 @@ pub struct ControlStatus {
     /// The last reload by the file watch: from the file's modification to the new
     /// module deciding.
     pub last_watched_reload: Option<Duration>,
+    /// The machine's CPU utilisation in the last snapshot, in %.
+    pub cpu_host_percent: Option<f64>,
     /// The shadow policy, when one runs.
     pub shadow: Option<String>,
     /// The shadow's last decision (never applied).
@@ -284,6 +286,7 @@ impl LoopState {
                     status.on_fallback = decided.by == DecidedBy::Fallback;
                     status.last_decision = decided.decision;
                     status.shadow_decision = shadow;
+                    status.cpu_host_percent = snapshot.system.cpu_host_percent;
                     status.reports.extend(reports);
                     let excess = status.reports.len().saturating_sub(32);
                     status.reports.drain(..excess);

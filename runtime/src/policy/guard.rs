@@ -141,25 +141,34 @@ impl GuardedPolicy {
 
     /// Replaces the module, as a hot reload does: the new one is instantiated and
     /// dry-run on `last_snapshot` first, and takes the old instance's state when both
-    /// carry state. On any failure the old module stays and the error is returned.
+    /// carry state and the new one accepts it (a module of another policy may not: it
+    /// then starts fresh). On any other failure the old module stays and the error is
+    /// returned.
     pub fn replace(
         &mut self,
         module: PolicyModule,
         parameters: Option<serde_json::Value>,
         last_snapshot: Option<&Snapshot>,
     ) -> Result<Reloaded, PolicyError> {
-        let mut instance = module.instantiate(parameters.as_ref())?;
-        if let Some(snapshot) = last_snapshot {
-            instance.decide(snapshot)?;
-        }
         let state = match (&mut self.instance, module.carries_state()) {
             (Some(old), true) if self.module.carries_state() => old.save_state().ok().flatten(),
             _ => None,
         };
+        let mut instance = module.instantiate(parameters.as_ref())?;
         let carried_state = match &state {
-            Some(state) => instance.load_state(state)?,
+            Some(state) => match instance.load_state(state) {
+                Ok(taken) => taken,
+                Err(e) => {
+                    tracing::info!(policy = module.name(), error = %e, "the new policy refused the old one's state");
+                    instance = module.instantiate(parameters.as_ref())?;
+                    false
+                }
+            },
             None => false,
         };
+        if let Some(snapshot) = last_snapshot {
+            instance.decide(snapshot)?;
+        }
         self.module = module;
         self.parameters = parameters;
         self.instance = Some(instance);
@@ -235,6 +244,31 @@ mod tests {
         ));
         let reloaded = guarded.replace(compile(&needs_state), None, None).unwrap();
         assert_eq!(reloaded, Reloaded { carried_state: true });
+        assert_eq!(guarded.decide(&snapshot("small")).by, DecidedBy::Module);
+    }
+
+    #[test]
+    fn a_replacement_that_refuses_the_old_state_starts_fresh() {
+        let state = r#"(data (i32.const 1400) "{\"n\":1}")
+               (func (export "save_state") (result i64) (i64.or (i64.shl (i64.const 1400) (i64.const 32)) (i64.const 7)))"#;
+        let saves = policy(
+            EMPTY_DECISION,
+            &format!("{state} (func (export \"load_state\") (param i32 i32) (result i64) (i64.const 0))"),
+        );
+        // Answers `{"error":"nope"}` (16 bytes at 1500) to any state.
+        let refuses = policy(
+            EMPTY_DECISION,
+            &format!(
+                r#"{state}
+                   (data (i32.const 1500) "{{\"error\":\"nope\"}}")
+                   (func (export "load_state") (param i32 i32) (result i64)
+                       (i64.or (i64.shl (i64.const 1500) (i64.const 32)) (i64.const 16)))"#
+            ),
+        );
+        let mut guarded = guarded(&saves);
+        guarded.decide(&snapshot("small"));
+        let reloaded = guarded.replace(compile(&refuses), None, Some(&snapshot("small"))).unwrap();
+        assert_eq!(reloaded, Reloaded { carried_state: false });
         assert_eq!(guarded.decide(&snapshot("small")).by, DecidedBy::Module);
     }
 
