@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the policies of policies-wasm/ for wasm32-unknown-unknown and copies each
-# module to .modelless/policies/<name>.wasm, where tests and examples load them.
+# Builds the policies of policies-wasm/ for wasm32-unknown-unknown (Rust crates, and
+# C sources under policies-wasm/c/) and puts each module at
+# .modelless/policies/<name>.wasm, where tests and examples load them.
 # Cargo rebuilds only what changed, so running it every time is cheap.
 set -euo pipefail
 
@@ -16,4 +17,18 @@ for module in "$TARGET_DIR"/wasm32-unknown-unknown/release/modelless_policy_*.wa
     name="${name#modelless_policy_}"
     cp "$module" "$OUT/${name//_/-}.wasm"
 done
+# Policies in C (policies-wasm/c/<name>/policy.c): clang's wasm32 target and wasm-ld
+# (Debian: clang, lld). Each is also built natively with its test driver, so that tests
+# can compare its decisions with the module's.
+if command -v clang >/dev/null && command -v wasm-ld >/dev/null; then
+    mkdir -p "$OUT/native"
+    for dir in "$ROOT"/policies-wasm/c/*/; do
+        name="$(basename "$dir")"
+        clang --target=wasm32-unknown-unknown -O2 -nostdlib -Wl,--no-entry -Wall -Werror \
+            -o "$OUT/$name.wasm" "$dir/policy.c"
+        cc -O2 -Wall -Werror -Wno-unused-function -o "$OUT/native/$name" "$dir/policy.c" "$dir/test_native.c"
+    done
+else
+    echo "[setup] warning: clang or wasm-ld missing (Debian: clang lld): the C policies are not built" >&2
+fi
 echo "[setup] policies: $(cd "$OUT" && ls *.wasm | tr '\n' ' ')" >&2

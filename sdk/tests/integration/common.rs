@@ -46,7 +46,12 @@ pub fn max_relative_diff(actual: &[f32], expected: &[f32]) -> f32 {
 /// A policy module `scripts/build_policies.sh` built.
 pub fn policy_module(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../.modelless/policies/{name}.wasm"));
-    assert!(path.is_file(), "policy module missing: {} (run scripts/setup.sh; make test does)", path.display());
+    assert!(
+        path.is_file(),
+        "policy module missing: {} (run scripts/setup.sh, which make test runs; the C policy also needs clang and \
+         lld)",
+        path.display()
+    );
     path
 }
 

@@ -68,6 +68,24 @@ fn slo_predictive_decides_alike_natively_and_as_wasm() {
     assert!(classify.is_some_and(|t| t.variant.is_some()), "{:?}", wasm[3]);
 }
 
+#[test]
+fn the_c_policy_decides_alike_natively_and_as_wasm() {
+    let module = policy_module("queue-guard");
+    let native = module.parent().unwrap().join("native/queue-guard");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies-wasm/fixtures/load-changes.jsonl");
+    let printed = std::process::Command::new(&native).arg(&fixture).output().unwrap();
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let native: Vec<Decision> =
+        String::from_utf8(printed.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+    let mut wasm = engine.compile_file(&module).unwrap().instantiate(None).unwrap();
+    let decided: Vec<Decision> = fixture_snapshots("load-changes").iter().map(|s| wasm.decide(s).unwrap()).collect();
+    assert_eq!(decided, native);
+    // Tick 3: `classify` holds 40 requests (five batches of 8) while delaying batches.
+    assert_eq!(decided[3].tasks[0].max_queue_delay_us, Some(0));
+    assert!(decided.iter().enumerate().all(|(i, d)| i == 3 || d.tasks.is_empty()));
+}
+
 /// A runtime serving task `classify` (fake variants v0 active, v1) steered by `static`.
 fn steered_runtime() -> Runtime {
     let fake = FakeConfig { per_batch: Duration::from_millis(1), ..FakeConfig::default() };
