@@ -554,6 +554,45 @@ mod tests {
     }
 
     #[test]
+    fn under_every_kind_of_hostile_module_requests_keep_being_served_and_the_failure_is_counted_by_kind() {
+        use crate::policy::test_modules::policy;
+        let hostile = [
+            ("timeout", policy("(loop $forever (br $forever)) (unreachable)", "")),
+            ("memory_limit", policy("(drop (memory.grow (i32.const 16384))) (i64.const 0)", "")),
+            ("trap", policy("(call $decide (local.get $ptr) (local.get $len))", "")),
+            ("trap", policy("(unreachable)", "")),
+            ("invalid_output", policy("(i64.or (i64.shl (i64.const 1100) (i64.const 32)) (i64.const 8))", "")),
+            ("oversized_output", policy("(i64.const 100000000)", "")),
+        ];
+        for (kind, wat) in hostile {
+            let task = task();
+            task.switch_to("v1").unwrap();
+            let control = start(&task, &wat, HostConfig::default().with_deadline(Duration::from_millis(5)));
+            while control.status().failures.get(kind).copied().unwrap_or(0) < 3 {
+                assert!(request(&task).is_ok(), "{kind}: a request failed");
+            }
+            wait_for("the fallback", || control.status().on_fallback);
+            wait_for("the configured variant", || task.serving().0.variant == "v0");
+            assert!(request(&task).is_ok(), "{kind}");
+        }
+        // Modules that are no policy at all never get to decide: a reload to one is
+        // refused, and the policy deciding stays.
+        let task = task();
+        let control = start(&task, &answering(r#"{"tasks":[]}"#), HostConfig::default());
+        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+        let good = answering(r#"{"tasks":[]}"#);
+        for refused in [
+            b"not wasm at all".to_vec(),
+            good.replace("modelless_policy_abi_v1", "modelless_policy_abi_v9").into_bytes(),
+            good.replace(r#"(export "decide")"#, "").into_bytes(),
+        ] {
+            assert!(engine.compile("refused", &refused).is_err());
+            assert!(request(&task).is_ok());
+        }
+        assert_eq!(control.status().policy, "test");
+    }
+
+    #[test]
     fn a_reload_swaps_the_policy_between_ticks() {
         let task = task();
         let control = start(&task, &answering(r#"{"tasks":[]}"#), HostConfig::default());
