@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use modelless::profile::percentile;
 use modelless::{BatchingConfig, PolicyConfig, ProfileMode, Runtime, Slo, TaskConfig, Tensor, Ticket, VariantConfig};
 
 const TASK: &str = "classify-image";
@@ -178,8 +179,7 @@ fn report(
         .filter(|(done, _)| *done >= (second - 1) as f64 && *done < second as f64)
         .map(|(_, latency)| latency)
         .collect();
-    latencies.sort_by(f64::total_cmp);
-    let p99 = latencies.get((latencies.len() * 99 / 100).min(latencies.len().saturating_sub(1))).copied();
+    let p99 = (!latencies.is_empty()).then(|| percentile(&mut latencies, 0.99));
     let active = rt.task_status(TASK)?.active;
     if switches.last().is_none_or(|s| s.1 != active) {
         println!("{second:>4} s  switched to {active}");

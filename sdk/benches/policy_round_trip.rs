@@ -24,6 +24,7 @@ use modelless::policy_abi::{
     Decision, Demand, LatencyFit, LatencySummary, PolicyOutput, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot,
     Throughput, VariantCost, VariantSnapshot, VariantState,
 };
+use modelless::profile::percentile;
 use modelless_policy_slo_predictive::SloPredictive;
 use modelless_policy_static::Static;
 
@@ -215,11 +216,6 @@ fn snapshot() -> Snapshot {
         gpus: Vec::new(),
     };
     Snapshot { abi_version: 1, tick: 7, now_ms: 7000, tasks, system }
-}
-
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[((values.len() as f64 * p) as usize).min(values.len() - 1)]
 }
 
 /// `.modelless/policies/<name>.wasm` in the working directory or an ancestor.

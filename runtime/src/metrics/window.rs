@@ -7,6 +7,8 @@ use std::collections::VecDeque;
 
 use modelless_policy_abi::{Demand, LatencySummary};
 
+use crate::profile::percentile;
+
 /// Seconds of arrivals kept.
 const SECONDS: usize = 60;
 
@@ -35,15 +37,18 @@ pub struct TickCounts {
 }
 
 impl TickCounts {
-    /// p50, p95 and p99 of the latencies, when there were any.
+    /// p50, p95 and p99 (nearest rank) of the latencies, when there were any.
     pub fn latency(&self) -> Option<LatencySummary> {
         if self.latencies_ms.is_empty() {
             return None;
         }
         let mut sorted = self.latencies_ms.clone();
-        sorted.sort_by(f64::total_cmp);
-        let at = |p: f64| sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)];
-        Some(LatencySummary { p50: at(0.5), p95: at(0.95), p99: at(0.99) })
+        // Sorted once here; `percentile` finds it sorted the next two times.
+        Some(LatencySummary {
+            p50: percentile(&mut sorted, 0.5),
+            p95: percentile(&mut sorted, 0.95),
+            p99: percentile(&mut sorted, 0.99),
+        })
     }
 }
 
@@ -143,7 +148,7 @@ mod tests {
         window.expired();
         window.rejected();
         let tick = window.take_tick();
-        assert_eq!(tick.latency(), Some(LatencySummary { p50: 51.0, p95: 96.0, p99: 100.0 }));
+        assert_eq!(tick.latency(), Some(LatencySummary { p50: 50.0, p95: 95.0, p99: 99.0 }));
         assert_eq!((tick.slo_violations, tick.rejections), (6, 1));
         assert_eq!(window.take_tick(), TickCounts::default());
         assert_eq!(TickCounts::default().latency(), None);

@@ -11,12 +11,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use modelless_policy_abi::{ABI_VERSION, Decision, Snapshot, SystemSnapshot, TaskDecision, TaskSnapshot};
+use modelless_policy_abi::{
+    ABI_VERSION, Decision, Snapshot, SystemSnapshot, TaskDecision, TaskSnapshot, VariantSnapshot,
+};
 
 use super::error::PolicyError;
-use super::guard::{DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
+use super::guard::{Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 use super::host::{PolicyEngine, PolicyModule};
-use super::record::{RecordedTick, Recorder};
+use super::record::Recorder;
 use crate::error::Error;
 use crate::metrics::{CpuSample, machine_memory};
 use crate::registry::Task;
@@ -260,26 +262,11 @@ impl LoopState {
                     let tasks = (self.tasks)();
                     let snapshot = snapshot(&tasks, tick, started.elapsed(), now.zip(cpu));
                     cpu = now;
-                    let decided = self.policy.decide(&snapshot);
-                    let shadow = self.shadow.as_mut().map(|s| s.decide(&snapshot).decision);
-                    let mut reports = self.apply(&tasks, &decided.decision);
-                    if let Some(recorder) = &mut self.recorder {
-                        let by = match decided.by {
-                            DecidedBy::Module => "module",
-                            DecidedBy::Fallback => "fallback",
-                            DecidedBy::Discarded(_) => "discarded",
-                        };
-                        let tick = RecordedTick {
-                            snapshot: snapshot.clone(),
-                            decision: decided.decision.clone(),
-                            by: by.into(),
-                            shadow: shadow.clone(),
-                        };
-                        if let Err(e) = recorder.write(&tick) {
-                            reports.push(format!("recording stopped: {e}"));
-                            self.recorder = None;
-                        }
-                    }
+                    let (decided, shadow, mut reports) = match serde_json::to_vec(&snapshot) {
+                        Ok(json) => self.decide(&snapshot, &json),
+                        Err(e) => (self.policy.decide(&snapshot), None, vec![format!("snapshot not encoded: {e}")]),
+                    };
+                    reports.extend(self.apply(&tasks, &decided.decision));
                     let mut status = self.lock_status();
                     status.ticks = tick + 1;
                     status.failures = self.policy.failures().clone();
@@ -296,6 +283,26 @@ impl LoopState {
                 }
             }
         }
+    }
+
+    /// The policy's decision and the shadow's on the encoded snapshot, recorded when
+    /// asked; what went wrong with the recording is reported.
+    fn decide(&mut self, snapshot: &Snapshot, json: &[u8]) -> (Decided, Option<Decision>, Vec<String>) {
+        let decided = self.policy.decide_encoded(snapshot, json);
+        let shadow = self.shadow.as_mut().map(|s| s.decide_encoded(snapshot, json).decision);
+        let mut reports = Vec::new();
+        if let Some(recorder) = &mut self.recorder {
+            let by = match decided.by {
+                DecidedBy::Module => "module",
+                DecidedBy::Fallback => "fallback",
+                DecidedBy::Discarded(_) => "discarded",
+            };
+            if let Err(e) = recorder.write(json, &decided.decision, by, shadow.as_ref()) {
+                reports.push(format!("recording stopped: {e}"));
+                self.recorder = None;
+            }
+        }
+        (decided, shadow, reports)
     }
 
     fn lock_status(&self) -> std::sync::MutexGuard<'_, ControlStatus> {
@@ -406,8 +413,19 @@ fn task_snapshot(task: &Task) -> TaskSnapshot {
         rejections: reading.tick.rejections,
         slo_latency_ms: task.latency_slo_ms(),
         active,
-        variants: task.variant_snapshots(),
+        variants: task.variant_snapshots().into_iter().map(rounded).collect(),
     }
+}
+
+/// A variant's measured rates and times to 0.1, like the other figures.
+fn rounded(mut variant: VariantSnapshot) -> VariantSnapshot {
+    if let Some(cost) = variant.profile.as_mut() {
+        if let Some(throughput) = cost.max_throughput.as_mut() {
+            throughput.requests_per_s = round(throughput.requests_per_s);
+        }
+        cost.load_ms = cost.load_ms.map(round);
+    }
+    variant
 }
 
 /// To 0.1: measured figures carry no more, and short numbers parse faster in a policy.
@@ -546,7 +564,7 @@ mod tests {
         assert_eq!(status.shadow.as_deref(), Some("candidate"));
         assert_eq!(status.shadow_decision.unwrap().tasks[0].variant.as_deref(), Some("v1"));
         drop(control);
-        let ticks: Vec<RecordedTick> =
+        let ticks: Vec<crate::policy::RecordedTick> =
             std::fs::read_to_string(&record).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert!(ticks.len() >= 3 && ticks.iter().all(|t| t.by == "module" && t.decision.tasks.is_empty()));
         assert!(ticks.iter().any(|t| t.shadow.is_some()) && ticks[0].snapshot.tasks[0].name == "classify");

@@ -120,23 +120,35 @@ impl GuardedPolicy {
 
     /// This tick's decision.
     pub fn decide(&mut self, snapshot: &Snapshot) -> Decided {
+        match serde_json::to_vec(snapshot) {
+            Ok(json) => self.decide_encoded(snapshot, &json),
+            Err(e) => self.failed(PolicyError::InvalidOutput(format!("cannot encode the snapshot: {e}"))),
+        }
+    }
+
+    /// This tick's decision, the snapshot already encoded as `json` (once a tick, for
+    /// the policy, a shadow and the recording alike).
+    pub fn decide_encoded(&mut self, snapshot: &Snapshot, json: &[u8]) -> Decided {
         if self.on_fallback() {
             return Decided { decision: self.fallback.decide(snapshot), by: DecidedBy::Fallback };
         }
-        match self.module_decides(snapshot) {
+        match self.module_decides(json) {
             Ok(decision) => {
                 self.consecutive_failures = 0;
                 Decided { decision, by: DecidedBy::Module }
             }
-            Err(error) => {
-                *self.failures.entry(error.kind()).or_default() += 1;
-                self.consecutive_failures += 1;
-                // A failed instance may be in any state: the next tick gets a fresh one.
-                self.instance = None;
-                tracing::warn!(policy = self.module.name(), kind = error.kind(), %error, "policy failed");
-                Decided { decision: Decision::default(), by: DecidedBy::Discarded(error) }
-            }
+            Err(error) => self.failed(error),
         }
+    }
+
+    /// Counts a failure and discards the tick's decision.
+    fn failed(&mut self, error: PolicyError) -> Decided {
+        *self.failures.entry(error.kind()).or_default() += 1;
+        self.consecutive_failures += 1;
+        // A failed instance may be in any state: the next tick gets a fresh one.
+        self.instance = None;
+        tracing::warn!(policy = self.module.name(), kind = error.kind(), %error, "policy failed");
+        Decided { decision: Decision::default(), by: DecidedBy::Discarded(error) }
     }
 
     /// Replaces the module, as a hot reload does: the new one is instantiated and
@@ -176,12 +188,12 @@ impl GuardedPolicy {
         Ok(Reloaded { carried_state })
     }
 
-    fn module_decides(&mut self, snapshot: &Snapshot) -> Result<Decision, PolicyError> {
+    fn module_decides(&mut self, json: &[u8]) -> Result<Decision, PolicyError> {
         let instance = match &mut self.instance {
             Some(instance) => instance,
             None => self.instance.insert(self.module.instantiate(self.parameters.as_ref())?),
         };
-        instance.decide(snapshot)
+        instance.decide_json(json)
     }
 }
 

@@ -37,10 +37,26 @@ impl Recorder {
         Ok(Recorder { out: std::io::BufWriter::new(file) })
     }
 
-    /// Writes one tick, flushed so that a crash loses at most the tick under way.
-    pub fn write(&mut self, tick: &RecordedTick) -> std::io::Result<()> {
-        serde_json::to_writer(&mut self.out, tick)?;
-        self.out.write_all(b"\n")?;
+    /// Writes one tick, the snapshot as already encoded; flushed so that a crash loses
+    /// at most the tick under way. The line reads back as a [`RecordedTick`].
+    pub fn write(
+        &mut self,
+        snapshot_json: &[u8],
+        decision: &Decision,
+        by: &str,
+        shadow: Option<&Decision>,
+    ) -> std::io::Result<()> {
+        self.out.write_all(b"{\"snapshot\":")?;
+        self.out.write_all(snapshot_json)?;
+        self.out.write_all(b",\"decision\":")?;
+        serde_json::to_writer(&mut self.out, decision)?;
+        self.out.write_all(b",\"by\":")?;
+        serde_json::to_writer(&mut self.out, by)?;
+        if let Some(shadow) = shadow {
+            self.out.write_all(b",\"shadow\":")?;
+            serde_json::to_writer(&mut self.out, shadow)?;
+        }
+        self.out.write_all(b"}\n")?;
         self.out.flush()
     }
 }
@@ -103,9 +119,9 @@ mod tests {
         let path = dir.join("ticks.jsonl");
         let switch: Decision = serde_json::from_str(r#"{"tasks":[{"task":"t","variant":"v1"}]}"#).unwrap();
         let mut recorder = Recorder::open(&path).unwrap();
+        let snapshot = serde_json::to_vec(&Snapshot::default()).unwrap();
         for decision in [Decision::default(), switch.clone()] {
-            let tick = RecordedTick { snapshot: Snapshot::default(), decision, by: "module".into(), shadow: None };
-            recorder.write(&tick).unwrap();
+            recorder.write(&snapshot, &decision, "module", Some(&switch)).unwrap();
         }
         drop(recorder);
         let ticks = read_ticks(&path).unwrap();

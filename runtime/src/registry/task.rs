@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 pub use modelless_policy_abi::VariantState;
-use modelless_policy_abi::{LatencyFit, Profile, ServingKnobs, Throughput, VariantCost, VariantSnapshot};
+use modelless_policy_abi::{LatencyFit, Profile, ServingKnobs, VariantCost, VariantSnapshot};
 
 use super::config::{TaskConfig, VariantConfig};
 use super::route::choose;
@@ -371,10 +371,8 @@ impl Task {
                 let profile = entry.and_then(|e| e.profile.as_ref());
                 let cost = VariantCost {
                     fit: profile.and_then(|p| p.fit),
-                    max_throughput: profile
-                        .and_then(|p| p.max_throughput)
-                        .map(|t| Throughput { requests_per_s: (t.requests_per_s * 10.0).round() / 10.0, ..t }),
-                    load_ms: entry.and_then(|e| e.load_time).map(|t| (t.as_secs_f64() * 1e4).round() / 10.0),
+                    max_throughput: profile.and_then(|p| p.max_throughput),
+                    load_ms: entry.and_then(|e| e.load_time).map(|t| t.as_secs_f64() * 1e3),
                     memory_bytes: entry.map(|e| e.memory_bytes).filter(|&b| b > 0),
                     max_safe_batch: profile.and_then(|p| p.max_safe_batch),
                 };
