@@ -14,7 +14,10 @@ demo: setup
 
 test: setup
 	cargo test --workspace --all-features --locked
-	cargo test --manifest-path policies-wasm/Cargo.toml --locked
+	# A target dir of its own: the policy crates are cdylibs, whose files carry no hash,
+	# so builds of them by this workspace and by the root one (the sdk's tests call them
+	# natively) would overwrite each other.
+	cargo test --manifest-path policies-wasm/Cargo.toml --locked --target-dir $(CARGO_TARGET_DIR)/policies-wasm
 
 bench: setup
 	cargo bench -p modelless-runtime --bench serving

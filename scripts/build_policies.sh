@@ -7,7 +7,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/.modelless/policies"
-TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/policies-wasm/target}"
+# Apart from the root workspace's: both build the policy crates, cdylibs whose files
+# carry no hash, and would overwrite each other's.
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/policies-wasm"
 
 cargo build --quiet --release --locked --target wasm32-unknown-unknown \
     --manifest-path "$ROOT/policies-wasm/Cargo.toml" --target-dir "$TARGET_DIR"
