@@ -141,6 +141,12 @@ pub enum Error {
         /// Ready variants and their accuracies.
         available: Vec<(String, f64)>,
     },
+    /// The model exists but is not loaded, so it cannot serve now.
+    #[error("model `{model}` is not ready: load it first")]
+    NotReady {
+        /// The model or variant.
+        model: String,
+    },
     /// A model of that name is already loaded.
     #[error("a model named `{0}` is already loaded")]
     AlreadyLoaded(String),

@@ -10,6 +10,8 @@ pub mod answered;
 pub mod backend;
 pub mod batching;
 pub mod error;
+#[cfg(feature = "grpc")]
+pub mod kserve;
 pub mod metrics;
 pub mod model;
 pub mod policy;

@@ -16,6 +16,7 @@ use crate::batching::BatchingConfig;
 use crate::batching::queue::{Queue, timer_task};
 use crate::batching::worker::{ModelNames, Pending, worker_task};
 use crate::error::{BackendError, Error};
+use crate::metrics::{FailureReason, ModelCounters, serving_metrics};
 use crate::request::{InferOptions, Inputs, Output};
 use crate::warmup::{WarmupConfig, warm_up};
 
@@ -125,6 +126,7 @@ pub struct Model {
     warmup: Option<Duration>,
     batching: ArcSwap<BatchingConfig>,
     queue: Arc<Queue>,
+    counters: Arc<ModelCounters>,
 }
 
 impl Model {
@@ -190,15 +192,20 @@ impl Model {
         let metadata = loaded.first().map(|l| l.backend.metadata().clone()).ok_or(Error::ShuttingDown)?;
         let batching = effective_batching(name, &metadata, batching);
         let warmup = loaded.iter().filter_map(|l| l.warmup).max();
+        // A plain model is its own task.
+        let counters = serving_metrics().model_counters(options.task.as_deref().unwrap_or(name), name);
+        let counters = Arc::new(counters);
         let names = Arc::new(ModelNames {
             model: Arc::from(name),
             version: options.version,
             task: options.task.clone(),
             outputs: metadata.outputs.iter().map(|o| o.name.clone()).collect(),
             on_answer: options.on_answer.clone(),
+            counters: counters.clone(),
         });
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..instances).map(|_| crossbeam_channel::bounded(1)).unzip();
-        let queue = Queue::new(names.model.clone(), batching.clone(), senders, options.on_answer.clone());
+        let queue =
+            Queue::new(names.model.clone(), batching.clone(), senders, options.on_answer.clone(), counters.clone());
         for (index, (instance, jobs)) in loaded.into_iter().zip(receivers).enumerate() {
             let (names, queue) = (names.clone(), queue.clone());
             spawn(format!("modelless-{name}-{index}"), move || {
@@ -215,6 +222,7 @@ impl Model {
             warmup,
             batching: ArcSwap::from_pointee(batching),
             queue,
+            counters,
         })
     }
 
@@ -254,6 +262,11 @@ impl Model {
         self.batching.load().as_ref().clone()
     }
 
+    /// Its request counters (shared with every version of the same task and variant).
+    pub fn counters(&self) -> &ModelCounters {
+        &self.counters
+    }
+
     /// Requests waiting for a batch.
     pub fn queued(&self) -> usize {
         self.queue.len()
@@ -272,7 +285,8 @@ impl Model {
     /// when the inputs do not fit the model or the queue is full.
     pub fn submit(&self, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
         let admitted_at = Instant::now();
-        let admitted = admit(&self.name, &self.metadata, self.batching.load().max_batch_size, inputs)?;
+        let admitted = admit(&self.name, &self.metadata, self.batching.load().max_batch_size, inputs)
+            .inspect_err(|_| self.counters.failed(FailureReason::Rejected))?;
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             tensors: admitted.tensors,

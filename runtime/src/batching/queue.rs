@@ -14,11 +14,13 @@ use super::state::{DeadReason, Next, State};
 use super::worker::Pending;
 use crate::answered::{AnswerHook, Answered};
 use crate::error::Error;
+use crate::metrics::{FailureReason, ModelCounters};
 
 /// The shared queue.
 pub(crate) struct Queue {
     model: Arc<str>,
     on_answer: Option<AnswerHook>,
+    counters: Arc<ModelCounters>,
     inner: Mutex<Inner>,
     timer: Condvar,
 }
@@ -42,6 +44,7 @@ impl Queue {
         config: BatchingConfig,
         instances: Vec<Sender<Vec<Pending>>>,
         on_answer: Option<AnswerHook>,
+        counters: Arc<ModelCounters>,
     ) -> Arc<Queue> {
         let inner = Inner {
             state: State::new(config),
@@ -51,7 +54,7 @@ impl Queue {
             closed: false,
             timer_at: None,
         };
-        Arc::new(Queue { model, on_answer, inner: Mutex::new(inner), timer: Condvar::new() })
+        Arc::new(Queue { model, on_answer, counters, inner: Mutex::new(inner), timer: Condvar::new() })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -69,6 +72,7 @@ impl Queue {
         let now = Instant::now();
         if inner.state.append(pending, now).is_err() {
             let max_queue_size = inner.state.config().max_queue_size;
+            self.counters.failed(FailureReason::Rejected);
             return Err(Error::Overloaded { model: self.model.to_string(), max_queue_size });
         }
         let hold_until = self.dispatch(&mut inner, now);
@@ -165,9 +169,13 @@ impl Queue {
             let answered = match d.reason {
                 DeadReason::Expired => {
                     let _ = d.item.reply.send(Err(Error::DeadlineExceeded { model: self.model.to_string() }));
+                    self.counters.failed(FailureReason::Expired);
                     Answered::Expired
                 }
-                DeadReason::Abandoned => Answered::Abandoned,
+                DeadReason::Abandoned => {
+                    self.counters.failed(FailureReason::Canceled);
+                    Answered::Abandoned
+                }
             };
             if let Some(on_answer) = &self.on_answer {
                 on_answer(answered);

@@ -14,6 +14,7 @@ use super::state::{Priority, Queued};
 use crate::answered::{AnswerHook, Answered};
 use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
+use crate::metrics::{FailureReason, ModelCounters};
 use crate::request::{Output, Timings};
 use crate::tensor::Tensor;
 
@@ -53,6 +54,7 @@ pub(crate) struct ModelNames {
     pub task: Option<Arc<str>>,
     pub outputs: Arc<[String]>,
     pub on_answer: Option<AnswerHook>,
+    pub counters: Arc<ModelCounters>,
 }
 
 /// Runs the batches it is handed, and after each the next one the queue has for it,
@@ -88,7 +90,10 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
         }
     };
     let (requests, abandoned): (Vec<Pending>, Vec<Pending>) = requests.into_iter().partition(|p| !p.reply.is_closed());
-    abandoned.iter().for_each(|_| tell(Answered::Abandoned));
+    for _ in &abandoned {
+        names.counters.failed(FailureReason::Canceled);
+        tell(Answered::Abandoned);
+    }
     let Some(first) = requests.first() else {
         return;
     };
@@ -116,7 +121,8 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     let finished = Instant::now();
     match per_request {
         Ok(per_request) => {
-            for ((reply, _, admitted, deadline), tensors) in waiters.into_iter().zip(per_request) {
+            names.counters.executed();
+            for ((reply, rows, admitted, deadline), tensors) in waiters.into_iter().zip(per_request) {
                 let timings = Timings {
                     queue: started.saturating_duration_since(admitted),
                     processing: (assembled - started) + (finished - computed),
@@ -133,6 +139,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
                     timings,
                 };
                 let late = deadline.is_some_and(|d| finished > d);
+                names.counters.served(rows, &timings);
                 tell(Answered::Served { latency: timings.total, late });
                 let _ = reply.send(Ok(output));
             }
@@ -141,6 +148,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
             tracing::warn!(model = %names.model, error = %source, batch_size, "batch failed");
             let error = Error::Backend { model: names.model.to_string(), source: Arc::new(source) };
             for (reply, ..) in waiters {
+                names.counters.failed(FailureReason::Backend);
                 tell(Answered::Failed);
                 let _ = reply.send(Err(error.clone()));
             }

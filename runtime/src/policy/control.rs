@@ -20,7 +20,7 @@ use super::guard::{Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 use super::host::{PolicyEngine, PolicyModule};
 use super::record::Recorder;
 use crate::error::Error;
-use crate::metrics::{CpuSample, machine_memory};
+use crate::metrics::{CpuSample, machine_memory, serving_metrics};
 use crate::registry::Task;
 
 /// Lists the tasks the loop steers, every tick.
@@ -288,7 +288,13 @@ impl LoopState {
     /// The policy's decision and the shadow's on the encoded snapshot, recorded when
     /// asked; what went wrong with the recording is reported.
     fn decide(&mut self, snapshot: &Snapshot, json: &[u8]) -> (Decided, Option<Decision>, Vec<String>) {
+        let started = Instant::now();
         let decided = self.policy.decide_encoded(snapshot, json);
+        let failure = match &decided.by {
+            DecidedBy::Discarded(e) => Some(e.kind()),
+            _ => None,
+        };
+        serving_metrics().policy_decided(started.elapsed(), failure, decided.by == DecidedBy::Fallback);
         let shadow = self.shadow.as_mut().map(|s| s.decide_encoded(snapshot, json).decision);
         let mut reports = Vec::new();
         if let Some(recorder) = &mut self.recorder {

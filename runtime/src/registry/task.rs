@@ -21,7 +21,7 @@ use super::route::choose;
 use crate::backend::BackendFactory;
 use crate::batching::BatchingConfig;
 use crate::error::Error;
-use crate::metrics::TaskTraffic;
+use crate::metrics::{TaskTraffic, serving_metrics};
 use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
 use crate::request::{Inputs, Slo};
 
@@ -245,6 +245,41 @@ impl Task {
         submitted
     }
 
+    /// Checks and queues a request for `variant` itself, bypassing routing; refused as
+    /// not ready when the variant is not loaded.
+    pub fn submit_to(&self, variant: &str, inputs: Inputs, slo: &Slo) -> Result<Ticket, Error> {
+        let model = self.variant_model(variant)?;
+        self.traffic.admitted();
+        let submitted = model.submit(inputs, slo.options(Instant::now()));
+        if submitted.is_err() {
+            self.traffic.unadmitted();
+        }
+        submitted
+    }
+
+    /// The serving version of `variant`: `NotReady` when it is not loaded.
+    pub fn variant_model(&self, variant: &str) -> Result<Arc<Model>, Error> {
+        let routes = self.routes.load();
+        let routes = routes.as_ref().ok_or(Error::ShuttingDown)?;
+        if let Some(i) = routes.names.iter().position(|n| n == variant) {
+            return Ok(routes.ready[i].clone());
+        }
+        self.index_of(variant)?;
+        Err(Error::NotReady { model: variant.to_string() })
+    }
+
+    /// The serving version of the active variant.
+    pub fn active_model(&self) -> Result<Arc<Model>, Error> {
+        let routes = self.routes.load();
+        let routes = routes.as_ref().ok_or(Error::ShuttingDown)?;
+        routes.ready.get(routes.active).cloned().ok_or(Error::ShuttingDown)
+    }
+
+    /// Whether the task has a variant called `variant`.
+    pub fn has_variant(&self, variant: &str) -> bool {
+        self.index_of(variant).is_ok()
+    }
+
     /// Makes `variant` the active one: loads and warms it first unless it is ready,
     /// then routes new requests to it. The previous variant finishes what it queued
     /// and stays loaded within the task's keep-warm memory.
@@ -266,6 +301,10 @@ impl Task {
             inner.variants[previous].last_active = now;
             inner.variants[index].last_active = now;
             inner.active = index;
+            if previous != index {
+                let (from, to) = (&inner.variants[previous].config.name, &inner.variants[index].config.name);
+                serving_metrics().variant_switched(&self.name, from, to);
+            }
         }
         self.settle();
         Ok(SwitchReport { loaded: !ready, took: start.elapsed(), warmup })

@@ -1,0 +1,303 @@
+//! The gRPC endpoint: `inference.GRPCInferenceService` on tonic, a thin translation
+//! between protobuf messages and [`InferenceService`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prost::bytes::Bytes;
+use tonic::{Request, Response, Status};
+
+use super::params::{InferParams, ParamValue};
+use super::proto::grpc_inference_service_server::GrpcInferenceService;
+use super::proto::infer_parameter::ParameterChoice;
+use super::proto::model_metadata_response::TensorMetadata;
+use super::proto::model_repository_parameter::ParameterChoice as RepositoryChoice;
+use super::proto::*;
+use super::repository::load_config;
+use super::service::{InferAnswer, InferCall, InferenceService, ModelStats};
+use super::status::{Code, ServeError};
+use super::tensors;
+use crate::backend::TensorSpec;
+
+/// Extensions of the protocol served, as `ServerMetadata` lists them.
+pub const EXTENSIONS: [&str; 4] = ["model_repository", "statistics", "binary_tensor_data", "parameters"];
+
+/// The tonic service.
+#[derive(Clone)]
+pub struct GrpcEndpoint {
+    service: Arc<InferenceService>,
+}
+
+impl GrpcEndpoint {
+    /// Serves `service` over gRPC.
+    pub fn new(service: Arc<InferenceService>) -> Self {
+        GrpcEndpoint { service }
+    }
+}
+
+impl From<ServeError> for Status {
+    fn from(error: ServeError) -> Status {
+        let code = match error.code {
+            Code::NotFound => tonic::Code::NotFound,
+            Code::InvalidArgument => tonic::Code::InvalidArgument,
+            Code::ResourceExhausted => tonic::Code::ResourceExhausted,
+            Code::DeadlineExceeded => tonic::Code::DeadlineExceeded,
+            Code::Unavailable => tonic::Code::Unavailable,
+            Code::PermissionDenied => tonic::Code::PermissionDenied,
+            Code::FailedPrecondition => tonic::Code::FailedPrecondition,
+            Code::Internal => tonic::Code::Internal,
+        };
+        Status::new(code, error.message)
+    }
+}
+
+type Answer<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl GrpcInferenceService for GrpcEndpoint {
+    async fn server_live(&self, _: Request<ServerLiveRequest>) -> Answer<ServerLiveResponse> {
+        Ok(Response::new(ServerLiveResponse { live: true }))
+    }
+
+    async fn server_ready(&self, _: Request<ServerReadyRequest>) -> Answer<ServerReadyResponse> {
+        Ok(Response::new(ServerReadyResponse { ready: self.service.is_ready() }))
+    }
+
+    async fn model_ready(&self, request: Request<ModelReadyRequest>) -> Answer<ModelReadyResponse> {
+        let request = request.into_inner();
+        Ok(Response::new(ModelReadyResponse { ready: self.service.model_ready(&request.name, &request.version) }))
+    }
+
+    async fn server_metadata(&self, _: Request<ServerMetadataRequest>) -> Answer<ServerMetadataResponse> {
+        Ok(Response::new(ServerMetadataResponse {
+            name: "modelless".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            extensions: EXTENSIONS.iter().map(|e| e.to_string()).collect(),
+        }))
+    }
+
+    async fn model_metadata(&self, request: Request<ModelMetadataRequest>) -> Answer<ModelMetadataResponse> {
+        let request = request.into_inner();
+        let described = self.service.metadata(&request.name, &request.version)?;
+        let metadata = |spec: &TensorSpec| TensorMetadata {
+            name: spec.name.clone(),
+            datatype: tensors::datatype(spec.dtype).into(),
+            shape: spec.shape.iter().map(|d| d.map_or(-1, |n| n as i64)).collect(),
+        };
+        Ok(Response::new(ModelMetadataResponse {
+            name: described.name,
+            versions: described.versions,
+            platform: described.platform.into(),
+            inputs: described.inputs.iter().map(metadata).collect(),
+            outputs: described.outputs.iter().map(metadata).collect(),
+        }))
+    }
+
+    async fn model_infer(&self, request: Request<ModelInferRequest>) -> Answer<ModelInferResponse> {
+        let deadline = request.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(grpc_timeout);
+        let mut call = decode_infer(request.into_inner())?;
+        call.deadline = deadline.map(|d| Instant::now() + d);
+        let answer = self.service.infer(call).await?;
+        Ok(Response::new(encode_infer(answer)))
+    }
+
+    async fn model_statistics(&self, request: Request<ModelStatisticsRequest>) -> Answer<ModelStatisticsResponse> {
+        let request = request.into_inner();
+        let stats = self.service.statistics(&request.name)?;
+        Ok(Response::new(ModelStatisticsResponse { model_stats: stats.into_iter().map(encode_stats).collect() }))
+    }
+
+    async fn repository_index(&self, request: Request<RepositoryIndexRequest>) -> Answer<RepositoryIndexResponse> {
+        let entries = self.service.repository_index(request.into_inner().ready).await?;
+        let models = entries
+            .into_iter()
+            .map(|e| repository_index_response::ModelIndex {
+                name: e.name,
+                version: e.version,
+                state: e.state,
+                reason: e.reason,
+            })
+            .collect();
+        Ok(Response::new(RepositoryIndexResponse { models }))
+    }
+
+    async fn repository_model_load(
+        &self,
+        request: Request<RepositoryModelLoadRequest>,
+    ) -> Answer<RepositoryModelLoadResponse> {
+        let request = request.into_inner();
+        let parameters = request.parameters.iter().map(|(key, value)| {
+            let text = match &value.parameter_choice {
+                Some(RepositoryChoice::StringParam(s)) => Some(s.as_str()),
+                _ => None,
+            };
+            (key.as_str(), text)
+        });
+        let config = load_config(parameters)?;
+        self.service.repository_load(request.model_name, config).await?;
+        Ok(Response::new(RepositoryModelLoadResponse {}))
+    }
+
+    async fn repository_model_unload(
+        &self,
+        request: Request<RepositoryModelUnloadRequest>,
+    ) -> Answer<RepositoryModelUnloadResponse> {
+        self.service.repository_unload(request.into_inner().model_name).await?;
+        Ok(Response::new(RepositoryModelUnloadResponse {}))
+    }
+}
+
+fn param_value(parameter: &InferParameter) -> Option<ParamValue> {
+    Some(match parameter.parameter_choice.as_ref()? {
+        ParameterChoice::BoolParam(b) => ParamValue::Bool(*b),
+        ParameterChoice::Int64Param(i) => ParamValue::Int(*i),
+        ParameterChoice::StringParam(s) => ParamValue::Str(s.clone()),
+        ParameterChoice::DoubleParam(d) => ParamValue::Double(*d),
+        ParameterChoice::Uint64Param(u) => ParamValue::UInt(*u),
+    })
+}
+
+fn decode_infer(request: ModelInferRequest) -> Result<InferCall, ServeError> {
+    let params = request.parameters.iter().filter_map(|(k, v)| Some((k.as_str(), param_value(v)?)));
+    let params = InferParams::parse(params)?;
+    let raw = &request.raw_input_contents;
+    if !raw.is_empty() && raw.len() != request.inputs.len() {
+        return Err(ServeError::invalid(format!(
+            "{} raw_input_contents for {} inputs: give one per input, or none",
+            raw.len(),
+            request.inputs.len()
+        )));
+    }
+    let mut inputs = Vec::with_capacity(request.inputs.len());
+    for (i, input) in request.inputs.iter().enumerate() {
+        let dtype = tensors::parse_datatype(&input.datatype)?;
+        let tensor = match (raw.get(i), &input.contents) {
+            (Some(_), Some(_)) => {
+                return Err(ServeError::invalid(format!(
+                    "input `{}` has both contents and raw_input_contents",
+                    input.name
+                )));
+            }
+            (Some(bytes), None) => tensors::from_raw(&input.name, dtype, &input.shape, bytes)?,
+            (None, Some(contents)) => tensors::from_contents(&input.name, dtype, &input.shape, contents)?,
+            (None, None) => return Err(ServeError::invalid(format!("input `{}` has no contents", input.name))),
+        };
+        inputs.push((input.name.clone(), tensor));
+    }
+    Ok(InferCall {
+        model: request.model_name,
+        version: request.model_version,
+        id: request.id,
+        params,
+        inputs,
+        outputs: request.outputs.into_iter().map(|o| o.name).collect(),
+        deadline: None,
+    })
+}
+
+fn encode_infer(answer: InferAnswer) -> ModelInferResponse {
+    let mut parameters = HashMap::new();
+    let mut put = |key: &str, choice: ParameterChoice| {
+        parameters.insert(key.to_string(), InferParameter { parameter_choice: Some(choice) });
+    };
+    put("variant", ParameterChoice::StringParam(answer.model.clone()));
+    if let Some(task) = &answer.task {
+        put("task", ParameterChoice::StringParam(task.clone()));
+    }
+    put("batch_size", ParameterChoice::Int64Param(answer.batch_size as i64));
+    put("queue_us", ParameterChoice::Int64Param(answer.timings.queue.as_micros() as i64));
+    put("compute_us", ParameterChoice::Int64Param(answer.timings.compute.as_micros() as i64));
+    let (outputs, raw) = answer
+        .outputs
+        .iter()
+        .map(|(name, tensor)| {
+            let output = model_infer_response::InferOutputTensor {
+                name: name.clone(),
+                datatype: tensors::datatype(tensor.dtype()).into(),
+                shape: tensors::shape_of(tensor),
+                parameters: HashMap::new(),
+                contents: None,
+            };
+            (output, Bytes::from(tensors::to_raw(tensor)))
+        })
+        .unzip();
+    ModelInferResponse {
+        model_name: answer.model,
+        model_version: answer.version.to_string(),
+        id: answer.id,
+        parameters,
+        outputs,
+        raw_output_contents: raw,
+    }
+}
+
+fn encode_stats(stats: ModelStats) -> ModelStatistics {
+    let totals = stats.totals;
+    let duration = |count: u64, d: Duration| Some(StatisticDuration { count, ns: d.as_nanos() as u64 });
+    ModelStatistics {
+        name: stats.name,
+        version: stats.version.map(|v| v.to_string()).unwrap_or_default(),
+        last_inference: 0,
+        inference_count: totals.inferences,
+        execution_count: totals.executions,
+        inference_stats: Some(InferStatistics {
+            success: duration(totals.success, totals.request),
+            fail: duration(totals.failure, Duration::ZERO),
+            queue: duration(totals.success, totals.queue),
+            compute_input: duration(totals.success, totals.io),
+            compute_infer: duration(totals.success, totals.compute),
+            compute_output: duration(0, Duration::ZERO),
+        }),
+        batch_stats: Vec::new(),
+    }
+}
+
+/// The value of a `grpc-timeout` header: digits and a unit (H, M, S, m, u, n).
+fn grpc_timeout(value: &str) -> Option<Duration> {
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_are_read_in_every_unit() {
+        assert_eq!(grpc_timeout("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(grpc_timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(grpc_timeout("10x"), None);
+        assert_eq!(grpc_timeout(""), None);
+    }
+
+    #[test]
+    fn raw_and_typed_contents_cannot_be_mixed() {
+        let input = model_infer_request::InferInputTensor {
+            name: "x".into(),
+            datatype: "FP32".into(),
+            shape: vec![1],
+            parameters: HashMap::new(),
+            contents: Some(InferTensorContents { fp32_contents: vec![1.0], ..Default::default() }),
+        };
+        let request = ModelInferRequest {
+            inputs: vec![input.clone()],
+            raw_input_contents: vec![Bytes::from(vec![0u8; 4])],
+            ..Default::default()
+        };
+        assert_eq!(decode_infer(request).unwrap_err().code, Code::InvalidArgument);
+        let typed = ModelInferRequest { inputs: vec![input], ..Default::default() };
+        let call = decode_infer(typed).unwrap();
+        assert_eq!(call.inputs[0].1.as_slice::<f32>(), Some(&[1.0f32][..]));
+    }
+}

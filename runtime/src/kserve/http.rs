@@ -1,0 +1,382 @@
+//! The HTTP/REST endpoint: the same protocol with JSON bodies (`/v2/...`), Triton's
+//! binary tensor extension (JSON header, then raw tensors, its length in
+//! `Inference-Header-Content-Length`), and `/metrics` for Prometheus.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::grpc::EXTENSIONS;
+use super::params::{InferParams, ParamValue};
+use super::repository::load_config;
+use super::service::{InferAnswer, InferCall, InferenceService, ModelStats};
+use super::status::ServeError;
+use super::tensors;
+use crate::backend::TensorSpec;
+use crate::metrics::serving_metrics;
+
+/// Header giving the length of the JSON part of a body that carries binary tensors.
+const HEADER_LENGTH: &str = "inference-header-content-length";
+
+/// The routes of the HTTP endpoint; bodies larger than `max_body_bytes` are refused
+/// with 413.
+pub fn router(service: Arc<InferenceService>, max_body_bytes: usize) -> Router {
+    Router::new()
+        .route("/v2", get(server_metadata))
+        .route("/v2/health/live", get(|| async { StatusCode::OK }))
+        .route("/v2/health/ready", get(server_ready))
+        .route("/v2/models/stats", get(all_statistics))
+        .route("/v2/models/{name}", get(model_metadata))
+        .route("/v2/models/{name}/versions/{version}", get(versioned_metadata))
+        .route("/v2/models/{name}/ready", get(model_ready))
+        .route("/v2/models/{name}/versions/{version}/ready", get(versioned_ready))
+        .route("/v2/models/{name}/infer", post(infer))
+        .route("/v2/models/{name}/versions/{version}/infer", post(versioned_infer))
+        .route("/v2/models/{name}/stats", get(statistics))
+        .route("/v2/repository/index", post(repository_index))
+        .route("/v2/repository/models/{name}/load", post(repository_load))
+        .route("/v2/repository/models/{name}/unload", post(repository_unload))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(service)
+}
+
+type Shared = State<Arc<InferenceService>>;
+
+impl IntoResponse for ServeError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, axum::Json(json!({ "error": self.message }))).into_response()
+    }
+}
+
+async fn server_metadata() -> axum::Json<Value> {
+    axum::Json(json!({ "name": "modelless", "version": env!("CARGO_PKG_VERSION"), "extensions": EXTENSIONS }))
+}
+
+fn ok_or_unavailable(ready: bool) -> StatusCode {
+    if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
+}
+
+async fn server_ready(State(service): Shared) -> StatusCode {
+    ok_or_unavailable(service.is_ready())
+}
+
+async fn model_ready(State(service): Shared, Path(name): Path<String>) -> StatusCode {
+    ok_or_unavailable(service.model_ready(&name, ""))
+}
+
+async fn versioned_ready(State(service): Shared, Path((name, version)): Path<(String, String)>) -> StatusCode {
+    ok_or_unavailable(service.model_ready(&name, &version))
+}
+
+async fn model_metadata(state: Shared, Path(name): Path<String>) -> Result<axum::Json<Value>, ServeError> {
+    describe(state, name, String::new())
+}
+
+async fn versioned_metadata(
+    state: Shared,
+    Path((name, version)): Path<(String, String)>,
+) -> Result<axum::Json<Value>, ServeError> {
+    describe(state, name, version)
+}
+
+fn describe(State(service): Shared, name: String, version: String) -> Result<axum::Json<Value>, ServeError> {
+    let described = service.metadata(&name, &version)?;
+    let spec = |s: &TensorSpec| {
+        let shape: Vec<i64> = s.shape.iter().map(|d| d.map_or(-1, |n| n as i64)).collect();
+        json!({ "name": s.name, "datatype": tensors::datatype(s.dtype), "shape": shape })
+    };
+    Ok(axum::Json(json!({
+        "name": described.name,
+        "versions": described.versions,
+        "platform": described.platform,
+        "inputs": described.inputs.iter().map(spec).collect::<Vec<_>>(),
+        "outputs": described.outputs.iter().map(spec).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Deserialize)]
+struct InferBody {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    parameters: Map<String, Value>,
+    inputs: Vec<InputBody>,
+    #[serde(default)]
+    outputs: Vec<OutputBody>,
+}
+
+#[derive(Deserialize)]
+struct InputBody {
+    name: String,
+    shape: Vec<i64>,
+    datatype: String,
+    #[serde(default)]
+    parameters: Map<String, Value>,
+    #[serde(default)]
+    data: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct OutputBody {
+    name: String,
+    #[serde(default)]
+    parameters: Map<String, Value>,
+}
+
+async fn infer(state: Shared, Path(name): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+    run_infer(state, name, String::new(), headers, body).await
+}
+
+async fn versioned_infer(
+    state: Shared,
+    Path((name, version)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    run_infer(state, name, version, headers, body).await
+}
+
+async fn run_infer(State(service): Shared, name: String, version: String, headers: HeaderMap, body: Bytes) -> Response {
+    let decoded = decode_infer(name, version, &headers, &body);
+    let (call, binary) = match decoded {
+        Ok(decoded) => decoded,
+        Err(e) => return e.into_response(),
+    };
+    match service.infer(call).await {
+        Ok(answer) => encode_infer(answer, &binary),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Which outputs go back as binary.
+struct BinaryOutputs {
+    all: bool,
+    named: Vec<(String, bool)>,
+}
+
+impl BinaryOutputs {
+    fn wants(&self, output: &str) -> bool {
+        self.named.iter().find(|(n, _)| n == output).map_or(self.all, |(_, b)| *b)
+    }
+}
+
+fn decode_infer(
+    model: String,
+    version: String,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<(InferCall, BinaryOutputs), ServeError> {
+    let header_length = match headers.get(HEADER_LENGTH) {
+        None => body.len(),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n <= body.len())
+            .ok_or_else(|| ServeError::invalid(format!("{HEADER_LENGTH} is not a length within the body")))?,
+    };
+    let request: InferBody = serde_json::from_slice(&body[..header_length])
+        .map_err(|e| ServeError::invalid(format!("request body is not an inference request: {e}")))?;
+    let mut binary = body.slice(header_length..);
+    let params = request.parameters.iter().filter_map(|(k, v)| Some((k.as_str(), ParamValue::from_json(v)?)));
+    let params = InferParams::parse(params)?;
+    let mut inputs = Vec::with_capacity(request.inputs.len());
+    for input in &request.inputs {
+        let dtype = tensors::parse_datatype(&input.datatype)?;
+        let tensor = match (input.parameters.get("binary_data_size"), &input.data) {
+            (Some(size), None) => {
+                let size = size
+                    .as_u64()
+                    .map(|s| s as usize)
+                    .filter(|&s| s <= binary.len())
+                    .ok_or_else(|| ServeError::invalid(format!("input `{}`: bad binary_data_size", input.name)))?;
+                let bytes = binary.split_to(size);
+                tensors::from_raw(&input.name, dtype, &input.shape, &bytes)?
+            }
+            (None, Some(data)) => tensors::from_json(&input.name, dtype, &input.shape, data)?,
+            _ => {
+                return Err(ServeError::invalid(format!(
+                    "input `{}` needs either `data` or parameter `binary_data_size`",
+                    input.name
+                )));
+            }
+        };
+        inputs.push((input.name.clone(), tensor));
+    }
+    if !binary.is_empty() {
+        return Err(ServeError::invalid(format!("{} bytes of binary data belong to no input", binary.len())));
+    }
+    let flag = |parameters: &Map<String, Value>, key: &str| parameters.get(key).and_then(Value::as_bool);
+    let binary = BinaryOutputs {
+        all: flag(&request.parameters, "binary_data_output").unwrap_or(false),
+        named: request
+            .outputs
+            .iter()
+            .filter_map(|o| Some((o.name.clone(), flag(&o.parameters, "binary_data")?)))
+            .collect(),
+    };
+    let call = InferCall {
+        model,
+        version,
+        id: request.id.unwrap_or_default(),
+        params,
+        inputs,
+        outputs: request.outputs.into_iter().map(|o| o.name).collect(),
+        deadline: None,
+    };
+    Ok((call, binary))
+}
+
+fn encode_infer(answer: InferAnswer, binary: &BinaryOutputs) -> Response {
+    let mut blobs: Vec<Vec<u8>> = Vec::new();
+    let outputs: Vec<Value> = answer
+        .outputs
+        .iter()
+        .map(|(name, tensor)| {
+            let mut output = json!({
+                "name": name,
+                "datatype": tensors::datatype(tensor.dtype()),
+                "shape": tensors::shape_of(tensor),
+            });
+            if binary.wants(name) {
+                let raw = tensors::to_raw(tensor);
+                output["parameters"] = json!({ "binary_data_size": raw.len() });
+                blobs.push(raw);
+            } else {
+                output["data"] = tensors::to_json(tensor);
+            }
+            output
+        })
+        .collect();
+    let mut parameters = json!({
+        "variant": answer.model,
+        "batch_size": answer.batch_size,
+        "queue_us": answer.timings.queue.as_micros() as u64,
+        "compute_us": answer.timings.compute.as_micros() as u64,
+    });
+    if let Some(task) = &answer.task {
+        parameters["task"] = json!(task);
+    }
+    let mut response = json!({
+        "model_name": answer.model,
+        "model_version": answer.version.to_string(),
+        "parameters": parameters,
+        "outputs": outputs,
+    });
+    if !answer.id.is_empty() {
+        response["id"] = json!(answer.id);
+    }
+    let mut body = response.to_string().into_bytes();
+    if blobs.is_empty() {
+        return ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
+    }
+    let header_length = body.len();
+    blobs.iter().for_each(|b| body.extend_from_slice(b));
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream")),
+        (header::HeaderName::from_static(HEADER_LENGTH), HeaderValue::from(header_length)),
+    ];
+    (headers, body).into_response()
+}
+
+fn stats_json(stats: Vec<ModelStats>) -> axum::Json<Value> {
+    let entries: Vec<Value> = stats
+        .into_iter()
+        .map(|s| {
+            let t = s.totals;
+            let duration = |count: u64, d: std::time::Duration| json!({ "count": count, "ns": d.as_nanos() as u64 });
+            json!({
+                "name": s.name,
+                "version": s.version.map(|v| v.to_string()).unwrap_or_default(),
+                "inference_count": t.inferences,
+                "execution_count": t.executions,
+                "inference_stats": {
+                    "success": duration(t.success, t.request),
+                    "fail": duration(t.failure, std::time::Duration::ZERO),
+                    "queue": duration(t.success, t.queue),
+                    "compute_input": duration(t.success, t.io),
+                    "compute_infer": duration(t.success, t.compute),
+                    "compute_output": duration(0, std::time::Duration::ZERO),
+                },
+            })
+        })
+        .collect();
+    axum::Json(json!({ "model_stats": entries }))
+}
+
+async fn all_statistics(State(service): Shared) -> Result<axum::Json<Value>, ServeError> {
+    Ok(stats_json(service.statistics("")?))
+}
+
+async fn statistics(State(service): Shared, Path(name): Path<String>) -> Result<axum::Json<Value>, ServeError> {
+    Ok(stats_json(service.statistics(&name)?))
+}
+
+#[derive(Deserialize, Default)]
+struct IndexBody {
+    #[serde(default)]
+    ready: bool,
+}
+
+async fn repository_index(State(service): Shared, body: Bytes) -> Result<axum::Json<Value>, ServeError> {
+    let request: IndexBody = if body.is_empty() {
+        IndexBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ServeError::invalid(format!("index request: {e}")))?
+    };
+    let entries = service.repository_index(request.ready).await?;
+    let entries: Vec<Value> = entries
+        .into_iter()
+        .map(|e| {
+            let mut entry = json!({ "name": e.name, "state": e.state });
+            if !e.version.is_empty() {
+                entry["version"] = json!(e.version);
+            }
+            if !e.reason.is_empty() {
+                entry["reason"] = json!(e.reason);
+            }
+            entry
+        })
+        .collect();
+    Ok(axum::Json(Value::Array(entries)))
+}
+
+#[derive(Deserialize, Default)]
+struct LoadBody {
+    #[serde(default)]
+    parameters: Map<String, Value>,
+}
+
+async fn repository_load(
+    State(service): Shared,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, ServeError> {
+    let request: LoadBody = if body.is_empty() {
+        LoadBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ServeError::invalid(format!("load request: {e}")))?
+    };
+    let config = load_config(request.parameters.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    service.repository_load(name, config).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn repository_unload(State(service): Shared, Path(name): Path<String>) -> Result<StatusCode, ServeError> {
+    service.repository_unload(name).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn metrics(State(service): Shared) -> impl IntoResponse {
+    let text = serving_metrics().render(service.registry());
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], text)
+}

@@ -1,0 +1,36 @@
+//! KServe V2 / Open Inference Protocol endpoints (feature `grpc`): the gRPC service
+//! `inference.GRPCInferenceService` that Triton also serves, with Triton's model
+//! repository and statistics extensions, and the same protocol over HTTP/REST with
+//! JSON bodies, beside `/metrics` for Prometheus. Existing clients (`tritonclient`,
+//! KServe, load balancers' health checks) work unchanged.
+//!
+//! A name in a request is a task (the request's `latency_ms`, `min_accuracy` and
+//! `priority` parameters are its SLO, and the runtime picks the variant), a variant
+//! of a task (served directly), or a plain model. Answers say what served them: the
+//! variant as `model_name` with its version, and in the `variant` parameter.
+
+mod config;
+mod grpc;
+mod http;
+mod params;
+mod repository;
+mod server;
+mod service;
+mod status;
+pub mod tensors;
+mod tls;
+
+/// The protocol's messages, and the client and server stubs tonic generates for it.
+#[allow(missing_docs, clippy::all)]
+pub mod proto {
+    tonic::include_proto!("inference");
+}
+
+pub use config::{ServerConfig, TlsConfig};
+pub use grpc::GrpcEndpoint;
+pub use http::router;
+pub use params::{InferParams, ParamValue};
+pub use repository::{Repository, RepositoryEntry, load_config, path_under_root, plain_name};
+pub use server::{Server, ServerError};
+pub use service::{InferAnswer, InferCall, InferenceService, ModelDescription, ModelStats};
+pub use status::{Code, ServeError};

@@ -1,0 +1,144 @@
+//! Both endpoints started together on the caller's tokio runtime, and stopped
+//! together: stop accepting, let requests under way finish, return.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::transport::server::TcpIncoming;
+
+use super::config::ServerConfig;
+use super::grpc::GrpcEndpoint;
+use super::http::router;
+use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
+use super::service::InferenceService;
+use super::tls;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// An address could not be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS certificate or key could not be used.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// The running endpoints.
+pub struct Server {
+    grpc_address: SocketAddr,
+    http_address: SocketAddr,
+    service: Arc<InferenceService>,
+    stop: watch::Sender<bool>,
+    endpoints: Vec<JoinHandle<()>>,
+    drain_timeout: Duration,
+}
+
+impl Server {
+    /// Binds both addresses and serves `service` on them from the current tokio
+    /// runtime.
+    pub async fn start(service: Arc<InferenceService>, config: &ServerConfig) -> Result<Server, ServerError> {
+        let bind = |address: SocketAddr| async move {
+            TcpListener::bind(address).await.map_err(|source| ServerError::Bind { address, source })
+        };
+        let grpc_listener = bind(config.grpc_address).await?;
+        let http_listener = bind(config.http_address).await?;
+        let local = |l: &TcpListener, address| l.local_addr().map_err(|source| ServerError::Bind { address, source });
+        let grpc_address = local(&grpc_listener, config.grpc_address)?;
+        let http_address = local(&http_listener, config.http_address)?;
+        let (stop, stopped) = watch::channel(false);
+        let until_stopped = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|&s| s).await;
+            }
+        };
+        let tls = match &config.tls {
+            Some(files) => Some(tls::load(files)?),
+            None => None,
+        };
+
+        let max = config.max_message_bytes();
+        let grpc_service = GrpcInferenceServiceServer::new(GrpcEndpoint::new(service.clone()))
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max);
+        let mut builder = tonic::transport::Server::builder()
+            .initial_stream_window_size(config.http2_stream_window_kib.saturating_mul(1024))
+            .initial_connection_window_size(config.http2_connection_window_kib.saturating_mul(1024));
+        if let Some(tls) = &tls {
+            builder = builder.tls_config(tls.grpc.clone()).map_err(|e| ServerError::Tls(e.to_string()))?;
+        }
+        let incoming = TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
+        let grpc = builder.add_service(grpc_service).serve_with_incoming_shutdown(incoming, until_stopped());
+        let grpc = tokio::spawn(async move {
+            if let Err(e) = grpc.await {
+                tracing::error!(error = %e, "gRPC endpoint stopped");
+            }
+        });
+
+        let routes = router(service.clone(), max);
+        let http = match tls {
+            Some(tls) => {
+                let listener = tls::TlsListener::spawn(http_listener, tls.http);
+                tokio::spawn(serve_http(listener, routes, until_stopped()))
+            }
+            None => tokio::spawn(serve_http(http_listener, routes, until_stopped())),
+        };
+        tracing::info!(%grpc_address, %http_address, "serving KServe V2");
+        Ok(Server {
+            grpc_address,
+            http_address,
+            service,
+            stop,
+            endpoints: vec![grpc, http],
+            drain_timeout: Duration::from_secs(config.drain_timeout_s),
+        })
+    }
+
+    /// Where gRPC is served.
+    pub fn grpc_address(&self) -> SocketAddr {
+        self.grpc_address
+    }
+
+    /// Where HTTP is served.
+    pub fn http_address(&self) -> SocketAddr {
+        self.http_address
+    }
+
+    /// Stops: the server turns not ready, stops accepting connections, and waits (up
+    /// to the drain timeout) for the requests under way to be answered.
+    pub async fn shutdown(self) {
+        self.service.start_draining();
+        let _ = self.stop.send(true);
+        let all = futures_join(self.endpoints);
+        if tokio::time::timeout(self.drain_timeout, all).await.is_err() {
+            tracing::warn!(timeout = ?self.drain_timeout, "requests still under way at the end of the drain");
+        }
+    }
+}
+
+async fn futures_join(handles: Vec<JoinHandle<()>>) {
+    for handle in handles {
+        let _ = handle.await;
+    }
+}
+
+async fn serve_http<L>(listener: L, routes: axum::Router, stopped: impl Future<Output = ()> + Send + 'static)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    if let Err(e) = axum::serve(listener, routes).with_graceful_shutdown(stopped).await {
+        tracing::error!(error = %e, "HTTP endpoint stopped");
+    }
+}

@@ -1,0 +1,288 @@
+//! The protocol's operations on the registry, shared by the gRPC and HTTP endpoints:
+//! names resolved to a task, a variant or a model; metadata; inference with the
+//! request's parameters as its SLO; statistics; the model repository.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::params::InferParams;
+use super::repository::{Repository, RepositoryEntry};
+use super::status::{Code, ServeError};
+use crate::backend::{ModelMetadata, TensorSpec};
+use crate::metrics::{ModelTotals, serving_metrics};
+use crate::model::Model;
+use crate::registry::{Registry, Task};
+use crate::request::{Inputs, Slo, Timings};
+use crate::tensor::Tensor;
+
+/// What a name stands for.
+enum Target {
+    /// A task: the runtime picks the variant.
+    Task(Arc<Task>),
+    /// One variant of a task, served directly.
+    Variant(Arc<Task>, String),
+    /// A plain model.
+    Model(Arc<Model>),
+}
+
+/// One inference call, decoded from either protocol.
+#[derive(Debug, Default)]
+pub struct InferCall {
+    /// Task, variant or model.
+    pub model: String,
+    /// Version asked for; empty for any.
+    pub version: String,
+    /// The caller's id, echoed.
+    pub id: String,
+    /// SLO and scheduling parameters.
+    pub params: InferParams,
+    /// Named inputs.
+    pub inputs: Vec<(String, Tensor)>,
+    /// Outputs wanted; empty for all.
+    pub outputs: Vec<String>,
+    /// The transport's deadline (gRPC's `grpc-timeout`).
+    pub deadline: Option<Instant>,
+}
+
+/// The answer to an [`InferCall`].
+#[derive(Debug)]
+pub struct InferAnswer {
+    /// The variant or model that served it.
+    pub model: String,
+    /// Its version.
+    pub version: u64,
+    /// The caller's id.
+    pub id: String,
+    /// The task asked, when a task was.
+    pub task: Option<String>,
+    /// Rows of the batch it ran in.
+    pub batch_size: usize,
+    /// Where its time went.
+    pub timings: Timings,
+    /// Named outputs, in the model's order.
+    pub outputs: Vec<(String, Tensor)>,
+}
+
+/// What a name serves, for metadata calls.
+#[derive(Clone, Debug)]
+pub struct ModelDescription {
+    /// The name asked.
+    pub name: String,
+    /// Versions ready to serve.
+    pub versions: Vec<String>,
+    /// `modelless_task` for a task, else the backend's platform.
+    pub platform: &'static str,
+    /// Inputs.
+    pub inputs: Vec<TensorSpec>,
+    /// Outputs.
+    pub outputs: Vec<TensorSpec>,
+}
+
+/// Cumulative statistics of one variant or model.
+#[derive(Clone, Debug)]
+pub struct ModelStats {
+    /// The variant or model.
+    pub name: String,
+    /// Its serving version, if one is loaded.
+    pub version: Option<u64>,
+    /// Its counters.
+    pub totals: ModelTotals,
+}
+
+/// The operations both endpoints serve.
+pub struct InferenceService {
+    registry: Arc<Registry>,
+    repository: Arc<dyn Repository>,
+    draining: AtomicBool,
+}
+
+impl InferenceService {
+    /// Serves what `registry` holds; repository calls go to `repository`.
+    pub fn new(registry: Arc<Registry>, repository: Arc<dyn Repository>) -> Self {
+        InferenceService { registry, repository, draining: AtomicBool::new(false) }
+    }
+
+    /// The registry served.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// From now on the server is not ready and refuses new inferences; those under way
+    /// finish.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the server takes requests.
+    pub fn is_ready(&self) -> bool {
+        !self.draining.load(Ordering::SeqCst)
+    }
+
+    fn resolve(&self, name: &str) -> Result<Target, ServeError> {
+        if let Ok(task) = self.registry.task(name) {
+            return Ok(Target::Task(task));
+        }
+        if let Ok(model) = self.registry.get(name) {
+            return Ok(Target::Model(model));
+        }
+        if let Some(task) = self.registry.tasks().into_iter().find(|t| t.has_variant(name)) {
+            return Ok(Target::Variant(task, name.to_string()));
+        }
+        Err(ServeError::new(Code::NotFound, format!("unknown model `{name}`: no task, variant or model of that name")))
+    }
+
+    /// The model serving `target` now, checked against the version asked for.
+    fn serving_model(&self, name: &str, target: &Target, version: &str) -> Result<Arc<Model>, ServeError> {
+        let model = match target {
+            Target::Task(task) => task.active_model()?,
+            Target::Variant(task, variant) => task.variant_model(variant)?,
+            Target::Model(model) => model.clone(),
+        };
+        let versioned = !matches!(target, Target::Task(_));
+        if !version.is_empty() && (!versioned || version != model.version().to_string()) {
+            return Err(ServeError::new(
+                Code::NotFound,
+                format!("model `{name}` has no version `{version}` ready (serving: {})", model.version()),
+            ));
+        }
+        Ok(model)
+    }
+
+    /// Whether `name` (at `version`, if given) can serve now.
+    pub fn model_ready(&self, name: &str, version: &str) -> bool {
+        self.is_ready() && self.resolve(name).and_then(|t| self.serving_model(name, &t, version)).is_ok()
+    }
+
+    /// What `name` takes and gives.
+    pub fn metadata(&self, name: &str, version: &str) -> Result<ModelDescription, ServeError> {
+        let target = self.resolve(name)?;
+        let model = self.serving_model(name, &target, version)?;
+        let ModelMetadata { inputs, outputs } = model.metadata().clone();
+        let (platform, versions) = match target {
+            Target::Task(_) => ("modelless_task", Vec::new()),
+            _ => ("onnxruntime_onnx", vec![model.version().to_string()]),
+        };
+        Ok(ModelDescription { name: name.to_string(), versions, platform, inputs, outputs })
+    }
+
+    /// Runs one inference.
+    pub async fn infer(&self, call: InferCall) -> Result<InferAnswer, ServeError> {
+        if !self.is_ready() {
+            return Err(ServeError::new(Code::Unavailable, "the server is shutting down"));
+        }
+        let target = self.resolve(&call.model)?;
+        let model = self.serving_model(&call.model, &target, &call.version)?;
+        let wanted = wanted_outputs(&call.model, model.metadata(), &call.outputs)?;
+        let slo = self.slo(&call);
+        let inputs: Inputs = call.inputs.into_iter().collect();
+        let ticket = match &target {
+            Target::Task(task) => task.submit(inputs, &slo)?,
+            Target::Variant(task, variant) => task.submit_to(variant, inputs, &slo)?,
+            Target::Model(model) => model.submit(inputs, slo.options(Instant::now()))?,
+        };
+        let output = ticket.await_answer().await?;
+        let outputs = output
+            .iter()
+            .filter(|(name, _)| wanted.as_ref().is_none_or(|w| w.iter().any(|n| n == name)))
+            .map(|(name, tensor)| (name.to_string(), tensor.clone()))
+            .collect();
+        Ok(InferAnswer {
+            model: output.model.to_string(),
+            version: output.version,
+            id: call.id,
+            task: output.task.as_deref().map(str::to_string),
+            batch_size: output.batch_size,
+            timings: output.timings,
+            outputs,
+        })
+    }
+
+    /// The request's SLO: its latency target, tightened by its timeout and the
+    /// transport's deadline, each of which becomes the request's deadline.
+    fn slo(&self, call: &InferCall) -> Slo {
+        let now = Instant::now();
+        let transport = call.deadline.map(|d| d.saturating_duration_since(now));
+        let latency = [call.params.latency, call.params.timeout, transport].into_iter().flatten().min();
+        Slo { latency, min_accuracy: call.params.min_accuracy, priority: call.params.priority, no_deadline: false }
+    }
+
+    /// Statistics of `name` (every variant of a task), or of everything for "".
+    pub fn statistics(&self, name: &str) -> Result<Vec<ModelStats>, ServeError> {
+        let metrics = serving_metrics();
+        let variant_stats = |task: &Task, variant: &str| ModelStats {
+            name: variant.to_string(),
+            version: task.variant_model(variant).ok().map(|m| m.version()),
+            totals: metrics.model_counters(task.name(), variant).totals(),
+        };
+        let task_stats = |task: &Task| -> Vec<ModelStats> {
+            task.status().variants.iter().map(|v| variant_stats(task, &v.name)).collect()
+        };
+        let model_stats = |model: &Model| ModelStats {
+            name: model.name().to_string(),
+            version: Some(model.version()),
+            totals: model.counters().totals(),
+        };
+        if name.is_empty() {
+            let mut all: Vec<ModelStats> = self.registry.tasks().iter().flat_map(|t| task_stats(t)).collect();
+            let models = self.registry.names().into_iter().filter_map(|n| self.registry.get(&n).ok());
+            all.extend(models.map(|m| model_stats(&m)));
+            return Ok(all);
+        }
+        Ok(match self.resolve(name)? {
+            Target::Task(task) => task_stats(&task),
+            Target::Variant(task, variant) => vec![variant_stats(&task, &variant)],
+            Target::Model(model) => vec![model_stats(&model)],
+        })
+    }
+
+    /// The repository's models and their states; only those ready when `ready_only`.
+    pub async fn repository_index(&self, ready_only: bool) -> Result<Vec<RepositoryEntry>, ServeError> {
+        let repository = self.repository.clone();
+        let entries = blocking(move || Ok(repository.index())).await?;
+        Ok(entries.into_iter().filter(|e| !ready_only || e.state == "READY").collect())
+    }
+
+    /// Loads `name` from the repository, with `config` (JSON) overriding its settings.
+    pub async fn repository_load(&self, name: String, config: Option<String>) -> Result<(), ServeError> {
+        let repository = self.repository.clone();
+        blocking(move || repository.load(&name, config.as_deref())).await
+    }
+
+    /// Unloads `name`.
+    pub async fn repository_unload(&self, name: String) -> Result<(), ServeError> {
+        let repository = self.repository.clone();
+        blocking(move || repository.unload(&name)).await
+    }
+}
+
+/// Runs a call that loads or unloads models off the async workers.
+async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, ServeError> + Send + 'static,
+) -> Result<T, ServeError> {
+    tokio::task::spawn_blocking(call)
+        .await
+        .unwrap_or_else(|e| Err(ServeError::new(Code::Internal, format!("repository call failed: {e}"))))
+}
+
+/// The outputs asked for, checked against the model's; `None` for all.
+fn wanted_outputs(name: &str, metadata: &ModelMetadata, asked: &[String]) -> Result<Option<Vec<String>>, ServeError> {
+    if asked.is_empty() {
+        return Ok(None);
+    }
+    for output in asked {
+        if !metadata.outputs.iter().any(|o| &o.name == output) {
+            let known: Vec<&str> = metadata.outputs.iter().map(|o| o.name.as_str()).collect();
+            return Err(ServeError::invalid(format!(
+                "model `{name}` has no output `{output}`; outputs: {}",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(Some(asked.to_vec()))
+}
+
+/// A latency from a parameter given in milliseconds.
+pub(crate) fn millis(ms: f64) -> Duration {
+    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+}

@@ -1,0 +1,261 @@
+//! Tensors as the protocol carries them: a datatype name, a shape of `i64`, and the
+//! elements as little-endian raw bytes, as typed contents (gRPC) or as JSON (HTTP).
+
+use half::f16;
+
+use super::proto::InferTensorContents;
+use super::status::ServeError;
+use crate::tensor::{DType, Tensor, TensorData};
+
+/// The protocol's name of an element type.
+pub fn datatype(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "FP32",
+        DType::F16 => "FP16",
+        DType::I64 => "INT64",
+        DType::I32 => "INT32",
+        DType::U8 => "UINT8",
+        DType::Bool => "BOOL",
+    }
+}
+
+/// The element type the protocol calls `name`, if modelless serves it.
+pub fn parse_datatype(name: &str) -> Result<DType, ServeError> {
+    Ok(match name {
+        "FP32" => DType::F32,
+        "FP16" => DType::F16,
+        "INT64" => DType::I64,
+        "INT32" => DType::I32,
+        "UINT8" => DType::U8,
+        "BOOL" => DType::Bool,
+        other => {
+            return Err(ServeError::invalid(format!(
+                "datatype `{other}` is not served; use FP32, FP16, INT64, INT32, UINT8 or BOOL"
+            )));
+        }
+    })
+}
+
+/// Bytes one element takes in raw contents.
+fn element_size(dtype: DType) -> usize {
+    match dtype {
+        DType::F32 | DType::I32 => 4,
+        DType::F16 => 2,
+        DType::I64 => 8,
+        DType::U8 | DType::Bool => 1,
+    }
+}
+
+/// A tensor's shape as the protocol gives it, checked: no negative dimension, and an
+/// element count that fits in memory.
+pub fn parse_shape(name: &str, shape: &[i64]) -> Result<(Vec<usize>, usize), ServeError> {
+    let mut dims = Vec::with_capacity(shape.len());
+    let mut elements: usize = 1;
+    for &d in shape {
+        let d = usize::try_from(d).map_err(|_| ServeError::invalid(format!("input `{name}`: shape {shape:?}")))?;
+        elements = elements
+            .checked_mul(d)
+            .ok_or_else(|| ServeError::invalid(format!("input `{name}`: shape {shape:?} is too large")))?;
+        dims.push(d);
+    }
+    Ok((dims, elements))
+}
+
+/// The protocol's shape of a tensor.
+pub fn shape_of(tensor: &Tensor) -> Vec<i64> {
+    tensor.shape().iter().map(|&d| d as i64).collect()
+}
+
+/// Decodes raw little-endian contents.
+pub fn from_raw(name: &str, dtype: DType, shape: &[i64], bytes: &[u8]) -> Result<Tensor, ServeError> {
+    let (dims, elements) = parse_shape(name, shape)?;
+    let expected = elements.checked_mul(element_size(dtype)).unwrap_or(usize::MAX);
+    if bytes.len() != expected {
+        return Err(ServeError::invalid(format!(
+            "input `{name}`: {} bytes of raw contents for {} elements of {}, expected {expected}",
+            bytes.len(),
+            elements,
+            datatype(dtype)
+        )));
+    }
+    let data = match dtype {
+        DType::F32 => {
+            TensorData::F32(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        }
+        DType::F16 => TensorData::F16(bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect()),
+        DType::I64 => TensorData::I64(
+            bytes
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+        ),
+        DType::I32 => {
+            TensorData::I32(bytes.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        }
+        DType::U8 => TensorData::U8(bytes.to_vec()),
+        DType::Bool => TensorData::Bool(bytes.iter().map(|&b| b != 0).collect()),
+    };
+    build(name, dims, data)
+}
+
+/// Decodes typed contents: each type in its own repeated field, as the protocol says.
+pub fn from_contents(
+    name: &str,
+    dtype: DType,
+    shape: &[i64],
+    contents: &InferTensorContents,
+) -> Result<Tensor, ServeError> {
+    let (dims, _) = parse_shape(name, shape)?;
+    let data = match dtype {
+        DType::F32 => TensorData::F32(contents.fp32_contents.clone()),
+        DType::I64 => TensorData::I64(contents.int64_contents.clone()),
+        DType::I32 => TensorData::I32(contents.int_contents.clone()),
+        DType::Bool => TensorData::Bool(contents.bool_contents.clone()),
+        DType::U8 => TensorData::U8(
+            contents
+                .uint_contents
+                .iter()
+                .map(|&v| u8::try_from(v))
+                .collect::<Result<_, _>>()
+                .map_err(|_| ServeError::invalid(format!("input `{name}`: UINT8 contents above 255")))?,
+        ),
+        DType::F16 => {
+            return Err(ServeError::invalid(format!(
+                "input `{name}`: FP16 has no typed contents; send it in raw_input_contents"
+            )));
+        }
+    };
+    build(name, dims, data)
+}
+
+/// Encodes a tensor as raw little-endian bytes.
+pub fn to_raw(tensor: &Tensor) -> Vec<u8> {
+    let data = tensor.data();
+    let mut bytes = Vec::with_capacity(data.len() * element_size(data.dtype()));
+    match data {
+        TensorData::F32(v) => v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes())),
+        TensorData::F16(v) => v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes())),
+        TensorData::I64(v) => v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes())),
+        TensorData::I32(v) => v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes())),
+        TensorData::U8(v) => bytes.extend_from_slice(v),
+        TensorData::Bool(v) => bytes.extend(v.iter().map(|&b| u8::from(b))),
+    }
+    bytes
+}
+
+/// Decodes the `data` of an HTTP/JSON input: a flat or nested array of numbers (of
+/// booleans for BOOL), row-major.
+pub fn from_json(name: &str, dtype: DType, shape: &[i64], data: &serde_json::Value) -> Result<Tensor, ServeError> {
+    let (dims, elements) = parse_shape(name, shape)?;
+    let mut flat = Vec::with_capacity(elements);
+    flatten(data, &mut flat);
+    let bad = |what: &str| ServeError::invalid(format!("input `{name}`: data holds {what}, not {}", datatype(dtype)));
+    let data = match dtype {
+        DType::F32 => TensorData::F32(
+            flat.iter()
+                .map(|v| v.as_f64().map(|x| x as f32))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad("a non-number"))?,
+        ),
+        DType::F16 => TensorData::F16(
+            flat.iter()
+                .map(|v| v.as_f64().map(f16::from_f64))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad("a non-number"))?,
+        ),
+        DType::I64 => {
+            TensorData::I64(flat.iter().map(|v| v.as_i64()).collect::<Option<_>>().ok_or_else(|| bad("a non-integer"))?)
+        }
+        DType::I32 => TensorData::I32(
+            flat.iter()
+                .map(|v| v.as_i64().and_then(|x| i32::try_from(x).ok()))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad("a value out of range"))?,
+        ),
+        DType::U8 => TensorData::U8(
+            flat.iter()
+                .map(|v| v.as_u64().and_then(|x| u8::try_from(x).ok()))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad("a value out of range"))?,
+        ),
+        DType::Bool => TensorData::Bool(
+            flat.iter().map(|v| v.as_bool()).collect::<Option<_>>().ok_or_else(|| bad("a non-boolean"))?,
+        ),
+    };
+    build(name, dims, data)
+}
+
+fn flatten<'a>(value: &'a serde_json::Value, into: &mut Vec<&'a serde_json::Value>) {
+    match value {
+        serde_json::Value::Array(items) => items.iter().for_each(|item| flatten(item, into)),
+        scalar => into.push(scalar),
+    }
+}
+
+/// The elements of a tensor as a flat JSON array.
+pub fn to_json(tensor: &Tensor) -> serde_json::Value {
+    let values = |v: &mut dyn Iterator<Item = serde_json::Value>| serde_json::Value::Array(v.collect());
+    match tensor.data() {
+        TensorData::F32(v) => values(&mut v.iter().map(|x| serde_json::json!(x))),
+        TensorData::F16(v) => values(&mut v.iter().map(|x| serde_json::json!(x.to_f32()))),
+        TensorData::I64(v) => values(&mut v.iter().map(|x| serde_json::json!(x))),
+        TensorData::I32(v) => values(&mut v.iter().map(|x| serde_json::json!(x))),
+        TensorData::U8(v) => values(&mut v.iter().map(|x| serde_json::json!(x))),
+        TensorData::Bool(v) => values(&mut v.iter().map(|x| serde_json::json!(x))),
+    }
+}
+
+fn build(name: &str, dims: Vec<usize>, data: TensorData) -> Result<Tensor, ServeError> {
+    Tensor::new(dims, data).map_err(|e| ServeError::invalid(format!("input `{name}`: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_types() -> Vec<Tensor> {
+        vec![
+            Tensor::new([2, 2], vec![1.5f32, -2.0, 0.25, 3.0]).unwrap(),
+            Tensor::new([1, 3], vec![f16::from_f32(0.5), f16::from_f32(-1.0), f16::from_f32(2.0)]).unwrap(),
+            Tensor::new([2], vec![i64::MIN, 7]).unwrap(),
+            Tensor::new([2], vec![-3i32, 9]).unwrap(),
+            Tensor::new([3], vec![0u8, 128, 255]).unwrap(),
+            Tensor::new([2], vec![true, false]).unwrap(),
+        ]
+    }
+
+    #[test]
+    fn raw_and_json_contents_round_trip_every_type() {
+        for tensor in all_types() {
+            let (dtype, shape) = (tensor.dtype(), shape_of(&tensor));
+            assert_eq!(parse_datatype(datatype(dtype)).unwrap(), dtype);
+            assert_eq!(from_raw("x", dtype, &shape, &to_raw(&tensor)).unwrap(), tensor);
+            assert_eq!(from_json("x", dtype, &shape, &to_json(&tensor)).unwrap(), tensor);
+        }
+    }
+
+    #[test]
+    fn typed_contents_fill_the_field_of_their_type() {
+        let contents =
+            InferTensorContents { uint_contents: vec![1, 2, 255], int_contents: vec![-1, 5], ..Default::default() };
+        let u8s = from_contents("x", DType::U8, &[3], &contents).unwrap();
+        assert_eq!(u8s.as_slice::<u8>(), Some(&[1u8, 2, 255][..]));
+        let i32s = from_contents("x", DType::I32, &[1, 2], &contents).unwrap();
+        assert_eq!(i32s.as_slice::<i32>(), Some(&[-1, 5][..]));
+        let too_big = InferTensorContents { uint_contents: vec![256], ..Default::default() };
+        assert!(from_contents("x", DType::U8, &[1], &too_big).is_err());
+        assert!(from_contents("x", DType::F16, &[1], &contents).is_err());
+    }
+
+    #[test]
+    fn bad_sizes_shapes_and_datatypes_are_refused() {
+        assert!(from_raw("x", DType::F32, &[2], &[0; 7]).is_err());
+        assert!(from_raw("x", DType::F32, &[-1], &[]).is_err());
+        assert!(from_raw("x", DType::F32, &[i64::MAX, i64::MAX], &[]).is_err());
+        assert!(from_json("x", DType::F32, &[3], &serde_json::json!([1.0, 2.0])).is_err());
+        assert!(from_json("x", DType::Bool, &[1], &serde_json::json!([1])).is_err());
+        let nested = from_json("x", DType::I64, &[2, 2], &serde_json::json!([[1, 2], [3, 4]])).unwrap();
+        assert_eq!(nested.as_slice::<i64>(), Some(&[1, 2, 3, 4][..]));
+        assert!(parse_datatype("BYTES").unwrap_err().message.contains("BYTES"));
+    }
+}

@@ -1,0 +1,104 @@
+//! TLS for both endpoints from one certificate and key (PEM files).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::server::TlsStream;
+use tonic::transport::{Identity, ServerTlsConfig};
+
+use super::config::TlsConfig;
+use super::server::ServerError;
+
+/// The certificate, ready for each endpoint.
+pub struct LoadedTls {
+    /// For tonic.
+    pub grpc: ServerTlsConfig,
+    /// For the HTTP listener.
+    pub http: Arc<rustls::ServerConfig>,
+}
+
+/// Reads and checks the certificate and key.
+pub fn load(files: &TlsConfig) -> Result<LoadedTls, ServerError> {
+    let read =
+        |path: &std::path::Path| std::fs::read(path).map_err(|e| ServerError::Tls(format!("{}: {e}", path.display())));
+    let (cert_pem, key_pem) = (read(&files.cert)?, read(&files.key)?);
+    let certs = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ServerError::Tls(format!("{}: {e}", files.cert.display())))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
+        .map_err(|e| ServerError::Tls(format!("{}: {e}", files.key.display())))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut http = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+        .map_err(|e| ServerError::Tls(e.to_string()))?;
+    http.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(LoadedTls { grpc: ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem)), http: Arc::new(http) })
+}
+
+/// Accepts TCP connections and hands on those whose TLS handshake completed; each
+/// handshake runs on its own task, so a slow client holds up nobody else.
+pub struct TlsListener {
+    accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+}
+
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl TlsListener {
+    /// Starts accepting on `listener`.
+    pub fn spawn(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> TlsListener {
+        let local = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let (handed, accepted) = mpsc::channel(64);
+        let acceptor = TlsAcceptor::from(config);
+        tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = tokio::select! {
+                    _ = handed.closed() => return,
+                    accepted = listener.accept() => match accepted {
+                        Ok(accepted) => accepted,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
+                    },
+                };
+                let _ = tcp.set_nodelay(true);
+                let (acceptor, handed) = (acceptor.clone(), handed.clone());
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => drop(handed.send((stream, peer)).await),
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        TlsListener { accepted, local }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.accepted.recv().await {
+            Some(accepted) => accepted,
+            // The accepting task ended: nothing more will come.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}

@@ -1,0 +1,366 @@
+//! The process's Prometheus metrics, named the way Triton names its own
+//! (`nv_inference_request_success` becomes `modelless_inference_request_success`) and
+//! labelled by task and variant (a plain model is its own task and variant).
+//!
+//! Counters move on the request path through [`ModelCounters`], handles bound to one
+//! model's labels once when it starts, so serving a request costs a few atomic adds.
+//! Gauges (queue lengths, active variants, CPU) are read when the metrics are scraped.
+//! Counters live as long as the process: a new version of a variant goes on counting
+//! where the old one stopped, as Prometheus expects of a counter.
+
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry as PromRegistry, TextEncoder,
+};
+
+use super::cpu::CpuSample;
+use crate::registry::Registry;
+use crate::request::Timings;
+
+/// Why a request admitted, or offered, to a model got no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureReason {
+    /// Refused at admission: wrong inputs, too many rows, queue full.
+    Rejected,
+    /// Its deadline passed before it ran.
+    Expired,
+    /// Its caller went away before it ran.
+    Canceled,
+    /// Its batch failed in the backend.
+    Backend,
+}
+
+impl FailureReason {
+    /// The `reason` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            FailureReason::Rejected => "rejected",
+            FailureReason::Expired => "expired",
+            FailureReason::Canceled => "canceled",
+            FailureReason::Backend => "backend",
+        }
+    }
+}
+
+const REASONS: [FailureReason; 4] =
+    [FailureReason::Rejected, FailureReason::Expired, FailureReason::Canceled, FailureReason::Backend];
+
+/// Every metric the process exports.
+pub struct ServingMetrics {
+    registry: PromRegistry,
+    request_success: IntCounterVec,
+    request_failure: IntCounterVec,
+    inference_count: IntCounterVec,
+    exec_count: IntCounterVec,
+    request_duration_us: IntCounterVec,
+    queue_duration_us: IntCounterVec,
+    compute_infer_duration_us: IntCounterVec,
+    compute_io_duration_us: IntCounterVec,
+    request_latency: HistogramVec,
+    pending_requests: IntGaugeVec,
+    active_variant: IntGaugeVec,
+    variant_switches: IntCounterVec,
+    policy_decision: Histogram,
+    policy_failures: IntCounterVec,
+    policy_on_fallback: IntGauge,
+    cpu_utilization: Gauge,
+    process_cpu_utilization: Gauge,
+    last_cpu: Mutex<Option<CpuSample>>,
+}
+
+/// The process's metrics.
+pub fn serving_metrics() -> &'static ServingMetrics {
+    static METRICS: OnceLock<ServingMetrics> = OnceLock::new();
+    METRICS.get_or_init(ServingMetrics::new)
+}
+
+const MODEL_LABELS: [&str; 2] = ["task", "variant"];
+
+impl ServingMetrics {
+    fn new() -> Self {
+        let registry = PromRegistry::new();
+        let counters = |name: &str, help: &str, labels: &[&str]| {
+            let vec = IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| unreachable!("{name}: {e}"));
+            registry.register(Box::new(vec.clone())).unwrap_or_else(|e| unreachable!("{name}: {e}"));
+            vec
+        };
+        let gauges = |name: &str, help: &str, labels: &[&str]| {
+            let vec = IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| unreachable!("{name}: {e}"));
+            registry.register(Box::new(vec.clone())).unwrap_or_else(|e| unreachable!("{name}: {e}"));
+            vec
+        };
+        let gauge = |name: &str, help: &str| {
+            let gauge = Gauge::new(name, help).unwrap_or_else(|e| unreachable!("{name}: {e}"));
+            registry.register(Box::new(gauge.clone())).unwrap_or_else(|e| unreachable!("{name}: {e}"));
+            gauge
+        };
+        let request_latency = HistogramVec::new(
+            HistogramOpts::new(
+                "modelless_inference_request_latency_seconds",
+                "Time from admission to answer of successful requests",
+            )
+            .buckets(vec![0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0]),
+            &MODEL_LABELS,
+        )
+        .unwrap_or_else(|e| unreachable!("latency histogram: {e}"));
+        registry.register(Box::new(request_latency.clone())).unwrap_or_else(|e| unreachable!("{e}"));
+        let policy_decision = Histogram::with_opts(
+            HistogramOpts::new("modelless_policy_decision_duration_seconds", "Time one policy decision took")
+                .buckets(vec![0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05]),
+        )
+        .unwrap_or_else(|e| unreachable!("policy histogram: {e}"));
+        registry.register(Box::new(policy_decision.clone())).unwrap_or_else(|e| unreachable!("{e}"));
+        let policy_on_fallback = IntGauge::new(
+            "modelless_policy_on_fallback",
+            "1 while the native fallback policy decides because the loaded one failed",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        registry.register(Box::new(policy_on_fallback.clone())).unwrap_or_else(|e| unreachable!("{e}"));
+        ServingMetrics {
+            request_success: counters(
+                "modelless_inference_request_success",
+                "Requests answered successfully",
+                &MODEL_LABELS,
+            ),
+            request_failure: counters(
+                "modelless_inference_request_failure",
+                "Requests not answered, by reason",
+                &["task", "variant", "reason"],
+            ),
+            inference_count: counters(
+                "modelless_inference_count",
+                "Inferences performed (a request of n rows counts n)",
+                &MODEL_LABELS,
+            ),
+            exec_count: counters(
+                "modelless_inference_exec_count",
+                "Batches executed (one batch runs many requests)",
+                &MODEL_LABELS,
+            ),
+            request_duration_us: counters(
+                "modelless_inference_request_duration_us",
+                "Cumulative time from admission to answer of successful requests",
+                &MODEL_LABELS,
+            ),
+            queue_duration_us: counters(
+                "modelless_inference_queue_duration_us",
+                "Cumulative time successful requests waited in the queue",
+                &MODEL_LABELS,
+            ),
+            compute_infer_duration_us: counters(
+                "modelless_inference_compute_infer_duration_us",
+                "Cumulative time the backend ran the batches of successful requests",
+                &MODEL_LABELS,
+            ),
+            compute_io_duration_us: counters(
+                "modelless_inference_compute_io_duration_us",
+                "Cumulative time joining inputs into batches and splitting outputs",
+                &MODEL_LABELS,
+            ),
+            request_latency,
+            pending_requests: gauges(
+                "modelless_inference_pending_request_count",
+                "Requests waiting in the queue",
+                &MODEL_LABELS,
+            ),
+            active_variant: gauges(
+                "modelless_task_active_variant",
+                "1 for the variant that serves the task, 0 for the others",
+                &MODEL_LABELS,
+            ),
+            variant_switches: counters(
+                "modelless_variant_switches",
+                "Switches of a task's active variant",
+                &["task", "from", "to"],
+            ),
+            policy_decision,
+            policy_failures: counters(
+                "modelless_policy_failures",
+                "Policy decisions discarded, by kind of failure",
+                &["kind"],
+            ),
+            policy_on_fallback,
+            cpu_utilization: gauge("modelless_cpu_utilization", "CPU utilisation of the machine, 0 to 1"),
+            process_cpu_utilization: gauge(
+                "modelless_process_cpu_utilization",
+                "CPU utilisation of this process, 0 to 1 of all cores",
+            ),
+            last_cpu: Mutex::new(CpuSample::now()),
+            registry,
+        }
+    }
+
+    /// Handles for the counters of one model: `task` and `variant` label them.
+    pub fn model_counters(&self, task: &str, variant: &str) -> ModelCounters {
+        let labels = [task, variant];
+        ModelCounters {
+            success: self.request_success.with_label_values(&labels),
+            failures: REASONS.map(|r| self.request_failure.with_label_values(&[task, variant, r.label()])),
+            inferences: self.inference_count.with_label_values(&labels),
+            executions: self.exec_count.with_label_values(&labels),
+            request_us: self.request_duration_us.with_label_values(&labels),
+            queue_us: self.queue_duration_us.with_label_values(&labels),
+            compute_us: self.compute_infer_duration_us.with_label_values(&labels),
+            io_us: self.compute_io_duration_us.with_label_values(&labels),
+            latency: self.request_latency.with_label_values(&labels),
+        }
+    }
+
+    /// Counts a switch of `task` from one variant to another.
+    pub fn variant_switched(&self, task: &str, from: &str, to: &str) {
+        self.variant_switches.with_label_values(&[task, from, to]).inc();
+    }
+
+    /// Records how long a policy decision took, and why it was discarded if it was.
+    pub fn policy_decided(&self, took: Duration, failure: Option<&str>, on_fallback: bool) {
+        self.policy_decision.observe(took.as_secs_f64());
+        if let Some(kind) = failure {
+            self.policy_failures.with_label_values(&[kind]).inc();
+        }
+        self.policy_on_fallback.set(i64::from(on_fallback));
+    }
+
+    /// Reads the gauges from `registry` and the machine, then encodes every metric in
+    /// Prometheus' text format.
+    pub fn render(&self, registry: &Registry) -> String {
+        self.read_gauges(registry);
+        let mut text = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut text) {
+            tracing::warn!(error = %e, "metrics not encoded");
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
+    fn read_gauges(&self, registry: &Registry) {
+        // Models and variants that went away leave no stale gauge behind.
+        self.pending_requests.reset();
+        self.active_variant.reset();
+        for name in registry.names() {
+            if let Ok(model) = registry.get(&name) {
+                self.pending_requests.with_label_values(&[&name, &name]).set(model.queued() as i64);
+            }
+        }
+        for task in registry.tasks() {
+            let status = task.status();
+            for variant in &status.variants {
+                let active = i64::from(variant.name == status.active);
+                self.active_variant.with_label_values(&[task.name(), &variant.name]).set(active);
+            }
+            let (_, queued) = task.serving();
+            self.pending_requests.with_label_values(&[task.name(), &status.active]).set(queued as i64);
+        }
+        let now = CpuSample::now();
+        let mut last = self.last_cpu.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(utilisation) = now.as_ref().zip(last.as_ref()).and_then(|(now, before)| now.since(before)) {
+            self.cpu_utilization.set(utilisation.host_percent / 100.0);
+            self.process_cpu_utilization.set(utilisation.process_percent / 100.0);
+        }
+        if now.is_some() {
+            *last = now;
+        }
+    }
+}
+
+/// One model's counters, bound to its labels.
+pub struct ModelCounters {
+    success: IntCounter,
+    failures: [IntCounter; 4],
+    inferences: IntCounter,
+    executions: IntCounter,
+    request_us: IntCounter,
+    queue_us: IntCounter,
+    compute_us: IntCounter,
+    io_us: IntCounter,
+    latency: Histogram,
+}
+
+impl ModelCounters {
+    /// Counts one batch run.
+    pub fn executed(&self) {
+        self.executions.inc();
+    }
+
+    /// Counts a request of `rows` rows answered after `timings`.
+    pub fn served(&self, rows: usize, timings: &Timings) {
+        self.success.inc();
+        self.inferences.inc_by(rows as u64);
+        self.request_us.inc_by(timings.total.as_micros() as u64);
+        self.queue_us.inc_by(timings.queue.as_micros() as u64);
+        self.compute_us.inc_by(timings.compute.as_micros() as u64);
+        self.io_us.inc_by(timings.processing.as_micros() as u64);
+        self.latency.observe(timings.total.as_secs_f64());
+    }
+
+    /// Counts a request that got no answer.
+    pub fn failed(&self, reason: FailureReason) {
+        let index = REASONS.iter().position(|r| *r == reason).unwrap_or(0);
+        self.failures[index].inc();
+    }
+
+    /// The totals so far.
+    pub fn totals(&self) -> ModelTotals {
+        ModelTotals {
+            success: self.success.get(),
+            failure: self.failures.iter().map(IntCounter::get).sum(),
+            inferences: self.inferences.get(),
+            executions: self.executions.get(),
+            request: Duration::from_micros(self.request_us.get()),
+            queue: Duration::from_micros(self.queue_us.get()),
+            compute: Duration::from_micros(self.compute_us.get()),
+            io: Duration::from_micros(self.io_us.get()),
+        }
+    }
+}
+
+/// A model's counters read at one moment, for statistics endpoints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModelTotals {
+    /// Requests answered.
+    pub success: u64,
+    /// Requests not answered, all reasons.
+    pub failure: u64,
+    /// Rows inferred.
+    pub inferences: u64,
+    /// Batches run.
+    pub executions: u64,
+    /// Time of successful requests, admission to answer.
+    pub request: Duration,
+    /// Time they waited in the queue.
+    pub queue: Duration,
+    /// Time their batches ran.
+    pub compute: Duration,
+    /// Time joining and splitting their batches.
+    pub io: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_of_one_model_move_together_and_render_with_labels() {
+        let metrics = serving_metrics();
+        let counters = metrics.model_counters("exposition-test", "v1");
+        let timings = Timings {
+            queue: Duration::from_micros(100),
+            processing: Duration::from_micros(10),
+            compute: Duration::from_micros(900),
+            total: Duration::from_micros(1010),
+        };
+        counters.served(3, &timings);
+        counters.served(1, &timings);
+        counters.executed();
+        counters.failed(FailureReason::Expired);
+        let totals = counters.totals();
+        assert_eq!((totals.success, totals.inferences, totals.executions, totals.failure), (2, 4, 1, 1));
+        assert_eq!(totals.compute, Duration::from_micros(1800));
+        let text = metrics.render(&Registry::new());
+        let line = r#"modelless_inference_count{task="exposition-test",variant="v1"} 4"#;
+        assert!(text.contains(line), "{text}");
+        let line = r#"modelless_inference_request_failure{reason="expired",task="exposition-test",variant="v1"} 1"#;
+        assert!(text.contains(line), "{text}");
+    }
+}
