@@ -17,7 +17,7 @@ import zlib
 
 # Bump whenever the produced files would change: it is the only thing the
 # up-to-date check looks at.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 SEED = 20180113  # MobileNetV2 arXiv date; any fixed value keeps output deterministic
 OPSET = 17
 # onnx 1.23 stamps IR version 14 by default, which ORT 1.31 rejects (it reads up
@@ -30,7 +30,7 @@ WIDTHS = [(0.35, 60.3), (0.5, 65.4), (0.75, 69.8), (1.0, 71.8), (1.4, 75.0)]
 # Inverted-residual table (t, c, n, s) from Sandler et al. 2018, Table 2.
 BLOCKS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
           (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
-TINY = ["tiny.onnx", "tiny_fixed.onnx", "tiny_multi.onnx", "tiny_f16.onnx"]
+TINY = ["tiny.onnx", "tiny_fixed.onnx", "tiny_multi.onnx", "tiny_f16.onnx", "tiny_types.onnx"]
 
 
 def log(msg):
@@ -125,6 +125,17 @@ def build_tiny(out):
         [vi("input", T.FLOAT16, ["N", 4])], [vi("output", T.FLOAT16, ["N", 4])],
         [nh.from_array(np.array(2, np.float16), "two")])
     save(make_model(g), os.path.join(out, "tiny_f16.onnx"))
+
+    # The remaining element types the serving protocols carry: INT32, UINT8, BOOL.
+    g = helper.make_graph(
+        [helper.make_node("Add", ["i32", "one32"], ["i32_next"]),
+         helper.make_node("Identity", ["u8"], ["u8_out"]),
+         helper.make_node("Not", ["flag"], ["flag_not"])],
+        "tiny_types",
+        [vi("i32", T.INT32, ["N", 2]), vi("u8", T.UINT8, ["N", 2]), vi("flag", T.BOOL, ["N", 2])],
+        [vi("i32_next", T.INT32, ["N", 2]), vi("u8_out", T.UINT8, ["N", 2]), vi("flag_not", T.BOOL, ["N", 2])],
+        [nh.from_array(np.array(1, np.int32), "one32")])
+    save(make_model(g), os.path.join(out, "tiny_types.onnx"))
 
 
 # ---------------------------------------------------------------- MobileNetV2
@@ -253,6 +264,14 @@ def validate(out, manifest):
         x = rng.standard_normal((n, 4)).astype(np.float16)
         (y,) = s.run(None, {"input": x})
         expect(y.dtype == np.float16 and (y == x * np.float16(2)).all(), "tiny_f16.onnx")
+    s = session("tiny_types.onnx")
+    for n in (1, 3):
+        i = rng.integers(-1000, 1000, (n, 2), dtype=np.int32)
+        u = rng.integers(0, 256, (n, 2), dtype=np.uint8)
+        f = rng.integers(0, 2, (n, 2)).astype(bool)
+        i2, u2, f2 = s.run(["i32_next", "u8_out", "flag_not"], {"i32": i, "u8": u, "flag": f})
+        expect(i2.dtype == np.int32 and (i2 == i + 1).all() and (u2 == u).all() and (f2 == ~f).all(),
+               "tiny_types.onnx")
     log(f"tiny models ok: {', '.join(manifest['tiny'])}")
 
     for v in manifest["variants"]:

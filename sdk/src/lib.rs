@@ -27,9 +27,14 @@
 //! [`backend::onnx`] for where it is looked for.
 
 mod runtime;
+#[cfg(feature = "server")]
+mod serving;
 mod steering;
 
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
+/// KServe V2 endpoints (feature `server`): see [`Runtime::serve`].
+#[cfg(feature = "server")]
+pub use modelless_runtime::kserve;
 pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
 pub use modelless_runtime::{

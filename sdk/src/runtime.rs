@@ -30,6 +30,10 @@ pub struct RuntimeConfig {
     /// The scheduling policy steering the tasks, if any.
     #[serde(default)]
     pub policy: Option<PolicyConfig>,
+    /// The KServe V2 endpoints, for `modelless serve`.
+    #[cfg(feature = "server")]
+    #[serde(default)]
+    pub server: Option<modelless_runtime::kserve::ServerConfig>,
 }
 
 impl RuntimeConfig {
@@ -60,6 +64,14 @@ impl RuntimeConfig {
         }
         self.models.iter_mut().for_each(|m| resolve(&mut m.path));
         self.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()).for_each(|v| resolve(&mut v.path));
+        #[cfg(feature = "server")]
+        if let Some(server) = self.server.as_mut() {
+            server.model_repository.iter_mut().for_each(&resolve);
+            if let Some(tls) = server.tls.as_mut() {
+                resolve(&mut tls.cert);
+                resolve(&mut tls.key);
+            }
+        }
         if let Some(policy) = self.policy.as_mut() {
             resolve(&mut policy.module);
             if let Some(record) = policy.record.as_mut() {
@@ -120,6 +132,11 @@ impl RuntimeBuilder {
             onnxruntime: self.config.onnxruntime,
             registry: Arc::new(Registry::new()),
             policy: Mutex::new(None),
+            #[cfg(feature = "server")]
+            declared: Mutex::new(crate::serving::Declared {
+                models: self.config.models.clone(),
+                tasks: self.config.tasks.clone(),
+            }),
         };
         for model in self.config.models {
             runtime.load_model(model)?;
@@ -167,6 +184,9 @@ pub struct Runtime {
     onnxruntime: OrtEnvironmentConfig,
     pub(crate) registry: Arc<Registry>,
     pub(crate) policy: Mutex<Option<RunningPolicy>>,
+    /// What the config declared, for the model repository.
+    #[cfg(feature = "server")]
+    pub(crate) declared: Mutex<crate::serving::Declared>,
 }
 
 impl Runtime {

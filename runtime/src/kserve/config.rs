@@ -31,6 +31,11 @@ pub struct ServerConfig {
     /// Serve both endpoints over TLS.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// Folder of model files that repository calls may load by name
+    /// (`<name>.onnx`, `<name>/model.onnx`, or `<name>/<version>/model.onnx`); nothing
+    /// outside it, or outside what the config declares, is ever loaded.
+    #[serde(default)]
+    pub model_repository: Option<PathBuf>,
 }
 
 /// Certificate and key of the server, PEM files.
@@ -77,6 +82,7 @@ impl Default for ServerConfig {
             http2_connection_window_kib: default_connection_window_kib(),
             drain_timeout_s: default_drain_timeout_s(),
             tls: None,
+            model_repository: None,
         }
     }
 }
@@ -112,6 +118,12 @@ impl ServerConfig {
     /// Serves over TLS with this certificate and key.
     pub fn with_tls(mut self, tls: TlsConfig) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Lets repository calls load model files found under `root`.
+    pub fn with_model_repository(mut self, root: impl Into<PathBuf>) -> Self {
+        self.model_repository = Some(root.into());
         self
     }
 

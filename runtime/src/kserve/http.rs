@@ -41,8 +41,9 @@ pub fn router(service: Arc<InferenceService>, max_body_bytes: usize) -> Router {
         .route("/v2/models/{name}/versions/{version}/infer", post(versioned_infer))
         .route("/v2/models/{name}/stats", get(statistics))
         .route("/v2/repository/index", post(repository_index))
-        .route("/v2/repository/models/{name}/load", post(repository_load))
-        .route("/v2/repository/models/{name}/unload", post(repository_unload))
+        // One route for load and unload, so that a name holding `/` or `..` reaches the
+        // repository's check (and is refused 403) instead of missing every route.
+        .route("/v2/repository/models/{*call}", post(repository_call))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(service)
@@ -356,23 +357,25 @@ struct LoadBody {
     parameters: Map<String, Value>,
 }
 
-async fn repository_load(
+async fn repository_call(
     State(service): Shared,
-    Path(name): Path<String>,
+    Path(call): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ServeError> {
+    if let Some(name) = call.strip_suffix("/unload") {
+        service.repository_unload(name.to_string()).await?;
+        return Ok(StatusCode::OK);
+    }
+    let Some(name) = call.strip_suffix("/load") else {
+        return Err(ServeError::new(super::status::Code::NotFound, format!("no repository call `{call}`")));
+    };
     let request: LoadBody = if body.is_empty() {
         LoadBody::default()
     } else {
         serde_json::from_slice(&body).map_err(|e| ServeError::invalid(format!("load request: {e}")))?
     };
     let config = load_config(request.parameters.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-    service.repository_load(name, config).await?;
-    Ok(StatusCode::OK)
-}
-
-async fn repository_unload(State(service): Shared, Path(name): Path<String>) -> Result<StatusCode, ServeError> {
-    service.repository_unload(name).await?;
+    service.repository_load(name.to_string(), config).await?;
     Ok(StatusCode::OK)
 }
 

@@ -69,7 +69,7 @@ pub fn shape_of(tensor: &Tensor) -> Vec<i64> {
 /// Decodes raw little-endian contents.
 pub fn from_raw(name: &str, dtype: DType, shape: &[i64], bytes: &[u8]) -> Result<Tensor, ServeError> {
     let (dims, elements) = parse_shape(name, shape)?;
-    let expected = elements.checked_mul(element_size(dtype)).unwrap_or(usize::MAX);
+    let expected = elements.saturating_mul(element_size(dtype));
     if bytes.len() != expected {
         return Err(ServeError::invalid(format!(
             "input `{name}`: {} bytes of raw contents for {} elements of {}, expected {expected}",

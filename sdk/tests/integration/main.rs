@@ -2,10 +2,12 @@
 //! backends, and real ONNX Runtime sessions on the project's generated models
 //! (`scripts/setup.sh` makes them; `make test` runs it first), and the policy modules
 //! it builds, run through the Wasm host and compared with the same policies called
-//! natively.
+//! natively; and the KServe V2 endpoints against the real Python clients.
 
 mod common;
 mod fake_backend;
+#[cfg(feature = "server")]
+mod kserve;
 mod onnx;
 mod policies;
 mod tasks;

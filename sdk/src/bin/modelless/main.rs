@@ -1,10 +1,12 @@
 //! The `modelless` command line.
 //!
+//! `cargo run --release -p modelless --features cli -- serve --config examples/classify.toml`
 //! `cargo run --release -p modelless --features cli -- profile examples/classify.toml`
 
 mod plot;
 mod policy;
 mod profile;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -18,6 +20,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve a config's tasks and models over KServe V2: gRPC, HTTP/REST and
+    /// Prometheus `/metrics`, with the model repository extension.
+    Serve(serve::Args),
     /// Profile every variant (and model) of a config on this machine: warm-up and warm
     /// latency per batch size, the line through them, maximal throughput. Profiles are
     /// stored beside the models and reused while model, device and settings match.
@@ -29,6 +34,7 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Serve(args) => serve::run(args),
         Command::Profile(args) => profile::run(args),
         Command::Policy(command) => policy::run(command),
     }

@@ -1,0 +1,70 @@
+//! `modelless serve`: the runtime of a config behind KServe V2 endpoints until
+//! interrupted (Ctrl-C or SIGTERM), then a graceful stop.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use modelless::kserve::ServerConfig;
+use modelless::{Runtime, RuntimeBuilder, RuntimeConfig};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The runtime's TOML config; its `[server]` section sets the endpoints.
+    #[arg(long)]
+    config: PathBuf,
+    /// gRPC address, overriding the config (e.g. 0.0.0.0:8001).
+    #[arg(long)]
+    grpc: Option<SocketAddr>,
+    /// HTTP/REST and metrics address, overriding the config (e.g. 0.0.0.0:8000).
+    #[arg(long)]
+    http: Option<SocketAddr>,
+    /// Folder of model files repository calls may load, overriding the config.
+    #[arg(long)]
+    model_repository: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = RuntimeConfig::from_file(&args.config)?;
+    let mut server = config.server.clone().unwrap_or_default();
+    server.grpc_address = args.grpc.unwrap_or(server.grpc_address);
+    server.http_address = args.http.unwrap_or(server.http_address);
+    if let Some(root) = args.model_repository {
+        server.model_repository = Some(root);
+    }
+    eprintln!("loading {} ...", args.config.display());
+    let runtime = Arc::new(RuntimeBuilder::default().with_config(config).build()?);
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(runtime, server))
+}
+
+async fn serve(runtime: Arc<Runtime>, config: ServerConfig) -> anyhow::Result<()> {
+    let server = runtime.clone().serve(&config).await.context("starting the endpoints")?;
+    eprintln!(
+        "serving tasks [{}] and models [{}]: gRPC on {}, HTTP and /metrics on {}",
+        runtime.tasks().join(", "),
+        runtime.models().join(", "),
+        server.grpc_address(),
+        server.http_address()
+    );
+    stop_signal().await;
+    eprintln!("stopping: finishing the requests under way ...");
+    server.shutdown().await;
+    runtime.stop_policy();
+    eprintln!("stopped");
+    Ok(())
+}
+
+async fn stop_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let terminated = async {
+        match terminate.as_mut() {
+            Some(signal) => drop(signal.recv().await),
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminated => {}
+    }
+}

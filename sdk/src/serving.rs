@@ -1,0 +1,212 @@
+//! Serving a [`Runtime`] over KServe V2 (feature `server`): gRPC and HTTP/REST
+//! endpoints, `/metrics`, and the model repository, which loads only what the config
+//! declares or what lies under the configured repository root.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError};
+
+use modelless_runtime::kserve::{
+    Code, InferenceService, Repository, RepositoryEntry, ServeError, Server, ServerConfig, ServerError,
+    path_under_root, plain_name,
+};
+use modelless_runtime::{ModelConfig, TaskConfig};
+
+use crate::runtime::Runtime;
+
+/// Models and tasks the config declares: what repository calls may load besides the
+/// files under the repository root.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Declared {
+    pub models: Vec<ModelConfig>,
+    pub tasks: Vec<TaskConfig>,
+}
+
+impl Runtime {
+    /// Serves this runtime over KServe V2 (gRPC and HTTP/REST, with `/metrics`) from
+    /// the current tokio runtime, until [`Server::shutdown`].
+    pub async fn serve(self: Arc<Self>, config: &ServerConfig) -> Result<Server, ServerError> {
+        let repository = RuntimeRepository { runtime: self.clone(), root: config.model_repository.clone() };
+        let service = Arc::new(InferenceService::new(self.registry.clone(), Arc::new(repository)));
+        Server::start(service, config).await
+    }
+}
+
+/// The repository of a runtime.
+struct RuntimeRepository {
+    runtime: Arc<Runtime>,
+    root: Option<PathBuf>,
+}
+
+/// What a repository name loads.
+enum Source {
+    Task(TaskConfig),
+    Model(ModelConfig),
+    Variant { task: String },
+}
+
+impl RuntimeRepository {
+    fn declared(&self) -> Declared {
+        self.runtime.declared.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn is_loaded(&self, name: &str) -> bool {
+        self.runtime.tasks().iter().any(|t| t == name) || self.runtime.models().iter().any(|m| m == name)
+    }
+
+    fn find(&self, name: &str) -> Result<Source, ServeError> {
+        let declared = self.declared();
+        if let Some(task) = declared.tasks.into_iter().find(|t| t.name == name) {
+            return Ok(Source::Task(task));
+        }
+        if let Some(model) = declared.models.into_iter().find(|m| m.name == name) {
+            return Ok(Source::Model(model));
+        }
+        for task in self.runtime.tasks() {
+            if let Ok(status) = self.runtime.task_status(&task)
+                && status.variant(name).is_some()
+            {
+                return Ok(Source::Variant { task });
+            }
+        }
+        let file = match &self.root {
+            Some(root) => model_file(root, plain_name(name)?)?,
+            None => None,
+        };
+        file.map(|path| Source::Model(ModelConfig::new(name, path))).ok_or_else(|| {
+            ServeError::new(Code::NotFound, format!("no model `{name}` in the config or the model repository"))
+        })
+    }
+
+    /// Applies a load request's `config` (JSON) over a model's settings. A `path` in it
+    /// is taken inside the repository root and refused anywhere else.
+    fn overridden(&self, model: ModelConfig, config: &str) -> Result<ModelConfig, ServeError> {
+        let patch: serde_json::Value =
+            serde_json::from_str(config).map_err(|e| ServeError::invalid(format!("parameter `config`: {e}")))?;
+        let serde_json::Value::Object(patch) = patch else {
+            return Err(ServeError::invalid("parameter `config` must be a JSON object"));
+        };
+        let mut merged = serde_json::to_value(&model).map_err(|e| ServeError::invalid(e.to_string()))?;
+        for (key, value) in patch {
+            let value = match (key.as_str(), value) {
+                ("name", _) => continue,
+                ("path", serde_json::Value::String(path)) => {
+                    let root = self.root.as_deref().ok_or_else(|| {
+                        ServeError::new(Code::PermissionDenied, "no model repository is configured to load paths from")
+                    })?;
+                    serde_json::json!(path_under_root(root, Path::new(&path))?)
+                }
+                (_, value) => value,
+            };
+            merged[key] = value;
+        }
+        serde_json::from_value(merged).map_err(|e| ServeError::invalid(format!("parameter `config`: {e}")))
+    }
+}
+
+impl Repository for RuntimeRepository {
+    fn index(&self) -> Vec<RepositoryEntry> {
+        let mut entries: Vec<RepositoryEntry> = Vec::new();
+        let mut add = |name: &str, version: String, ready: bool, reason: &str| {
+            if !entries.iter().any(|e| e.name == name) {
+                let state = if ready { "READY" } else { "UNAVAILABLE" };
+                let reason = reason.to_string();
+                entries.push(RepositoryEntry { name: name.to_string(), version, state: state.into(), reason });
+            }
+        };
+        for task in self.runtime.tasks() {
+            let Ok(status) = self.runtime.task_status(&task) else { continue };
+            add(&task, String::new(), true, "");
+            for variant in &status.variants {
+                let version = variant.current.map(|v| v.to_string()).unwrap_or_default();
+                let reason = if variant.current.is_some() { "" } else { "not loaded" };
+                add(&variant.name, version, variant.current.is_some(), reason);
+            }
+        }
+        for model in self.runtime.models() {
+            let version = self.runtime.registry.get(&model).map(|m| m.version().to_string()).unwrap_or_default();
+            add(&model, version, true, "");
+        }
+        let declared = self.declared();
+        let declared_names = declared.tasks.iter().map(|t| &t.name).chain(declared.models.iter().map(|m| &m.name));
+        for name in declared_names {
+            add(name, String::new(), false, "unloaded");
+        }
+        if let Some(root) = &self.root {
+            for name in model_names(root) {
+                add(&name, String::new(), false, "unloaded");
+            }
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        entries
+    }
+
+    fn load(&self, name: &str, config: Option<&str>) -> Result<(), ServeError> {
+        if config.is_none() && self.is_loaded(name) {
+            return Ok(());
+        }
+        match self.find(name)? {
+            Source::Task(task) if config.is_none() => self.runtime.add_task(task).map(drop)?,
+            Source::Task(_) => return Err(ServeError::invalid("a `config` override applies to models only")),
+            Source::Variant { task } => self.runtime.load_variant(&task, name)?,
+            Source::Model(model) => {
+                let model = match config {
+                    Some(config) => self.overridden(model, config)?,
+                    None => model,
+                };
+                // A model loaded with new settings replaces the one serving.
+                if self.is_loaded(name) {
+                    self.runtime.unload_model(name)?;
+                }
+                self.runtime.load_model(model).map(drop)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn unload(&self, name: &str) -> Result<(), ServeError> {
+        if self.runtime.tasks().iter().any(|t| t == name) {
+            return Ok(self.runtime.remove_task(name)?);
+        }
+        if self.runtime.models().iter().any(|m| m == name) {
+            return Ok(self.runtime.unload_model(name)?);
+        }
+        match self.find(name)? {
+            Source::Variant { task } => Ok(self.runtime.unload_variant(&task, name)?),
+            // Declared or in the repository, and not loaded: nothing to do.
+            Source::Task(_) | Source::Model(_) => Ok(()),
+        }
+    }
+}
+
+/// The model file `name` stands for under `root`: `<name>.onnx`, `<name>/model.onnx`,
+/// or the highest `<name>/<version>/model.onnx`.
+fn model_file(root: &Path, name: &str) -> Result<Option<PathBuf>, ServeError> {
+    let mut candidates = vec![PathBuf::from(format!("{name}.onnx")), Path::new(name).join("model.onnx")];
+    let versions = std::fs::read_dir(root.join(name)).into_iter().flatten().flatten();
+    let latest = versions.filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok()).max();
+    if let Some(version) = latest {
+        candidates.push(Path::new(name).join(version.to_string()).join("model.onnx"));
+    }
+    for candidate in candidates {
+        let path = path_under_root(root, &candidate)?;
+        if path.is_file() {
+            return Ok(Some(path));
+        }
+    }
+    Ok(None)
+}
+
+/// Names of the models under `root`.
+fn model_names(root: &Path) -> Vec<String> {
+    let entries = std::fs::read_dir(root).into_iter().flatten().flatten();
+    let mut names: Vec<String> = entries
+        .filter_map(|entry| {
+            let file_name = entry.file_name().to_str()?.to_string();
+            let name = file_name.strip_suffix(".onnx").unwrap_or(&file_name).to_string();
+            model_file(root, &name).ok().flatten().map(|_| name)
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}

@@ -1,0 +1,202 @@
+//! The KServe V2 endpoints on loopback: the real Python clients (`tritonclient`, gRPC
+//! and HTTP, installed by `scripts/setup.sh`) run `tests/kserve_client.py` against a
+//! server this test starts, comparing answers with the same requests run in process;
+//! and a graceful shutdown, driven with the Rust gRPC client, answers what is under way.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+use modelless::kserve::ServerConfig;
+use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use modelless::kserve::proto::model_infer_request::InferInputTensor;
+use modelless::kserve::proto::{ModelInferRequest, ServerReadyRequest};
+use modelless::kserve::tensors;
+use modelless::{BatchingConfig, ModelConfig, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig};
+use serde_json::{Value, json};
+
+use crate::common::models_dir;
+
+const MAX_MESSAGE_MIB: usize = 4;
+
+/// Deterministic values in [-0.5, 0.5).
+fn values(n: usize, seed: usize) -> Vec<f32> {
+    (0..n).map(|i| ((i * 7919 + seed * 104_729) % 1000) as f32 / 1000.0 - 0.5).collect()
+}
+
+fn tensor_json(name: &str, tensor: &Tensor) -> Value {
+    json!({
+        "name": name,
+        "datatype": tensors::datatype(tensor.dtype()),
+        "shape": tensor.shape(),
+        "data": tensors::to_json(tensor),
+    })
+}
+
+/// A request to `model`, with its answer run in process.
+fn case(runtime: &Runtime, model: &str, served_by: &str, inputs: Vec<(&str, Tensor)>) -> Value {
+    let named: modelless::Inputs = inputs.iter().map(|(n, t)| (*n, t.clone())).collect();
+    let output = if runtime.tasks().iter().any(|t| t == model) {
+        runtime.infer_task_blocking(model, named, Slo::default()).unwrap()
+    } else {
+        runtime.infer_blocking(model, named).unwrap()
+    };
+    assert_eq!(&*output.model, served_by);
+    json!({
+        "model": model,
+        "served_by": served_by,
+        "inputs": inputs.iter().map(|(n, t)| tensor_json(n, t)).collect::<Vec<_>>(),
+        "outputs": output.iter().map(|(n, t)| tensor_json(n, t)).collect::<Vec<_>>(),
+    })
+}
+
+/// A fresh folder holding a repository root with one model, and a model beside the root
+/// that repository calls must not reach.
+fn repository(models: &Path) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("modelless-kserve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let root = dir.join("repository");
+    std::fs::create_dir_all(root.join("tiny_repo/3")).unwrap();
+    std::fs::copy(models.join("tiny.onnx"), root.join("tiny_repo/3/model.onnx")).unwrap();
+    std::fs::copy(models.join("tiny.onnx"), dir.join("outside.onnx")).unwrap();
+    (root, dir.join("outside.onnx"))
+}
+
+fn slow_model(runtime: &Runtime) {
+    let config = FakeConfig { per_batch: Duration::from_millis(400), ..FakeConfig::default() };
+    let batching = BatchingConfig::default().with_max_batch_size(1).with_max_queue_size(1);
+    runtime.load_backend("slow", FakeBackend::factory(config, BatchLog::default()), 1, batching).unwrap();
+}
+
+fn served_runtime(models: &Path) -> Runtime {
+    let variant = |name: &str, file: &str, accuracy| VariantConfig::new(name, models.join(file), accuracy);
+    let task = TaskConfig::new("classify")
+        .with_variant(variant("mnv2-0.35", "mobilenetv2_0.35.onnx", 60.3))
+        .with_variant(variant("mnv2-0.5", "mobilenetv2_0.5.onnx", 65.4))
+        .with_variant(variant("mnv2-0.75", "mobilenetv2_0.75.onnx", 69.8).with_preload(true));
+    let mut config = RuntimeConfig::default();
+    config.tasks.push(task);
+    for name in ["tiny", "tiny_multi", "tiny_f16", "tiny_types"] {
+        config.models.push(ModelConfig::new(name, models.join(format!("{name}.onnx"))));
+    }
+    let runtime = Runtime::builder().with_config(config).build().unwrap();
+    slow_model(&runtime);
+    runtime
+}
+
+#[test]
+fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
+    let models = models_dir();
+    let (root, outside) = repository(&models);
+    let runtime = Arc::new(served_runtime(&models));
+
+    let image = Tensor::new([1, 3, 224, 224], values(3 * 224 * 224, 1)).unwrap();
+    let rows = |n: usize, seed| Tensor::new([n, 4], values(n * 4, seed)).unwrap();
+    let half = |t: Tensor| {
+        Tensor::new(
+            t.shape().to_vec(),
+            t.as_slice::<f32>().unwrap().iter().map(|&x| half::f16::from_f32(x)).collect::<Vec<_>>(),
+        )
+        .unwrap()
+    };
+    let cases = vec![
+        case(&runtime, "classify", "mnv2-0.35", vec![("input", image)]),
+        case(&runtime, "tiny", "tiny", vec![("input", rows(3, 2))]),
+        case(
+            &runtime,
+            "tiny_multi",
+            "tiny_multi",
+            vec![("x", rows(2, 3)), ("k", Tensor::new([2, 2], vec![-7i64, 0, i64::MAX - 1, 42]).unwrap())],
+        ),
+        case(&runtime, "tiny_f16", "tiny_f16", vec![("input", half(rows(2, 4)))]),
+        case(
+            &runtime,
+            "tiny_types",
+            "tiny_types",
+            vec![
+                ("i32", Tensor::new([2, 2], vec![-5i32, 0, 7, i32::MAX - 1]).unwrap()),
+                ("u8", Tensor::new([2, 2], vec![0u8, 1, 128, 255]).unwrap()),
+                ("flag", Tensor::new([2, 2], vec![true, false, false, true]).unwrap()),
+            ],
+        ),
+    ];
+
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let config = ServerConfig::loopback().with_max_message_mib(MAX_MESSAGE_MIB).with_model_repository(&root);
+    let server = tokio.block_on(runtime.clone().serve(&config)).unwrap();
+
+    let dir = root.parent().unwrap();
+    let plan = json!({
+        "grpc": server.grpc_address().to_string(),
+        "http": server.http_address().to_string(),
+        "cases": cases,
+        "task": "classify",
+        "variant_ready": "mnv2-0.75",
+        "variant_unloaded": "mnv2-0.5",
+        "min_accuracy_for_other": 65.0,
+        "variant_for_accuracy": "mnv2-0.75",
+        "tiny": "tiny",
+        "slow": "slow",
+        "max_message_mib": MAX_MESSAGE_MIB,
+        "repository_model": "tiny_repo",
+        "outside_name": "outside",
+        "outside_path": outside,
+    });
+    let (plan_path, report_path) = (dir.join("plan.json"), dir.join("report.json"));
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.modelless/venv/bin/python");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kserve_client.py");
+    let run =
+        Command::new(&python).arg(&script).arg(&plan_path).arg(&report_path).output().unwrap_or_else(|e| {
+            panic!("{}: {e} (run scripts/setup.sh, which installs tritonclient)", python.display())
+        });
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "client checks failed:\n{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let passed = report["passed"].as_array().unwrap().len();
+    // Over each protocol: health, readiness, metadata of each case, the SLO, errors,
+    // queue full, deadline, repository; inference three ways per case; metrics once.
+    let cases = plan["cases"].as_array().unwrap().len();
+    assert_eq!(passed, 2 * (2 + cases + 5) + 3 * cases + 1, "checks missing:\n{stdout}");
+
+    tokio.block_on(server.shutdown());
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn shutdown_stops_accepting_and_answers_what_is_under_way() {
+    let runtime = Arc::new(Runtime::builder().build().unwrap());
+    slow_model(&runtime);
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    tokio.block_on(async {
+        let server = runtime.clone().serve(&ServerConfig::loopback()).await.unwrap();
+        let url = format!("http://{}", server.grpc_address());
+        let mut client = GrpcInferenceServiceClient::connect(url.clone()).await.unwrap();
+        assert!(client.server_ready(ServerReadyRequest {}).await.unwrap().into_inner().ready);
+        let request = ModelInferRequest {
+            model_name: "slow".into(),
+            inputs: vec![InferInputTensor {
+                name: "input".into(),
+                datatype: "FP32".into(),
+                shape: vec![1, 4],
+                ..Default::default()
+            }],
+            raw_input_contents: vec![tensors::to_raw(&Tensor::full([1, 4], 0.25f32)).into()],
+            ..Default::default()
+        };
+        let under_way = tokio::spawn(async move { client.model_infer(request).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = Instant::now();
+        server.shutdown().await;
+        let answer = under_way.await.unwrap();
+        let answer = answer.unwrap_or_else(|status| panic!("the request under way failed: {status}"));
+        let output = answer.into_inner();
+        assert_eq!(output.model_name, "slow");
+        assert_eq!(output.raw_output_contents[0].len(), 16);
+        assert!(started.elapsed() >= Duration::from_millis(200), "shutdown returned before the request ended");
+        assert!(GrpcInferenceServiceClient::connect(url).await.is_err(), "still accepting after shutdown");
+    });
+}
