@@ -3,7 +3,7 @@
 CARGO_TARGET_DIR ?= $(HOME)/.cache/modelless/target
 export CARGO_TARGET_DIR
 
-.PHONY: setup demo test bench bench-switch bench-policy profile fmt lint
+.PHONY: setup demo test bench bench-switch bench-policy bench-serve profile fmt lint
 
 # Python venv, ONNX Runtime library and generated models under .modelless/ (idempotent).
 setup:
@@ -27,6 +27,10 @@ bench-switch: setup
 
 bench-policy: setup
 	cargo bench -p modelless --bench policy_round_trip
+
+# gRPC over loopback against in-process calls, at concurrency 1 and 32.
+bench-serve: setup
+	cargo bench -p modelless --features server --bench kserve_overhead
 
 # Profiles of every variant in examples/classify.toml, stored beside the models.
 profile: setup

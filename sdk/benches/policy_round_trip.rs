@@ -11,11 +11,14 @@
 //! apart. Rounds alternate between the two, so a machine whose speed drifts
 //! slows both alike. Results go to stdout and `<target>/modelless-bench/policy.md`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+mod common;
+
+use anyhow::Result;
+use common::{output_dir, setup_file};
 use modelless::policy::{
     ControlConfig, ControlLoop, GuardedPolicy, HostConfig, KeepConfigured, ListTasks, PolicyEngine,
 };
@@ -37,7 +40,7 @@ fn main() -> Result<()> {
     let snapshot = snapshot();
     let json = serde_json::to_vec(&snapshot)?;
     let engine = PolicyEngine::new(HostConfig::default())?;
-    let module = policy_module("static")?;
+    let module = setup_file("policies/static.wasm")?;
     let reload = reload_times(&engine, &module, &snapshot)?;
     let watched = watched_reload(&engine, &module)?;
     let rows = [
@@ -89,7 +92,7 @@ fn round_trips<P: Policy>(
     mut native: P,
     json: &[u8],
 ) -> Result<(&'static str, [f64; 4])> {
-    let mut wasm = engine.compile_file(&policy_module(name)?)?.instantiate(None)?;
+    let mut wasm = engine.compile_file(&setup_file(&format!("policies/{name}.wasm"))?)?.instantiate(None)?;
     let mut through_host = |json: &[u8]| -> Result<Decision> { Ok(wasm.decide_json(json)?) };
     let mut natively = |json: &[u8]| -> Result<Decision> {
         match serde_json::from_slice(&decide_json(&mut native, json))? {
@@ -216,21 +219,4 @@ fn snapshot() -> Snapshot {
         gpus: Vec::new(),
     };
     Snapshot { abi_version: 1, tick: 7, now_ms: 7000, tasks, system }
-}
-
-/// `.modelless/policies/<name>.wasm` in the working directory or an ancestor.
-fn policy_module(name: &str) -> Result<PathBuf> {
-    let cwd = std::env::current_dir()?;
-    cwd.ancestors()
-        .map(|d| d.join(format!(".modelless/policies/{name}.wasm")))
-        .find(|p| p.is_file())
-        .context("policy modules not found under .modelless/policies: run scripts/setup.sh")
-}
-
-/// `<target>/modelless-bench`.
-fn output_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf)));
-    target.unwrap_or_else(|| PathBuf::from("target")).join("modelless-bench")
 }

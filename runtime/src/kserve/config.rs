@@ -25,6 +25,10 @@ pub struct ServerConfig {
     /// HTTP/2 flow-control window of each gRPC connection, in KiB.
     #[serde(default = "default_connection_window_kib")]
     pub http2_connection_window_kib: u32,
+    /// Largest HTTP/2 frame a gRPC client may send, in KiB (16 to 16383): a tensor of
+    /// several hundred KiB then crosses in one frame instead of dozens.
+    #[serde(default = "default_max_frame_kib")]
+    pub http2_max_frame_kib: u32,
     /// How long a shutdown waits for requests under way, in seconds.
     #[serde(default = "default_drain_timeout_s")]
     pub drain_timeout_s: u64,
@@ -68,6 +72,10 @@ fn default_connection_window_kib() -> u32 {
     16 * 1024
 }
 
+fn default_max_frame_kib() -> u32 {
+    1024
+}
+
 fn default_drain_timeout_s() -> u64 {
     30
 }
@@ -80,6 +88,7 @@ impl Default for ServerConfig {
             max_message_mib: default_max_message_mib(),
             http2_stream_window_kib: default_stream_window_kib(),
             http2_connection_window_kib: default_connection_window_kib(),
+            http2_max_frame_kib: default_max_frame_kib(),
             drain_timeout_s: default_drain_timeout_s(),
             tls: None,
             model_repository: None,

@@ -34,3 +34,6 @@ pub use repository::{Repository, RepositoryEntry, load_config, path_under_root, 
 pub use server::{Server, ServerError};
 pub use service::{InferAnswer, InferCall, InferenceService, ModelDescription, ModelStats};
 pub use status::{Code, ServeError};
+/// The gRPC library of the endpoints and of the generated client, for building
+/// connections (`tonic::transport::Endpoint`).
+pub use tonic;

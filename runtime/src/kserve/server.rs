@@ -74,7 +74,8 @@ impl Server {
             .max_encoding_message_size(max);
         let mut builder = tonic::transport::Server::builder()
             .initial_stream_window_size(config.http2_stream_window_kib.saturating_mul(1024))
-            .initial_connection_window_size(config.http2_connection_window_kib.saturating_mul(1024));
+            .initial_connection_window_size(config.http2_connection_window_kib.saturating_mul(1024))
+            .max_frame_size(config.http2_max_frame_kib.clamp(16, 16383) * 1024);
         if let Some(tls) = &tls {
             builder = builder.tls_config(tls.grpc.clone()).map_err(|e| ServerError::Tls(e.to_string()))?;
         }

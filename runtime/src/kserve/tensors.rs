@@ -79,19 +79,10 @@ pub fn from_raw(name: &str, dtype: DType, shape: &[i64], bytes: &[u8]) -> Result
         )));
     }
     let data = match dtype {
-        DType::F32 => {
-            TensorData::F32(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-        }
-        DType::F16 => TensorData::F16(bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect()),
-        DType::I64 => TensorData::I64(
-            bytes
-                .chunks_exact(8)
-                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-        ),
-        DType::I32 => {
-            TensorData::I32(bytes.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-        }
+        DType::F32 => TensorData::F32(from_le(bytes, f32::from_le_bytes)),
+        DType::F16 => TensorData::F16(from_le(bytes, f16::from_le_bytes)),
+        DType::I64 => TensorData::I64(from_le(bytes, i64::from_le_bytes)),
+        DType::I32 => TensorData::I32(from_le(bytes, i32::from_le_bytes)),
         DType::U8 => TensorData::U8(bytes.to_vec()),
         DType::Bool => TensorData::Bool(bytes.iter().map(|&b| b != 0).collect()),
     };
@@ -128,19 +119,35 @@ pub fn from_contents(
     build(name, dims, data)
 }
 
+/// Elements from little-endian bytes (whose length is a multiple of the element's):
+/// one copy where the machine is little-endian too, whatever the bytes' alignment.
+fn from_le<T: bytemuck::Pod, const N: usize>(bytes: &[u8], decode: fn([u8; N]) -> T) -> Vec<T> {
+    if cfg!(target_endian = "little") {
+        bytemuck::pod_collect_to_vec(bytes)
+    } else {
+        bytes.chunks_exact(N).map(|c| decode(c.try_into().unwrap_or([0; N]))).collect()
+    }
+}
+
+/// Elements as little-endian bytes.
+fn to_le<T: bytemuck::Pod, const N: usize>(values: &[T], encode: fn(T) -> [u8; N]) -> Vec<u8> {
+    if cfg!(target_endian = "little") {
+        bytemuck::cast_slice(values).to_vec()
+    } else {
+        values.iter().flat_map(|&v| encode(v)).collect()
+    }
+}
+
 /// Encodes a tensor as raw little-endian bytes.
 pub fn to_raw(tensor: &Tensor) -> Vec<u8> {
-    let data = tensor.data();
-    let mut bytes = Vec::with_capacity(data.len() * element_size(data.dtype()));
-    match data {
-        TensorData::F32(v) => v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes())),
-        TensorData::F16(v) => v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes())),
-        TensorData::I64(v) => v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes())),
-        TensorData::I32(v) => v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes())),
-        TensorData::U8(v) => bytes.extend_from_slice(v),
-        TensorData::Bool(v) => bytes.extend(v.iter().map(|&b| u8::from(b))),
+    match tensor.data() {
+        TensorData::F32(v) => to_le(v, f32::to_le_bytes),
+        TensorData::F16(v) => to_le(v, f16::to_le_bytes),
+        TensorData::I64(v) => to_le(v, i64::to_le_bytes),
+        TensorData::I32(v) => to_le(v, i32::to_le_bytes),
+        TensorData::U8(v) => v.clone(),
+        TensorData::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
     }
-    bytes
 }
 
 /// Decodes the `data` of an HTTP/JSON input: a flat or nested array of numbers (of

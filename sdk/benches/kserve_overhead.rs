@@ -1,0 +1,287 @@
+//! What the gRPC endpoint adds to a request, against the same request made in process,
+//! on MobileNetV2-1.0 with a 1×3×224×224 FP32 input (602 112 bytes).
+//!
+//! Run: `make bench-serve` (or `cargo bench -p modelless --features server --bench
+//! kserve_overhead`).
+//!
+//! - Concurrency 1: requests alternate between in process and gRPC over loopback (the
+//!   tonic client in this process, HTTP/2 windows as the server sets them), so a machine
+//!   whose speed drifts slows both alike. Reported: p50 of each, and the p50 of the
+//!   per-pair differences, the latency gRPC adds.
+//! - Where the added time goes, at concurrency 1 too: a round trip that carries the
+//!   600 KB input but stops at the model's name (unknown), against one carrying 16
+//!   bytes; and a 16-byte request to a fake model that sleeps 4 ms, in process against
+//!   gRPC, which shows what waking the endpoint's idle threads after a gap costs.
+//! - Concurrency 32: 32 callers loop for a few seconds in process, then over gRPC
+//!   (over 4 connections), in alternating rounds. Reported: throughput of each and
+//!   the ratio per pair of rounds.
+//!
+//! The client shares the machine with the server: its encoding and decoding are
+//! counted against gRPC, as on an edge box that runs both. Results go to stdout and
+//! `<target>/modelless-bench/kserve.md`.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use common::{output_dir, setup_file};
+use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use modelless::kserve::proto::model_infer_request::InferInputTensor;
+use modelless::kserve::proto::{ModelInferRequest, ModelInferResponse};
+use modelless::kserve::tonic;
+use modelless::kserve::{ServerConfig, tensors};
+use modelless::profile::percentile;
+use modelless::{BatchingConfig, ModelConfig, Runtime, Tensor};
+use tonic::transport::{Channel, Endpoint};
+
+const MODEL: &str = "mobilenetv2-1.0";
+const PAIRS: usize = 300;
+const CONCURRENCY: usize = 32;
+const CONNECTIONS: usize = 4;
+const ROUNDS: usize = 3;
+const ROUND: Duration = Duration::from_secs(8);
+
+fn main() -> Result<()> {
+    let model = setup_file("models/mobilenetv2_1.0.onnx")?;
+    let batching = BatchingConfig::default().with_max_batch_size(8).with_max_queue_size(256);
+    let runtime =
+        Arc::new(Runtime::builder().with_model(ModelConfig::new(MODEL, model).with_batching(batching)).build()?);
+    let tokio = tokio::runtime::Runtime::new()?;
+    tokio.block_on(async {
+        let config = ServerConfig::loopback();
+        let server = runtime.clone().serve(&config).await?;
+        let channels = connect(server.grpc_address(), &config).await?;
+        let image = Tensor::full([1, 3, 224, 224], 0.5f32);
+        let request = request(&image);
+
+        eprintln!("warming up ...");
+        for _ in 0..20 {
+            runtime.infer(MODEL, image.clone()).await?;
+            grpc_infer(&channels[0], &request).await?;
+        }
+        let single = concurrency_one(&runtime, &channels[0], &image, &request).await?;
+        let parts = decomposition(&runtime, &channels[0], &request).await?;
+        let many = concurrency_many(&runtime, &channels, &image, &request).await?;
+        server.shutdown().await;
+
+        let report = format!(
+            "## gRPC over loopback against in process, {MODEL}, input 1×3×224×224 FP32 (602 112 bytes)\n\n{single}\n{parts}\n{many}"
+        );
+        println!("{report}");
+        let out = output_dir();
+        std::fs::create_dir_all(&out)?;
+        std::fs::write(out.join("kserve.md"), &report)?;
+        eprintln!("written to {}", out.join("kserve.md").display());
+        Ok(())
+    })
+}
+
+async fn connect(
+    address: std::net::SocketAddr,
+    config: &ServerConfig,
+) -> Result<Vec<GrpcInferenceServiceClient<Channel>>> {
+    let mut channels = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let channel = Endpoint::from_shared(format!("http://{address}"))?
+            .initial_stream_window_size(config.http2_stream_window_kib * 1024)
+            .initial_connection_window_size(config.http2_connection_window_kib * 1024)
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .context("connecting")?;
+        let max = config.max_message_bytes();
+        channels.push(
+            GrpcInferenceServiceClient::new(channel).max_decoding_message_size(max).max_encoding_message_size(max),
+        );
+    }
+    Ok(channels)
+}
+
+fn request(image: &Tensor) -> ModelInferRequest {
+    ModelInferRequest {
+        model_name: MODEL.into(),
+        inputs: vec![InferInputTensor {
+            name: "input".into(),
+            datatype: "FP32".into(),
+            shape: tensors::shape_of(image),
+            ..Default::default()
+        }],
+        raw_input_contents: vec![tensors::to_raw(image).into()],
+        ..Default::default()
+    }
+}
+
+async fn grpc_infer(
+    client: &GrpcInferenceServiceClient<Channel>,
+    request: &ModelInferRequest,
+) -> Result<ModelInferResponse> {
+    Ok(client.clone().model_infer(request.clone()).await?.into_inner())
+}
+
+/// p50 in µs of `call` run `PAIRS` times.
+async fn p50_us<Fut: Future<Output = Result<()>>>(mut call: impl FnMut() -> Fut) -> Result<f64> {
+    let mut times = Vec::with_capacity(PAIRS);
+    for _ in 0..PAIRS {
+        let t = Instant::now();
+        call().await?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(percentile(&mut times, 0.5))
+}
+
+async fn decomposition(
+    runtime: &Runtime,
+    client: &GrpcInferenceServiceClient<Channel>,
+    request: &ModelInferRequest,
+) -> Result<String> {
+    eprintln!("decomposition ...");
+    let unknown = ModelInferRequest { model_name: "unknown".into(), ..request.clone() };
+    let small = |model: &str| {
+        let mut small = self::request(&Tensor::full([1, 4], 0.5f32));
+        small.model_name = model.into();
+        small
+    };
+    let refused = |request: ModelInferRequest| async move {
+        let answer = client.clone().model_infer(request).await;
+        anyhow::ensure!(answer.is_err_and(|s| s.code() == tonic::Code::NotFound), "expected NOT_FOUND");
+        Ok(())
+    };
+    let big_refused = p50_us(|| refused(unknown.clone())).await?;
+    let small_refused = p50_us(|| refused(small("unknown"))).await?;
+    let sleep = FakeConfig { per_batch: Duration::from_millis(4), ..FakeConfig::default() };
+    runtime.load_backend(
+        "sleep-4ms",
+        FakeBackend::factory(sleep, BatchLog::default()),
+        1,
+        BatchingConfig::default(),
+    )?;
+    let (tiny, sleeper) = (Tensor::full([1, 4], 0.5f32), small("sleep-4ms"));
+    let local =
+        p50_us(|| async { runtime.infer("sleep-4ms", tiny.clone()).await.map(drop).map_err(Into::into) }).await?;
+    let remote = p50_us(|| async { grpc_infer(client, &sleeper).await.map(drop) }).await?;
+    Ok(format!(
+        "### Where the added time goes (p50 of {PAIRS} calls each)\n\n\
+         | call | p50 µs |\n|---|---:|\n\
+         | gRPC, 600 KB input, refused at the model name | {big_refused:.0} |\n\
+         | gRPC, 16 B input, refused at the model name | {small_refused:.0} |\n\
+         | fake model sleeping 4 ms, 16 B, in process | {local:.0} |\n\
+         | fake model sleeping 4 ms, 16 B, gRPC | {remote:.0} |\n\n\
+         Carrying the 600 KB input costs {:.0} µs; a 4 ms gap in the middle of a call costs gRPC {:.0} µs \
+         more than a call without one ({:.0} µs against {small_refused:.0} µs).\n",
+        big_refused - small_refused,
+        (remote - local) - small_refused,
+        remote - local,
+    ))
+}
+
+async fn concurrency_one(
+    runtime: &Runtime,
+    client: &GrpcInferenceServiceClient<Channel>,
+    image: &Tensor,
+    request: &ModelInferRequest,
+) -> Result<String> {
+    let (mut local, mut remote, mut added) = (Vec::new(), Vec::new(), Vec::new());
+    for pair in 0..PAIRS {
+        let t = Instant::now();
+        runtime.infer(MODEL, image.clone()).await?;
+        let a = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let answer = grpc_infer(client, request).await?;
+        let b = t.elapsed().as_secs_f64() * 1e3;
+        anyhow::ensure!(answer.raw_output_contents[0].len() == 4000, "unexpected answer");
+        local.push(a);
+        remote.push(b);
+        added.push((b - a) * 1e3);
+        if (pair + 1) % 100 == 0 {
+            eprintln!("concurrency 1: {}/{PAIRS} pairs", pair + 1);
+        }
+    }
+    let (l50, r50) = (percentile(&mut local, 0.5), percentile(&mut remote, 0.5));
+    let (a50, a90) = (percentile(&mut added, 0.5), percentile(&mut added, 0.9));
+    Ok(format!(
+        "### Concurrency 1 ({PAIRS} pairs, alternating)\n\n\
+         | path | p50 ms |\n|---|---:|\n| in process | {l50:.3} |\n| gRPC loopback | {r50:.3} |\n\n\
+         Added by gRPC, per pair: **p50 {a50:.0} µs**, p90 {a90:.0} µs.\n"
+    ))
+}
+
+async fn concurrency_many(
+    runtime: &Arc<Runtime>,
+    channels: &[GrpcInferenceServiceClient<Channel>],
+    image: &Tensor,
+    request: &ModelInferRequest,
+) -> Result<String> {
+    let mut rows = String::new();
+    let mut ratios = Vec::new();
+    for round in 0..ROUNDS {
+        let (runtime, image) = (runtime.clone(), image.clone());
+        let local = closed_loop(move || {
+            let (runtime, image) = (runtime.clone(), image.clone());
+            async move { runtime.infer(MODEL, image).await.is_ok() }
+        })
+        .await;
+        let (channels, request) = (channels.to_vec(), request.clone());
+        let remote = closed_loop(move || {
+            let client = channels[next_connection()].clone();
+            let request = request.clone();
+            async move { grpc_infer(&client, &request).await.is_ok() }
+        })
+        .await;
+        let ratio = remote / local;
+        eprintln!(
+            "concurrency {CONCURRENCY}, round {}/{ROUNDS}: in process {local:.1}/s, gRPC {remote:.1}/s",
+            round + 1
+        );
+        rows.push_str(&format!("| {} | {local:.1} | {remote:.1} | {ratio:.3} |\n", round + 1));
+        ratios.push(ratio);
+    }
+    let median = percentile(&mut ratios, 0.5);
+    Ok(format!(
+        "### Concurrency {CONCURRENCY} ({ROUNDS} rounds of {} s each way, gRPC over {CONNECTIONS} connections)\n\n\
+         | round | in process req/s | gRPC req/s | ratio |\n|---:|---:|---:|---:|\n{rows}\n\
+         Throughput ratio gRPC / in process: **median {median:.3}**.\n",
+        ROUND.as_secs()
+    ))
+}
+
+/// A connection for the next request, spreading callers over all of them.
+fn next_connection() -> usize {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    (NEXT.fetch_add(1, Ordering::Relaxed) as usize) % CONNECTIONS
+}
+
+/// Requests per second answered by `CONCURRENCY` callers looping on `call` for `ROUND`.
+async fn closed_loop<F, Fut>(call: F) -> f64
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = bool> + Send + 'static,
+{
+    let call = Arc::new(call);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let callers: Vec<_> = (0..CONCURRENCY)
+        .map(|_| {
+            let (call, stop, done) = (call.clone(), stop.clone(), done.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    // Answers that come after the end of the round are not counted.
+                    if call().await && !stop.load(Ordering::Relaxed) {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(ROUND).await;
+    stop.store(true, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    for caller in callers {
+        let _ = caller.await;
+    }
+    done.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64()
+}
