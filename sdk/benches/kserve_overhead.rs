@@ -39,11 +39,23 @@ use modelless::{BatchingConfig, ModelConfig, Runtime, Tensor};
 use tonic::transport::{Channel, Endpoint};
 
 const MODEL: &str = "mobilenetv2-1.0";
-const PAIRS: usize = 300;
 const CONCURRENCY: usize = 32;
 const CONNECTIONS: usize = 4;
-const ROUNDS: usize = 3;
-const ROUND: Duration = Duration::from_secs(8);
+
+/// `--quick`: a shorter run.
+fn quick() -> bool {
+    std::env::args().any(|a| a == "--quick")
+}
+
+/// Calls of each kind at concurrency 1.
+fn pairs() -> usize {
+    if quick() { 100 } else { 300 }
+}
+
+/// Rounds each way at concurrency 32, and how long each lasts.
+fn rounds() -> (usize, Duration) {
+    if quick() { (1, Duration::from_secs(4)) } else { (3, Duration::from_secs(8)) }
+}
 
 fn main() -> Result<()> {
     let model = setup_file("models/mobilenetv2_1.0.onnx")?;
@@ -122,10 +134,10 @@ async fn grpc_infer(
     Ok(client.clone().model_infer(request.clone()).await?.into_inner())
 }
 
-/// p50 in µs of `call` run `PAIRS` times.
+/// p50 in µs of `call` run `pairs()` times.
 async fn p50_us<Fut: Future<Output = Result<()>>>(mut call: impl FnMut() -> Fut) -> Result<f64> {
-    let mut times = Vec::with_capacity(PAIRS);
-    for _ in 0..PAIRS {
+    let mut times = Vec::with_capacity(pairs());
+    for _ in 0..pairs() {
         let t = Instant::now();
         call().await?;
         times.push(t.elapsed().as_secs_f64() * 1e6);
@@ -139,6 +151,7 @@ async fn decomposition(
     request: &ModelInferRequest,
 ) -> Result<String> {
     eprintln!("decomposition ...");
+    let calls = pairs();
     let unknown = ModelInferRequest { model_name: "unknown".into(), ..request.clone() };
     let small = |model: &str| {
         let mut small = self::request(&Tensor::full([1, 4], 0.5f32));
@@ -164,7 +177,7 @@ async fn decomposition(
         p50_us(|| async { runtime.infer("sleep-4ms", tiny.clone()).await.map(drop).map_err(Into::into) }).await?;
     let remote = p50_us(|| async { grpc_infer(client, &sleeper).await.map(drop) }).await?;
     Ok(format!(
-        "### Where the added time goes (p50 of {PAIRS} calls each)\n\n\
+        "### Where the added time goes (p50 of {calls} calls each)\n\n\
          | call | p50 µs |\n|---|---:|\n\
          | gRPC, 600 KB input, refused at the model name | {big_refused:.0} |\n\
          | gRPC, 16 B input, refused at the model name | {small_refused:.0} |\n\
@@ -185,7 +198,7 @@ async fn concurrency_one(
     request: &ModelInferRequest,
 ) -> Result<String> {
     let (mut local, mut remote, mut added) = (Vec::new(), Vec::new(), Vec::new());
-    for pair in 0..PAIRS {
+    for pair in 0..pairs() {
         let t = Instant::now();
         runtime.infer(MODEL, image.clone()).await?;
         let a = t.elapsed().as_secs_f64() * 1e3;
@@ -197,15 +210,16 @@ async fn concurrency_one(
         remote.push(b);
         added.push((b - a) * 1e3);
         if (pair + 1) % 100 == 0 {
-            eprintln!("concurrency 1: {}/{PAIRS} pairs", pair + 1);
+            eprintln!("concurrency 1: {}/{} pairs", pair + 1, pairs());
         }
     }
     let (l50, r50) = (percentile(&mut local, 0.5), percentile(&mut remote, 0.5));
     let (a50, a90) = (percentile(&mut added, 0.5), percentile(&mut added, 0.9));
     Ok(format!(
-        "### Concurrency 1 ({PAIRS} pairs, alternating)\n\n\
+        "### Concurrency 1 ({} pairs, alternating)\n\n\
          | path | p50 ms |\n|---|---:|\n| in process | {l50:.3} |\n| gRPC loopback | {r50:.3} |\n\n\
-         Added by gRPC, per pair: **p50 {a50:.0} µs**, p90 {a90:.0} µs.\n"
+         Added by gRPC, per pair: **p50 {a50:.0} µs**, p90 {a90:.0} µs.\n",
+        pairs()
     ))
 }
 
@@ -217,15 +231,16 @@ async fn concurrency_many(
 ) -> Result<String> {
     let mut rows = String::new();
     let mut ratios = Vec::new();
-    for round in 0..ROUNDS {
+    let (rounds, round_time) = rounds();
+    for round in 0..rounds {
         let (runtime, image) = (runtime.clone(), image.clone());
-        let local = closed_loop(move || {
+        let local = closed_loop(round_time, move || {
             let (runtime, image) = (runtime.clone(), image.clone());
             async move { runtime.infer(MODEL, image).await.is_ok() }
         })
         .await;
         let (channels, request) = (channels.to_vec(), request.clone());
-        let remote = closed_loop(move || {
+        let remote = closed_loop(round_time, move || {
             let client = channels[next_connection()].clone();
             let request = request.clone();
             async move { grpc_infer(&client, &request).await.is_ok() }
@@ -233,7 +248,7 @@ async fn concurrency_many(
         .await;
         let ratio = remote / local;
         eprintln!(
-            "concurrency {CONCURRENCY}, round {}/{ROUNDS}: in process {local:.1}/s, gRPC {remote:.1}/s",
+            "concurrency {CONCURRENCY}, round {}/{rounds}: in process {local:.1}/s, gRPC {remote:.1}/s",
             round + 1
         );
         rows.push_str(&format!("| {} | {local:.1} | {remote:.1} | {ratio:.3} |\n", round + 1));
@@ -241,10 +256,10 @@ async fn concurrency_many(
     }
     let median = percentile(&mut ratios, 0.5);
     Ok(format!(
-        "### Concurrency {CONCURRENCY} ({ROUNDS} rounds of {} s each way, gRPC over {CONNECTIONS} connections)\n\n\
+        "### Concurrency {CONCURRENCY} ({rounds} rounds of {} s each way, gRPC over {CONNECTIONS} connections)\n\n\
          | round | in process req/s | gRPC req/s | ratio |\n|---:|---:|---:|---:|\n{rows}\n\
          Throughput ratio gRPC / in process: **median {median:.3}**.\n",
-        ROUND.as_secs()
+        round_time.as_secs()
     ))
 }
 
@@ -254,8 +269,8 @@ fn next_connection() -> usize {
     (NEXT.fetch_add(1, Ordering::Relaxed) as usize) % CONNECTIONS
 }
 
-/// Requests per second answered by `CONCURRENCY` callers looping on `call` for `ROUND`.
-async fn closed_loop<F, Fut>(call: F) -> f64
+/// Requests per second answered by `CONCURRENCY` callers looping on `call` for `round`.
+async fn closed_loop<F, Fut>(round: Duration, call: F) -> f64
 where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: Future<Output = bool> + Send + 'static,
@@ -277,7 +292,7 @@ where
             })
         })
         .collect();
-    tokio::time::sleep(ROUND).await;
+    tokio::time::sleep(round).await;
     stop.store(true, Ordering::Relaxed);
     let elapsed = started.elapsed();
     for caller in callers {
