@@ -1,7 +1,8 @@
 //! The KServe V2 endpoints on loopback: the real Python clients (`tritonclient`, gRPC
 //! and HTTP, installed by `scripts/setup.sh`) run `tests/kserve_client.py` against a
 //! server this test starts, comparing answers with the same requests run in process;
-//! and a graceful shutdown, driven with the Rust gRPC client, answers what is under way.
+//! a graceful shutdown, driven with the Rust gRPC client, answers what is under way;
+//! and both endpoints serve over TLS.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,13 +10,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
-use modelless::kserve::ServerConfig;
 use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
 use modelless::kserve::proto::model_infer_request::InferInputTensor;
 use modelless::kserve::proto::{ModelInferRequest, ServerReadyRequest};
 use modelless::kserve::tensors;
+use modelless::kserve::tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+use modelless::kserve::{ServerConfig, TlsConfig};
 use modelless::{BatchingConfig, ModelConfig, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig};
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::{TlsConnector, rustls};
 
 use crate::common::models_dir;
 
@@ -199,4 +203,62 @@ fn shutdown_stops_accepting_and_answers_what_is_under_way() {
         assert!(started.elapsed() >= Duration::from_millis(200), "shutdown returned before the request ended");
         assert!(GrpcInferenceServiceClient::connect(url).await.is_err(), "still accepting after shutdown");
     });
+}
+
+#[test]
+fn both_endpoints_serve_over_tls_with_the_configured_certificate() {
+    let dir = std::env::temp_dir().join(format!("modelless-kserve-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert_pem = certified.cert.pem();
+    std::fs::write(dir.join("server.crt"), &cert_pem).unwrap();
+    std::fs::write(dir.join("server.key"), certified.signing_key.serialize_pem()).unwrap();
+    let tls = TlsConfig { cert: dir.join("server.crt"), key: dir.join("server.key") };
+
+    let runtime = Arc::new(Runtime::builder().build().unwrap());
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    tokio.block_on(async {
+        let server = runtime.clone().serve(&ServerConfig::loopback().with_tls(tls)).await.unwrap();
+
+        let client_tls =
+            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&cert_pem)).domain_name("localhost");
+        let channel = Endpoint::from_shared(format!("https://{}", server.grpc_address()))
+            .unwrap()
+            .tls_config(client_tls)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = GrpcInferenceServiceClient::new(channel);
+        assert!(client.server_ready(ServerReadyRequest {}).await.unwrap().into_inner().ready);
+
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(certified.cert.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(server.http_address()).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut stream = TlsConnector::from(Arc::new(config)).connect(name, tcp).await.unwrap();
+        stream
+            .write_all(b"GET /v2/health/ready HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+        // Plain text is not served on a TLS endpoint.
+        let plain = format!("http://{}", server.grpc_address());
+        let refused = match GrpcInferenceServiceClient::connect(plain).await {
+            Ok(mut client) => client.server_ready(ServerReadyRequest {}).await.is_err(),
+            Err(_) => true,
+        };
+        assert!(refused, "a plain-text client was answered");
+        server.shutdown().await;
+    });
+    std::fs::remove_dir_all(&dir).ok();
 }
