@@ -83,7 +83,7 @@ impl GrpcInferenceService for GrpcEndpoint {
         let metadata = |spec: &TensorSpec| TensorMetadata {
             name: spec.name.clone(),
             datatype: tensors::datatype(spec.dtype).into(),
-            shape: spec.shape.iter().map(|d| d.map_or(-1, |n| n as i64)).collect(),
+            shape: tensors::spec_shape(spec),
         };
         Ok(Response::new(ModelMetadataResponse {
             name: described.name,
@@ -197,17 +197,20 @@ fn decode_infer(request: ModelInferRequest) -> Result<InferCall, ServeError> {
 }
 
 fn encode_infer(answer: InferAnswer) -> ModelInferResponse {
-    let mut parameters = HashMap::new();
-    let mut put = |key: &str, choice: ParameterChoice| {
-        parameters.insert(key.to_string(), InferParameter { parameter_choice: Some(choice) });
-    };
-    put("variant", ParameterChoice::StringParam(answer.model.clone()));
-    if let Some(task) = &answer.task {
-        put("task", ParameterChoice::StringParam(task.clone()));
-    }
-    put("batch_size", ParameterChoice::Int64Param(answer.batch_size as i64));
-    put("queue_us", ParameterChoice::Int64Param(answer.timings.queue.as_micros() as i64));
-    put("compute_us", ParameterChoice::Int64Param(answer.timings.compute.as_micros() as i64));
+    let parameters = answer
+        .parameters()
+        .into_iter()
+        .map(|(key, value)| {
+            let choice = match value {
+                ParamValue::Bool(b) => ParameterChoice::BoolParam(b),
+                ParamValue::Int(i) => ParameterChoice::Int64Param(i),
+                ParamValue::UInt(u) => ParameterChoice::Uint64Param(u),
+                ParamValue::Double(d) => ParameterChoice::DoubleParam(d),
+                ParamValue::Str(s) => ParameterChoice::StringParam(s),
+            };
+            (key.to_string(), InferParameter { parameter_choice: Some(choice) })
+        })
+        .collect();
     let (outputs, raw) = answer
         .outputs
         .iter()
@@ -233,22 +236,15 @@ fn encode_infer(answer: InferAnswer) -> ModelInferResponse {
 }
 
 fn encode_stats(stats: ModelStats) -> ModelStatistics {
-    let totals = stats.totals;
-    let duration = |count: u64, d: Duration| Some(StatisticDuration { count, ns: d.as_nanos() as u64 });
+    let [success, fail, queue, compute_input, compute_infer, compute_output] =
+        stats.durations().map(|(_, count, d)| Some(StatisticDuration { count, ns: d.as_nanos() as u64 }));
     ModelStatistics {
         name: stats.name,
         version: stats.version.map(|v| v.to_string()).unwrap_or_default(),
         last_inference: 0,
-        inference_count: totals.inferences,
-        execution_count: totals.executions,
-        inference_stats: Some(InferStatistics {
-            success: duration(totals.success, totals.request),
-            fail: duration(totals.failure, Duration::ZERO),
-            queue: duration(totals.success, totals.queue),
-            compute_input: duration(totals.success, totals.io),
-            compute_infer: duration(totals.success, totals.compute),
-            compute_output: duration(0, Duration::ZERO),
-        }),
+        inference_count: stats.totals.inferences,
+        execution_count: stats.totals.executions,
+        inference_stats: Some(InferStatistics { success, fail, queue, compute_input, compute_infer, compute_output }),
         batch_stats: Vec::new(),
     }
 }

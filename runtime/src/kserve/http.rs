@@ -91,10 +91,7 @@ async fn versioned_metadata(
 
 fn describe(State(service): Shared, name: String, version: String) -> Result<axum::Json<Value>, ServeError> {
     let described = service.metadata(&name, &version)?;
-    let spec = |s: &TensorSpec| {
-        let shape: Vec<i64> = s.shape.iter().map(|d| d.map_or(-1, |n| n as i64)).collect();
-        json!({ "name": s.name, "datatype": tensors::datatype(s.dtype), "shape": shape })
-    };
+    let spec = |s: &TensorSpec| json!({ "name": s.name, "datatype": tensors::datatype(s.dtype), "shape": tensors::spec_shape(s) });
     Ok(axum::Json(json!({
         "name": described.name,
         "versions": described.versions,
@@ -258,15 +255,8 @@ fn encode_infer(answer: InferAnswer, binary: &BinaryOutputs) -> Response {
             output
         })
         .collect();
-    let mut parameters = json!({
-        "variant": answer.model,
-        "batch_size": answer.batch_size,
-        "queue_us": answer.timings.queue.as_micros() as u64,
-        "compute_us": answer.timings.compute.as_micros() as u64,
-    });
-    if let Some(task) = &answer.task {
-        parameters["task"] = json!(task);
-    }
+    let parameters: Map<String, Value> =
+        answer.parameters().into_iter().map(|(key, value)| (key.to_string(), value.to_json())).collect();
     let mut response = json!({
         "model_name": answer.model,
         "model_version": answer.version.to_string(),
@@ -293,21 +283,17 @@ fn stats_json(stats: Vec<ModelStats>) -> axum::Json<Value> {
     let entries: Vec<Value> = stats
         .into_iter()
         .map(|s| {
-            let t = s.totals;
-            let duration = |count: u64, d: std::time::Duration| json!({ "count": count, "ns": d.as_nanos() as u64 });
+            let durations: Map<String, Value> = s
+                .durations()
+                .into_iter()
+                .map(|(name, count, d)| (name.to_string(), json!({ "count": count, "ns": d.as_nanos() as u64 })))
+                .collect();
             json!({
                 "name": s.name,
                 "version": s.version.map(|v| v.to_string()).unwrap_or_default(),
-                "inference_count": t.inferences,
-                "execution_count": t.executions,
-                "inference_stats": {
-                    "success": duration(t.success, t.request),
-                    "fail": duration(t.failure, std::time::Duration::ZERO),
-                    "queue": duration(t.success, t.queue),
-                    "compute_input": duration(t.success, t.io),
-                    "compute_infer": duration(t.success, t.compute),
-                    "compute_output": duration(0, std::time::Duration::ZERO),
-                },
+                "inference_count": s.totals.inferences,
+                "execution_count": s.totals.executions,
+                "inference_stats": durations,
             })
         })
         .collect();

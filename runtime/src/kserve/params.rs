@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use super::service::millis;
 use super::status::ServeError;
 use crate::batching::state::Priority;
 
@@ -47,6 +46,17 @@ impl ParamValue {
             serde_json::Value::String(s) => ParamValue::Str(s.clone()),
             _ => return None,
         })
+    }
+
+    /// The value as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            ParamValue::Bool(b) => serde_json::json!(b),
+            ParamValue::Int(i) => serde_json::json!(i),
+            ParamValue::UInt(u) => serde_json::json!(u),
+            ParamValue::Double(d) => serde_json::json!(d),
+            ParamValue::Str(s) => serde_json::json!(s),
+        }
     }
 }
 
@@ -98,6 +108,11 @@ fn priority(value: &ParamValue) -> Result<Priority, ServeError> {
             "parameter `priority` must be \"high\", \"normal\" or a level ≥ 0, got {other:?}"
         ))),
     }
+}
+
+/// A latency from a parameter given in milliseconds.
+fn millis(ms: f64) -> Duration {
+    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
 }
 
 #[cfg(test)]

@@ -121,16 +121,14 @@ impl Server {
     pub async fn shutdown(self) {
         self.service.start_draining();
         let _ = self.stop.send(true);
-        let all = futures_join(self.endpoints);
+        let all = async {
+            for endpoint in self.endpoints {
+                let _ = endpoint.await;
+            }
+        };
         if tokio::time::timeout(self.drain_timeout, all).await.is_err() {
             tracing::warn!(timeout = ?self.drain_timeout, "requests still under way at the end of the drain");
         }
-    }
-}
-
-async fn futures_join(handles: Vec<JoinHandle<()>>) {
-    for handle in handles {
-        let _ = handle.await;
     }
 }
 

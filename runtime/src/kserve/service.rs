@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::params::InferParams;
+use super::params::{InferParams, ParamValue};
 use super::repository::{Repository, RepositoryEntry};
 use super::status::{Code, ServeError};
 use crate::backend::{ModelMetadata, TensorSpec};
@@ -79,6 +79,22 @@ pub struct ModelDescription {
     pub outputs: Vec<TensorSpec>,
 }
 
+impl InferAnswer {
+    /// What the answer's parameters say about how it was served, for both protocols.
+    pub fn parameters(&self) -> Vec<(&'static str, ParamValue)> {
+        let mut parameters = vec![("variant", ParamValue::Str(self.model.clone()))];
+        if let Some(task) = &self.task {
+            parameters.push(("task", ParamValue::Str(task.clone())));
+        }
+        parameters.extend([
+            ("batch_size", ParamValue::Int(self.batch_size as i64)),
+            ("queue_us", ParamValue::Int(self.timings.queue.as_micros() as i64)),
+            ("compute_us", ParamValue::Int(self.timings.compute.as_micros() as i64)),
+        ]);
+        parameters
+    }
+}
+
 /// Cumulative statistics of one variant or model.
 #[derive(Clone, Debug)]
 pub struct ModelStats {
@@ -88,6 +104,23 @@ pub struct ModelStats {
     pub version: Option<u64>,
     /// Its counters.
     pub totals: ModelTotals,
+}
+
+impl ModelStats {
+    /// The protocol's cumulative durations, named as its `InferStatistics` fields,
+    /// each with its count: success, fail, queue, compute_input, compute_infer,
+    /// compute_output.
+    pub fn durations(&self) -> [(&'static str, u64, Duration); 6] {
+        let t = &self.totals;
+        [
+            ("success", t.success, t.request),
+            ("fail", t.failure, Duration::ZERO),
+            ("queue", t.success, t.queue),
+            ("compute_input", t.success, t.io),
+            ("compute_infer", t.success, t.compute),
+            ("compute_output", 0, Duration::ZERO),
+        ]
+    }
 }
 
 /// The operations both endpoints serve.
@@ -182,18 +215,22 @@ impl InferenceService {
             Target::Model(model) => model.submit(inputs, slo.options(Instant::now()))?,
         };
         let output = ticket.await_answer().await?;
-        let outputs = output
+        let (model, version, task) = (output.model.to_string(), output.version, output.task.clone());
+        let (batch_size, timings) = (output.batch_size, output.timings);
+        let names = output.names.clone();
+        let outputs = names
             .iter()
-            .filter(|(name, _)| wanted.as_ref().is_none_or(|w| w.iter().any(|n| n == name)))
-            .map(|(name, tensor)| (name.to_string(), tensor.clone()))
+            .zip(output.into_tensors())
+            .filter(|(name, _)| wanted.as_ref().is_none_or(|w| w.contains(name)))
+            .map(|(name, tensor)| (name.clone(), tensor))
             .collect();
         Ok(InferAnswer {
-            model: output.model.to_string(),
-            version: output.version,
+            model,
+            version,
             id: call.id,
-            task: output.task.as_deref().map(str::to_string),
-            batch_size: output.batch_size,
-            timings: output.timings,
+            task: task.as_deref().map(str::to_string),
+            batch_size,
+            timings,
             outputs,
         })
     }
@@ -280,9 +317,4 @@ fn wanted_outputs(name: &str, metadata: &ModelMetadata, asked: &[String]) -> Res
         }
     }
     Ok(Some(asked.to_vec()))
-}
-
-/// A latency from a parameter given in milliseconds.
-pub(crate) fn millis(ms: f64) -> Duration {
-    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
 }

@@ -5,6 +5,7 @@ use half::f16;
 
 use super::proto::InferTensorContents;
 use super::status::ServeError;
+use crate::backend::TensorSpec;
 use crate::tensor::{DType, Tensor, TensorData};
 
 /// The protocol's name of an element type.
@@ -59,6 +60,11 @@ pub fn parse_shape(name: &str, shape: &[i64]) -> Result<(Vec<usize>, usize), Ser
         dims.push(d);
     }
     Ok((dims, elements))
+}
+
+/// The protocol's shape of a model's input or output: -1 where its size is open.
+pub fn spec_shape(spec: &TensorSpec) -> Vec<i64> {
+    spec.shape.iter().map(|d| d.map_or(-1, |n| n as i64)).collect()
 }
 
 /// The protocol's shape of a tensor.

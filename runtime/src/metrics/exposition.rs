@@ -11,6 +11,7 @@
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry as PromRegistry, TextEncoder,
@@ -79,46 +80,49 @@ pub fn serving_metrics() -> &'static ServingMetrics {
 
 const MODEL_LABELS: [&str; 2] = ["task", "variant"];
 
+/// Adds a metric to `registry`. Names and labels are constants of this file, each
+/// registered once, so neither step can fail.
+fn register<M: Collector + Clone + 'static>(registry: &PromRegistry, metric: prometheus::Result<M>) -> M {
+    let metric = metric.unwrap_or_else(|e| unreachable!("metric definition: {e}"));
+    registry.register(Box::new(metric.clone())).unwrap_or_else(|e| unreachable!("metric registration: {e}"));
+    metric
+}
+
 impl ServingMetrics {
     fn new() -> Self {
         let registry = PromRegistry::new();
         let counters = |name: &str, help: &str, labels: &[&str]| {
-            let vec = IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| unreachable!("{name}: {e}"));
-            registry.register(Box::new(vec.clone())).unwrap_or_else(|e| unreachable!("{name}: {e}"));
-            vec
+            register(&registry, IntCounterVec::new(Opts::new(name, help), labels))
         };
         let gauges = |name: &str, help: &str, labels: &[&str]| {
-            let vec = IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| unreachable!("{name}: {e}"));
-            registry.register(Box::new(vec.clone())).unwrap_or_else(|e| unreachable!("{name}: {e}"));
-            vec
+            register(&registry, IntGaugeVec::new(Opts::new(name, help), labels))
         };
-        let gauge = |name: &str, help: &str| {
-            let gauge = Gauge::new(name, help).unwrap_or_else(|e| unreachable!("{name}: {e}"));
-            registry.register(Box::new(gauge.clone())).unwrap_or_else(|e| unreachable!("{name}: {e}"));
-            gauge
-        };
-        let request_latency = HistogramVec::new(
-            HistogramOpts::new(
-                "modelless_inference_request_latency_seconds",
-                "Time from admission to answer of successful requests",
-            )
-            .buckets(vec![0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0]),
-            &MODEL_LABELS,
-        )
-        .unwrap_or_else(|e| unreachable!("latency histogram: {e}"));
-        registry.register(Box::new(request_latency.clone())).unwrap_or_else(|e| unreachable!("{e}"));
-        let policy_decision = Histogram::with_opts(
-            HistogramOpts::new("modelless_policy_decision_duration_seconds", "Time one policy decision took")
-                .buckets(vec![0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05]),
-        )
-        .unwrap_or_else(|e| unreachable!("policy histogram: {e}"));
-        registry.register(Box::new(policy_decision.clone())).unwrap_or_else(|e| unreachable!("{e}"));
-        let policy_on_fallback = IntGauge::new(
-            "modelless_policy_on_fallback",
-            "1 while the native fallback policy decides because the loaded one failed",
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        registry.register(Box::new(policy_on_fallback.clone())).unwrap_or_else(|e| unreachable!("{e}"));
+        let gauge = |name: &str, help: &str| register(&registry, Gauge::new(name, help));
+        let request_latency = register(
+            &registry,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "modelless_inference_request_latency_seconds",
+                    "Time from admission to answer of successful requests",
+                )
+                .buckets(vec![0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0]),
+                &MODEL_LABELS,
+            ),
+        );
+        let policy_decision = register(
+            &registry,
+            Histogram::with_opts(
+                HistogramOpts::new("modelless_policy_decision_duration_seconds", "Time one policy decision took")
+                    .buckets(vec![0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05]),
+            ),
+        );
+        let policy_on_fallback = register(
+            &registry,
+            IntGauge::new(
+                "modelless_policy_on_fallback",
+                "1 while the native fallback policy decides because the loaded one failed",
+            ),
+        );
         ServingMetrics {
             request_success: counters(
                 "modelless_inference_request_success",
@@ -296,8 +300,8 @@ impl ModelCounters {
 
     /// Counts a request that got no answer.
     pub fn failed(&self, reason: FailureReason) {
-        let index = REASONS.iter().position(|r| *r == reason).unwrap_or(0);
-        self.failures[index].inc();
+        // `REASONS` lists the reasons in declaration order.
+        self.failures[reason as usize].inc();
     }
 
     /// The totals so far.

@@ -23,7 +23,7 @@ use crate::batching::BatchingConfig;
 use crate::error::Error;
 use crate::metrics::{TaskTraffic, serving_metrics};
 use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
-use crate::request::{Inputs, Slo};
+use crate::request::{InferOptions, Inputs, Slo};
 
 /// Makes the backend factory of a variant's version (its config, and the model file
 /// of that version).
@@ -236,9 +236,14 @@ impl Task {
                 available: routes.names.iter().cloned().zip(routes.accuracies.iter().copied()).collect(),
             });
         };
+        self.submit_counted(&routes.ready[chosen], inputs, slo.options(now))
+    }
+
+    /// Queues a request on `model`, counted in the task's traffic.
+    fn submit_counted(&self, model: &Model, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
         // Counted in flight before it can be answered, so the count never dips below zero.
         self.traffic.admitted();
-        let submitted = routes.ready[chosen].submit(inputs, slo.options(now));
+        let submitted = model.submit(inputs, options);
         if submitted.is_err() {
             self.traffic.unadmitted();
         }
@@ -249,12 +254,7 @@ impl Task {
     /// not ready when the variant is not loaded.
     pub fn submit_to(&self, variant: &str, inputs: Inputs, slo: &Slo) -> Result<Ticket, Error> {
         let model = self.variant_model(variant)?;
-        self.traffic.admitted();
-        let submitted = model.submit(inputs, slo.options(Instant::now()));
-        if submitted.is_err() {
-            self.traffic.unadmitted();
-        }
-        submitted
+        self.submit_counted(&model, inputs, slo.options(Instant::now()))
     }
 
     /// The serving version of `variant`: `NotReady` when it is not loaded.
