@@ -26,6 +26,7 @@
 //! ONNX Runtime is loaded from a shared library at run time: see
 //! [`backend::onnx`] for where it is looked for.
 
+pub mod load;
 mod runtime;
 #[cfg(feature = "server")]
 mod serving;

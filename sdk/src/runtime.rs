@@ -292,6 +292,12 @@ impl Runtime {
         Ok(self.registry.task(task)?.status())
     }
 
+    /// Inputs and outputs of the variant serving `task` (every variant of a task takes
+    /// the same inputs).
+    pub fn task_metadata(&self, task: &str) -> Result<ModelMetadata, Error> {
+        Ok(self.registry.task(task)?.active_model()?.metadata().clone())
+    }
+
     /// The profile of the version serving `variant` of `task`, if it has one.
     pub fn variant_profile(&self, task: &str, variant: &str) -> Result<Option<Arc<Profile>>, Error> {
         self.registry.task(task)?.profile(variant)

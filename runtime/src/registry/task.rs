@@ -88,6 +88,10 @@ pub struct TaskStatus {
     pub active_version: u64,
     /// All variants, cheapest first.
     pub variants: Vec<VariantStatus>,
+    /// Requests waiting in the active variant's queue.
+    pub queue_length: u64,
+    /// The latency target its callers expect, in ms.
+    pub latency_slo_ms: Option<f64>,
 }
 
 impl TaskStatus {
@@ -442,11 +446,14 @@ impl Task {
 
     /// Variants, their versions and states.
     pub fn status(&self) -> TaskStatus {
+        let queue_length = self.serving().1;
         let mut inner = self.lock();
         mark_drained(&mut inner);
         let active = &inner.variants[inner.active];
         TaskStatus {
             name: self.name.to_string(),
+            queue_length,
+            latency_slo_ms: self.latency_slo_ms,
             active: active.config.name.clone(),
             active_version: active.current.unwrap_or(0),
             variants: inner

@@ -3,6 +3,7 @@
 //! `cargo run --release -p modelless --features cli -- serve --config examples/classify.toml`
 //! `cargo run --release -p modelless --features cli -- profile examples/classify.toml`
 
+mod loadgen;
 mod plot;
 mod policy;
 mod profile;
@@ -27,6 +28,10 @@ enum Command {
     /// latency per batch size, the line through them, maximal throughput. Profiles are
     /// stored beside the models and reused while model, device and settings match.
     Profile(profile::Args),
+    /// Send open-loop load that follows a pattern or a trace to the runtime of a config
+    /// (in process) or to a KServe V2 endpoint; write the request log, timeline,
+    /// summary and plots.
+    Loadgen(loadgen::Args),
     /// Check policy modules.
     #[command(subcommand)]
     Policy(policy::Command),
@@ -37,5 +42,6 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::Profile(args) => profile::run(args),
         Command::Policy(command) => policy::run(command),
+        Command::Loadgen(args) => loadgen::run(args),
     }
 }

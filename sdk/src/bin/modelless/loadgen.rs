@@ -1,0 +1,150 @@
+//! `modelless loadgen`: open-loop load from a spec against the runtime of a config
+//! (in this process, steered by its policy) or a KServe V2 gRPC endpoint; writes the
+//! request log, the timeline, the summary and the plots.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use modelless::load::{Grpc, InProcess, LoadSpec, Progress, RunResult, Target, markdown_table};
+use modelless::{PolicyConfig, RuntimeBuilder, RuntimeConfig};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The load: TOML with a `seed` and `[[tasks]]`, each a `task`, a `pattern` and
+    /// optionally `slo_ms`, `min_accuracy`, `start_s`.
+    #[arg(long)]
+    load: PathBuf,
+    /// The runtime's TOML config: the runtime to load in process, or, with `--grpc`,
+    /// where the variants' accuracies and the tasks' SLOs are read from.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Send to this KServe V2 gRPC endpoint (e.g. http://127.0.0.1:8001) instead.
+    #[arg(long)]
+    grpc: Option<String>,
+    /// Steer with this policy module instead of the config's.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Parameters (JSON) for `--policy`.
+    #[arg(long)]
+    policy_parameters: Option<String>,
+    /// Time between the policy's decisions, ms.
+    #[arg(long, default_value_t = 1000)]
+    tick_ms: u64,
+    /// Where the results go.
+    #[arg(long, default_value = "loadgen")]
+    out: PathBuf,
+    /// Heads the summary rows and the plots (default: the policy's file name).
+    #[arg(long)]
+    label: Option<String>,
+    /// Write the request log as CSV instead of JSON Lines.
+    #[arg(long)]
+    csv: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let spec = LoadSpec::from_file(&args.load)?;
+    let config = args.config.as_ref().map(RuntimeConfig::from_file).transpose()?;
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut steered = None;
+    let (target, label): (Arc<dyn Target>, String) = match &args.grpc {
+        Some(url) => {
+            let accuracies = config.as_ref().map(accuracies).unwrap_or_default();
+            let mut spec = spec.clone();
+            for task in &mut spec.tasks {
+                task.slo_ms = task.slo_ms.or_else(|| config_slo(config.as_ref(), &task.task));
+            }
+            let target = tokio.block_on(Grpc::connect(url, &spec, &accuracies))?;
+            (Arc::new(target), args.label.clone().unwrap_or_else(|| url.clone()))
+        }
+        None => {
+            let mut config = config.context("--config is needed unless --grpc is given")?;
+            if let Some(module) = &args.policy {
+                let parameters = args.policy_parameters.as_deref().map(serde_json::from_str).transpose()?;
+                let mut policy = PolicyConfig::new(module).with_tick(Duration::from_millis(args.tick_ms));
+                if let Some(parameters) = parameters {
+                    policy = policy.with_parameters(parameters);
+                }
+                config.policy = Some(policy);
+            }
+            let label = args.label.clone().unwrap_or_else(|| policy_name(&config));
+            eprintln!("loading the runtime ...");
+            let runtime = Arc::new(RuntimeBuilder::default().with_config(config).build()?);
+            steered = Some(runtime.clone());
+            (Arc::new(InProcess::new(runtime, &spec)?), label)
+        }
+    };
+    let result = drive(&tokio, target, &spec)?;
+    if let Some(status) = steered.and_then(|r| r.policy_status()) {
+        eprintln!(
+            "policy {}: {} ticks, {} switches, failures {:?}{}",
+            status.policy,
+            status.ticks,
+            status.switches,
+            status.failures,
+            status.reports.last().map_or(String::new(), |r| format!(", last report: {r}"))
+        );
+    }
+    report(&result, &args, &label)
+}
+
+/// Runs the load with a progress bar that shows each second's sampled state.
+fn drive(tokio: &tokio::runtime::Runtime, target: Arc<dyn Target>, spec: &LoadSpec) -> anyhow::Result<RunResult> {
+    let bar = ProgressBar::new(u64::from(spec.duration_s()?));
+    bar.set_style(
+        ProgressStyle::with_template("[{bar:30}] {pos}/{len} s {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut on_second = |p: &Progress| {
+        bar.set_position(u64::from(p.second));
+        let tasks: Vec<String> = p
+            .samples
+            .iter()
+            .map(|s| {
+                let queue = s.queue_length.map_or(String::new(), |q| format!(" queue {q}"));
+                format!("{}: {}{queue}", s.task, s.active.as_deref().unwrap_or("?"))
+            })
+            .collect();
+        let cpu = p.samples.first().and_then(|s| s.cpu_percent).map_or("-".into(), |c| format!("{c:.0} %"));
+        bar.set_message(format!("sent {} ended {}  CPU {cpu}  {}", p.sent, p.ended, tasks.join("  ")));
+    };
+    let result = tokio.block_on(modelless::load::run(target, spec, &mut on_second))?;
+    bar.finish();
+    Ok(result)
+}
+
+fn report(result: &RunResult, args: &Args, label: &str) -> anyhow::Result<()> {
+    let written = result.write(&args.out, label, args.csv)?;
+    let rows: Vec<_> = result.summaries().into_iter().map(|s| (label.to_string(), s)).collect();
+    println!("{}", markdown_table(&rows));
+    for path in written {
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Task → variant → accuracy, as the config registers them.
+fn accuracies(config: &RuntimeConfig) -> BTreeMap<String, BTreeMap<String, f64>> {
+    config
+        .tasks
+        .iter()
+        .map(|t| (t.name.clone(), t.variants.iter().map(|v| (v.name.clone(), v.accuracy)).collect()))
+        .collect()
+}
+
+fn config_slo(config: Option<&RuntimeConfig>, task: &str) -> Option<f64> {
+    config?.tasks.iter().find(|t| t.name == task)?.latency_slo_ms
+}
+
+/// The policy steering the runtime, by its module's file name.
+fn policy_name(config: &RuntimeConfig) -> String {
+    config
+        .policy
+        .as_ref()
+        .and_then(|p| p.module.file_stem())
+        .map_or("no policy".to_string(), |s| s.to_string_lossy().into_owned())
+}

@@ -1,0 +1,105 @@
+//! Requests to a runtime in this process.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use modelless_runtime::{Error, Slo, Tensor};
+
+use super::record::Status;
+use super::runner::{Answer, Target};
+use super::summary::TaskTarget;
+use super::{LoadError, LoadSpec};
+use crate::Runtime;
+
+/// A runtime in this process, asked through `submit_task`.
+pub struct InProcess {
+    runtime: Arc<Runtime>,
+    tasks: Vec<Prepared>,
+}
+
+struct Prepared {
+    target: TaskTarget,
+    inputs: Vec<(String, Tensor)>,
+    slo: Slo,
+}
+
+impl InProcess {
+    /// Prepares a request for each task of `spec`: one row of zeros per input of the
+    /// task's active variant; its SLO from the spec, else from the task's config.
+    pub fn new(runtime: Arc<Runtime>, spec: &LoadSpec) -> Result<Self, LoadError> {
+        let tasks = spec
+            .tasks
+            .iter()
+            .map(|load| {
+                let refused = |e: Error| LoadError::Target(format!("task `{}`: {e}", load.task));
+                let status = runtime.task_status(&load.task).map_err(refused)?;
+                let metadata = runtime.task_metadata(&load.task).map_err(refused)?;
+                let slo_ms = load.slo_ms.or(status.latency_slo_ms).ok_or_else(|| {
+                    LoadError::invalid(format!("task `{}` has no latency SLO: set `slo_ms`", load.task))
+                })?;
+                let inputs = metadata
+                    .inputs
+                    .iter()
+                    .map(|spec| {
+                        let shape: Vec<usize> = spec.shape.iter().map(|d| d.unwrap_or(1)).collect();
+                        (spec.name.clone(), Tensor::zeros(spec.dtype, shape))
+                    })
+                    .collect();
+                let mut slo = Slo::default().with_latency(Duration::from_secs_f64(slo_ms / 1e3));
+                if let Some(accuracy) = load.min_accuracy {
+                    slo = slo.with_min_accuracy(accuracy);
+                }
+                let accuracies = status.variants.iter().map(|v| (v.name.clone(), v.accuracy)).collect();
+                Ok(Prepared { target: TaskTarget { task: load.task.clone(), slo_ms, accuracies }, inputs, slo })
+            })
+            .collect::<Result<_, LoadError>>()?;
+        Ok(InProcess { runtime, tasks })
+    }
+}
+
+/// How an error of the runtime counts in a run.
+pub(crate) fn status_of(error: &Error) -> Status {
+    match error {
+        Error::Overloaded { .. } | Error::RequestTooLarge { .. } | Error::NoVariantMeetsSlo { .. } => Status::Rejected,
+        Error::DeadlineExceeded { .. } => Status::Expired,
+        _ => Status::Failed,
+    }
+}
+
+fn failed(error: &Error) -> Answer {
+    Answer { status: status_of(error), variant: None, batch_size: None }
+}
+
+impl Target for InProcess {
+    fn targets(&self) -> Vec<TaskTarget> {
+        self.tasks.iter().map(|t| t.target.clone()).collect()
+    }
+
+    fn send(&self, task: usize) -> Pin<Box<dyn Future<Output = Answer> + Send + 'static>> {
+        let prepared = &self.tasks[task];
+        let inputs: modelless_runtime::Inputs = prepared.inputs.iter().cloned().collect();
+        let ticket = self.runtime.submit_task(&prepared.target.task, inputs, prepared.slo);
+        Box::pin(async move {
+            match ticket {
+                Ok(ticket) => match ticket.await_answer().await {
+                    Ok(output) => Answer {
+                        status: Status::Ok,
+                        variant: Some(output.model.to_string()),
+                        batch_size: Some(output.batch_size as u32),
+                    },
+                    Err(e) => failed(&e),
+                },
+                Err(e) => failed(&e),
+            }
+        })
+    }
+
+    fn observe(&self, task: usize) -> (Option<String>, Option<u64>) {
+        match self.runtime.task_status(&self.tasks[task].target.task) {
+            Ok(status) => (Some(status.active), Some(status.queue_length)),
+            Err(_) => (None, None),
+        }
+    }
+}

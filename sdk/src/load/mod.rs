@@ -1,0 +1,210 @@
+//! Load generation and what a run comes to: open-loop arrivals following a pattern
+//! (constant, linear, exponential, or a reshaped trace), sent to a runtime in this
+//! process or to a KServe V2 endpoint, with a log of every request, a summary, a
+//! timeline and plots. `modelless loadgen` drives it from the command line.
+//!
+//! ```no_run
+//! # async fn run(runtime: std::sync::Arc<modelless::Runtime>) -> Result<(), modelless::load::LoadError> {
+//! use modelless::load::{InProcess, LoadSpec, run};
+//! let spec = LoadSpec::from_file("load.toml")?;
+//! let target = InProcess::new(runtime, &spec)?;
+//! let result = run(std::sync::Arc::new(target), &spec, &mut |_| {}).await?;
+//! println!("{:#?}", result.summaries());
+//! # Ok(())
+//! # }
+//! ```
+
+mod arrivals;
+#[cfg(feature = "server")]
+mod grpc;
+mod in_process;
+mod output;
+pub mod pattern;
+pub mod plot;
+pub mod record;
+mod runner;
+pub mod summary;
+pub mod trace;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use arrivals::{arrivals, stream_seed};
+#[cfg(feature = "server")]
+pub use grpc::Grpc;
+pub use in_process::InProcess;
+pub use pattern::Pattern;
+pub use record::{RequestRecord, Status};
+pub use runner::{Answer, Progress, RunResult, Target, run};
+pub use summary::{Sample, Second, Summary, TaskTarget, markdown_table};
+pub use trace::{SyntheticTrace, TraceConfig};
+
+/// What went wrong with a load spec, a trace or a run.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The spec or a trace makes no sense.
+    #[error("invalid load: {0}")]
+    Invalid(String),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The target refused to take part (unknown task, unreachable endpoint).
+    #[error("target: {0}")]
+    Target(String),
+}
+
+impl LoadError {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        LoadError::Invalid(message.into())
+    }
+
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        LoadError::Io { path: path.to_path_buf(), source }
+    }
+}
+
+/// A run: the tasks to load, each with its pattern and SLO.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// Seed of the arrivals (each task draws its own stream from it).
+    #[serde(default)]
+    pub seed: u64,
+    /// The tasks, each loaded at once.
+    pub tasks: Vec<TaskLoad>,
+}
+
+/// One task's load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskLoad {
+    /// The task (or, over KServe, any model name).
+    pub task: String,
+    /// Requests per second over the run.
+    pub pattern: Pattern,
+    /// Latency SLO of its requests, ms (default: the task's configured one).
+    #[serde(default)]
+    pub slo_ms: Option<f64>,
+    /// Least accuracy its requests ask for.
+    #[serde(default)]
+    pub min_accuracy: Option<f64>,
+    /// Seconds after the start of the run before its pattern begins.
+    #[serde(default)]
+    pub start_s: u32,
+}
+
+/// One request to send: when (s from the start) and to which task of the spec.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Arrival {
+    /// Seconds from the start of the run.
+    pub at_s: f64,
+    /// Index of the task in the spec.
+    pub task: usize,
+}
+
+impl LoadSpec {
+    /// Reads a spec from TOML; a trace `file` is taken relative to the spec's folder.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, LoadError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| LoadError::io(path, e))?;
+        let mut spec: LoadSpec =
+            toml::from_str(&text).map_err(|e| LoadError::invalid(format!("{}: {e}", path.display())))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for task in &mut spec.tasks {
+            if let Pattern::Trace(TraceConfig { file: Some(file), .. }) = &mut task.pattern {
+                *file = base.join(&*file);
+            }
+        }
+        Ok(spec)
+    }
+
+    /// Each task's rates, offset by its start.
+    pub fn rates(&self) -> Result<Vec<Vec<f64>>, LoadError> {
+        if self.tasks.is_empty() {
+            return Err(LoadError::invalid("a load needs at least one task"));
+        }
+        self.tasks
+            .iter()
+            .map(|task| {
+                let mut rates = vec![0.0; task.start_s as usize];
+                rates.extend(task.pattern.rates()?);
+                Ok(rates)
+            })
+            .collect()
+    }
+
+    /// Length of the run, s: until the last task's pattern ends.
+    pub fn duration_s(&self) -> Result<u32, LoadError> {
+        Ok(self.rates()?.iter().map(Vec::len).max().unwrap_or(0) as u32)
+    }
+
+    /// Every request of the run, in time order.
+    pub fn schedule(&self) -> Result<Vec<Arrival>, LoadError> {
+        let mut all: Vec<Arrival> = self
+            .rates()?
+            .iter()
+            .enumerate()
+            .flat_map(|(task, rates)| {
+                arrivals(rates, stream_seed(self.seed, task)).into_iter().map(move |at_s| Arrival { at_s, task })
+            })
+            .collect();
+        all.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        Ok(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_reads_from_toml_and_schedules_every_task_in_time_order() {
+        let spec: LoadSpec = toml::from_str(
+            r#"
+            seed = 3
+            [[tasks]]
+            task = "a"
+            slo_ms = 100
+            pattern = { kind = "constant", rate = 50, duration_s = 4 }
+            [[tasks]]
+            task = "b"
+            start_s = 2
+            pattern = { kind = "linear", start = 10, step = 10, interval_s = 1, stop = 40 }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(spec.duration_s().unwrap(), 6, "b starts at 2 and runs 4 s");
+        let schedule = spec.schedule().unwrap();
+        assert!(schedule.windows(2).all(|w| w[0].at_s <= w[1].at_s));
+        assert!(schedule.iter().filter(|a| a.task == 1).all(|a| a.at_s >= 2.0), "b waits for its start");
+        let a = schedule.iter().filter(|a| a.task == 0).count() as f64;
+        assert!((a - 200.0).abs() < 4.0 * 200f64.sqrt(), "{a} requests for a");
+        assert_eq!(schedule, spec.schedule().unwrap(), "seeded");
+        assert!(
+            toml::from_str::<LoadSpec>(
+                "[[tasks]]\ntask = \"a\"\npattern = { kind = \"constant\", rate = 1, duration_s = 1 }\nslo = 3"
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_trace_file_is_found_beside_the_spec() {
+        let dir = std::env::temp_dir().join(format!("modelless-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("trace.csv"), "5\n6\n7\n").unwrap();
+        std::fs::write(
+            dir.join("load.toml"),
+            "[[tasks]]\ntask = \"a\"\n[tasks.pattern]\nkind = \"trace\"\nfile = \"trace.csv\"\n",
+        )
+        .unwrap();
+        let spec = LoadSpec::from_file(dir.join("load.toml")).unwrap();
+        assert_eq!(spec.rates().unwrap(), vec![vec![5.0, 6.0, 7.0]]);
+    }
+}

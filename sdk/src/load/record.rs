@@ -1,0 +1,127 @@
+//! The per-request log of a run, as JSON Lines or CSV.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::LoadError;
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Answered (in time or not).
+    Ok,
+    /// Refused at admission: queue full, too large, no variant accurate enough.
+    Rejected,
+    /// Its deadline passed before it ran.
+    Expired,
+    /// Any other error.
+    Failed,
+}
+
+/// One request of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// The task it asked.
+    pub task: String,
+    /// When it was sent, s from the start of the run.
+    pub sent_s: f64,
+    /// How it ended.
+    pub status: Status,
+    /// From sending to its answer or error, ms.
+    pub latency_ms: f64,
+    /// The variant that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// Rows in the batch it ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
+}
+
+/// The file format of a request log, from its extension: `.csv`, or JSON Lines.
+fn is_csv(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+}
+
+/// Writes `records` to `path`: CSV if it ends in `.csv`, JSON Lines otherwise.
+pub fn write_log(path: &Path, records: &[RequestRecord]) -> Result<(), LoadError> {
+    let file = std::fs::File::create(path).map_err(|e| LoadError::io(path, e))?;
+    let mut out = std::io::BufWriter::new(file);
+    let written: std::io::Result<()> = (|| {
+        if is_csv(path) {
+            writeln!(out, "task,sent_s,status,latency_ms,variant,batch_size")?;
+            for r in records {
+                let status = serde_json::to_value(r.status).ok().and_then(|v| v.as_str().map(String::from));
+                writeln!(
+                    out,
+                    "{},{:.6},{},{:.3},{},{}",
+                    r.task,
+                    r.sent_s,
+                    status.unwrap_or_default(),
+                    r.latency_ms,
+                    r.variant.as_deref().unwrap_or(""),
+                    r.batch_size.map_or(String::new(), |b| b.to_string())
+                )?;
+            }
+        } else {
+            for r in records {
+                serde_json::to_writer(&mut out, r)?;
+                writeln!(out)?;
+            }
+        }
+        out.flush()
+    })();
+    written.map_err(|e| LoadError::io(path, e))
+}
+
+/// Reads a JSON Lines request log.
+pub fn read_log(path: &Path) -> Result<Vec<RequestRecord>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::io(path, e))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .map_err(|e| LoadError::invalid(format!("{}: line {}: {e}", path.display(), i + 1)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_round_trips_through_json_lines_and_writes_as_csv() {
+        let records = vec![
+            RequestRecord {
+                task: "t".into(),
+                sent_s: 0.25,
+                status: Status::Ok,
+                latency_ms: 12.5,
+                variant: Some("v1".into()),
+                batch_size: Some(4),
+            },
+            RequestRecord {
+                task: "t".into(),
+                sent_s: 0.5,
+                status: Status::Rejected,
+                latency_ms: 0.1,
+                variant: None,
+                batch_size: None,
+            },
+        ];
+        let dir = std::env::temp_dir().join(format!("modelless-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let jsonl = dir.join("requests.jsonl");
+        write_log(&jsonl, &records).unwrap();
+        assert_eq!(read_log(&jsonl).unwrap(), records);
+        let csv = dir.join("requests.csv");
+        write_log(&csv, &records).unwrap();
+        let text = std::fs::read_to_string(&csv).unwrap();
+        assert_eq!(text.lines().nth(1), Some("t,0.250000,ok,12.500,v1,4"));
+        assert_eq!(text.lines().nth(2), Some("t,0.500000,rejected,0.100,,"));
+    }
+}

@@ -1,0 +1,185 @@
+//! The open-loop driver: sends every request of a spec at its time without waiting
+//! for earlier ones, records how each ended, and samples the target every second.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use modelless_runtime::metrics::CpuSample;
+use tokio::time::{Instant, sleep_until};
+
+use super::record::{RequestRecord, Status};
+use super::summary::{Sample, Second, Summary, TaskTarget, summarize, timeline};
+use super::{LoadError, LoadSpec};
+
+/// How one request ended, as the target saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    /// How it ended.
+    pub status: Status,
+    /// The variant that answered.
+    pub variant: Option<String>,
+    /// Rows in the batch it ran in.
+    pub batch_size: Option<u32>,
+}
+
+/// What a run sends requests to.
+pub trait Target: Send + Sync + 'static {
+    /// Each task of the spec as it is targeted: SLO and variant accuracies.
+    fn targets(&self) -> Vec<TaskTarget>;
+    /// Sends one request to task `task` (its index in the spec).
+    fn send(&self, task: usize) -> Pin<Box<dyn Future<Output = Answer> + Send + 'static>>;
+    /// The task's active variant and queue now, where the target can tell.
+    fn observe(&self, task: usize) -> (Option<String>, Option<u64>);
+}
+
+/// Where a run stands, reported once a second.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// Seconds done.
+    pub second: u32,
+    /// Seconds in the run.
+    pub duration_s: u32,
+    /// Requests sent so far.
+    pub sent: u64,
+    /// Requests that ended so far.
+    pub ended: u64,
+    /// What each task looked like at the end of this second.
+    pub samples: Vec<Sample>,
+}
+
+/// Everything a run recorded.
+#[derive(Clone, Debug, Default)]
+pub struct RunResult {
+    /// The tasks as targeted.
+    pub targets: Vec<TaskTarget>,
+    /// Every request, in the order they were sent.
+    pub records: Vec<RequestRecord>,
+    /// Every task at the end of every second.
+    pub samples: Vec<Sample>,
+    /// Length of the run, s.
+    pub duration_s: u32,
+}
+
+impl RunResult {
+    /// A summary per task, and over all of them when there are several.
+    pub fn summaries(&self) -> Vec<Summary> {
+        summarize(&self.records, &self.targets, &self.samples, f64::from(self.duration_s))
+    }
+
+    /// The run second by second.
+    pub fn timeline(&self) -> Vec<Second> {
+        timeline(&self.records, &self.targets, &self.samples, self.duration_s)
+    }
+}
+
+/// How long requests still under way at the end of the run get before they are
+/// counted as failed.
+const DRAIN: Duration = Duration::from_secs(60);
+
+/// Runs `spec` against `target`, calling `progress` once a second.
+pub async fn run(
+    target: Arc<dyn Target>,
+    spec: &LoadSpec,
+    progress: &mut (dyn FnMut(&Progress) + Send),
+) -> Result<RunResult, LoadError> {
+    let schedule = spec.schedule()?;
+    let duration_s = spec.duration_s()?;
+    let targets = target.targets();
+    let ended: Arc<Mutex<Vec<(usize, RequestRecord)>>> = Arc::default();
+    let under_way = Arc::new(AtomicU64::new(0));
+    let mut samples = Vec::new();
+    let mut sampler = Sampler { target: target.clone(), cpu: CpuSample::now(), tasks: &targets };
+    let start = Instant::now();
+    let at = |s: f64| start + Duration::from_secs_f64(s);
+    let mut next_second = 1u32;
+    let mut report = |second: u32, sampler: &mut Sampler, samples: &mut Vec<Sample>, sent: u64| {
+        let now = sampler.sample(second);
+        let done = ended.lock().map_or(0, |e| e.len() as u64);
+        progress(&Progress { second: second + 1, duration_s, sent, ended: done, samples: now.clone() });
+        samples.extend(now);
+    };
+    for (index, &arrival) in schedule.iter().enumerate() {
+        while at(arrival.at_s) > at(f64::from(next_second)) {
+            sleep_until(at(f64::from(next_second))).await;
+            report(next_second - 1, &mut sampler, &mut samples, index as u64);
+            next_second += 1;
+        }
+        let due = at(arrival.at_s);
+        sleep_until(due).await;
+        let (task, name) = (arrival.task, targets[arrival.task].task.clone());
+        let (answer, ended, under_way) = (target.send(task), ended.clone(), under_way.clone());
+        under_way.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            let answer = answer.await;
+            // From when it was due, so that a late sender shows as latency.
+            let latency_ms = due.elapsed().as_secs_f64() * 1e3;
+            let record = RequestRecord {
+                task: name,
+                sent_s: arrival.at_s,
+                status: answer.status,
+                latency_ms,
+                variant: answer.variant,
+                batch_size: answer.batch_size,
+            };
+            if let Ok(mut ended) = ended.lock() {
+                ended.push((index, record));
+            }
+            under_way.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+    while next_second <= duration_s {
+        sleep_until(at(f64::from(next_second))).await;
+        report(next_second - 1, &mut sampler, &mut samples, schedule.len() as u64);
+        next_second += 1;
+    }
+    let give_up = Instant::now() + DRAIN;
+    while under_way.load(Ordering::Relaxed) > 0 && Instant::now() < give_up {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let done = std::mem::take(&mut *ended.lock().map_err(|_| LoadError::Target("a sender panicked".into()))?);
+    let mut slots: Vec<Option<RequestRecord>> = vec![None; schedule.len()];
+    for (index, record) in done {
+        slots[index] = Some(record);
+    }
+    let records = slots
+        .into_iter()
+        .zip(&schedule)
+        .map(|(slot, arrival)| {
+            slot.unwrap_or_else(|| RequestRecord {
+                task: targets[arrival.task].task.clone(),
+                sent_s: arrival.at_s,
+                status: Status::Failed,
+                latency_ms: DRAIN.as_secs_f64() * 1e3,
+                variant: None,
+                batch_size: None,
+            })
+        })
+        .collect();
+    Ok(RunResult { targets, records, samples, duration_s })
+}
+
+/// Samples each task and the machine's CPU at the end of a second.
+struct Sampler<'a> {
+    target: Arc<dyn Target>,
+    cpu: Option<CpuSample>,
+    tasks: &'a [TaskTarget],
+}
+
+impl Sampler<'_> {
+    fn sample(&mut self, second: u32) -> Vec<Sample> {
+        let now = CpuSample::now();
+        let cpu = now.zip(self.cpu).and_then(|(now, before)| now.since(&before)).map(|u| u.host_percent);
+        self.cpu = now;
+        self.tasks
+            .iter()
+            .enumerate()
+            .map(|(index, task)| {
+                let (active, queue_length) = self.target.observe(index);
+                Sample { second, task: task.task.clone(), active, queue_length, cpu_percent: cpu }
+            })
+            .collect()
+    }
+}
