@@ -27,6 +27,7 @@
 //! [`backend::onnx`] for where it is looked for.
 
 pub mod load;
+pub mod plan;
 mod runtime;
 #[cfg(feature = "server")]
 mod serving;

@@ -4,6 +4,7 @@
 //! `cargo run --release -p modelless --features cli -- profile examples/classify.toml`
 
 mod loadgen;
+mod plan;
 mod plot;
 mod policy;
 mod profile;
@@ -32,6 +33,9 @@ enum Command {
     /// (in process) or to a KServe V2 endpoint; write the request log, timeline,
     /// summary and plots.
     Loadgen(loadgen::Args),
+    /// Capacity planning from profiled costs: the fewest devices that finish N items
+    /// by a deadline, or the most items a set of devices finishes by it.
+    Plan(plan::Args),
     /// Check policy modules.
     #[command(subcommand)]
     Policy(policy::Command),
@@ -43,5 +47,6 @@ fn main() -> anyhow::Result<()> {
         Command::Profile(args) => profile::run(args),
         Command::Policy(command) => policy::run(command),
         Command::Loadgen(args) => loadgen::run(args),
+        Command::Plan(args) => plan::run(args),
     }
 }
