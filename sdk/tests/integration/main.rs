@@ -8,6 +8,7 @@ mod common;
 mod fake_backend;
 #[cfg(feature = "server")]
 mod kserve;
+mod load;
 mod onnx;
 mod policies;
 mod tasks;

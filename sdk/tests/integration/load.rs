@@ -1,0 +1,80 @@
+//! Load generation against a runtime in this process: every scheduled request is
+//! sent and recorded with how it ended, and refusals are told apart from answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+use modelless::load::{InProcess, LoadSpec, Pattern, Status, TaskLoad, run};
+use modelless::{BatchingConfig, MakeBackend, Runtime, TaskConfig, VariantConfig, WarmupConfig};
+
+/// A task of one fake variant that takes `per_batch` per batch of up to `max_batch`.
+fn fake_task(name: &str, per_batch: Duration, batching: BatchingConfig) -> (TaskConfig, MakeBackend) {
+    let variant = VariantConfig::new("v0", "fake", 60.0).with_batching(batching).with_warmup(WarmupConfig::disabled());
+    let task = TaskConfig::new(name).with_variant(variant).with_latency_slo_ms(150.0);
+    let fake = FakeConfig { per_batch, ..FakeConfig::default() };
+    let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(fake.clone(), BatchLog::default()));
+    (task, make)
+}
+
+fn constant(task: &str, rate: f64, duration_s: u32) -> TaskLoad {
+    TaskLoad {
+        task: task.into(),
+        pattern: Pattern::Constant { rate, duration_s },
+        slo_ms: None,
+        min_accuracy: None,
+        start_s: 0,
+    }
+}
+
+#[test]
+fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
+    let rt = Arc::new(Runtime::builder().build().unwrap());
+    let roomy = BatchingConfig::default().with_max_batch_size(4);
+    let (fast, make) = fake_task("fast", Duration::from_millis(20), roomy);
+    rt.add_task_with(fast, make).unwrap();
+    // One request at a time, 200 ms each, two may wait: most of 30/s are refused.
+    let tight = BatchingConfig::default().with_max_batch_size(1).with_max_queue_size(2);
+    let (slow, make) = fake_task("slow", Duration::from_millis(200), tight);
+    rt.add_task_with(slow, make).unwrap();
+
+    let spec = LoadSpec { seed: 9, tasks: vec![constant("fast", 40.0, 3), constant("slow", 30.0, 3)] };
+    let schedule = spec.schedule().unwrap();
+    let target = Arc::new(InProcess::new(rt, &spec).unwrap());
+    let mut seconds = Vec::new();
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let result = tokio.block_on(run(target, &spec, &mut |p| seconds.push(p.second))).unwrap();
+
+    assert_eq!(seconds, vec![1, 2, 3], "progress once a second");
+    assert_eq!(result.records.len(), schedule.len());
+    for (record, arrival) in result.records.iter().zip(&schedule) {
+        assert_eq!(record.sent_s, arrival.at_s);
+        assert_eq!(record.task, spec.tasks[arrival.task].task);
+    }
+    let fast: Vec<_> = result.records.iter().filter(|r| r.task == "fast").collect();
+    assert!(fast.iter().all(|r| r.status == Status::Ok && r.variant.as_deref() == Some("v0")));
+    assert!(fast.iter().all(|r| r.latency_ms >= 20.0), "latency counts from sending, and a batch takes 20 ms");
+    let slow: Vec<_> = result.records.iter().filter(|r| r.task == "slow").collect();
+    let count = |status| slow.iter().filter(|r| r.status == status).count();
+    assert!(count(Status::Rejected) > slow.len() / 2, "queue of 2 at 30/s: {} refused", count(Status::Rejected));
+    assert!(count(Status::Ok) >= 5, "one answered every 200 ms at least");
+
+    let summaries = result.summaries();
+    assert_eq!(summaries.len(), 3, "each task and all");
+    assert_eq!(summaries[0].slo_violations, 0, "the fast task keeps its SLO");
+    assert_eq!(summaries[1].rejected as usize, count(Status::Rejected));
+    assert_eq!(result.samples.iter().filter(|s| s.task == "fast" && s.active.as_deref() == Some("v0")).count(), 3);
+    assert_eq!(result.timeline().len(), 6, "3 seconds of 2 tasks");
+}
+
+#[test]
+fn an_unknown_task_or_a_task_without_an_slo_is_refused_before_anything_is_sent() {
+    let rt = Arc::new(Runtime::builder().build().unwrap());
+    let spec = LoadSpec { seed: 1, tasks: vec![constant("nowhere", 1.0, 1)] };
+    assert!(matches!(InProcess::new(rt.clone(), &spec), Err(modelless::load::LoadError::Target(_))));
+    let (task, make) = fake_task("quiet", Duration::from_millis(1), BatchingConfig::default());
+    let task = TaskConfig { latency_slo_ms: None, ..task };
+    rt.add_task_with(task, make).unwrap();
+    let spec = LoadSpec { seed: 1, tasks: vec![constant("quiet", 1.0, 1)] };
+    assert!(matches!(InProcess::new(rt, &spec), Err(modelless::load::LoadError::Invalid(m)) if m.contains("slo_ms")));
+}
