@@ -110,7 +110,12 @@ fn drive(tokio: &tokio::runtime::Runtime, target: Arc<dyn Target>, spec: &LoadSp
             })
             .collect();
         let cpu = p.samples.first().and_then(|s| s.cpu_percent).map_or("-".into(), |c| format!("{c:.0} %"));
-        bar.set_message(format!("sent {} ended {}  CPU {cpu}  {}", p.sent, p.ended, tasks.join("  ")));
+        let line = format!("sent {} ended {}  CPU {cpu}  {}", p.sent, p.ended, tasks.join("  "));
+        // Not a terminal (a log, the experiment script): a line every 10 s instead.
+        if bar.is_hidden() && p.second % 10 == 0 {
+            eprintln!("{:>4}/{} s  {line}", p.second, p.duration_s);
+        }
+        bar.set_message(line);
     };
     let result = tokio.block_on(modelless::load::run(target, spec, &mut on_second))?;
     bar.finish();
