@@ -112,7 +112,7 @@ fn drive(tokio: &tokio::runtime::Runtime, target: Arc<dyn Target>, spec: &LoadSp
         let cpu = p.samples.first().and_then(|s| s.cpu_percent).map_or("-".into(), |c| format!("{c:.0} %"));
         let line = format!("sent {} ended {}  CPU {cpu}  {}", p.sent, p.ended, tasks.join("  "));
         // Not a terminal (a log, the experiment script): a line every 10 s instead.
-        if bar.is_hidden() && p.second % 10 == 0 {
+        if bar.is_hidden() && p.second.is_multiple_of(10) {
             eprintln!("{:>4}/{} s  {line}", p.second, p.duration_s);
         }
         bar.set_message(line);
