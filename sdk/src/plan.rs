@@ -44,11 +44,23 @@ pub struct Assignment {
     pub device: String,
     /// Items it finishes.
     pub items: u64,
-    /// Items in each of its batches, in order; a short last batch runs padded to the
-    /// warm size unless it paid a warm-up of its own size (whichever finishes more).
-    pub batches: Vec<u32>,
+    /// Batches of its largest size.
+    pub full_batches: u64,
+    /// That size.
+    pub batch_size: u32,
+    /// Items in one last, shorter batch: run padded to the warm size, or at its own
+    /// size after a warm-up of its own, whichever finishes more.
+    pub last_batch: Option<u32>,
     /// When it finishes them, ms.
     pub finish_ms: f64,
+}
+
+impl Assignment {
+    /// Items in each batch, in order.
+    pub fn batches(&self) -> Vec<u32> {
+        let full = std::iter::repeat_n(self.batch_size, self.full_batches as usize);
+        full.chain(self.last_batch).collect()
+    }
 }
 
 /// A plan: which devices run how many items.
@@ -70,44 +82,53 @@ impl Device {
     pub fn schedule(&self, items: u64, deadline_ms: f64) -> Assignment {
         let (a, c, w, big) = (self.a_ms, self.c_ms, self.warmup_ms, u64::from(self.max_batch.max(1)));
         let full = a * big as f64 + c;
-        let mut batches = Vec::new();
-        let mut done = 0u64;
-        let mut elapsed = 0.0;
-        // Full batches while they fit (the first one warms the size up).
-        while items - done >= big {
-            let cost = full + if batches.is_empty() { w } else { 0.0 };
-            if elapsed + cost > deadline_ms {
-                break;
-            }
-            elapsed += cost;
-            done += big;
-            batches.push(big as u32);
-        }
-        // Then one batch for what is left of the items or of the time: padded to the
-        // warm size, or of its own size at the cost of another warm-up.
+        // Full batches while they fit; the first one warms the size up.
+        let fit = if deadline_ms >= w + full { ((deadline_ms - w) / full).floor() as u64 } else { 0 };
+        let full_batches = fit.min(items / big);
+        let mut done = full_batches * big;
+        let mut elapsed = if full_batches > 0 { w + full_batches as f64 * full } else { 0.0 };
+        // Then one batch for what is left of the items or of the time.
         let wanted = (items - done).min(big);
-        if wanted > 0 {
-            let left = deadline_ms - elapsed;
-            let padded_cost = full + if batches.is_empty() { w } else { 0.0 };
-            let own = |r: u64| a * r as f64 + c + w;
-            let own_fits = if left < c + w {
-                0
-            } else if a > 0.0 {
-                (((left - c - w) / a).floor() as u64).min(wanted)
-            } else {
-                wanted
-            };
-            if padded_cost <= left && wanted >= own_fits {
-                elapsed += padded_cost;
-                done += wanted;
-                batches.push(wanted as u32);
-            } else if own_fits > 0 {
-                elapsed += own(own_fits);
-                done += own_fits;
-                batches.push(own_fits as u32);
-            }
+        let left = deadline_ms - elapsed;
+        let padded_cost = full + if full_batches == 0 { w } else { 0.0 };
+        let own_fits = if left < c + w {
+            0
+        } else if a > 0.0 {
+            (((left - c - w) / a).floor() as u64).min(wanted)
+        } else {
+            wanted
+        };
+        let last_batch = if wanted > 0 && padded_cost <= left {
+            elapsed += padded_cost;
+            Some(wanted)
+        } else if own_fits > 0 {
+            elapsed += a * own_fits as f64 + c + w;
+            Some(own_fits)
+        } else {
+            None
+        };
+        done += last_batch.unwrap_or(0);
+        Assignment {
+            device: self.name.clone(),
+            items: done,
+            full_batches,
+            batch_size: big as u32,
+            last_batch: last_batch.map(|b| b as u32),
+            finish_ms: elapsed,
         }
-        Assignment { device: self.name.clone(), items: done, batches, finish_ms: elapsed }
+    }
+
+    /// Why the device cannot be planned with, if it cannot: costs must be finite and
+    /// not negative, and a batch must take some time.
+    pub fn check(&self) -> Result<(), String> {
+        let costs = [self.a_ms, self.c_ms, self.warmup_ms];
+        if costs.iter().any(|v| !v.is_finite() || *v < 0.0) || self.max_batch == 0 {
+            return Err(format!("device `{}`: a_ms, c_ms and warmup_ms must be ≥ 0, max_batch ≥ 1", self.name));
+        }
+        if self.a_ms * f64::from(self.max_batch) + self.c_ms <= 0.0 {
+            return Err(format!("device `{}`: a batch that takes no time", self.name));
+        }
+        Ok(())
     }
 }
 
@@ -160,7 +181,7 @@ mod tests {
         // 100 ms: 40 + 20 + 20 = 80 for 30 items; 20 ms left: a padded full batch
         // (20 ms) finishes 10 more; one of its own size would pay 30 ms first.
         let by_100 = d.capacity(100.0);
-        assert_eq!((by_100.items, by_100.batches.clone(), by_100.finish_ms), (40, vec![10, 10, 10, 10], 100.0));
+        assert_eq!((by_100.items, by_100.batches(), by_100.finish_ms), (40, vec![10, 10, 10, 10], 100.0));
         // 75 ms: 2 full batches (60 ms), 15 left: no full batch, and its own size
         // needs c + w = 30 ms: nothing more.
         assert_eq!(d.capacity(75.0).items, 20);
@@ -174,11 +195,11 @@ mod tests {
         // A last batch of its own size when no full one fits: w = 2, 3 full = 62 ms,
         // 17 ms left: own size r with r + 10 + 2 ≤ 17, r = 5.
         let cheap_warmup = device("d", 1.0, 10.0, 2.0, 10, 1).capacity(79.0);
-        assert_eq!((cheap_warmup.items, cheap_warmup.batches), (35, vec![10, 10, 10, 5]));
+        assert_eq!((cheap_warmup.items, cheap_warmup.batches()), (35, vec![10, 10, 10, 5]));
         // Fewer items than a batch: one batch of just those.
         let few = d.schedule(3, 100.0);
-        assert_eq!((few.items, few.batches, few.finish_ms), (3, vec![3], 40.0), "padded: 20 + 20 warm-up");
-        assert_eq!(d.capacity(39.0).batches, vec![9], "no full batch: 9 + 10 + 20 ms for 9 items");
+        assert_eq!((few.items, few.batches(), few.finish_ms), (3, vec![3], 40.0), "padded: 20 + 20 warm-up");
+        assert_eq!(d.capacity(39.0).batches(), vec![9], "no full batch: 9 + 10 + 20 ms for 9 items");
         assert_eq!(d.capacity(29.0).items, 0, "not even one item with its warm-up");
     }
 
@@ -216,6 +237,18 @@ mod tests {
                 assert_eq!(greedy, fewest, "{items} items by {deadline} ms");
             }
         }
+    }
+
+    #[test]
+    fn a_device_that_makes_no_sense_is_refused_and_a_huge_deadline_is_counted_not_looped() {
+        assert!(device("free", 0.0, 0.0, 0.0, 8, 1).check().is_err());
+        assert!(device("negative", -1.0, 1.0, 0.0, 8, 1).check().is_err());
+        assert!(device("empty", 1.0, 1.0, 0.0, 0, 1).check().is_err());
+        let d = device("d", 1.0, 10.0, 20.0, 10, 1);
+        assert!(d.check().is_ok());
+        let year = d.capacity(3.15e10);
+        assert_eq!(year.full_batches, ((3.15e10 - 20.0) / 20.0) as u64);
+        assert_eq!(year.items, year.full_batches * 10);
     }
 
     #[test]

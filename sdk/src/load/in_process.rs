@@ -60,7 +60,7 @@ impl InProcess {
 }
 
 /// How an error of the runtime counts in a run.
-pub(crate) fn status_of(error: &Error) -> Status {
+fn status_of(error: &Error) -> Status {
     match error {
         Error::Overloaded { .. } | Error::RequestTooLarge { .. } | Error::NoVariantMeetsSlo { .. } => Status::Rejected,
         Error::DeadlineExceeded { .. } => Status::Expired,

@@ -139,24 +139,30 @@ impl LoadSpec {
             .collect()
     }
 
-    /// Length of the run, s: until the last task's pattern ends.
-    pub fn duration_s(&self) -> Result<u32, LoadError> {
-        Ok(self.rates()?.iter().map(Vec::len).max().unwrap_or(0) as u32)
-    }
-
-    /// Every request of the run, in time order.
-    pub fn schedule(&self) -> Result<Vec<Arrival>, LoadError> {
-        let mut all: Vec<Arrival> = self
-            .rates()?
+    /// Every request of the run, in time order, and the run's length (until the last
+    /// task's pattern ends).
+    pub fn schedule(&self) -> Result<Schedule, LoadError> {
+        let rates = self.rates()?;
+        let mut arrivals: Vec<Arrival> = rates
             .iter()
             .enumerate()
             .flat_map(|(task, rates)| {
                 arrivals(rates, stream_seed(self.seed, task)).into_iter().map(move |at_s| Arrival { at_s, task })
             })
             .collect();
-        all.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-        Ok(all)
+        arrivals.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        let duration_s = rates.iter().map(Vec::len).max().unwrap_or(0) as u32;
+        Ok(Schedule { arrivals, duration_s })
     }
+}
+
+/// The requests of a run and its length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// Every request, in time order.
+    pub arrivals: Vec<Arrival>,
+    /// Length of the run, s.
+    pub duration_s: u32,
 }
 
 #[cfg(test)]
@@ -179,13 +185,13 @@ mod tests {
             "#,
         )
         .unwrap();
-        assert_eq!(spec.duration_s().unwrap(), 6, "b starts at 2 and runs 4 s");
-        let schedule = spec.schedule().unwrap();
+        let Schedule { arrivals: schedule, duration_s } = spec.schedule().unwrap();
+        assert_eq!(duration_s, 6, "b starts at 2 and runs 4 s");
         assert!(schedule.windows(2).all(|w| w[0].at_s <= w[1].at_s));
         assert!(schedule.iter().filter(|a| a.task == 1).all(|a| a.at_s >= 2.0), "b waits for its start");
         let a = schedule.iter().filter(|a| a.task == 0).count() as f64;
         assert!((a - 200.0).abs() < 4.0 * 200f64.sqrt(), "{a} requests for a");
-        assert_eq!(schedule, spec.schedule().unwrap(), "seeded");
+        assert_eq!(schedule, spec.schedule().unwrap().arrivals, "seeded");
         assert!(
             toml::from_str::<LoadSpec>(
                 "[[tasks]]\ntask = \"a\"\npattern = { kind = \"constant\", rate = 1, duration_s = 1 }\nslo = 3"

@@ -21,6 +21,18 @@ pub enum Status {
     Failed,
 }
 
+impl Status {
+    /// Its name in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Rejected => "rejected",
+            Status::Expired => "expired",
+            Status::Failed => "failed",
+        }
+    }
+}
+
 /// One request of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
@@ -53,13 +65,12 @@ pub fn write_log(path: &Path, records: &[RequestRecord]) -> Result<(), LoadError
         if is_csv(path) {
             writeln!(out, "task,sent_s,status,latency_ms,variant,batch_size")?;
             for r in records {
-                let status = serde_json::to_value(r.status).ok().and_then(|v| v.as_str().map(String::from));
                 writeln!(
                     out,
                     "{},{:.6},{},{:.3},{},{}",
                     r.task,
                     r.sent_s,
-                    status.unwrap_or_default(),
+                    r.status.as_str(),
                     r.latency_ms,
                     r.variant.as_deref().unwrap_or(""),
                     r.batch_size.map_or(String::new(), |b| b.to_string())

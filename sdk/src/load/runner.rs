@@ -12,7 +12,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::record::{RequestRecord, Status};
 use super::summary::{Sample, Second, Summary, TaskTarget, summarize, timeline};
-use super::{LoadError, LoadSpec};
+use super::{LoadError, LoadSpec, Schedule};
 
 /// How one request ended, as the target saw it.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,26 +85,28 @@ pub async fn run(
     spec: &LoadSpec,
     progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<RunResult, LoadError> {
-    let schedule = spec.schedule()?;
-    let duration_s = spec.duration_s()?;
+    let Schedule { arrivals, duration_s } = spec.schedule()?;
     let targets = target.targets();
-    let ended: Arc<Mutex<Vec<(usize, RequestRecord)>>> = Arc::default();
+    // Each request's record lands in its own slot; a slot still empty after the drain
+    // is a request that never ended.
+    let ended: Arc<Mutex<Vec<Option<RequestRecord>>>> = Arc::new(Mutex::new(vec![None; arrivals.len()]));
     let under_way = Arc::new(AtomicU64::new(0));
     let mut samples = Vec::new();
     let mut sampler = Sampler { target: target.clone(), cpu: CpuSample::now(), tasks: &targets };
     let start = Instant::now();
     let at = |s: f64| start + Duration::from_secs_f64(s);
     let mut next_second = 1u32;
-    let mut report = |second: u32, sampler: &mut Sampler, samples: &mut Vec<Sample>, sent: u64| {
-        let now = sampler.sample(second);
-        let done = ended.lock().map_or(0, |e| e.len() as u64);
-        progress(&Progress { second: second + 1, duration_s, sent, ended: done, samples: now.clone() });
+    // Samples the second that just ended and reports it.
+    let mut report = |second: u32, sent: u64| {
+        let now = sampler.sample(second - 1);
+        let ended = sent - under_way.load(Ordering::Relaxed);
+        progress(&Progress { second, duration_s, sent, ended, samples: now.clone() });
         samples.extend(now);
     };
-    for (index, &arrival) in schedule.iter().enumerate() {
-        while at(arrival.at_s) > at(f64::from(next_second)) {
+    for (index, &arrival) in arrivals.iter().enumerate() {
+        while arrival.at_s > f64::from(next_second) {
             sleep_until(at(f64::from(next_second))).await;
-            report(next_second - 1, &mut sampler, &mut samples, index as u64);
+            report(next_second, index as u64);
             next_second += 1;
         }
         let due = at(arrival.at_s);
@@ -125,28 +127,24 @@ pub async fn run(
                 batch_size: answer.batch_size,
             };
             if let Ok(mut ended) = ended.lock() {
-                ended.push((index, record));
+                ended[index] = Some(record);
             }
             under_way.fetch_sub(1, Ordering::Relaxed);
         });
     }
     while next_second <= duration_s {
         sleep_until(at(f64::from(next_second))).await;
-        report(next_second - 1, &mut sampler, &mut samples, schedule.len() as u64);
+        report(next_second, arrivals.len() as u64);
         next_second += 1;
     }
     let give_up = Instant::now() + DRAIN;
     while under_way.load(Ordering::Relaxed) > 0 && Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let done = std::mem::take(&mut *ended.lock().map_err(|_| LoadError::Target("a sender panicked".into()))?);
-    let mut slots: Vec<Option<RequestRecord>> = vec![None; schedule.len()];
-    for (index, record) in done {
-        slots[index] = Some(record);
-    }
+    let slots = std::mem::take(&mut *ended.lock().map_err(|_| LoadError::Target("a sender panicked".into()))?);
     let records = slots
         .into_iter()
-        .zip(&schedule)
+        .zip(&arrivals)
         .map(|(slot, arrival)| {
             slot.unwrap_or_else(|| RequestRecord {
                 task: targets[arrival.task].task.clone(),

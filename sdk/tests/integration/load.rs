@@ -39,7 +39,7 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
     rt.add_task_with(slow, make).unwrap();
 
     let spec = LoadSpec { seed: 9, tasks: vec![constant("fast", 40.0, 3), constant("slow", 30.0, 3)] };
-    let schedule = spec.schedule().unwrap();
+    let schedule = spec.schedule().unwrap().arrivals;
     let target = Arc::new(InProcess::new(rt, &spec).unwrap());
     let mut seconds = Vec::new();
     let tokio = tokio::runtime::Runtime::new().unwrap();

@@ -93,13 +93,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Runs the load with a progress bar that shows each second's sampled state.
 fn drive(tokio: &tokio::runtime::Runtime, target: Arc<dyn Target>, spec: &LoadSpec) -> anyhow::Result<RunResult> {
-    let bar = ProgressBar::new(u64::from(spec.duration_s()?));
+    let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos}/{len} s {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
     let mut on_second = |p: &Progress| {
+        bar.set_length(u64::from(p.duration_s));
         bar.set_position(u64::from(p.second));
         let tasks: Vec<String> = p
             .samples

@@ -31,6 +31,9 @@ struct Devices {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.devices).with_context(|| args.devices.display().to_string())?;
     let devices: Devices = toml::from_str(&text).with_context(|| args.devices.display().to_string())?;
+    for device in &devices.devices {
+        device.check().map_err(anyhow::Error::msg)?;
+    }
     match args.items {
         Some(items) => match soft_real_time(&devices.devices, items, args.deadline_ms) {
             Some(plan) => {
@@ -54,7 +57,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn print(plan: &Plan) {
     println!("| device | items | batches | finishes at ms |\n|---|---:|---|---:|");
     for a in &plan.devices {
-        let batches: Vec<String> = a.batches.iter().map(u32::to_string).collect();
-        println!("| {} | {} | {} | {:.1} |", a.device, a.items, batches.join(" "), a.finish_ms);
+        let last = a.last_batch.map_or(String::new(), |b| format!(" + 1 of {b}"));
+        let batches = format!("{} of {}{last}", a.full_batches, a.batch_size);
+        println!("| {} | {} | {batches} | {:.1} |", a.device, a.items, a.finish_ms);
     }
 }
