@@ -28,6 +28,7 @@
 
 pub mod load;
 pub mod plan;
+pub mod simulate;
 mod runtime;
 #[cfg(feature = "server")]
 mod serving;

@@ -298,6 +298,11 @@ impl Runtime {
         Ok(self.registry.task(task)?.active_model()?.metadata().clone())
     }
 
+    /// What a policy sees of `task`'s variants: accuracy, state and profiled cost.
+    pub fn variant_snapshots(&self, task: &str) -> Result<Vec<modelless_runtime::policy_abi::VariantSnapshot>, Error> {
+        Ok(self.registry.task(task)?.variant_snapshots())
+    }
+
     /// The profile of the version serving `variant` of `task`, if it has one.
     pub fn variant_profile(&self, task: &str, variant: &str) -> Result<Option<Arc<Profile>>, Error> {
         self.registry.task(task)?.profile(variant)

@@ -11,14 +11,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use modelless_policy_abi::{
-    ABI_VERSION, Decision, Snapshot, SystemSnapshot, TaskDecision, TaskSnapshot, VariantSnapshot,
-};
+use modelless_policy_abi::{ABI_VERSION, Decision, Snapshot, SystemSnapshot, TaskDecision};
 
 use super::error::PolicyError;
 use super::guard::{Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 use super::host::{PolicyEngine, PolicyModule};
 use super::record::Recorder;
+use super::snapshot::{TaskReading, round, task_snapshot};
 use crate::error::Error;
 use crate::metrics::{CpuSample, machine_memory, serving_metrics};
 use crate::registry::Task;
@@ -382,7 +381,7 @@ impl LoopState {
 
 /// The snapshot of `tasks` and the machine at tick `tick`.
 fn snapshot(tasks: &[Arc<Task>], tick: u64, elapsed: Duration, cpu: Option<(CpuSample, CpuSample)>) -> Snapshot {
-    let tasks = tasks.iter().map(|task| task_snapshot(task)).collect();
+    let tasks = tasks.iter().map(|task| task_snapshot(task_reading(task))).collect();
     let utilisation = cpu.and_then(|(now, before)| now.since(&before));
     let memory = machine_memory();
     let system = SystemSnapshot {
@@ -396,47 +395,17 @@ fn snapshot(tasks: &[Arc<Task>], tick: u64, elapsed: Duration, cpu: Option<(CpuS
     Snapshot { abi_version: ABI_VERSION, tick, now_ms: elapsed.as_millis() as u64, tasks, system }
 }
 
-fn task_snapshot(task: &Task) -> TaskSnapshot {
-    let reading = task.traffic().read();
+/// What the snapshot reports of a running task.
+fn task_reading(task: &Task) -> TaskReading {
     let (active, queue_length) = task.serving();
-    let latency = reading.tick.latency().map(|l| modelless_policy_abi::LatencySummary {
-        p50: round(l.p50),
-        p95: round(l.p95),
-        p99: round(l.p99),
-    });
-    TaskSnapshot {
+    TaskReading {
         name: task.name().to_string(),
-        demand: modelless_policy_abi::Demand {
-            per_s_1s: round(reading.demand.per_s_1s),
-            per_s_10s: round(reading.demand.per_s_10s),
-            per_s_60s: round(reading.demand.per_s_60s),
-        },
+        traffic: task.traffic().read(),
         queue_length,
-        in_flight: reading.in_flight,
-        latency_ms: latency,
-        completed: reading.tick.latencies_ms.len() as u64,
-        slo_violations: reading.tick.slo_violations,
-        rejections: reading.tick.rejections,
         slo_latency_ms: task.latency_slo_ms(),
         active,
-        variants: task.variant_snapshots().into_iter().map(rounded).collect(),
+        variants: task.variant_snapshots(),
     }
-}
-
-/// A variant's measured rates and times to 0.1, like the other figures.
-fn rounded(mut variant: VariantSnapshot) -> VariantSnapshot {
-    if let Some(cost) = variant.profile.as_mut() {
-        if let Some(throughput) = cost.max_throughput.as_mut() {
-            throughput.requests_per_s = round(throughput.requests_per_s);
-        }
-        cost.load_ms = cost.load_ms.map(round);
-    }
-    variant
-}
-
-/// To 0.1: measured figures carry no more, and short numbers parse faster in a policy.
-fn round(value: f64) -> f64 {
-    (value * 10.0).round() / 10.0
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod error;
 mod guard;
 mod host;
 mod record;
+mod snapshot;
 #[cfg(test)]
 mod test_modules;
 
@@ -17,3 +18,4 @@ pub use error::PolicyError;
 pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 pub use host::{HostConfig, PolicyEngine, PolicyInstance, PolicyLog, PolicyModule};
 pub use record::{RecordedTick, Recorder, Replayed, read_ticks, replay};
+pub use snapshot::{TaskReading, task_snapshot};

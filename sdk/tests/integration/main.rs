@@ -11,4 +11,5 @@ mod kserve;
 mod load;
 mod onnx;
 mod policies;
+mod simulate;
 mod tasks;

@@ -1,0 +1,332 @@
+//! The discrete-event loop: arrivals from the load spec's schedule (the same requests a
+//! real run sends), routed to the server with the fewest requests in flight; batches
+//! that take what the profiles say; a policy tick on every server every tick; a
+//! sample of every task every second. Time is simulated, in µs; a seed fixes
+//! everything, so two runs with one seed are the same run.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::Duration;
+
+use modelless_runtime::policy_abi::{Decision, Snapshot};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::model::SimModel;
+use super::server::{Queued, Server};
+use crate::load::{LoadError, LoadSpec, RequestRecord, RunResult, Sample, Status, TaskTarget};
+
+const SECOND_US: u64 = 1_000_000;
+
+/// How long requests still queued at the end of the load get (as in a real run).
+const DRAIN_US: u64 = 60 * SECOND_US;
+
+/// What decides each tick on one server.
+pub trait Decider {
+    /// The decision on `snapshot`. `ahead` holds each snapshot task's arrivals at
+    /// this server over the coming second: only an oracle may look.
+    fn decide(&mut self, snapshot: &Snapshot, ahead: &[f64]) -> Decision;
+
+    /// Whether its switches cost nothing (no load, no waiting for a tick).
+    fn free_switches(&self) -> bool {
+        false
+    }
+}
+
+/// How to simulate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Servers behind a least-connections balancer, each a copy of the model.
+    pub servers: usize,
+    /// Time between policy ticks.
+    pub tick: Duration,
+    /// Seed of the batch-time noise (the arrivals follow the spec's own seed).
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { servers: 1, tick: Duration::from_secs(1), seed: 0 }
+    }
+}
+
+/// What a simulation did besides the requests' fates.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SimStats {
+    /// Policy ticks, over all servers.
+    pub ticks: u64,
+    /// Switches started, over all servers.
+    pub switches: u64,
+    /// Events handled.
+    pub events: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    BatchDone { server: usize },
+    Wake { server: usize },
+    Tick,
+    Second,
+}
+
+/// Runs `spec` against `model` with a decider per server from `decider`; `progress`
+/// hears each simulated second. Returns what a real run returns, and the counts.
+pub fn simulate(
+    model: &SimModel,
+    spec: &LoadSpec,
+    config: &SimConfig,
+    decider: &mut dyn FnMut(usize) -> Box<dyn Decider>,
+    progress: &mut dyn FnMut(u32, u32),
+) -> Result<(RunResult, SimStats), LoadError> {
+    if config.servers == 0 || config.tick.is_zero() {
+        return Err(LoadError::invalid("a simulation needs at least one server and a tick longer than 0"));
+    }
+    let schedule = spec.schedule()?;
+    let (task_of, targets) = targets(model, spec)?;
+    let mut deciders: Vec<Box<dyn Decider>> = (0..config.servers).map(&mut *decider).collect();
+    let mut sim = Sim {
+        model,
+        servers: (0..config.servers).map(|_| Server::new(model)).collect(),
+        records: vec![None; schedule.arrivals.len()],
+        events: BinaryHeap::new(),
+        sequence: 0,
+        rng: StdRng::seed_from_u64(config.seed),
+        stats: SimStats::default(),
+    };
+    let ahead = arrivals_per_second(&schedule, &task_of, model.tasks.len(), config.servers);
+    let tick_us = (config.tick.as_micros() as u64).max(1);
+    let end_us = u64::from(schedule.duration_s) * SECOND_US;
+    sim.push(tick_us, Event::Tick);
+    sim.push(SECOND_US, Event::Second);
+    let mut samples = Vec::new();
+    let (mut next_arrival, mut tick) = (0, 0u64);
+    loop {
+        let arrival_at = schedule.arrivals.get(next_arrival).map(|a| (a.at_s * 1e6) as u64);
+        let event_at = sim.events.peek().map(|Reverse((at, ..))| *at);
+        // Events first on a tie: a batch that ends as a request arrives frees the executor.
+        let arrival_first = match (arrival_at, event_at) {
+            (Some(a), Some(e)) => a < e,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let idle = sim.servers.iter().all(|s| s.in_flight() == 0);
+        if arrival_first {
+            let arrival = schedule.arrivals[next_arrival];
+            let now = arrival_at.unwrap_or_default();
+            sim.arrive(next_arrival, task_of[arrival.task], targets[arrival.task].slo_ms, now);
+            next_arrival += 1;
+            continue;
+        }
+        let Some(Reverse((now, _, event))) = sim.events.pop() else { break };
+        if arrival_at.is_none() && now >= end_us && (idle || now > end_us + DRAIN_US) {
+            break;
+        }
+        sim.stats.events += 1;
+        match event {
+            Event::BatchDone { server } => sim.batch_done(server, now),
+            Event::Wake { server } => {
+                sim.servers[server].wake_at = None;
+                sim.start(server, now);
+            }
+            Event::Tick => {
+                for (index, decider) in deciders.iter_mut().enumerate() {
+                    sim.tick(index, decider.as_mut(), tick, now, &ahead);
+                }
+                tick += 1;
+                sim.push(now + tick_us, Event::Tick);
+            }
+            Event::Second => {
+                let second = (now / SECOND_US) as u32;
+                if second <= schedule.duration_s {
+                    samples.extend(sim.samples(&task_of, &targets, second - 1, now));
+                    progress(second, schedule.duration_s);
+                }
+                sim.push(now + SECOND_US, Event::Second);
+            }
+        }
+    }
+    let records = sim
+        .records
+        .into_iter()
+        .zip(&schedule.arrivals)
+        .map(|(record, arrival)| {
+            record.unwrap_or_else(|| RequestRecord {
+                task: targets[arrival.task].task.clone(),
+                sent_s: arrival.at_s,
+                status: Status::Failed,
+                latency_ms: DRAIN_US as f64 / 1e3,
+                variant: None,
+                batch_size: None,
+            })
+        })
+        .collect();
+    let result = RunResult { targets, records, samples, duration_s: schedule.duration_s };
+    Ok((result, sim.stats))
+}
+
+/// Each spec task's model task, and its target (SLO from the spec or the model).
+fn targets(model: &SimModel, spec: &LoadSpec) -> Result<(Vec<usize>, Vec<TaskTarget>), LoadError> {
+    let mut task_of = Vec::new();
+    let mut targets = Vec::new();
+    for load in &spec.tasks {
+        let index = model
+            .task_index(&load.task)
+            .ok_or_else(|| LoadError::Target(format!("unknown task `{}`", load.task)))?;
+        let task = &model.tasks[index];
+        let slo_ms = load.slo_ms.or(task.slo_ms).ok_or_else(|| {
+            LoadError::Target(format!("task `{}` has no latency SLO: give `slo_ms` in the load", load.task))
+        })?;
+        let accuracies: BTreeMap<String, f64> = task.variants.iter().map(|v| (v.name.clone(), v.accuracy)).collect();
+        task_of.push(index);
+        targets.push(TaskTarget { task: load.task.clone(), slo_ms, accuracies });
+    }
+    Ok((task_of, targets))
+}
+
+/// Arrivals per second of each model task, each server's share.
+fn arrivals_per_second(
+    schedule: &crate::load::Schedule,
+    task_of: &[usize],
+    tasks: usize,
+    servers: usize,
+) -> Vec<Vec<f64>> {
+    let mut counts = vec![vec![0.0; tasks]; schedule.duration_s as usize + 1];
+    for arrival in &schedule.arrivals {
+        if let Some(second) = counts.get_mut(arrival.at_s as usize) {
+            second[task_of[arrival.task]] += 1.0 / servers as f64;
+        }
+    }
+    counts
+}
+
+struct Sim<'a> {
+    model: &'a SimModel,
+    servers: Vec<Server>,
+    records: Vec<Option<RequestRecord>>,
+    /// (time µs, sequence, event): the sequence keeps equal times in push order.
+    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    sequence: u64,
+    rng: StdRng,
+    stats: SimStats,
+}
+
+impl Sim<'_> {
+    fn push(&mut self, at: u64, event: Event) {
+        self.sequence += 1;
+        self.events.push(Reverse((at, self.sequence, event)));
+    }
+
+    fn record(&mut self, index: usize, task: usize, queued: &Queued, end: (Status, u64), batch: Option<(usize, u32)>) {
+        self.records[index] = Some(RequestRecord {
+            task: self.model.tasks[task].name.clone(),
+            sent_s: queued.arrived_us as f64 / 1e6,
+            status: end.0,
+            latency_ms: end.1.saturating_sub(queued.arrived_us) as f64 / 1e3,
+            variant: batch.map(|(variant, _)| self.model.tasks[task].variants[variant].name.clone()),
+            batch_size: batch.map(|(_, rows)| rows),
+        });
+    }
+
+    /// Request `index` for model task `task` arrives at `now`.
+    fn arrive(&mut self, index: usize, task: usize, slo_ms: f64, now: u64) {
+        let server = (0..self.servers.len()).min_by_key(|&s| (self.servers[s].in_flight(), s)).unwrap_or(0);
+        let state = &mut self.servers[server].tasks[task];
+        let second = now / SECOND_US;
+        let queued = Queued {
+            index,
+            arrived_us: now,
+            deadline_us: Some(now + (slo_ms * 1e3) as u64),
+            variant: state.active,
+        };
+        if state.queue.len() >= self.model.tasks[task].variants[state.active].max_queue_size {
+            state.traffic.arrived(second);
+            state.traffic.rejected();
+            self.record(index, task, &queued, (Status::Rejected, now), None);
+            return;
+        }
+        state.traffic.arrived(second);
+        state.in_flight += 1;
+        state.queue.push_back(queued);
+        self.start(server, now);
+    }
+
+    /// Starts the next batch on an idle executor, or a wake-up for a held one.
+    fn start(&mut self, server: usize, now: u64) {
+        if self.servers[server].running.is_some() {
+            return;
+        }
+        for (task, queued) in self.servers[server].expire(now) {
+            let state = &mut self.servers[server].tasks[task];
+            state.traffic.expired();
+            state.in_flight -= 1;
+            let deadline = queued.deadline_us.unwrap_or(now);
+            self.record(queued.index, task, &queued, (Status::Expired, deadline), None);
+        }
+        match self.servers[server].next_batch(now) {
+            Ok(mut batch) => {
+                let variant = &self.model.tasks[batch.task].variants[batch.variant];
+                let took = variant.batch_us(batch.requests.len() as u32, &mut self.rng);
+                batch.started_us = now;
+                self.servers[server].running = Some(batch);
+                self.push(now + took, Event::BatchDone { server });
+            }
+            Err(Some(at)) if self.servers[server].wake_at.is_none_or(|w| w > at) => {
+                self.servers[server].wake_at = Some(at);
+                self.push(at, Event::Wake { server });
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn batch_done(&mut self, server: usize, now: u64) {
+        let Some(batch) = self.servers[server].finish(now) else { return };
+        let rows = batch.requests.len() as u32;
+        for queued in &batch.requests {
+            let latency_ms = (now - queued.arrived_us) as f64 / 1e3;
+            let late = queued.deadline_us.is_some_and(|d| now > d);
+            let state = &mut self.servers[server].tasks[batch.task];
+            state.traffic.answered(latency_ms, late);
+            state.in_flight -= 1;
+            self.record(queued.index, batch.task, queued, (Status::Ok, now), Some((batch.variant, rows)));
+        }
+        self.start(server, now);
+    }
+
+    fn tick(&mut self, server: usize, decider: &mut dyn Decider, tick: u64, now: u64, ahead: &[Vec<f64>]) {
+        self.servers[server].finish_loads(now);
+        let snapshot = self.servers[server].snapshot(self.model, tick, now);
+        let coming = ahead.get((now / SECOND_US) as usize).cloned().unwrap_or_else(|| vec![0.0; self.model.tasks.len()]);
+        let decision = decider.decide(&snapshot, &coming);
+        self.stats.ticks += 1;
+        for wanted in &decision.tasks {
+            let Some(task) = self.model.task_index(&wanted.task) else { continue };
+            let model = &self.model.tasks[task];
+            if self.servers[server].apply(task, model, wanted, now, decider.free_switches()) {
+                self.stats.switches += 1;
+            }
+        }
+        self.start(server, now);
+    }
+
+    /// Each spec task at the end of `second`: server 0's variant, every server's queue
+    /// for it, the servers' mean utilisation.
+    fn samples(&mut self, task_of: &[usize], targets: &[TaskTarget], second: u32, now: u64) -> Vec<Sample> {
+        let utilisation: Vec<f64> =
+            self.servers.iter_mut().filter_map(|s| s.utilisation_since_second(now)).collect();
+        let cpu = (!utilisation.is_empty()).then(|| utilisation.iter().sum::<f64>() / utilisation.len() as f64);
+        task_of
+            .iter()
+            .zip(targets)
+            .map(|(&task, target)| {
+                let variant = self.servers[0].tasks[task].active;
+                Sample {
+                    second,
+                    task: target.task.clone(),
+                    active: Some(self.model.tasks[task].variants[variant].name.clone()),
+                    queue_length: Some(self.servers.iter().map(|s| s.tasks[task].queue.len() as u64).sum()),
+                    cpu_percent: cpu,
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,22 @@
+//! A discrete-event simulator of the runtime under load: the requests of a load spec
+//! (the same ones `modelless loadgen` sends), batches that take what the stored
+//! profiles measured, and the same Wasm policies deciding on snapshots built by the
+//! same builder as the control loop's. It answers in seconds what a real run answers
+//! in minutes, for one server or several behind least-connections balancing, and
+//! writes the same results. `modelless simulate` drives it from the command line.
+//!
+//! What it leaves out: the CPU a real process spends outside batches (the load
+//! generator, request copies), and batches of different tasks sharing the cores at
+//! once (here they take turns, so throughput is the same and latency differs).
+
+mod engine;
+mod model;
+mod oracle;
+mod wasm;
+
+pub use engine::{Decider, SimConfig, SimStats, simulate};
+pub use model::{SimModel, SimTask, SimVariant};
+pub use oracle::Oracle;
+pub use wasm::WasmDecider;
+
+mod server;

@@ -1,0 +1,191 @@
+//! What the simulator knows of a machine: its tasks, each with a latency target and
+//! variants, and what each variant costs there, from its stored profile.
+
+use std::path::Path;
+
+use modelless_runtime::policy_abi::{LatencyFit, VariantSnapshot, VariantState};
+use rand::Rng;
+use rand_distr::StandardNormal;
+use serde::{Deserialize, Serialize};
+
+use crate::load::LoadError;
+use crate::{Runtime, RuntimeConfig};
+
+/// The z-score of the 99th percentile of a normal distribution.
+const Z99: f64 = 2.326;
+
+/// The machine: its cores and the tasks it serves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimModel {
+    /// Logical cores, as the snapshot reports them.
+    pub cores: u32,
+    /// The tasks, in configured order.
+    pub tasks: Vec<SimTask>,
+}
+
+/// One task.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimTask {
+    /// Its name.
+    pub name: String,
+    /// Its latency target, ms.
+    pub slo_ms: Option<f64>,
+    /// The variant serving at the start (index into `variants`).
+    pub active: usize,
+    /// Its variants, in configured order.
+    pub variants: Vec<SimVariant>,
+}
+
+/// One variant and what it costs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimVariant {
+    /// Its name.
+    pub name: String,
+    /// Its accuracy.
+    pub accuracy: f64,
+    /// Warm batch latency, `a·b + c` ms.
+    pub fit: LatencyFit,
+    /// Spread of the warm latency: the standard deviation of its logarithm, from the
+    /// profile's p99 against its p50.
+    pub spread: f64,
+    /// What loading it costs while it is not loaded, ms.
+    pub load_ms: f64,
+    /// Whether it is loaded at the start.
+    pub loaded: bool,
+    /// The batching it was configured with.
+    pub max_batch_size: u32,
+    /// Longest a request waits for a batch to fill, µs, as configured.
+    pub max_queue_delay_us: u64,
+    /// Requests its queue holds before it refuses more.
+    pub max_queue_size: usize,
+    /// What a policy sees of it (its profile's figures).
+    pub snapshot: VariantSnapshot,
+}
+
+impl SimVariant {
+    /// One run of a batch of `rows`, in µs: the fit's latency spread log-normally
+    /// around it as the profile measured.
+    pub fn batch_us(&self, rows: u32, rng: &mut impl Rng) -> u64 {
+        let median_ms = self.fit.predict_ms(rows).max(0.05);
+        let z: f64 = rng.sample(StandardNormal);
+        (median_ms * (self.spread * z).exp() * 1e3).round().max(1.0) as u64
+    }
+}
+
+impl SimModel {
+    /// Reads a model written by [`SimModel::save`].
+    pub fn from_file(path: &Path) -> Result<SimModel, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LoadError::io(path, e))?;
+        serde_json::from_str(&text).map_err(|e| LoadError::invalid(format!("{}: {e}", path.display())))
+    }
+
+    /// Writes the model as JSON, to simulate later without the models.
+    pub fn save(&self, path: &Path) -> Result<(), LoadError> {
+        let json = serde_json::to_string_pretty(self).map_err(|e| LoadError::invalid(e.to_string()))?;
+        std::fs::write(path, json).map_err(|e| LoadError::io(path, e))
+    }
+
+    /// The model of the tasks `config` declares, as `runtime` (built from it) loaded
+    /// and profiled them. Every variant needs a profile with a latency fit.
+    pub fn from_runtime(runtime: &Runtime, config: &RuntimeConfig) -> Result<SimModel, LoadError> {
+        let target = |e: crate::Error| LoadError::Target(e.to_string());
+        let mut tasks = Vec::new();
+        for task in &config.tasks {
+            let snapshots = runtime.variant_snapshots(&task.name).map_err(target)?;
+            let status = runtime.task_status(&task.name).map_err(target)?;
+            let mut variants = Vec::new();
+            for (configured, snapshot) in task.variants.iter().zip(snapshots) {
+                let profile = runtime.variant_profile(&task.name, &configured.name).map_err(target)?;
+                let (fit, spread) = profile
+                    .as_ref()
+                    .and_then(|p| Some((p.fit?, spread(&p.points))))
+                    .ok_or_else(|| {
+                        LoadError::Target(format!(
+                            "variant `{}` of `{}` has no profile with a latency fit: set `profile = \"measure\"` \
+                             or run `modelless profile` first",
+                            configured.name, task.name
+                        ))
+                    })?;
+                let load_ms = snapshot.profile.as_ref().and_then(|c| c.load_ms).unwrap_or(0.0);
+                variants.push(SimVariant {
+                    name: configured.name.clone(),
+                    accuracy: configured.accuracy,
+                    fit,
+                    spread,
+                    load_ms,
+                    loaded: snapshot.state == VariantState::Ready,
+                    max_batch_size: configured.batching.max_batch_size as u32,
+                    max_queue_delay_us: configured.batching.max_queue_delay_us,
+                    max_queue_size: configured.batching.max_queue_size,
+                    snapshot,
+                });
+            }
+            let active = variants.iter().position(|v| v.name == status.active).unwrap_or(0);
+            tasks.push(SimTask { name: task.name.clone(), slo_ms: task.latency_slo_ms, active, variants });
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        Ok(SimModel { cores, tasks })
+    }
+
+    /// The task called `name`.
+    pub fn task_index(&self, name: &str) -> Option<usize> {
+        self.tasks.iter().position(|t| t.name == name)
+    }
+}
+
+/// The median over batch sizes of `ln(p99/p50) / z₉₉`: how widely warm runs spread.
+fn spread(points: &[crate::BatchPoint]) -> f64 {
+    let mut spreads: Vec<f64> = points
+        .iter()
+        .filter(|p| p.warm_p50_ms > 0.0 && p.warm_p99_ms >= p.warm_p50_ms)
+        .map(|p| (p.warm_p99_ms / p.warm_p50_ms).ln() / Z99)
+        .collect();
+    spreads.sort_by(f64::total_cmp);
+    spreads.get(spreads.len() / 2).copied().unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+
+    fn point(batch_size: u32, p50: f64, p99: f64) -> crate::BatchPoint {
+        crate::BatchPoint {
+            batch_size,
+            first_run_ms: p99,
+            warm_p50_ms: p50,
+            warm_p99_ms: p99,
+            warm_runs: 20,
+            memory_bytes: None,
+        }
+    }
+
+    #[test]
+    fn batch_times_centre_on_the_fit_and_spread_as_the_profile_measured() {
+        // p99 twice the p50 at every size.
+        let spread = spread(&[point(1, 10.0, 20.0), point(2, 12.0, 24.0), point(4, 20.0, 40.0)]);
+        assert!((spread - 2f64.ln() / Z99).abs() < 1e-12);
+        let variant = SimVariant {
+            name: "v".into(),
+            accuracy: 70.0,
+            fit: LatencyFit { a_ms: 2.0, c_ms: 4.0, r2: 1.0 },
+            spread,
+            load_ms: 0.0,
+            loaded: true,
+            max_batch_size: 8,
+            max_queue_delay_us: 0,
+            max_queue_size: 16,
+            snapshot: VariantSnapshot::default(),
+        };
+        let mut rng = StdRng::seed_from_u64(1);
+        let mut runs: Vec<u64> = (0..20_000).map(|_| variant.batch_us(3, &mut rng)).collect();
+        runs.sort_unstable();
+        let (p50, p99) = (runs[10_000] as f64, runs[19_800] as f64);
+        assert!((p50 / 10_000.0 - 1.0).abs() < 0.02, "p50 {p50} µs for a fit of 10 ms");
+        assert!((p99 / p50 / 2.0 - 1.0).abs() < 0.05, "p99/p50 {}", p99 / p50);
+        let exact = SimVariant { spread: 0.0, ..variant };
+        assert_eq!(exact.batch_us(3, &mut rng), 10_000);
+    }
+}

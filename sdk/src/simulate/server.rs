@@ -1,0 +1,276 @@
+//! One simulated server: per task a queue, the active variant and its knobs, and the
+//! traffic window the snapshot reads; one executor that runs one batch at a time
+//! (a session with as many intra-op threads as cores holds the whole machine).
+
+use std::collections::VecDeque;
+
+use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
+use modelless_runtime::policy::{TaskReading, task_snapshot};
+use modelless_runtime::policy_abi::{
+    ABI_VERSION, ServingKnobs, Snapshot, SystemSnapshot, TaskDecision, TaskSnapshot, VariantState,
+};
+
+use super::model::{SimModel, SimTask};
+
+/// A request waiting for a batch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Queued {
+    /// Its index in the run's schedule.
+    pub index: usize,
+    pub arrived_us: u64,
+    pub deadline_us: Option<u64>,
+    /// The variant it was routed to (the one active when it arrived).
+    pub variant: usize,
+}
+
+/// A batch on the executor.
+#[derive(Clone, Debug)]
+pub(crate) struct Running {
+    pub task: usize,
+    pub variant: usize,
+    pub requests: Vec<Queued>,
+    pub started_us: u64,
+}
+
+/// What a task looks like on this server.
+#[derive(Clone, Debug)]
+pub(crate) struct TaskState {
+    pub active: usize,
+    /// Per variant: largest batch and queue delay (µs) it forms now.
+    pub knobs: Vec<(u32, u64)>,
+    pub loaded: Vec<bool>,
+    /// A variant being loaded, and when it is ready.
+    pub loading: Option<(usize, u64)>,
+    pub queue: VecDeque<Queued>,
+    pub traffic: TrafficWindow,
+    pub in_flight: u64,
+}
+
+impl TaskState {
+    fn new(task: &SimTask) -> Self {
+        TaskState {
+            active: task.active,
+            knobs: task.variants.iter().map(|v| (v.max_batch_size.max(1), v.max_queue_delay_us)).collect(),
+            loaded: task.variants.iter().map(|v| v.loaded).collect(),
+            loading: None,
+            queue: VecDeque::new(),
+            traffic: TrafficWindow::default(),
+            in_flight: 0,
+        }
+    }
+
+    /// Requests queued for the active variant (what the runtime reports).
+    fn active_queue(&self) -> u64 {
+        self.queue.iter().filter(|q| q.variant == self.active).count() as u64
+    }
+}
+
+/// Whether a task's next batch can leave now, or when it can.
+enum Readiness {
+    Now { rows: usize },
+    At(u64),
+}
+
+/// One server.
+#[derive(Clone, Debug)]
+pub(crate) struct Server {
+    pub tasks: Vec<TaskState>,
+    pub running: Option<Running>,
+    /// Executor time of finished batches, µs.
+    busy_done_us: u64,
+    /// Executor time up to the last tick and the last second.
+    busy_at_tick: (u64, u64),
+    busy_at_second: (u64, u64),
+    /// When a held batch's delay runs out, if a wake-up is scheduled.
+    pub wake_at: Option<u64>,
+}
+
+impl Server {
+    pub fn new(model: &SimModel) -> Self {
+        Server {
+            tasks: model.tasks.iter().map(TaskState::new).collect(),
+            running: None,
+            busy_done_us: 0,
+            busy_at_tick: (0, 0),
+            busy_at_second: (0, 0),
+            wake_at: None,
+        }
+    }
+
+    /// Requests admitted and not yet ended, over all tasks: what least-connections
+    /// balancing compares.
+    pub fn in_flight(&self) -> u64 {
+        self.tasks.iter().map(|t| t.in_flight).sum()
+    }
+
+    /// Executor time up to `now`, µs.
+    fn busy_us(&self, now: u64) -> u64 {
+        self.busy_done_us + self.running.as_ref().map_or(0, |r| now.saturating_sub(r.started_us))
+    }
+
+    /// The executor's utilisation since the last call, % (and restarts the count).
+    pub fn utilisation_since_tick(&mut self, now: u64) -> Option<f64> {
+        let busy = self.busy_us(now);
+        let (at, busy_then) = std::mem::replace(&mut self.busy_at_tick, (now, busy));
+        (now > at).then(|| (busy - busy_then) as f64 / (now - at) as f64 * 100.0)
+    }
+
+    /// Like [`Server::utilisation_since_tick`], for the per-second samples.
+    pub fn utilisation_since_second(&mut self, now: u64) -> Option<f64> {
+        let busy = self.busy_us(now);
+        let (at, busy_then) = std::mem::replace(&mut self.busy_at_second, (now, busy));
+        (now > at).then(|| (busy - busy_then) as f64 / (now - at) as f64 * 100.0)
+    }
+
+    /// The batch that ran ends at `now`.
+    pub fn finish(&mut self, now: u64) -> Option<Running> {
+        let running = self.running.take()?;
+        self.busy_done_us += now - running.started_us;
+        Some(running)
+    }
+
+    /// Takes requests whose deadline passed by `now` out of the queues.
+    pub fn expire(&mut self, now: u64) -> Vec<(usize, Queued)> {
+        let mut dead = Vec::new();
+        for (index, task) in self.tasks.iter_mut().enumerate() {
+            // Deadlines follow arrival order within a task: they share one target.
+            while task.queue.front().is_some_and(|q| q.deadline_us.is_some_and(|d| d <= now)) {
+                dead.extend(task.queue.pop_front().map(|q| (index, q)));
+            }
+        }
+        dead
+    }
+
+    /// The next batch to run at `now`: of the tasks whose batch may leave, the one
+    /// whose oldest request waited longest. `Err` holds when the earliest held batch
+    /// may leave, if any is held.
+    pub fn next_batch(&mut self, now: u64) -> Result<Running, Option<u64>> {
+        let mut best: Option<(u64, usize, usize)> = None;
+        let mut earliest_wake: Option<u64> = None;
+        for (index, task) in self.tasks.iter().enumerate() {
+            let Some(head) = task.queue.front() else { continue };
+            match readiness(task, now) {
+                Readiness::Now { rows } => {
+                    if best.is_none_or(|(arrived, ..)| head.arrived_us < arrived) {
+                        best = Some((head.arrived_us, index, rows));
+                    }
+                }
+                Readiness::At(at) => earliest_wake = Some(earliest_wake.map_or(at, |w| w.min(at))),
+            }
+        }
+        let Some((_, task, rows)) = best else { return Err(earliest_wake) };
+        let state = &mut self.tasks[task];
+        let requests: Vec<Queued> = state.queue.drain(..rows).collect();
+        Ok(Running { task, variant: requests[0].variant, requests, started_us: now })
+    }
+
+    /// Applies a policy's decision for one task at `now`, as the control loop does:
+    /// knobs to the active variant first (clamped to what it was configured for),
+    /// then the switch. A loaded variant takes over at once, with `free` any does;
+    /// another loads first. Returns whether a switch started.
+    pub fn apply(&mut self, task: usize, model: &SimTask, wanted: &TaskDecision, now: u64, free: bool) -> bool {
+        let state = &mut self.tasks[task];
+        let active = state.active;
+        if let Some(batch) = wanted.max_batch_size {
+            state.knobs[active].0 = batch.clamp(1, model.variants[active].max_batch_size.max(1));
+        }
+        if let Some(delay) = wanted.max_queue_delay_us {
+            state.knobs[active].1 = delay;
+        }
+        let Some(variant) = wanted.variant.as_ref().and_then(|name| model.variants.iter().position(|v| &v.name == name))
+        else {
+            return false;
+        };
+        if variant == active || state.loading.is_some() {
+            return false;
+        }
+        if free || state.loaded[variant] {
+            state.active = variant;
+        } else {
+            state.loading = Some((variant, now + (model.variants[variant].load_ms * 1e3) as u64));
+        }
+        true
+    }
+
+    /// Variants whose load finished by `now` take over.
+    pub fn finish_loads(&mut self, now: u64) {
+        for task in &mut self.tasks {
+            if let Some((variant, ready)) = task.loading
+                && ready <= now
+            {
+                task.loaded[variant] = true;
+                task.active = variant;
+                task.loading = None;
+            }
+        }
+    }
+
+    /// The snapshot this server's control loop would hand its policy at `now`.
+    pub fn snapshot(&mut self, model: &SimModel, tick: u64, now: u64) -> Snapshot {
+        let second = now / 1_000_000;
+        let cpu = self.utilisation_since_tick(now).map(|u| (u * 10.0).round() / 10.0);
+        let tasks: Vec<TaskSnapshot> = self
+            .tasks
+            .iter_mut()
+            .zip(&model.tasks)
+            .map(|(state, task)| {
+                let traffic = TrafficReading {
+                    demand: state.traffic.demand(second),
+                    in_flight: state.in_flight,
+                    tick: state.traffic.take_tick(),
+                };
+                let variants = task
+                    .variants
+                    .iter()
+                    .enumerate()
+                    .map(|(index, v)| {
+                        let state = match state.loading {
+                            Some((loading, _)) if loading == index => VariantState::Loading,
+                            _ if state.loaded[index] => VariantState::Ready,
+                            _ => VariantState::Unloaded,
+                        };
+                        let mut snapshot = v.snapshot.clone();
+                        snapshot.state = state;
+                        snapshot
+                    })
+                    .collect();
+                let (max_batch_size, max_queue_delay_us) = state.knobs[state.active];
+                task_snapshot(TaskReading {
+                    name: task.name.clone(),
+                    traffic,
+                    queue_length: state.active_queue(),
+                    slo_latency_ms: task.slo_ms,
+                    active: ServingKnobs {
+                        variant: task.variants[state.active].name.clone(),
+                        max_batch_size,
+                        max_queue_delay_us,
+                        instances: 1,
+                    },
+                    variants,
+                })
+            })
+            .collect();
+        let system = SystemSnapshot {
+            cores: model.cores,
+            cpu_host_percent: cpu,
+            cpu_process_percent: cpu,
+            ..SystemSnapshot::default()
+        };
+        Snapshot { abi_version: ABI_VERSION, tick, now_ms: now / 1000, tasks, system }
+    }
+}
+
+/// Whether `task`'s head batch may leave at `now`: it is full, or its oldest request
+/// has waited the variant's queue delay. Requests routed to another variant close
+/// the batch in front of them, as in the runtime (a replaced variant drains first).
+fn readiness(task: &TaskState, now: u64) -> Readiness {
+    let head = task.queue[0];
+    let (max_batch, delay) = task.knobs[head.variant];
+    let rows = task.queue.iter().take(max_batch as usize).take_while(|q| q.variant == head.variant).count();
+    let closed = rows < task.queue.len() && rows < max_batch as usize;
+    if rows == max_batch as usize || closed || now >= head.arrived_us + delay {
+        Readiness::Now { rows }
+    } else {
+        Readiness::At(head.arrived_us + delay)
+    }
+}

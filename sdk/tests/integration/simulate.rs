@@ -1,0 +1,126 @@
+//! The simulator: one seed gives one run; the Wasm policies steer simulated tasks
+//! through the same snapshots as real ones; more servers behind least-connections
+//! take more load; the oracle bounds what a policy can reach.
+
+use modelless::load::{LoadSpec, Pattern, RunResult, Status, TaskLoad};
+use modelless::policy::{HostConfig, PolicyEngine};
+use modelless::policy_abi::{LatencyFit, VariantCost, VariantSnapshot};
+use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
+
+use crate::common::policy_module;
+
+/// A family like the MobileNetV2 widths' profiles here: (name, accuracy, a ms, c ms).
+const FAMILY: [(&str, f64, f64, f64); 3] =
+    [("small", 60.0, 1.5, 0.5), ("medium", 70.0, 4.0, 2.0), ("large", 75.0, 8.0, 4.0)];
+
+fn model(active: usize) -> SimModel {
+    let variants = FAMILY
+        .iter()
+        .map(|&(name, accuracy, a_ms, c_ms)| {
+            let fit = LatencyFit { a_ms, c_ms, r2: 0.999 };
+            SimVariant {
+                name: name.into(),
+                accuracy,
+                fit,
+                spread: 0.1,
+                load_ms: 300.0,
+                loaded: true,
+                max_batch_size: 8,
+                max_queue_delay_us: 0,
+                max_queue_size: 4096,
+                snapshot: VariantSnapshot {
+                    name: name.into(),
+                    accuracy,
+                    profile: Some(VariantCost { fit: Some(fit), ..VariantCost::default() }),
+                    ..VariantSnapshot::default()
+                },
+            }
+        })
+        .collect();
+    SimModel { cores: 2, tasks: vec![SimTask { name: "classify".into(), slo_ms: Some(150.0), active, variants }] }
+}
+
+fn load(pattern: Pattern) -> LoadSpec {
+    let task = TaskLoad { task: "classify".into(), pattern, slo_ms: None, min_accuracy: None, start_s: 0 };
+    LoadSpec { seed: 5, tasks: vec![task] }
+}
+
+/// A rise from 20/s to 200/s and back: the large variant keeps up with about 110/s.
+fn rising() -> LoadSpec {
+    load(Pattern::Linear { start: 20.0, step: 20.0, interval_s: 5, stop: 200.0 })
+}
+
+fn wasm(name: &str, model: &SimModel) -> Box<dyn Decider> {
+    let module = PolicyEngine::new(HostConfig::default()).unwrap().compile_file(&policy_module(name)).unwrap();
+    Box::new(WasmDecider::new(module, None, model))
+}
+
+fn run(model: &SimModel, spec: &LoadSpec, config: &SimConfig, policy: &str) -> RunResult {
+    let mut decider = |_| match policy {
+        "oracle" => Box::new(Oracle::default()) as Box<dyn Decider>,
+        name => wasm(name, model),
+    };
+    simulate(model, spec, config, &mut decider, &mut |_, _| {}).unwrap().0
+}
+
+#[test]
+fn one_seed_gives_one_run_and_another_seed_another() {
+    let (model, spec) = (model(2), rising());
+    let config = SimConfig { seed: 3, ..SimConfig::default() };
+    let first = run(&model, &spec, &config, "slo-predictive");
+    let again = run(&model, &spec, &config, "slo-predictive");
+    assert_eq!(first.records, again.records);
+    assert_eq!(first.samples, again.samples);
+    assert_eq!(first.records.len(), spec.schedule().unwrap().arrivals.len());
+    let other = run(&model, &spec, &SimConfig { seed: 4, ..config }, "slo-predictive");
+    assert_eq!(other.records.len(), first.records.len(), "the arrivals follow the load's seed");
+    assert_ne!(other.records, first.records, "the batch times follow the simulation's");
+}
+
+#[test]
+fn a_wasm_policy_steers_simulated_tasks_and_beats_serving_the_largest_variant_regardless() {
+    let (model, spec) = (model(2), rising());
+    let config = SimConfig::default();
+    let fixed = run(&model, &spec, &config, "static");
+    let steered = run(&model, &spec, &config, "slo-predictive");
+    let (fixed, steered) = (&fixed.summaries()[0], &steered.summaries()[0]);
+    assert_eq!(fixed.variant_switches, 0);
+    assert!(fixed.slo_violation_pct > 20.0, "200/s on the large variant: {fixed:?}");
+    assert!(fixed.expired > 500, "requests wait past their deadline: {fixed:?}");
+    assert!(steered.variant_switches >= 2, "down as load rises, up as it falls: {steered:?}");
+    assert!(steered.slo_violation_pct < 1.0, "{steered:?}");
+    assert!(steered.effective_accuracy > fixed.effective_accuracy);
+}
+
+#[test]
+fn requests_end_as_the_model_says_rejected_when_the_queue_is_full_expired_past_their_deadline() {
+    let mut model = model(2);
+    model.tasks[0].variants[2].max_queue_size = 16;
+    let spec = load(Pattern::Constant { rate: 400.0, duration_s: 5 });
+    let result = run(&model, &spec, &SimConfig::default(), "static");
+    let count = |status| result.records.iter().filter(|r| r.status == status).count();
+    assert!(count(Status::Rejected) > 1000, "{} rejected", count(Status::Rejected));
+    assert!(count(Status::Ok) > 100);
+    // Batches of 8 take 68 ms: a full queue of 16 waits at most about 3 of them.
+    assert!(result.records.iter().filter(|r| r.status == Status::Ok).all(|r| r.latency_ms < 4.0 * 68.0 * 1.5));
+    assert!(result.records.iter().filter(|r| r.status == Status::Ok).all(|r| r.batch_size.is_some()));
+}
+
+#[test]
+fn more_servers_behind_least_connections_take_more_load() {
+    let (model, spec) = (model(2), load(Pattern::Constant { rate: 180.0, duration_s: 30 }));
+    let one = run(&model, &spec, &SimConfig::default(), "static");
+    let two = run(&model, &spec, &SimConfig { servers: 2, ..SimConfig::default() }, "static");
+    let (one, two) = (&one.summaries()[0], &two.summaries()[0]);
+    assert!(one.slo_violation_pct > 20.0, "{one:?}");
+    assert!(two.slo_violation_pct < 0.5, "90/s each: {two:?}");
+}
+
+#[test]
+fn the_oracle_serves_more_accurately_than_any_policy_within_its_utilisation_limit() {
+    let (model, spec) = (model(2), rising());
+    let oracle = run(&model, &spec, &SimConfig::default(), "oracle").summaries()[0].clone();
+    let steered = run(&model, &spec, &SimConfig::default(), "slo-predictive").summaries()[0].clone();
+    assert!(oracle.slo_violation_pct < 0.5, "{oracle:?}");
+    assert!(oracle.effective_accuracy >= steered.effective_accuracy * 0.99, "{oracle:?}\n{steered:?}");
+}
