@@ -28,10 +28,10 @@
 
 pub mod load;
 pub mod plan;
-pub mod simulate;
 mod runtime;
 #[cfg(feature = "server")]
 mod serving;
+pub mod simulate;
 mod steering;
 
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use modelless_runtime::Error;
 use modelless_runtime::policy::{
-    ControlConfig, ControlLoop, ControlStatus, HostConfig, KeepConfigured, ListTasks, PolicyEngine,
+    ControlConfig, ControlLoop, ControlStatus, EarlyTick, HostConfig, KeepConfigured, ListTasks, PolicyEngine,
 };
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +39,16 @@ pub struct PolicyConfig {
     /// `modelless policy replay`.
     #[serde(default)]
     pub record: Option<PathBuf>,
+    /// Tick early when a task's queue reaches this many requests (off when absent).
+    #[serde(default)]
+    pub early_tick_queue_length: Option<u64>,
+    /// Least time between an early tick and the tick before it, in ms.
+    #[serde(default = "default_early_tick_gap_ms")]
+    pub early_tick_gap_ms: u64,
+}
+
+fn default_early_tick_gap_ms() -> u64 {
+    200
 }
 
 fn default_tick_ms() -> u64 {
@@ -64,7 +74,22 @@ impl PolicyConfig {
             memory_limit_mib: default_memory_limit_mib(),
             watch: false,
             record: None,
+            early_tick_queue_length: None,
+            early_tick_gap_ms: default_early_tick_gap_ms(),
         }
+    }
+
+    /// The early ticks it asks for, if any.
+    pub fn early_tick(&self) -> Option<EarlyTick> {
+        let queue_length = self.early_tick_queue_length?;
+        Some(EarlyTick { queue_length, min_gap: Duration::from_millis(self.early_tick_gap_ms) })
+    }
+
+    /// Ticks early when a task's queue reaches `queue_length`, at most every `min_gap`.
+    pub fn with_early_tick(mut self, queue_length: u64, min_gap: Duration) -> Self {
+        self.early_tick_queue_length = Some(queue_length);
+        self.early_tick_gap_ms = min_gap.as_millis() as u64;
+        self
     }
 
     /// Sets the time between decisions.
@@ -113,6 +138,7 @@ impl Runtime {
         let tick = Duration::from_millis(config.tick_ms.max(1));
         let mut control_config = ControlConfig::default().with_tick(tick);
         control_config.record = config.record.clone();
+        control_config.early_tick = config.early_tick();
         let control = ControlLoop::start(tasks, module, config.parameters, fallback, control_config)?;
         if config.watch {
             control.watch(config.module.clone(), engine.clone(), WATCH_EVERY)?;

@@ -34,11 +34,32 @@ pub struct ControlConfig {
     pub max_failures: u32,
     /// A JSON Lines file every tick's snapshot and decision is appended to.
     pub record: Option<PathBuf>,
+    /// Tick before the tick is due when a queue grows, if set.
+    pub early_tick: Option<EarlyTick>,
 }
+
+/// When the loop ticks early: a task's queue reached `queue_length`, and the last
+/// tick is at least `min_gap` old. A flash crowd is answered within a fraction of a
+/// tick, and a busy queue costs at most one decision every `min_gap`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EarlyTick {
+    /// Requests queued for a task's active variant that call a tick.
+    pub queue_length: u64,
+    /// Least time between two ticks.
+    pub min_gap: Duration,
+}
+
+/// How often queues are looked at when early ticks are on.
+const EARLY_TICK_POLL: Duration = Duration::from_millis(10);
 
 impl Default for ControlConfig {
     fn default() -> Self {
-        ControlConfig { tick: Duration::from_secs(1), max_failures: super::guard::DEFAULT_MAX_FAILURES, record: None }
+        ControlConfig {
+            tick: Duration::from_secs(1),
+            max_failures: super::guard::DEFAULT_MAX_FAILURES,
+            record: None,
+            early_tick: None,
+        }
     }
 }
 
@@ -54,6 +75,12 @@ impl ControlConfig {
         self.record = Some(path.into());
         self
     }
+
+    /// Ticks early when a queue grows (see [`EarlyTick`]).
+    pub fn with_early_tick(mut self, early_tick: EarlyTick) -> Self {
+        self.early_tick = Some(early_tick);
+        self
+    }
 }
 
 /// What the loop has done, for status pages and tests.
@@ -61,6 +88,8 @@ impl ControlConfig {
 pub struct ControlStatus {
     /// Ticks run.
     pub ticks: u64,
+    /// Of them, ticks called early by a growing queue.
+    pub early_ticks: u64,
     /// The policy module deciding.
     pub policy: String,
     /// Policy failures so far, by kind.
@@ -231,11 +260,16 @@ impl LoopState {
     fn run(mut self, inbox: Receiver<Command>) {
         let started = Instant::now();
         let mut next_tick = started + self.config.tick;
+        let mut last_tick = started;
         let mut cpu = CpuSample::now();
         let mut last_snapshot: Option<Snapshot> = None;
         let mut tick = 0u64;
         loop {
-            match inbox.recv_timeout(next_tick.saturating_duration_since(Instant::now())) {
+            let wake = match self.config.early_tick {
+                Some(_) => next_tick.min(Instant::now() + EARLY_TICK_POLL),
+                None => next_tick,
+            };
+            match inbox.recv_timeout(wake.saturating_duration_since(Instant::now())) {
                 Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                 Ok(Command::Shadow(shadow)) => {
                     let mut status = self.lock_status();
@@ -256,7 +290,13 @@ impl LoopState {
                     let _ = reply.send(result);
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    next_tick += self.config.tick;
+                    let at = Instant::now();
+                    let early = at < next_tick && self.queue_grew(at.duration_since(last_tick));
+                    if at < next_tick && !early {
+                        continue;
+                    }
+                    next_tick = if early { at + self.config.tick } else { next_tick + self.config.tick };
+                    last_tick = at;
                     let now = CpuSample::now();
                     let tasks = (self.tasks)();
                     let snapshot = snapshot(&tasks, tick, started.elapsed(), now.zip(cpu));
@@ -268,6 +308,7 @@ impl LoopState {
                     reports.extend(self.apply(&tasks, &decided.decision));
                     let mut status = self.lock_status();
                     status.ticks = tick + 1;
+                    status.early_ticks += u64::from(early);
                     status.failures = self.policy.failures().clone();
                     status.on_fallback = decided.by == DecidedBy::Fallback;
                     status.last_decision = decided.decision;
@@ -282,6 +323,12 @@ impl LoopState {
                 }
             }
         }
+    }
+
+    /// Whether a queue calls an early tick, `since_last` after the last tick.
+    fn queue_grew(&self, since_last: Duration) -> bool {
+        let Some(early) = self.config.early_tick else { return false };
+        since_last >= early.min_gap && (self.tasks)().iter().any(|t| t.serving().1 >= early.queue_length)
     }
 
     /// The policy's decision and the shadow's on the encoded snapshot, recorded when
@@ -583,6 +630,34 @@ mod tests {
             assert!(request(&task).is_ok());
         }
         assert_eq!(control.status().policy, "test");
+    }
+
+    #[test]
+    fn a_growing_queue_calls_a_tick_before_it_is_due() {
+        let fake = FakeConfig { per_batch: Duration::from_millis(50), ..FakeConfig::default() };
+        let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(fake.clone(), BatchLog::default()));
+        let variant = VariantConfig::new("v0", "fake", 60.0).with_warmup(WarmupConfig::disabled());
+        let task = Arc::new(Task::start(TaskConfig::new("classify").with_variant(variant), make).unwrap());
+        let module =
+            PolicyEngine::new(HostConfig::default()).unwrap().compile("keep", answering(r#"{"tasks":[]}"#).as_bytes());
+        let tasks: ListTasks = {
+            let task = task.clone();
+            Arc::new(move || vec![task.clone()])
+        };
+        let early = EarlyTick { queue_length: 8, min_gap: Duration::from_millis(20) };
+        let config = ControlConfig::default().with_tick(Duration::from_secs(3600)).with_early_tick(early);
+        let control = ControlLoop::start(tasks, module.unwrap(), None, fallback(), config).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(control.status().ticks, 0, "nothing queued, and the tick is an hour away");
+        let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+        let tickets: Vec<_> = (0..64).map(|_| task.submit(input(), &Slo::default()).unwrap()).collect();
+        wait_for("an early tick", || control.status().early_ticks > 0);
+        let status = control.status();
+        assert_eq!(status.ticks, status.early_ticks);
+        assert!(tickets.into_iter().all(|t| t.wait().is_ok()));
+        let settled = control.status().ticks;
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(control.status().ticks, settled, "an empty queue calls no tick");
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod snapshot;
 #[cfg(test)]
 mod test_modules;
 
-pub use control::{ControlConfig, ControlLoop, ControlStatus, ListTasks};
+pub use control::{ControlConfig, ControlLoop, ControlStatus, EarlyTick, ListTasks};
 pub use error::PolicyError;
 pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 pub use host::{HostConfig, PolicyEngine, PolicyInstance, PolicyLog, PolicyModule};

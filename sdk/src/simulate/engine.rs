@@ -8,6 +8,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
+use modelless_runtime::policy::EarlyTick;
 use modelless_runtime::policy_abi::{Decision, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -42,11 +43,13 @@ pub struct SimConfig {
     pub tick: Duration,
     /// Seed of the batch-time noise (the arrivals follow the spec's own seed).
     pub seed: u64,
+    /// Early ticks when a queue grows, as the control loop's.
+    pub early_tick: Option<EarlyTick>,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { servers: 1, tick: Duration::from_secs(1), seed: 0 }
+        SimConfig { servers: 1, tick: Duration::from_secs(1), seed: 0, early_tick: None }
     }
 }
 
@@ -55,6 +58,8 @@ impl Default for SimConfig {
 pub struct SimStats {
     /// Policy ticks, over all servers.
     pub ticks: u64,
+    /// Of them, ticks called early by a growing queue.
+    pub early_ticks: u64,
     /// Switches started, over all servers.
     pub switches: u64,
     /// Events handled.
@@ -63,9 +68,17 @@ pub struct SimStats {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    BatchDone { server: usize },
-    Wake { server: usize },
-    Tick,
+    BatchDone {
+        server: usize,
+    },
+    Wake {
+        server: usize,
+    },
+    /// A server's regular tick; stale once an early tick moved the next one.
+    Tick {
+        server: usize,
+        generation: u64,
+    },
     Second,
 }
 
@@ -92,14 +105,18 @@ pub fn simulate(
         sequence: 0,
         rng: StdRng::seed_from_u64(config.seed),
         stats: SimStats::default(),
+        ticks: vec![TickState::default(); config.servers],
+        tick_us: (config.tick.as_micros() as u64).max(1),
+        early_tick: config.early_tick,
+        ahead: arrivals_per_second(&schedule, &task_of, model.tasks.len(), config.servers),
     };
-    let ahead = arrivals_per_second(&schedule, &task_of, model.tasks.len(), config.servers);
-    let tick_us = (config.tick.as_micros() as u64).max(1);
     let end_us = u64::from(schedule.duration_s) * SECOND_US;
-    sim.push(tick_us, Event::Tick);
+    for server in 0..config.servers {
+        sim.push(sim.tick_us, Event::Tick { server, generation: 0 });
+    }
     sim.push(SECOND_US, Event::Second);
     let mut samples = Vec::new();
-    let (mut next_arrival, mut tick) = (0, 0u64);
+    let mut next_arrival = 0;
     loop {
         let arrival_at = schedule.arrivals.get(next_arrival).map(|a| (a.at_s * 1e6) as u64);
         let event_at = sim.events.peek().map(|Reverse((at, ..))| *at);
@@ -113,8 +130,12 @@ pub fn simulate(
         if arrival_first {
             let arrival = schedule.arrivals[next_arrival];
             let now = arrival_at.unwrap_or_default();
-            sim.arrive(next_arrival, task_of[arrival.task], targets[arrival.task].slo_ms, now);
+            let server = sim.arrive(next_arrival, task_of[arrival.task], targets[arrival.task].slo_ms, now);
             next_arrival += 1;
+            if sim.queue_grew(server, now) {
+                sim.stats.early_ticks += 1;
+                sim.tick(server, deciders[server].as_mut(), now);
+            }
             continue;
         }
         let Some(Reverse((now, _, event))) = sim.events.pop() else { break };
@@ -128,12 +149,10 @@ pub fn simulate(
                 sim.servers[server].wake_at = None;
                 sim.start(server, now);
             }
-            Event::Tick => {
-                for (index, decider) in deciders.iter_mut().enumerate() {
-                    sim.tick(index, decider.as_mut(), tick, now, &ahead);
+            Event::Tick { server, generation } => {
+                if generation == sim.ticks[server].generation {
+                    sim.tick(server, deciders[server].as_mut(), now);
                 }
-                tick += 1;
-                sim.push(now + tick_us, Event::Tick);
             }
             Event::Second => {
                 let second = (now / SECOND_US) as u32;
@@ -169,9 +188,8 @@ fn targets(model: &SimModel, spec: &LoadSpec) -> Result<(Vec<usize>, Vec<TaskTar
     let mut task_of = Vec::new();
     let mut targets = Vec::new();
     for load in &spec.tasks {
-        let index = model
-            .task_index(&load.task)
-            .ok_or_else(|| LoadError::Target(format!("unknown task `{}`", load.task)))?;
+        let index =
+            model.task_index(&load.task).ok_or_else(|| LoadError::Target(format!("unknown task `{}`", load.task)))?;
         let task = &model.tasks[index];
         let slo_ms = load.slo_ms.or(task.slo_ms).ok_or_else(|| {
             LoadError::Target(format!("task `{}` has no latency SLO: give `slo_ms` in the load", load.task))
@@ -199,8 +217,22 @@ fn arrivals_per_second(
     counts
 }
 
+/// Where a server's control loop stands.
+#[derive(Clone, Copy, Debug, Default)]
+struct TickState {
+    ticks: u64,
+    last_us: u64,
+    /// Bumped by every tick, so that only the latest scheduled one runs.
+    generation: u64,
+}
+
 struct Sim<'a> {
     model: &'a SimModel,
+    ticks: Vec<TickState>,
+    tick_us: u64,
+    early_tick: Option<EarlyTick>,
+    /// Each second's arrivals per model task, a server's share.
+    ahead: Vec<Vec<f64>>,
     servers: Vec<Server>,
     records: Vec<Option<RequestRecord>>,
     /// (time µs, sequence, event): the sequence keeps equal times in push order.
@@ -227,27 +259,33 @@ impl Sim<'_> {
         });
     }
 
-    /// Request `index` for model task `task` arrives at `now`.
-    fn arrive(&mut self, index: usize, task: usize, slo_ms: f64, now: u64) {
+    /// Request `index` for model task `task` arrives at `now`; returns the server
+    /// it went to.
+    fn arrive(&mut self, index: usize, task: usize, slo_ms: f64, now: u64) -> usize {
         let server = (0..self.servers.len()).min_by_key(|&s| (self.servers[s].in_flight(), s)).unwrap_or(0);
         let state = &mut self.servers[server].tasks[task];
         let second = now / SECOND_US;
-        let queued = Queued {
-            index,
-            arrived_us: now,
-            deadline_us: Some(now + (slo_ms * 1e3) as u64),
-            variant: state.active,
-        };
+        let queued =
+            Queued { index, arrived_us: now, deadline_us: Some(now + (slo_ms * 1e3) as u64), variant: state.active };
         if state.queue.len() >= self.model.tasks[task].variants[state.active].max_queue_size {
             state.traffic.arrived(second);
             state.traffic.rejected();
             self.record(index, task, &queued, (Status::Rejected, now), None);
-            return;
+            return server;
         }
         state.traffic.arrived(second);
         state.in_flight += 1;
         state.queue.push_back(queued);
         self.start(server, now);
+        server
+    }
+
+    /// Whether a queue of `server` calls an early tick at `now`.
+    fn queue_grew(&self, server: usize, now: u64) -> bool {
+        let Some(early) = self.early_tick else { return false };
+        let since_last = now.saturating_sub(self.ticks[server].last_us);
+        since_last >= early.min_gap.as_micros() as u64
+            && self.servers[server].tasks.iter().any(|t| t.active_queue() >= early.queue_length)
     }
 
     /// Starts the next batch on an idle executor, or a wake-up for a held one.
@@ -292,10 +330,17 @@ impl Sim<'_> {
         self.start(server, now);
     }
 
-    fn tick(&mut self, server: usize, decider: &mut dyn Decider, tick: u64, now: u64, ahead: &[Vec<f64>]) {
+    /// A tick of `server`'s control loop at `now`; the next is due a tick later.
+    fn tick(&mut self, server: usize, decider: &mut dyn Decider, now: u64) {
+        let state = &mut self.ticks[server];
+        let tick = state.ticks;
+        (state.ticks, state.last_us, state.generation) = (tick + 1, now, state.generation + 1);
+        let generation = state.generation;
+        self.push(now + self.tick_us, Event::Tick { server, generation });
         self.servers[server].finish_loads(now);
         let snapshot = self.servers[server].snapshot(self.model, tick, now);
-        let coming = ahead.get((now / SECOND_US) as usize).cloned().unwrap_or_else(|| vec![0.0; self.model.tasks.len()]);
+        let coming =
+            self.ahead.get((now / SECOND_US) as usize).cloned().unwrap_or_else(|| vec![0.0; self.model.tasks.len()]);
         let decision = decider.decide(&snapshot, &coming);
         self.stats.ticks += 1;
         for wanted in &decision.tasks {
@@ -311,8 +356,7 @@ impl Sim<'_> {
     /// Each spec task at the end of `second`: server 0's variant, every server's queue
     /// for it, the servers' mean utilisation.
     fn samples(&mut self, task_of: &[usize], targets: &[TaskTarget], second: u32, now: u64) -> Vec<Sample> {
-        let utilisation: Vec<f64> =
-            self.servers.iter_mut().filter_map(|s| s.utilisation_since_second(now)).collect();
+        let utilisation: Vec<f64> = self.servers.iter_mut().filter_map(|s| s.utilisation_since_second(now)).collect();
         let cpu = (!utilisation.is_empty()).then(|| utilisation.iter().sum::<f64>() / utilisation.len() as f64);
         task_of
             .iter()

@@ -96,10 +96,8 @@ impl SimModel {
             let mut variants = Vec::new();
             for (configured, snapshot) in task.variants.iter().zip(snapshots) {
                 let profile = runtime.variant_profile(&task.name, &configured.name).map_err(target)?;
-                let (fit, spread) = profile
-                    .as_ref()
-                    .and_then(|p| Some((p.fit?, spread(&p.points))))
-                    .ok_or_else(|| {
+                let (fit, spread) =
+                    profile.as_ref().and_then(|p| Some((p.fit?, spread(&p.points)))).ok_or_else(|| {
                         LoadError::Target(format!(
                             "variant `{}` of `{}` has no profile with a latency fit: set `profile = \"measure\"` \
                              or run `modelless profile` first",

@@ -60,7 +60,7 @@ impl TaskState {
     }
 
     /// Requests queued for the active variant (what the runtime reports).
-    fn active_queue(&self) -> u64 {
+    pub fn active_queue(&self) -> u64 {
         self.queue.iter().filter(|q| q.variant == self.active).count() as u64
     }
 }
@@ -177,7 +177,8 @@ impl Server {
         if let Some(delay) = wanted.max_queue_delay_us {
             state.knobs[active].1 = delay;
         }
-        let Some(variant) = wanted.variant.as_ref().and_then(|name| model.variants.iter().position(|v| &v.name == name))
+        let Some(variant) =
+            wanted.variant.as_ref().and_then(|name| model.variants.iter().position(|v| &v.name == name))
         else {
             return false;
         };

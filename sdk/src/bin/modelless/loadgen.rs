@@ -34,6 +34,12 @@ pub struct Args {
     /// Time between the policy's decisions, ms.
     #[arg(long, default_value_t = 1000)]
     tick_ms: u64,
+    /// Tick early when a task's queue reaches this many requests.
+    #[arg(long)]
+    early_tick_queue: Option<u64>,
+    /// Least time between an early tick and the one before, ms.
+    #[arg(long, default_value_t = 200)]
+    early_tick_gap_ms: u64,
     /// Where the results go.
     #[arg(long, default_value = "loadgen")]
     out: PathBuf,
@@ -65,6 +71,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if let Some(module) = &args.policy {
                 let parameters = args.policy_parameters.as_deref().map(serde_json::from_str).transpose()?;
                 let mut policy = PolicyConfig::new(module).with_tick(Duration::from_millis(args.tick_ms));
+                if let Some(queue_length) = args.early_tick_queue {
+                    policy = policy.with_early_tick(queue_length, Duration::from_millis(args.early_tick_gap_ms));
+                }
                 if let Some(parameters) = parameters {
                     policy = policy.with_parameters(parameters);
                 }
@@ -80,15 +89,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let result = drive(&tokio, target, &spec)?;
     if let Some(status) = steered.and_then(|r| r.policy_status()) {
         eprintln!(
-            "policy {}: {} ticks, {} switches, failures {:?}{}",
+            "policy {}: {} ticks ({} early), {} switches, failures {:?}{}",
             status.policy,
             status.ticks,
+            status.early_ticks,
             status.switches,
             status.failures,
             status.reports.last().map_or(String::new(), |r| format!(", last report: {r}"))
         );
     }
-    report(&result, &args, &label)
+    report(&result, &args.out, &label, args.csv)
 }
 
 /// Runs the load with a progress bar that shows each second's sampled state.
@@ -123,8 +133,9 @@ fn drive(tokio: &tokio::runtime::Runtime, target: Arc<dyn Target>, spec: &LoadSp
     Ok(result)
 }
 
-fn report(result: &RunResult, args: &Args, label: &str) -> anyhow::Result<()> {
-    let written = result.write(&args.out, label, args.csv)?;
+/// Writes a run's files under `out` and prints its summary table.
+pub fn report(result: &RunResult, out: &std::path::Path, label: &str, csv: bool) -> anyhow::Result<()> {
+    let written = result.write(out, label, csv)?;
     let rows: Vec<_> = result.summaries().into_iter().map(|s| (label.to_string(), s)).collect();
     println!("{}", markdown_table(&rows));
     for path in written {

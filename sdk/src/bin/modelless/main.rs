@@ -9,6 +9,7 @@ mod plot;
 mod policy;
 mod profile;
 mod serve;
+mod simulate;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +34,9 @@ enum Command {
     /// (in process) or to a KServe V2 endpoint; write the request log, timeline,
     /// summary and plots.
     Loadgen(loadgen::Args),
+    /// Simulate a load against the profiled variants of a config, steered by a policy
+    /// module or the oracle, on one server or several; write what `loadgen` writes.
+    Simulate(simulate::Args),
     /// Capacity planning from profiled costs: the fewest devices that finish N items
     /// by a deadline, or the most items a set of devices finishes by it.
     Plan(plan::Args),
@@ -48,5 +52,6 @@ fn main() -> anyhow::Result<()> {
         Command::Policy(command) => policy::run(command),
         Command::Loadgen(args) => loadgen::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Simulate(args) => simulate::run(args),
     }
 }

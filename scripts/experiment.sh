@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The policy comparison: the MobileNetV2 family on this machine, one task and then
+# three co-located, under a gentle trace (warm-up ramp) and a steep one (flash
+# crowd). Every policy runs for real (in process, open-loop load) and in the
+# simulator on the profiles the real runs use; the oracle runs in the simulator only.
+# Writes per run the request log, timeline, summary and plots, and results.md, the
+# table of them all.
+#
+#   bash scripts/experiment.sh [OUT]      (default experiments/results; ~25 min)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$(realpath -m "${1:-$ROOT/experiments/results}")"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
+cd "$ROOT"
+
+bash scripts/setup.sh
+cargo build --quiet --release --locked -p modelless --features cli
+MODELLESS="$CARGO_TARGET_DIR/release/modelless"
+POLICIES="$ROOT/.modelless/policies"
+# The runtime ticks a policy early when a queue reaches this (the same for all).
+EARLY=(--early-tick-queue 8)
+
+# name, module, parameters
+POLICY_LIST=(
+    "static-largest|static|{}"
+    "static-smallest|static|{\"variant\":\"mobilenetv2-0.35\"}"
+    "cpu-threshold|cpu-threshold|{}"
+    "cheapest-meeting-slo|cheapest-meeting-slo|{}"
+    "slo-predictive|slo-predictive|{}"
+)
+# name, config, load
+SCENARIOS=(
+    "one-task-gentle|classify.toml|gentle.toml"
+    "one-task-steep|classify.toml|steep.toml"
+    "three-tasks-gentle|classify-3.toml|gentle-3.toml"
+    "three-tasks-steep|classify-3.toml|steep-3.toml"
+)
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+started=$SECONDS
+for scenario in "${SCENARIOS[@]}"; do
+    IFS='|' read -r name config load <<<"$scenario"
+    config="experiments/$config" load="experiments/$load" dir="$OUT/$name"
+    echo "== $name: $config, $load ($((SECONDS - started)) s so far)" >&2
+    # Loading the runtime once measures the profiles that are missing (stored beside
+    # the models, so only the first scenario pays) and keeps them for the simulator.
+    "$MODELLESS" simulate --config "$config" --save-model "$dir/model.json" --load "$load" --oracle \
+        --out "$dir/sim/oracle" --label oracle >/dev/null
+    for policy in "${POLICY_LIST[@]}"; do
+        IFS='|' read -r label module parameters <<<"$policy"
+        echo "-- $name / $label: real run" >&2
+        "$MODELLESS" loadgen --config "$config" --load "$load" --policy "$POLICIES/$module.wasm" \
+            --policy-parameters "$parameters" "${EARLY[@]}" --label "$label" --out "$dir/real/$label" >/dev/null
+        "$MODELLESS" simulate --model "$dir/model.json" --load "$load" --policy "$POLICIES/$module.wasm" \
+            --policy-parameters "$parameters" "${EARLY[@]}" --label "$label" --out "$dir/sim/$label" >/dev/null
+    done
+done
+python3 scripts/experiment_table.py "$OUT" >"$OUT/results.md"
+cat "$OUT/results.md"
+echo "experiment done in $((SECONDS - started)) s; results in $OUT" >&2

@@ -1,0 +1,49 @@
+"""The experiment's table: for each scenario and policy, the real run beside its
+simulation (SLO violations, effective accuracy, and the simulator's gap to the real
+run), and the oracle (simulated only). Reads the summary.json files
+scripts/experiment.sh wrote; prints Markdown."""
+
+import json
+import sys
+from pathlib import Path
+
+
+def pooled(path):
+    """The summary over all tasks (the only one for a single task)."""
+    rows = json.loads(path.read_text())
+    return next((r for r in rows if r["task"] == "all"), rows[-1])
+
+
+def gap(sim, real):
+    if real == 0:
+        return "—" if sim == 0 else "n/a"
+    return f"{(sim - real) / real * 100:+.0f} %"
+
+
+def main(out):
+    root = Path(out)
+    print("| scenario | policy | SLO violations % real | sim | gap | eff. accuracy real | sim | gap | "
+          "÷ oracle | norm. accuracy real | p99 ms real | switches real | max queue real |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for scenario in sorted(p for p in root.iterdir() if p.is_dir()):
+        oracle = pooled(scenario / "sim" / "oracle" / "summary.json")
+        for run in sorted((scenario / "real").iterdir()):
+            real = pooled(run / "summary.json")
+            sim = pooled(scenario / "sim" / run.name / "summary.json")
+            print(f"| {scenario.name} | {run.name} "
+                  f"| {real['slo_violation_pct']:.3f} | {sim['slo_violation_pct']:.3f} "
+                  f"| {gap(sim['slo_violation_pct'], real['slo_violation_pct'])} "
+                  f"| {real['effective_accuracy']:.2f} | {sim['effective_accuracy']:.2f} "
+                  f"| {gap(sim['effective_accuracy'], real['effective_accuracy'])} "
+                  f"| {real['effective_accuracy'] / oracle['effective_accuracy']:.3f} "
+                  f"| {real['normalized_accuracy']:.3f} | {real['p99_ms'] or 0:.1f} "
+                  f"| {real['variant_switches']} | {real['max_queue_length']} |")
+        print(f"| {scenario.name} | oracle (sim) | — | {oracle['slo_violation_pct']:.3f} | | — "
+              f"| {oracle['effective_accuracy']:.2f} | | 1.000 | {oracle['normalized_accuracy']:.3f} "
+              f"| {oracle['p99_ms'] or 0:.1f} (sim) | {oracle['variant_switches']} (sim) | {oracle['max_queue_length']} (sim) |")
+    print()
+    print("Plots: `<scenario>/real/<policy>/<task>.svg` and `<scenario>/sim/<policy>/<task>.svg`.")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "experiments/results")

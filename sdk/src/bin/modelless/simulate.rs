@@ -1,0 +1,128 @@
+//! `modelless simulate`: the requests of a load spec against a simulated runtime,
+//! the machine's stored profiles and a Wasm policy (or the oracle) deciding; writes
+//! what `modelless loadgen` writes.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::ProgressBar;
+use modelless::load::LoadSpec;
+use modelless::policy::{EarlyTick, HostConfig, PolicyEngine};
+use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, WasmDecider, simulate};
+use modelless::{RuntimeBuilder, RuntimeConfig};
+
+/// Makes the decider of each server.
+type MakeDecider = Box<dyn FnMut(usize) -> Box<dyn Decider>>;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The load, as for `modelless loadgen`.
+    #[arg(long)]
+    load: PathBuf,
+    /// The runtime's TOML config: its tasks are loaded once to read their profiles
+    /// (measured first where the config says `profile = "measure"`).
+    #[arg(long, conflicts_with = "model")]
+    config: Option<PathBuf>,
+    /// A model written by `--save-model` instead of a config: no models are loaded.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Write the model read from `--config` here, to simulate without the models later.
+    #[arg(long)]
+    save_model: Option<PathBuf>,
+    /// The policy module deciding (default: the config's).
+    #[arg(long, conflicts_with = "oracle")]
+    policy: Option<PathBuf>,
+    /// Parameters (JSON) for the policy.
+    #[arg(long)]
+    policy_parameters: Option<String>,
+    /// Let the oracle decide: it knows the next second's demand and switches for free.
+    #[arg(long)]
+    oracle: bool,
+    /// Highest utilisation the oracle lets a server reach.
+    #[arg(long, default_value_t = 0.8)]
+    oracle_utilisation: f64,
+    /// Servers behind least-connections balancing, each serving every task.
+    #[arg(long, default_value_t = 1)]
+    servers: usize,
+    /// Time between the policy's decisions, ms.
+    #[arg(long, default_value_t = 1000)]
+    tick_ms: u64,
+    /// Tick early when a task's queue reaches this many requests.
+    #[arg(long)]
+    early_tick_queue: Option<u64>,
+    /// Least time between an early tick and the one before, ms.
+    #[arg(long, default_value_t = 200)]
+    early_tick_gap_ms: u64,
+    /// Seed of the batch times (the arrivals follow the load's seed).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Where the results go.
+    #[arg(long, default_value = "simulate")]
+    out: PathBuf,
+    /// Heads the summary rows and the plots (default: the policy's name).
+    #[arg(long)]
+    label: Option<String>,
+    /// Write the request log as CSV instead of JSON Lines.
+    #[arg(long)]
+    csv: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let spec = LoadSpec::from_file(&args.load)?;
+    let config = args.config.as_ref().map(RuntimeConfig::from_file).transpose()?;
+    let model = match (&args.model, &config) {
+        (Some(path), _) => SimModel::from_file(path)?,
+        (None, Some(config)) => {
+            eprintln!("loading the runtime to read its profiles ...");
+            let runtime = RuntimeBuilder::default().with_config(config.clone()).build()?;
+            SimModel::from_runtime(&runtime, config)?
+        }
+        (None, None) => anyhow::bail!("give --config or --model"),
+    };
+    if let Some(path) = &args.save_model {
+        model.save(path)?;
+    }
+    let module = args.policy.clone().or_else(|| Some(config.as_ref()?.policy.as_ref()?.module.clone()));
+    let parameters: Option<serde_json::Value> = match &args.policy_parameters {
+        Some(json) => Some(serde_json::from_str(json).context("--policy-parameters")?),
+        None if args.policy.is_none() => config.as_ref().and_then(|c| c.policy.as_ref()?.parameters.clone()),
+        None => None,
+    };
+    let (mut decider, label): (MakeDecider, String) = if args.oracle {
+        let oracle = Oracle { max_utilisation: args.oracle_utilisation };
+        (Box::new(move |_| Box::new(oracle.clone()) as Box<dyn Decider>), "oracle".into())
+    } else {
+        let path = module.context("give --policy (or a config with a [policy]) or --oracle")?;
+        let compiled = PolicyEngine::new(HostConfig::default())?.compile_file(&path)?;
+        let name = path.file_stem().map_or("policy".into(), |s| s.to_string_lossy().into_owned());
+        let model = model.clone();
+        let make =
+            move |_| Box::new(WasmDecider::new(compiled.clone(), parameters.clone(), &model)) as Box<dyn Decider>;
+        (Box::new(make), name)
+    };
+    let label = args.label.clone().unwrap_or(label);
+    let early_tick = args
+        .early_tick_queue
+        .map(|queue_length| EarlyTick { queue_length, min_gap: Duration::from_millis(args.early_tick_gap_ms) });
+    let config =
+        SimConfig { servers: args.servers, tick: Duration::from_millis(args.tick_ms), seed: args.seed, early_tick };
+    let bar = ProgressBar::new(0);
+    let started = Instant::now();
+    let (result, stats) = simulate(&model, &spec, &config, &mut decider, &mut |second, duration| {
+        bar.set_length(u64::from(duration));
+        bar.set_position(u64::from(second));
+    })?;
+    bar.finish_and_clear();
+    eprintln!(
+        "simulated {} s on {} server(s) in {:.2} s: {} requests, {} policy ticks ({} early), {} switches",
+        result.duration_s,
+        args.servers,
+        started.elapsed().as_secs_f64(),
+        result.records.len(),
+        stats.ticks,
+        stats.early_ticks,
+        stats.switches
+    );
+    crate::loadgen::report(&result, &args.out, &label, args.csv)
+}
