@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use modelless::load::{Grpc, InProcess, LoadSpec, Progress, RunResult, Target, markdown_table};
+use modelless::policy::EarlyTick;
 use modelless::{PolicyConfig, RuntimeBuilder, RuntimeConfig};
 
 #[derive(clap::Args)]
@@ -31,15 +32,8 @@ pub struct Args {
     /// Parameters (JSON) for `--policy`.
     #[arg(long)]
     policy_parameters: Option<String>,
-    /// Time between the policy's decisions, ms.
-    #[arg(long, default_value_t = 1000)]
-    tick_ms: u64,
-    /// Tick early when a task's queue reaches this many requests.
-    #[arg(long)]
-    early_tick_queue: Option<u64>,
-    /// Least time between an early tick and the one before, ms.
-    #[arg(long, default_value_t = 200)]
-    early_tick_gap_ms: u64,
+    #[command(flatten)]
+    ticks: crate::loadgen::TickArgs,
     /// Where the results go.
     #[arg(long, default_value = "loadgen")]
     out: PathBuf,
@@ -49,6 +43,33 @@ pub struct Args {
     /// Write the request log as CSV instead of JSON Lines.
     #[arg(long)]
     csv: bool,
+}
+
+/// When the policy decides.
+#[derive(clap::Args)]
+pub struct TickArgs {
+    /// Time between the policy's decisions, ms.
+    #[arg(long, default_value_t = 1000)]
+    pub tick_ms: u64,
+    /// Tick early when a task's queue reaches this many requests.
+    #[arg(long)]
+    pub early_tick_queue: Option<u64>,
+    /// Least time between an early tick and the one before, ms.
+    #[arg(long, default_value_t = 200)]
+    pub early_tick_gap_ms: u64,
+}
+
+impl TickArgs {
+    /// The time between ticks.
+    pub fn tick(&self) -> Duration {
+        Duration::from_millis(self.tick_ms)
+    }
+
+    /// The early ticks asked for, if any.
+    pub fn early_tick(&self) -> Option<EarlyTick> {
+        let queue_length = self.early_tick_queue?;
+        Some(EarlyTick { queue_length, min_gap: Duration::from_millis(self.early_tick_gap_ms) })
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -70,9 +91,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut config = config.context("--config is needed unless --grpc is given")?;
             if let Some(module) = &args.policy {
                 let parameters = args.policy_parameters.as_deref().map(serde_json::from_str).transpose()?;
-                let mut policy = PolicyConfig::new(module).with_tick(Duration::from_millis(args.tick_ms));
-                if let Some(queue_length) = args.early_tick_queue {
-                    policy = policy.with_early_tick(queue_length, Duration::from_millis(args.early_tick_gap_ms));
+                let mut policy = PolicyConfig::new(module).with_tick(args.ticks.tick());
+                if let Some(early) = args.ticks.early_tick() {
+                    policy = policy.with_early_tick(early.queue_length, early.min_gap);
                 }
                 if let Some(parameters) = parameters {
                     policy = policy.with_parameters(parameters);

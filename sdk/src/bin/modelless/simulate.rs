@@ -3,12 +3,12 @@
 //! what `modelless loadgen` writes.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::ProgressBar;
 use modelless::load::LoadSpec;
-use modelless::policy::{EarlyTick, HostConfig, PolicyEngine};
+use modelless::policy::{HostConfig, PolicyEngine};
 use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, WasmDecider, simulate};
 use modelless::{RuntimeBuilder, RuntimeConfig};
 
@@ -45,15 +45,8 @@ pub struct Args {
     /// Servers behind least-connections balancing, each serving every task.
     #[arg(long, default_value_t = 1)]
     servers: usize,
-    /// Time between the policy's decisions, ms.
-    #[arg(long, default_value_t = 1000)]
-    tick_ms: u64,
-    /// Tick early when a task's queue reaches this many requests.
-    #[arg(long)]
-    early_tick_queue: Option<u64>,
-    /// Least time between an early tick and the one before, ms.
-    #[arg(long, default_value_t = 200)]
-    early_tick_gap_ms: u64,
+    #[command(flatten)]
+    ticks: crate::loadgen::TickArgs,
     /// Seed of the batch times (the arrivals follow the load's seed).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -102,11 +95,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (Box::new(make), name)
     };
     let label = args.label.clone().unwrap_or(label);
-    let early_tick = args
-        .early_tick_queue
-        .map(|queue_length| EarlyTick { queue_length, min_gap: Duration::from_millis(args.early_tick_gap_ms) });
-    let config =
-        SimConfig { servers: args.servers, tick: Duration::from_millis(args.tick_ms), seed: args.seed, early_tick };
+    let config = SimConfig {
+        servers: args.servers,
+        tick: args.ticks.tick(),
+        seed: args.seed,
+        early_tick: args.ticks.early_tick(),
+    };
     let bar = ProgressBar::new(0);
     let started = Instant::now();
     let (result, stats) = simulate(&model, &spec, &config, &mut decider, &mut |second, duration| {
