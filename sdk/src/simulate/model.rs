@@ -82,6 +82,9 @@ impl SimModel {
     /// Writes the model as JSON, to simulate later without the models.
     pub fn save(&self, path: &Path) -> Result<(), LoadError> {
         let json = serde_json::to_string_pretty(self).map_err(|e| LoadError::invalid(e.to_string()))?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
+        }
         std::fs::write(path, json).map_err(|e| LoadError::io(path, e))
     }
 
