@@ -4,6 +4,7 @@
 
 pub mod fake;
 pub mod onnx;
+mod turns;
 
 use std::sync::Arc;
 

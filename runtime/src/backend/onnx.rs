@@ -38,7 +38,19 @@ pub struct OrtEnvironmentConfig {
     pub inter_op_threads: usize,
     /// Let idle pool threads spin briefly before sleeping (lower latency, more CPU).
     pub spinning: Option<bool>,
+    /// Run one batch at a time across all sessions of the process, in the order they
+    /// are ready. When the pool covers every core, batches of co-located tasks (or of
+    /// a variant draining beside the one replacing it) that run at once slow each
+    /// other down (a switch under load on 2 cores: one batch 10 times its time); in
+    /// turns each gets the whole machine.
+    pub one_run_at_a_time: bool,
 }
+
+/// Whether sessions take turns (set with the environment, process-wide like it).
+static ONE_RUN_AT_A_TIME: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The turns batches take when sessions take turns.
+static RUN_TURNS: super::turns::Turns = super::turns::Turns::new();
 
 impl OrtEnvironmentConfig {
     /// Sets the library to load.
@@ -133,6 +145,7 @@ pub fn environment(config: &OrtEnvironmentConfig) -> Result<ort::environment::En
         .with_global_thread_pool(pool)
         .build()
         .map_err(ort_err("creating the environment"))?;
+    ONE_RUN_AT_A_TIME.store(config.one_run_at_a_time, std::sync::atomic::Ordering::Relaxed);
     *slot = Some(env.clone());
     Ok(env)
 }
@@ -261,7 +274,9 @@ impl Backend for OrtBackend {
             .map(|(tensor, spec)| Ok((spec.name.clone().into(), to_ort(tensor)?)))
             .collect::<Result<Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)>, ort::Error>>()
             .map_err(run_err)?;
+        let turn = ONE_RUN_AT_A_TIME.load(std::sync::atomic::Ordering::Relaxed).then(|| RUN_TURNS.take());
         let outputs = self.session.run(inputs).map_err(run_err)?;
+        drop(turn);
         let outputs = self
             .metadata
             .outputs

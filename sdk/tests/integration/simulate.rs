@@ -2,8 +2,10 @@
 //! through the same snapshots as real ones; more servers behind least-connections
 //! take more load; the oracle bounds what a policy can reach.
 
+use std::time::Duration;
+
 use modelless::load::{LoadSpec, Pattern, RunResult, Status, TaskLoad};
-use modelless::policy::{HostConfig, PolicyEngine};
+use modelless::policy::{EarlyTick, HostConfig, PolicyEngine};
 use modelless::policy_abi::{LatencyFit, VariantCost, VariantSnapshot};
 use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
 
@@ -123,4 +125,27 @@ fn the_oracle_serves_more_accurately_than_any_policy_within_its_utilisation_limi
     let steered = run(&model, &spec, &SimConfig::default(), "slo-predictive").summaries()[0].clone();
     assert!(oracle.slo_violation_pct < 0.5, "{oracle:?}");
     assert!(oracle.effective_accuracy >= steered.effective_accuracy * 0.99, "{oracle:?}\n{steered:?}");
+}
+
+#[test]
+fn an_early_tick_answers_a_flash_crowd_before_the_tick_is_due() {
+    // 40/s for 10 s, then 250/s: the large variant falls behind at once.
+    let (model, spec) = (model(2), load(Pattern::Linear { start: 40.0, step: 210.0, interval_s: 10, stop: 250.0 }));
+    let mut decider = |_| wasm("slo-predictive", &model);
+    let late = SimConfig::default();
+    let early = SimConfig {
+        early_tick: Some(EarlyTick { queue_length: 8, min_gap: Duration::from_millis(100) }),
+        ..late.clone()
+    };
+    let (on_time, plain) = simulate(&model, &spec, &late, &mut decider, &mut |_, _| {}).unwrap();
+    let (sooner, eager) = simulate(&model, &spec, &early, &mut decider, &mut |_, _| {}).unwrap();
+    assert_eq!(plain.early_ticks, 0);
+    assert!(eager.early_ticks > 0 && eager.ticks > plain.ticks, "{eager:?}");
+    let violations = |r: &RunResult| r.summaries()[0].slo_violations;
+    assert!(
+        violations(&sooner) < violations(&on_time),
+        "{} early, {} on time",
+        violations(&sooner),
+        violations(&on_time)
+    );
 }

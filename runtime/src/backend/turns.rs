@@ -1,0 +1,79 @@
+//! Turns for running batches one at a time, first come first served: a ticket lock.
+//! A plain mutex lets the thread that just ran take it again at once, so a task whose
+//! queue never empties would starve the tasks beside it.
+
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+/// A queue of turns.
+#[derive(Debug, Default)]
+pub struct Turns {
+    /// The next ticket to hand out, and the ticket whose turn it is.
+    tickets: Mutex<(u64, u64)>,
+    next: Condvar,
+}
+
+/// A turn, held until dropped.
+#[derive(Debug)]
+pub struct Turn<'a> {
+    turns: &'a Turns,
+}
+
+impl Turns {
+    /// A queue where nobody waits.
+    pub const fn new() -> Self {
+        Turns { tickets: Mutex::new((0, 0)), next: Condvar::new() }
+    }
+
+    /// Waits for every turn taken before this one to end.
+    pub fn take(&self) -> Turn<'_> {
+        let mut tickets = self.lock();
+        let mine = tickets.0;
+        tickets.0 += 1;
+        while tickets.1 != mine {
+            tickets = self.next.wait(tickets).unwrap_or_else(PoisonError::into_inner);
+        }
+        Turn { turns: self }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (u64, u64)> {
+        self.tickets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.turns.lock().1 += 1;
+        self.turns.next.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn turns_go_in_the_order_they_were_asked_for() {
+        let turns = Arc::new(Turns::new());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let first = turns.take();
+        let waiters: Vec<_> = (0..4)
+            .map(|i| {
+                // Each asks after the one before it is waiting.
+                std::thread::sleep(Duration::from_millis(20));
+                let (turns, order) = (turns.clone(), order.clone());
+                std::thread::spawn(move || {
+                    let _turn = turns.take();
+                    order.lock().unwrap().push(i);
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(order.lock().unwrap().is_empty(), "nobody runs while a turn is held");
+        drop(first);
+        waiters.into_iter().for_each(|w| w.join().unwrap());
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+    }
+}
