@@ -8,7 +8,8 @@
 //!   first), plus the trend between the 10 s
 //!   and the 60 s rates carried `horizon_s` ahead when it rises (a falling trend is
 //!   not trusted: load may come back), plus `burst_sigmas` standard deviations of a
-//!   second's Poisson arrivals at that rate.
+//!   second's Poisson arrivals at that rate; plus, when requests queue beyond one
+//!   batch, the rate that clears them within the target.
 //! - For a variant with fit `L(b) = a·b + c` under the task's batch limit `B` (the
 //!   knob it serves with now, or less where the profiles set a memory limit), whose
 //!   throughput `B / L(B)` keeps utilisation `ρ = λ·L(B)/B` under `max_utilisation`:
@@ -111,7 +112,7 @@ impl Policy for SloPredictive {
             .iter()
             .map(|t| {
                 let recent = self.recent_rate(t, now_ms);
-                self.demand_ahead(t, recent, now_ms)
+                self.demand_ahead(t, recent, now_ms) + self.backlog_per_s(t)
             })
             .collect();
         let loads: Vec<Sharing> = snapshot.tasks.iter().zip(&demands).map(|(t, &d)| self.active_load(t, d)).collect();
@@ -162,6 +163,14 @@ impl SloPredictive {
         let settled = d.per_s_1s + self.parameters.falling_weight * (d.per_s_10s - d.per_s_1s).max(0.0);
         let rate = settled.max(recent) + trend_per_s * self.parameters.horizon_s;
         rate + self.parameters.burst_sigmas * rate.sqrt()
+    }
+
+    /// The rate that clears the queue beyond one batch within the target: a crowd
+    /// that already queued is served on top of what keeps arriving.
+    pub fn backlog_per_s(&self, task: &TaskSnapshot) -> f64 {
+        let Some(target) = task.slo_latency_ms else { return 0.0 };
+        let beyond = task.queue_length.saturating_sub(u64::from(self.ceiling(task)));
+        beyond as f64 * 1e3 / (target * self.parameters.headroom)
     }
 
     /// Requests per second that arrived since the last tick (0 at the first, or
@@ -361,6 +370,10 @@ mod tests {
         // Batches of 4 at 4 ms a row and 4 ms each: 20 ms; 9 queued wait 3 batches
         // and the one running.
         assert_eq!(policy.clearing_ms(4.0, 4.0, 4, 9), 80.0);
+        // 40 queued, batches of 8: 32 beyond one batch to clear within 90 ms.
+        let mut queued = task("large", 20.0, 20.0, 20.0);
+        queued.queue_length = 40;
+        assert!((policy.backlog_per_s(&queued) - 32.0 / 0.09).abs() < 1e-9);
         let mut policy = SloPredictive::default();
         // The first tick: 0 in flight.
         decide(&mut policy, 0, task("large", 20.0, 20.0, 20.0));
@@ -370,7 +383,7 @@ mod tests {
         (crowded.in_flight, crowded.completed, crowded.queue_length) = (60, 10, 40);
         let snapshot = Snapshot { now_ms: 200, tasks: vec![crowded], ..Snapshot::default() };
         let early = policy.decide(&snapshot).tasks.into_iter().next().unwrap();
-        assert_eq!(early.variant.as_deref(), Some("medium"), "about 280/s: large cannot keep up, medium can");
+        assert_eq!(early.variant.as_deref(), Some("small"), "about 280/s, and 32 queued beyond a batch: small");
     }
 
     #[test]
