@@ -227,6 +227,20 @@ impl SloPredictive {
         (queued.div_ceil(u64::from(batch)) + 1) as f64 * latency
     }
 
+    /// Of `predicted`, the variant whose full batches cost least per request.
+    fn cheapest<'p>(
+        &self,
+        task: &TaskSnapshot,
+        ceiling: u32,
+        predicted: &'p [(&str, f64, Option<Prediction>)],
+    ) -> Option<&'p (&'p str, f64, Option<Prediction>)> {
+        let per_request = |name: &str| {
+            let fit = task.variants.iter().find(|v| v.name == name)?.profile.as_ref()?.fit?;
+            Some(fit.a_ms + fit.c_ms.max(0.0) / f64::from(ceiling))
+        };
+        predicted.iter().filter_map(|p| Some((p, per_request(p.0)?))).min_by(|x, y| x.1.total_cmp(&y.1)).map(|(p, _)| p)
+    }
+
     fn decide_task(&mut self, task: &TaskSnapshot, demand: f64, others: Sharing, now_ms: u64) -> Option<TaskDecision> {
         let target = task.slo_latency_ms?;
         let budget = target * self.parameters.headroom;
@@ -257,9 +271,10 @@ impl SloPredictive {
         let by_accuracy =
             |x: &&(&str, f64, Option<Prediction>), y: &&(&str, f64, Option<Prediction>)| x.1.total_cmp(&y.1);
         let chosen = if active_unsafe {
-            // Down at once: the most accurate safe variant below the active one.
+            // Down at once: the most accurate safe variant below the active one; when
+            // none keeps up, the one that costs least per request.
             let lower = predicted.iter().filter(safe).filter(|p| p.1 < active.1).max_by(by_accuracy);
-            lower.or(fastest).unwrap_or(active)
+            lower.or(fastest).or_else(|| self.cheapest(task, ceiling, &predicted)).unwrap_or(active)
         } else {
             // Up only when the last change has settled.
             match best_safe {
@@ -384,6 +399,15 @@ mod tests {
         let snapshot = Snapshot { now_ms: 200, tasks: vec![crowded], ..Snapshot::default() };
         let early = policy.decide(&snapshot).tasks.into_iter().next().unwrap();
         assert_eq!(early.variant.as_deref(), Some("small"), "about 280/s, and 32 queued beyond a batch: small");
+    }
+
+    #[test]
+    fn when_nothing_keeps_up_the_cheapest_variant_serves() {
+        // 1000/s and 200 queued: no variant keeps up.
+        let mut flooded = task("large", 1000.0, 1000.0, 1000.0);
+        flooded.queue_length = 200;
+        let decision = decide(&mut SloPredictive::default(), 0, flooded).unwrap();
+        assert_eq!(decision.variant.as_deref(), Some("small"));
     }
 
     #[test]
