@@ -46,6 +46,7 @@ for scenario in "${SCENARIOS[@]}"; do
     echo "== $name: $config, $load ($((SECONDS - started)) s so far)" >&2
     # Loading the runtime once measures the profiles that are missing (stored beside
     # the models, so only the first scenario pays) and keeps them for the simulator.
+    # The oracle ticks once a second, on the second it foresees: no early ticks.
     "$MODELLESS" simulate --config "$config" --save-model "$dir/model.json" --load "$load" --oracle \
         --out "$dir/sim/oracle" --label oracle >/dev/null
     for policy in "${POLICY_LIST[@]}"; do

@@ -28,7 +28,7 @@
 use std::collections::BTreeMap;
 
 use modelless_policy_abi::guest::Policy;
-use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot};
+use modelless_policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot};
 use serde::{Deserialize, Serialize};
 
 /// Parameters (the `init` JSON); every field is optional.
@@ -150,8 +150,7 @@ impl Policy for SloPredictive {
 
 impl SloPredictive {
     /// Requests per second expected over the horizon, given `recent`, the rate since
-    /// the last tick.
-    /// Before a minute has passed the 60 s rate counts seconds that were never seen,
+    /// the last tick. Before a minute has passed the 60 s rate counts seconds that were never seen,
     /// so no trend is drawn from it.
     pub fn demand_ahead(&self, task: &TaskSnapshot, recent: f64, now_ms: u64) -> f64 {
         let d = &task.demand;
@@ -227,74 +226,69 @@ impl SloPredictive {
         (queued.div_ceil(u64::from(batch)) + 1) as f64 * latency
     }
 
-    /// Of `predicted`, the variant whose full batches cost least per request.
-    fn cheapest<'p>(
-        &self,
-        task: &TaskSnapshot,
-        ceiling: u32,
-        predicted: &'p [(&str, f64, Option<Prediction>)],
-    ) -> Option<&'p (&'p str, f64, Option<Prediction>)> {
-        let per_request = |name: &str| {
-            let fit = task.variants.iter().find(|v| v.name == name)?.profile.as_ref()?.fit?;
-            Some(fit.a_ms + fit.c_ms.max(0.0) / f64::from(ceiling))
-        };
-        predicted.iter().filter_map(|p| Some((p, per_request(p.0)?))).min_by(|x, y| x.1.total_cmp(&y.1)).map(|(p, _)| p)
-    }
-
     fn decide_task(&mut self, task: &TaskSnapshot, demand: f64, others: Sharing, now_ms: u64) -> Option<TaskDecision> {
         let target = task.slo_latency_ms?;
         let budget = target * self.parameters.headroom;
         let ceiling = self.ceiling(task);
-        let predicted: Vec<(&str, f64, Option<Prediction>)> = task
+        let candidates: Vec<Candidate> = task
             .variants
             .iter()
             .filter_map(|v| {
                 let fit = v.profile.as_ref()?.fit?;
-                Some((v.name.as_str(), v.accuracy, self.predict(fit.a_ms, fit.c_ms, demand, ceiling, others)))
+                let prediction = self.predict(fit.a_ms, fit.c_ms, demand, ceiling, others);
+                Some(Candidate { name: &v.name, accuracy: v.accuracy, fit, prediction })
             })
             .collect();
-        let active = predicted.iter().find(|p| p.0 == task.active.variant)?;
-        let safe = |p: &&(&str, f64, Option<Prediction>)| p.2.is_some_and(|q| q.p99_ms <= budget);
-        let best_safe = predicted.iter().filter(safe).max_by(|x, y| x.1.total_cmp(&y.1));
-        let fastest = predicted.iter().filter(|p| p.2.is_some()).min_by(|x, y| {
-            let p99 = |p: &(&str, f64, Option<Prediction>)| p.2.map_or(f64::MAX, |q| q.p99_ms);
-            p99(x).total_cmp(&p99(y))
-        });
+        let active = candidates.iter().find(|c| c.name == task.active.variant)?;
+        let safe = |c: &&Candidate| c.prediction.is_some_and(|p| p.p99_ms <= budget);
+        let by_accuracy = |x: &&Candidate, y: &&Candidate| x.accuracy.total_cmp(&y.accuracy);
         let observed_over = task.latency_ms.is_some_and(|l| l.p99 > target);
-        let queue_over = active.2.is_none_or(|p| {
-            let fit = task.variants.iter().find(|v| v.name == active.0).and_then(|v| v.profile.as_ref()?.fit);
-            fit.is_some_and(|f| self.clearing_ms(f.a_ms, f.c_ms, p.batch, task.queue_length) > budget)
-        });
-        let active_unsafe = !safe(&active) || observed_over || queue_over;
-        let recently =
-            self.state.last_switch_ms.get(&task.name).is_some_and(|&at| now_ms < at + self.parameters.step_up_after_ms);
-        let by_accuracy =
-            |x: &&(&str, f64, Option<Prediction>), y: &&(&str, f64, Option<Prediction>)| x.1.total_cmp(&y.1);
-        let chosen = if active_unsafe {
-            // Down at once: the most accurate safe variant below the active one; when
-            // none keeps up, the one that costs least per request.
-            let lower = predicted.iter().filter(safe).filter(|p| p.1 < active.1).max_by(by_accuracy);
-            lower.or(fastest).or_else(|| self.cheapest(task, ceiling, &predicted)).unwrap_or(active)
+        let queue_over = active
+            .prediction
+            .is_none_or(|p| self.clearing_ms(active.fit.a_ms, active.fit.c_ms, p.batch, task.queue_length) > budget);
+        let chosen = if !safe(&active) || observed_over || queue_over {
+            // Down at once: the most accurate safe variant below the active one, else
+            // the one predicted fastest; when none keeps up, the one that costs least
+            // per request.
+            let lower = candidates.iter().filter(safe).filter(|c| c.accuracy < active.accuracy).max_by(by_accuracy);
+            let p99 = |c: &Candidate| c.prediction.map_or(f64::MAX, |p| p.p99_ms);
+            let fastest = candidates.iter().filter(|c| c.prediction.is_some()).min_by(|x, y| p99(x).total_cmp(&p99(y)));
+            let per_request = |c: &Candidate| c.fit.a_ms + c.fit.c_ms.max(0.0) / f64::from(ceiling);
+            let cheapest = || candidates.iter().min_by(|x, y| per_request(x).total_cmp(&per_request(y)));
+            lower.or(fastest).or_else(cheapest).unwrap_or(active)
         } else {
             // Up only when the last change has settled.
-            match best_safe {
-                Some(best) if best.1 > active.1 && !recently => best,
+            let recently = self
+                .state
+                .last_switch_ms
+                .get(&task.name)
+                .is_some_and(|&at| now_ms < at + self.parameters.step_up_after_ms);
+            match candidates.iter().filter(safe).max_by(by_accuracy) {
+                Some(best) if best.accuracy > active.accuracy && !recently => best,
                 _ => active,
             }
         };
-        if chosen.0 == task.active.variant {
+        if chosen.name == task.active.variant {
             return None;
         }
         self.state.last_switch_ms.insert(task.name.clone(), now_ms);
-        Some(TaskDecision { variant: Some(chosen.0.to_string()), ..TaskDecision::keep(&task.name) })
+        Some(TaskDecision { variant: Some(chosen.name.to_string()), ..TaskDecision::keep(&task.name) })
     }
+}
+
+/// A profiled variant and what it is predicted to do.
+struct Candidate<'a> {
+    name: &'a str,
+    accuracy: f64,
+    fit: LatencyFit,
+    prediction: Option<Prediction>,
 }
 
 modelless_policy_abi::export_policy!(SloPredictive);
 
 #[cfg(test)]
 mod tests {
-    use modelless_policy_abi::{Demand, LatencyFit, ServingKnobs, VariantCost, VariantSnapshot};
+    use modelless_policy_abi::{Demand, ServingKnobs, VariantCost, VariantSnapshot};
 
     use super::*;
 

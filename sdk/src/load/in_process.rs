@@ -36,9 +36,7 @@ impl InProcess {
                 let refused = |e: Error| LoadError::Target(format!("task `{}`: {e}", load.task));
                 let status = runtime.task_status(&load.task).map_err(refused)?;
                 let metadata = runtime.task_metadata(&load.task).map_err(refused)?;
-                let slo_ms = load.slo_ms.or(status.latency_slo_ms).ok_or_else(|| {
-                    LoadError::invalid(format!("task `{}` has no latency SLO: set `slo_ms`", load.task))
-                })?;
+                let slo_ms = load.slo_ms_or(status.latency_slo_ms)?;
                 let inputs = metadata
                     .inputs
                     .iter()

@@ -99,6 +99,15 @@ pub struct TaskLoad {
     pub start_s: u32,
 }
 
+impl TaskLoad {
+    /// Its latency SLO: the load's, else `configured` (the task's own), in ms.
+    pub fn slo_ms_or(&self, configured: Option<f64>) -> Result<f64, LoadError> {
+        self.slo_ms.or(configured).ok_or_else(|| {
+            LoadError::invalid(format!("task `{}` has no latency SLO: set `slo_ms` in the load", self.task))
+        })
+    }
+}
+
 /// One request to send: when (s from the start) and to which task of the spec.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Arrival {

@@ -62,8 +62,6 @@ pub struct SimStats {
     pub early_ticks: u64,
     /// Switches started, over all servers.
     pub switches: u64,
-    /// Events handled.
-    pub events: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -126,7 +124,6 @@ pub fn simulate(
             (Some(_), None) => true,
             (None, _) => false,
         };
-        let idle = sim.servers.iter().all(|s| s.in_flight() == 0);
         if arrival_first {
             let arrival = schedule.arrivals[next_arrival];
             let now = arrival_at.unwrap_or_default();
@@ -139,10 +136,10 @@ pub fn simulate(
             continue;
         }
         let Some(Reverse((now, _, event))) = sim.events.pop() else { break };
-        if arrival_at.is_none() && now >= end_us && (idle || now > end_us + DRAIN_US) {
+        let idle = || sim.servers.iter().all(|s| s.in_flight() == 0);
+        if arrival_at.is_none() && now >= end_us && (now > end_us + DRAIN_US || idle()) {
             break;
         }
-        sim.stats.events += 1;
         match event {
             Event::BatchDone { server } => sim.batch_done(server, now),
             Event::Wake { server } => {
@@ -191,9 +188,12 @@ fn targets(model: &SimModel, spec: &LoadSpec) -> Result<(Vec<usize>, Vec<TaskTar
         let index =
             model.task_index(&load.task).ok_or_else(|| LoadError::Target(format!("unknown task `{}`", load.task)))?;
         let task = &model.tasks[index];
-        let slo_ms = load.slo_ms.or(task.slo_ms).ok_or_else(|| {
-            LoadError::Target(format!("task `{}` has no latency SLO: give `slo_ms` in the load", load.task))
-        })?;
+        if load.min_accuracy.is_some() {
+            // The runtime would route such requests to a more accurate variant or
+            // refuse them; the simulator does neither, so it says so.
+            return Err(LoadError::invalid(format!("task `{}`: `min_accuracy` is not simulated", load.task)));
+        }
+        let slo_ms = load.slo_ms_or(task.slo_ms)?;
         let accuracies: BTreeMap<String, f64> = task.variants.iter().map(|v| (v.name.clone(), v.accuracy)).collect();
         task_of.push(index);
         targets.push(TaskTarget { task: load.task.clone(), slo_ms, accuracies });
@@ -265,15 +265,13 @@ impl Sim<'_> {
         let server = (0..self.servers.len()).min_by_key(|&s| (self.servers[s].in_flight(), s)).unwrap_or(0);
         let state = &mut self.servers[server].tasks[task];
         let second = now / SECOND_US;
-        let queued =
-            Queued { index, arrived_us: now, deadline_us: Some(now + (slo_ms * 1e3) as u64), variant: state.active };
+        let queued = Queued { index, arrived_us: now, deadline_us: now + (slo_ms * 1e3) as u64, variant: state.active };
+        state.traffic.arrived(second);
         if state.queue.len() >= self.model.tasks[task].variants[state.active].max_queue_size {
-            state.traffic.arrived(second);
             state.traffic.rejected();
             self.record(index, task, &queued, (Status::Rejected, now), None);
             return server;
         }
-        state.traffic.arrived(second);
         state.in_flight += 1;
         state.queue.push_back(queued);
         self.start(server, now);
@@ -297,14 +295,12 @@ impl Sim<'_> {
             let state = &mut self.servers[server].tasks[task];
             state.traffic.expired();
             state.in_flight -= 1;
-            let deadline = queued.deadline_us.unwrap_or(now);
-            self.record(queued.index, task, &queued, (Status::Expired, deadline), None);
+            self.record(queued.index, task, &queued, (Status::Expired, queued.deadline_us), None);
         }
         match self.servers[server].next_batch(now) {
-            Ok(mut batch) => {
+            Ok(batch) => {
                 let variant = &self.model.tasks[batch.task].variants[batch.variant];
                 let took = variant.batch_us(batch.requests.len() as u32, &mut self.rng);
-                batch.started_us = now;
                 self.servers[server].running = Some(batch);
                 self.push(now + took, Event::BatchDone { server });
             }
@@ -321,7 +317,7 @@ impl Sim<'_> {
         let rows = batch.requests.len() as u32;
         for queued in &batch.requests {
             let latency_ms = (now - queued.arrived_us) as f64 / 1e3;
-            let late = queued.deadline_us.is_some_and(|d| now > d);
+            let late = now > queued.deadline_us;
             let state = &mut self.servers[server].tasks[batch.task];
             state.traffic.answered(latency_ms, late);
             state.in_flight -= 1;

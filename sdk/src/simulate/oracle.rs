@@ -29,10 +29,14 @@ fn load_share(task: &TaskSnapshot, variant: usize, demand: f64) -> Option<f64> {
     Some(demand * (fit.a_ms + fit.c_ms.max(0.0) / batch) / 1e3)
 }
 
+/// A variant (its index) per task, where the task has one to pick.
+pub type Picks = Vec<Option<usize>>;
+
 impl Oracle {
-    /// The variant per task: the combination with the most demand-weighted accuracy
-    /// under the utilisation limit, or the cheapest when none keeps under it.
-    pub fn choose(&self, tasks: &[TaskSnapshot], ahead: &[f64]) -> Vec<usize> {
+    /// The variant per task (`None` for a task without profiled variants): the
+    /// combination with the most demand-weighted accuracy under the utilisation
+    /// limit, or the one that loads the machine least when none keeps under it.
+    pub fn choose(&self, tasks: &[TaskSnapshot], ahead: &[f64]) -> Picks {
         let options: Vec<Vec<(usize, f64, f64)>> = tasks
             .iter()
             .zip(ahead)
@@ -42,27 +46,20 @@ impl Oracle {
                     .collect()
             })
             .collect();
-        let mut best: Option<(f64, f64, Vec<usize>)> = None;
-        let mut chosen = vec![0; tasks.len()];
+        // Ranked by whether it fits, then by value if it does, by load if not.
+        let rank = |load: f64, value: f64| if load <= self.max_utilisation { (1, value) } else { (0, -load) };
+        let mut best: Option<((u8, f64), Picks)> = None;
+        let mut chosen = vec![None; tasks.len()];
         search(&options, 0, &mut chosen, 0.0, 0.0, &mut |load, value, picked| {
-            let fits = load <= self.max_utilisation;
-            let better = match &best {
-                None => true,
-                Some((best_load, best_value, _)) => {
-                    let best_fits = *best_load <= self.max_utilisation;
-                    match (fits, best_fits) {
-                        (true, false) => true,
-                        (false, true) => false,
-                        (true, true) => value > *best_value,
-                        (false, false) => load < *best_load,
-                    }
-                }
-            };
+            let candidate = rank(load, value);
+            let better = best
+                .as_ref()
+                .is_none_or(|(ranked, _)| candidate.0.cmp(&ranked.0).then(candidate.1.total_cmp(&ranked.1)).is_gt());
             if better {
-                best = Some((load, value, picked.to_vec()));
+                best = Some((candidate, picked.to_vec()));
             }
         });
-        best.map_or_else(|| tasks.iter().map(|_| 0).collect(), |(_, _, picked)| picked)
+        best.map_or(chosen, |(_, picked)| picked)
     }
 }
 
@@ -70,10 +67,10 @@ impl Oracle {
 fn search(
     options: &[Vec<(usize, f64, f64)>],
     task: usize,
-    chosen: &mut Vec<usize>,
+    chosen: &mut Picks,
     load: f64,
     value: f64,
-    visit: &mut dyn FnMut(f64, f64, &[usize]),
+    visit: &mut dyn FnMut(f64, f64, &Picks),
 ) {
     if task == options.len() {
         visit(load, value, chosen);
@@ -83,7 +80,7 @@ fn search(
         return search(options, task + 1, chosen, load, value, visit);
     }
     for &(variant, share, weighted) in &options[task] {
-        chosen[task] = variant;
+        chosen[task] = Some(variant);
         search(options, task + 1, chosen, load + share, value + weighted, visit);
     }
 }
@@ -95,11 +92,14 @@ impl Decider for Oracle {
             .tasks
             .iter()
             .zip(picked)
-            .filter(|(task, _)| !task.variants.is_empty())
-            .map(|(task, variant)| TaskDecision {
-                variant: Some(task.variants[variant].name.clone()).filter(|v| *v != task.active.variant),
-                max_queue_delay_us: Some(0).filter(|&d| d != task.active.max_queue_delay_us),
-                ..TaskDecision::keep(&task.name)
+            .filter_map(|(task, variant)| {
+                let variant = &task.variants[variant?].name;
+                let decision = TaskDecision {
+                    variant: Some(variant.clone()).filter(|v| *v != task.active.variant),
+                    max_queue_delay_us: Some(0).filter(|&d| d != task.active.max_queue_delay_us),
+                    ..TaskDecision::keep(&task.name)
+                };
+                (!decision.is_empty()).then_some(decision)
             })
             .collect();
         Decision { tasks }
@@ -143,15 +143,15 @@ mod tests {
         // Shares at 100/s: v0 0.1, v1 0.4, v2 0.9 (c/8 adds nothing here).
         let family = [(60.0, 1.0, 0.0), (70.0, 4.0, 0.0), (80.0, 9.0, 0.0)];
         let oracle = Oracle::default();
-        assert_eq!(oracle.choose(&[task("a", &family)], &[100.0]), vec![1]);
-        assert_eq!(oracle.choose(&[task("a", &family)], &[50.0]), vec![2], "0.45 fits");
-        assert_eq!(oracle.choose(&[task("a", &family)], &[1000.0]), vec![0], "nothing fits: the cheapest");
+        assert_eq!(oracle.choose(&[task("a", &family)], &[100.0]), vec![Some(1)]);
+        assert_eq!(oracle.choose(&[task("a", &family)], &[50.0]), vec![Some(2)], "0.45 fits");
+        assert_eq!(oracle.choose(&[task("a", &family)], &[1000.0]), vec![Some(0)], "nothing fits: the cheapest");
         // Two tasks share the executor: 0.4 + 0.4 fits, 0.9 with anything does not;
         // the busier task gets the better variant when only one can.
         let tasks = [task("a", &family), task("b", &family)];
-        assert_eq!(oracle.choose(&tasks, &[100.0, 100.0]), vec![1, 1]);
-        assert_eq!(oracle.choose(&tasks, &[150.0, 30.0]), vec![1, 1], "0.6 + 0.12");
-        assert_eq!(oracle.choose(&tasks, &[20.0, 100.0]), vec![2, 1], "0.18 + 0.4");
+        assert_eq!(oracle.choose(&tasks, &[100.0, 100.0]), vec![Some(1), Some(1)]);
+        assert_eq!(oracle.choose(&tasks, &[150.0, 30.0]), vec![Some(1), Some(1)], "0.6 + 0.12");
+        assert_eq!(oracle.choose(&tasks, &[20.0, 100.0]), vec![Some(2), Some(1)], "0.18 + 0.4");
     }
 
     #[test]

@@ -18,7 +18,8 @@ pub(crate) struct Queued {
     /// Its index in the run's schedule.
     pub index: usize,
     pub arrived_us: u64,
-    pub deadline_us: Option<u64>,
+    /// Its SLO from arrival: the deadline the in-process target sets too.
+    pub deadline_us: u64,
     /// The variant it was routed to (the one active when it arrived).
     pub variant: usize,
 }
@@ -71,6 +72,22 @@ enum Readiness {
     At(u64),
 }
 
+/// When a utilisation count last restarted, and the executor time then.
+#[derive(Clone, Copy, Debug, Default)]
+struct BusyMark {
+    at: u64,
+    busy: u64,
+}
+
+impl BusyMark {
+    /// Utilisation (%) from the mark to `now`, when `busy` is the executor time
+    /// now; the count restarts here.
+    fn restart(&mut self, now: u64, busy: u64) -> Option<f64> {
+        let then = std::mem::replace(self, BusyMark { at: now, busy });
+        (now > then.at).then(|| (busy - then.busy) as f64 / (now - then.at) as f64 * 100.0)
+    }
+}
+
 /// One server.
 #[derive(Clone, Debug)]
 pub(crate) struct Server {
@@ -78,9 +95,9 @@ pub(crate) struct Server {
     pub running: Option<Running>,
     /// Executor time of finished batches, µs.
     busy_done_us: u64,
-    /// Executor time up to the last tick and the last second.
-    busy_at_tick: (u64, u64),
-    busy_at_second: (u64, u64),
+    /// Where the utilisation counts of the ticks and of the samples restart.
+    tick_mark: BusyMark,
+    second_mark: BusyMark,
     /// When a held batch's delay runs out, if a wake-up is scheduled.
     pub wake_at: Option<u64>,
 }
@@ -91,8 +108,8 @@ impl Server {
             tasks: model.tasks.iter().map(TaskState::new).collect(),
             running: None,
             busy_done_us: 0,
-            busy_at_tick: (0, 0),
-            busy_at_second: (0, 0),
+            tick_mark: BusyMark::default(),
+            second_mark: BusyMark::default(),
             wake_at: None,
         }
     }
@@ -108,18 +125,16 @@ impl Server {
         self.busy_done_us + self.running.as_ref().map_or(0, |r| now.saturating_sub(r.started_us))
     }
 
-    /// The executor's utilisation since the last call, % (and restarts the count).
+    /// The executor's utilisation since the last tick, % (and restarts the count).
     pub fn utilisation_since_tick(&mut self, now: u64) -> Option<f64> {
         let busy = self.busy_us(now);
-        let (at, busy_then) = std::mem::replace(&mut self.busy_at_tick, (now, busy));
-        (now > at).then(|| (busy - busy_then) as f64 / (now - at) as f64 * 100.0)
+        self.tick_mark.restart(now, busy)
     }
 
     /// Like [`Server::utilisation_since_tick`], for the per-second samples.
     pub fn utilisation_since_second(&mut self, now: u64) -> Option<f64> {
         let busy = self.busy_us(now);
-        let (at, busy_then) = std::mem::replace(&mut self.busy_at_second, (now, busy));
-        (now > at).then(|| (busy - busy_then) as f64 / (now - at) as f64 * 100.0)
+        self.second_mark.restart(now, busy)
     }
 
     /// The batch that ran ends at `now`.
@@ -134,7 +149,7 @@ impl Server {
         let mut dead = Vec::new();
         for (index, task) in self.tasks.iter_mut().enumerate() {
             // Deadlines follow arrival order within a task: they share one target.
-            while task.queue.front().is_some_and(|q| q.deadline_us.is_some_and(|d| d <= now)) {
+            while task.queue.front().is_some_and(|q| q.deadline_us <= now) {
                 dead.extend(task.queue.pop_front().map(|q| (index, q)));
             }
         }

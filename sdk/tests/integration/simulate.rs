@@ -149,3 +149,17 @@ fn an_early_tick_answers_a_flash_crowd_before_the_tick_is_due() {
         violations(&on_time)
     );
 }
+
+#[test]
+fn a_load_the_simulator_cannot_model_is_refused() {
+    let model = model(2);
+    let mut asking = load(Pattern::Constant { rate: 10.0, duration_s: 2 });
+    asking.tasks[0].min_accuracy = Some(70.0);
+    let mut unknown = load(Pattern::Constant { rate: 10.0, duration_s: 2 });
+    unknown.tasks[0].task = "segment".into();
+    for (spec, expected) in [(asking, "min_accuracy"), (unknown, "unknown task")] {
+        let mut decider = |_| Box::new(Oracle::default()) as Box<dyn Decider>;
+        let refused = simulate(&model, &spec, &SimConfig::default(), &mut decider, &mut |_, _| {}).err();
+        assert!(refused.as_ref().is_some_and(|e| e.to_string().contains(expected)), "{refused:?}");
+    }
+}
