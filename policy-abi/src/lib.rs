@@ -15,7 +15,7 @@ mod snapshot;
 pub use decision::{Decision, PolicyOutput, TaskDecision};
 pub use profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
 pub use snapshot::{
-    Demand, GpuSnapshot, LatencySummary, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantCost,
+    Demand, GpuSnapshot, LatencySummary, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantCost,
     VariantSnapshot, VariantState,
 };
 

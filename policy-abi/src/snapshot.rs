@@ -124,6 +124,24 @@ pub struct VariantSnapshot {
     pub device: String,
     /// What it costs here, when profiled.
     pub profile: Option<VariantCost>,
+    /// What its sessions ran so far, when it has served.
+    #[serde(default)]
+    pub runs: Option<RunTotals>,
+}
+
+/// The batches a variant's sessions ran since the process started. The counts only
+/// grow: two ticks' totals tell how long its batches took lately, to hold against
+/// the profile's fit (`a·rows + c·batches`) when the machine is slower or faster
+/// than when it was profiled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RunTotals {
+    /// Batches run.
+    pub batches: u64,
+    /// Their rows.
+    pub rows: u64,
+    /// Time the sessions took to run them, in ms, not counting waits for a turn.
+    pub run_ms: f64,
 }
 
 /// A variant's profile, as much of it as a policy needs.

@@ -272,6 +272,26 @@ impl Model {
         self.queue.len()
     }
 
+    /// Moves the requests waiting in this model's queue to `to`'s, when both take the
+    /// same inputs; those `to` cannot run (too many rows for its batches, no room)
+    /// stay here. Returns how many moved.
+    pub fn move_waiting_to(&self, to: &Model) -> usize {
+        if self.metadata.inputs != to.metadata.inputs {
+            return 0;
+        }
+        let max_rows = to.batching.load().max_batch_size;
+        let (fit, mut stay): (Vec<_>, Vec<_>) =
+            self.queue.take_waiting().into_iter().partition(|(p, _)| p.rows <= max_rows);
+        let moved = fit.len();
+        let refused = to.queue.take_over(fit);
+        let moved = moved - refused.len();
+        stay.extend(refused);
+        // Back where they were; only arrivals routed here meanwhile can have taken the room.
+        let lost = self.queue.take_over(stay);
+        self.queue.refuse(lost.into_iter().map(|(pending, _)| pending).collect());
+        moved
+    }
+
     /// Changes the batching knobs; they apply from the next batch on.
     pub fn configure(&self, batching: BatchingConfig) -> Result<(), Error> {
         batching.validate()?;

@@ -24,8 +24,8 @@ use modelless::policy::{
 };
 use modelless::policy_abi::guest::{Policy, decide_json};
 use modelless::policy_abi::{
-    Decision, Demand, LatencyFit, LatencySummary, PolicyOutput, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot,
-    Throughput, VariantCost, VariantSnapshot, VariantState,
+    Decision, Demand, LatencyFit, LatencySummary, PolicyOutput, RunTotals, ServingKnobs, Snapshot, SystemSnapshot,
+    TaskSnapshot, Throughput, VariantCost, VariantSnapshot, VariantState,
 };
 use modelless::profile::percentile;
 use modelless_policy_slo_predictive::SloPredictive;
@@ -187,6 +187,8 @@ fn snapshot() -> Snapshot {
                             memory_bytes: Some(14 << 20),
                             max_safe_batch: Some(32),
                         }),
+                        // The variant serving has run batches.
+                        runs: (v == 2).then_some(RunTotals { batches: 5_000, rows: 32_000, run_ms: 61_234.5 }),
                     }
                 })
                 .collect();

@@ -311,6 +311,10 @@ def metrics():
     expect(moved == wanted, f"counters moved {moved}, expected {wanted}")
     expect(delta(key("modelless_inference_request_duration_us")) > 0, "request duration did not grow")
     expect(delta(key("modelless_inference_compute_infer_duration_us")) > 0, "compute duration did not grow")
+    # Five batches ran once each: their run time is at most the five requests' compute time.
+    run = delta(key("modelless_inference_batch_run_duration_us"))
+    compute = delta(key("modelless_inference_compute_infer_duration_us"))
+    expect(0 < run <= compute, f"batch run time {run} µs against compute {compute} µs")
     expect(("modelless_cpu_utilization", None, None, None) in after, "no CPU utilisation")
     stats = grpc.get_inference_statistics(model).model_stats[0]
     expect(stats.inference_count == after[key("modelless_inference_count")], "statistics disagree with metrics")

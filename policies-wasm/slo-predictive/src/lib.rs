@@ -20,15 +20,21 @@
 //!   simulated and measured p99 of the MobileNetV2 family at ρ from 0.3 to 0.8.)
 //! - Step down at once when the variant serving is predicted over the target, or the
 //!   observed p99 is, or the last request of its queue would be answered late; step
-//!   up only when the better variant is predicted safe and the last change is
-//!   `step_up_after_ms` old.
+//!   up only when the better variant is predicted under `step_up_headroom` of the
+//!   target and the last change is `step_up_after_ms` old.
+//! - Each variant's line is refitted through the batches it ran lately (see
+//!   [`refit`]): where the machine serves slower or faster than it was profiled,
+//!   predictions follow the machine.
 //! - It leaves the batching knobs as configured: without a queue delay, batches grow
 //!   exactly when a queue builds, which is what keeps a burst's tail short.
+
+pub mod refit;
 
 use std::collections::BTreeMap;
 
 use modelless_policy_abi::guest::Policy;
-use modelless_policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot};
+use modelless_policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot, VariantSnapshot};
+use refit::Refits;
 use serde::{Deserialize, Serialize};
 
 /// Parameters (the `init` JSON); every field is optional.
@@ -37,6 +43,10 @@ use serde::{Deserialize, Serialize};
 pub struct Parameters {
     /// Share of the target a prediction may use.
     pub headroom: f64,
+    /// Share of the target a more accurate variant may be predicted to use to be
+    /// stepped up to: less than `headroom`, so that a step up is not undone at the
+    /// next wave (a variant that was idle also runs its first batches slower).
+    pub step_up_headroom: f64,
     /// Highest utilisation a variant may be predicted to run at.
     pub max_utilisation: f64,
     /// The 99th-percentile queueing wait in units of `L(b)·ρ/(1−ρ)`.
@@ -52,12 +62,20 @@ pub struct Parameters {
     pub step_up_after_ms: u64,
     /// Largest batch predicted with, whatever the task's knob says.
     pub max_batch_size: u32,
+    /// Whether lines are refitted through the batches the variants ran.
+    pub follow_runs: bool,
+    /// Run time (ms) of a variant's recent batches that a refit counts, the newest
+    /// most.
+    pub runs_window_ms: f64,
+    /// Batches the profile's line is worth at one row and at the largest batch.
+    pub profile_weight: f64,
 }
 
 impl Default for Parameters {
     fn default() -> Self {
         Parameters {
             headroom: 0.9,
+            step_up_headroom: 0.75,
             max_utilisation: 0.85,
             queueing: 0.7,
             horizon_s: 10.0,
@@ -65,6 +83,9 @@ impl Default for Parameters {
             falling_weight: 0.5,
             step_up_after_ms: 5_000,
             max_batch_size: 32,
+            follow_runs: true,
+            runs_window_ms: 10_000.0,
+            profile_weight: 20.0,
         }
     }
 }
@@ -77,12 +98,13 @@ pub struct SloPredictive {
 }
 
 /// Per task: when it last switched, and the time and requests in flight of the last
-/// tick (to count arrivals since).
+/// tick (to count arrivals since); and what the variants ran.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 struct State {
     last_switch_ms: BTreeMap<String, u64>,
     last_seen: BTreeMap<String, (u64, u64)>,
+    refits: Refits,
 }
 
 /// The executor's share other tasks take (utilisation, 0–1) and their longest batch
@@ -107,6 +129,9 @@ pub struct Prediction {
 impl Policy for SloPredictive {
     fn decide(&mut self, snapshot: &Snapshot) -> Decision {
         let now_ms = snapshot.now_ms;
+        if self.parameters.follow_runs {
+            self.state.refits.observe(snapshot, self.parameters.runs_window_ms);
+        }
         let demands: Vec<f64> = snapshot
             .tasks
             .iter()
@@ -208,9 +233,19 @@ impl SloPredictive {
         memory_limit.unwrap_or(u32::MAX).min(task.active.max_batch_size).min(self.parameters.max_batch_size).max(1)
     }
 
+    /// `variant`'s line: its profile's, refitted through the batches it ran lately.
+    fn refitted(&self, task: &TaskSnapshot, variant: &VariantSnapshot) -> Option<LatencyFit> {
+        let profile = variant.profile.as_ref()?.fit?;
+        if !self.parameters.follow_runs {
+            return Some(profile);
+        }
+        let largest = self.ceiling(task);
+        Some(self.state.refits.fit(&task.name, &variant.name, profile, largest, self.parameters.profile_weight))
+    }
+
     /// What `task`'s active variant takes of the executor at `demand`.
     fn active_load(&self, task: &TaskSnapshot, demand: f64) -> Sharing {
-        let fit = task.variants.iter().find(|v| v.name == task.active.variant).and_then(|v| v.profile.as_ref()?.fit);
+        let fit = task.variants.iter().find(|v| v.name == task.active.variant).and_then(|v| self.refitted(task, v));
         let Some(fit) = fit else { return Sharing::default() };
         let batch = self.ceiling(task);
         let batch_ms = fit.predict_ms(batch).max(0.0);
@@ -234,7 +269,7 @@ impl SloPredictive {
             .variants
             .iter()
             .filter_map(|v| {
-                let fit = v.profile.as_ref()?.fit?;
+                let fit = self.refitted(task, v)?;
                 let prediction = self.predict(fit.a_ms, fit.c_ms, demand, ceiling, others);
                 Some(Candidate { name: &v.name, accuracy: v.accuracy, fit, prediction })
             })
@@ -257,14 +292,18 @@ impl SloPredictive {
             let cheapest = || candidates.iter().min_by(|x, y| per_request(x).total_cmp(&per_request(y)));
             lower.or(fastest).or_else(cheapest).unwrap_or(active)
         } else {
-            // Up only when the last change has settled.
+            // Up only when the last change has settled, to a variant predicted well
+            // under the target.
             let recently = self
                 .state
                 .last_switch_ms
                 .get(&task.name)
                 .is_some_and(|&at| now_ms < at + self.parameters.step_up_after_ms);
-            match candidates.iter().filter(safe).max_by(by_accuracy) {
-                Some(best) if best.accuracy > active.accuracy && !recently => best,
+            let up_budget = target * self.parameters.step_up_headroom;
+            let comfortable = |c: &&Candidate| c.prediction.is_some_and(|p| p.p99_ms <= up_budget);
+            let better = candidates.iter().filter(comfortable).filter(|c| c.accuracy > active.accuracy);
+            match better.max_by(by_accuracy) {
+                Some(best) if !recently => best,
                 _ => active,
             }
         };
@@ -288,7 +327,7 @@ modelless_policy_abi::export_policy!(SloPredictive);
 
 #[cfg(test)]
 mod tests {
-    use modelless_policy_abi::{Demand, ServingKnobs, VariantCost, VariantSnapshot};
+    use modelless_policy_abi::{Demand, RunTotals, ServingKnobs, VariantCost, VariantSnapshot};
 
     use super::*;
 
@@ -422,5 +461,43 @@ mod tests {
         over.latency_ms = Some(modelless_policy_abi::LatencySummary { p50: 50.0, p95: 90.0, p99: 120.0 });
         // `large` is predicted safe at 20 requests a second, but what is observed wins.
         assert_eq!(decide(&mut SloPredictive::default(), 0, over).and_then(|d| d.variant), Some("small".into()));
+    }
+
+    #[test]
+    fn batches_running_slower_than_profiled_slow_the_predictions() {
+        // The profile: large takes 4·4 + 4 = 20 ms for 4 rows, 36 ms for 8.
+        let ran = |batches: u64, run_ms: f64| {
+            let mut task = task("large", 120.0, 120.0, 120.0);
+            task.variants[2].runs = Some(RunTotals { batches, rows: 4 * batches, run_ms });
+            task
+        };
+        let parameters = |follow_runs| Parameters { follow_runs, ..Parameters::default() };
+        let run = |parameters: Parameters, run_ms: f64| {
+            let mut policy = SloPredictive { parameters, ..SloPredictive::default() };
+            assert_eq!(decide(&mut policy, 0, ran(0, 0.0)), None, "the profile's pace: large keeps up");
+            decide(&mut policy, 1, ran(500, run_ms)).and_then(|d| d.variant)
+        };
+        // 500 batches of 4 rows: the profile says 500·20 = 10 s.
+        assert_eq!(run(parameters(true), 10_000.0), None, "at the profile's pace nothing changes");
+        // 30 ms a batch of 4, 1.5 times the profile: corrected, 8 rows take about
+        // 51 ms, ρ 0.83 at 131/s, and queueing puts the p99 far over the target.
+        assert_eq!(run(parameters(true), 15_000.0), Some("medium".into()), "1.5 times the profile");
+        assert_eq!(run(parameters(false), 15_000.0), None, "without refits the profile decides");
+    }
+
+    #[test]
+    fn a_step_up_needs_more_room_than_staying() {
+        // 147.5/s, 160 with a burst: large's p99 is predicted between 75 and 90 ms.
+        let policy = SloPredictive::default();
+        let task_at = |active| task(active, 147.5, 147.5, 147.5);
+        let demand = policy.demand_ahead(&task_at("medium"), 0.0, 0);
+        let p99 = policy.predict(4.0, 4.0, demand, 8, Sharing::default()).unwrap().p99_ms;
+        assert!((75.0..90.0).contains(&p99), "{p99}");
+        assert_eq!(decide(&mut SloPredictive::default(), 0, task_at("large")), None, "large stays");
+        assert_eq!(decide(&mut SloPredictive::default(), 0, task_at("medium")), None, "medium does not step up");
+        let eager = Parameters { step_up_headroom: 0.9, ..Parameters::default() };
+        let stepped =
+            decide(&mut SloPredictive { parameters: eager, ..SloPredictive::default() }, 0, task_at("medium"));
+        assert_eq!(stepped.and_then(|d| d.variant).as_deref(), Some("large"), "with as much room as staying needs");
     }
 }

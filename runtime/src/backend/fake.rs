@@ -130,6 +130,6 @@ impl Backend for FakeBackend {
                 _ => {}
             }
         }
-        Ok(BatchOutput { outputs: vec![input] })
+        Ok(BatchOutput::new(vec![input]))
     }
 }

@@ -7,6 +7,7 @@ pub mod onnx;
 mod turns;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::BackendError;
 use crate::tensor::{DType, Tensor};
@@ -66,6 +67,16 @@ pub struct Batch {
 pub struct BatchOutput {
     /// The tensors.
     pub outputs: Vec<Tensor>,
+    /// How long the batch waited for its turn before its session ran (sessions that
+    /// take turns); the rest of the call is the session's run time.
+    pub waited: Duration,
+}
+
+impl BatchOutput {
+    /// Outputs of a run that waited for nothing.
+    pub fn new(outputs: Vec<Tensor>) -> Self {
+        BatchOutput { outputs, waited: Duration::ZERO }
+    }
 }
 
 /// A model session that runs batches. Small and synchronous on purpose: the runtime

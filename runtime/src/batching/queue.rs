@@ -83,6 +83,41 @@ impl Queue {
         Ok(())
     }
 
+    /// Takes out every request still waiting for a batch, each with when it was
+    /// queued, for another queue to take over.
+    pub fn take_waiting(&self) -> Vec<(Pending, Instant)> {
+        self.lock().state.take_all()
+    }
+
+    /// Queues requests another queue held, each keeping its place in time, and runs
+    /// what it can (a closed queue still runs what it holds); gives back those it has
+    /// no room for.
+    pub fn take_over(&self, moved: Vec<(Pending, Instant)>) -> Vec<(Pending, Instant)> {
+        let mut inner = self.lock();
+        let mut refused = Vec::new();
+        for (pending, enqueued) in moved {
+            if let Err(pending) = inner.state.append_since(pending, enqueued) {
+                refused.push((pending, enqueued));
+            }
+        }
+        self.dispatch(&mut inner, Instant::now());
+        // Their deadlines and any held batch are the timer's to watch.
+        self.timer.notify_one();
+        refused
+    }
+
+    /// Answers requests no queue had room for, as a full queue does.
+    pub fn refuse(&self, refused: Vec<Pending>) {
+        let max_queue_size = self.lock().state.config().max_queue_size;
+        for pending in refused {
+            let _ = pending.reply.send(Err(Error::Overloaded { model: self.model.to_string(), max_queue_size }));
+            self.counters.failed(FailureReason::Rejected);
+            if let Some(on_answer) = &self.on_answer {
+                on_answer(Answered::Failed);
+            }
+        }
+    }
+
     /// Uses new knobs from the next batch on.
     pub fn configure(&self, config: BatchingConfig) {
         let mut inner = self.lock();

@@ -104,18 +104,29 @@ impl<T: Queued> State<T> {
     /// Queues a request behind those of its priority and above, or gives it back when
     /// the queue is full.
     pub fn append(&mut self, item: T, now: Instant) -> Result<(), T> {
+        self.append_since(item, now)
+    }
+
+    /// Like [`State::append`] for a request first queued at `enqueued` (one moved from
+    /// another queue): it goes behind those of its priority queued before it.
+    pub fn append_since(&mut self, item: T, enqueued: Instant) -> Result<(), T> {
         if self.queue.len() >= self.config.max_queue_size {
             return Err(item);
         }
-        let priority = item.priority();
-        let slot = Slot { item, enqueued: now };
-        if self.queue.back().is_none_or(|last| last.item.priority() <= priority) {
+        let key = (item.priority(), enqueued);
+        let slot = Slot { item, enqueued };
+        if self.queue.back().is_none_or(|last| (last.item.priority(), last.enqueued) <= key) {
             self.queue.push_back(slot);
         } else {
-            let at = self.queue.partition_point(|s| s.item.priority() <= priority);
+            let at = self.queue.partition_point(|s| (s.item.priority(), s.enqueued) <= key);
             self.queue.insert(at, slot);
         }
         Ok(())
+    }
+
+    /// Takes every waiting request out, in queue order, each with when it was queued.
+    pub fn take_all(&mut self) -> Vec<(T, Instant)> {
+        self.queue.drain(..).map(|s| (s.item, s.enqueued)).collect()
     }
 
     /// Removes requests whose deadline passed or whose caller went away.
@@ -255,6 +266,24 @@ mod tests {
 
     fn state(config: BatchingConfig) -> State<Req> {
         State::new(config)
+    }
+
+    #[test]
+    fn requests_moved_from_another_queue_keep_their_place_in_time() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut from = state(BatchingConfig::default().with_max_batch_size(8));
+        from.append(Req::new(1), ms(1)).unwrap();
+        from.append(Req::high(2), ms(2)).unwrap();
+        from.append(Req::new(3), ms(3)).unwrap();
+        let mut to = state(BatchingConfig::default().with_max_batch_size(8));
+        to.append(Req::new(10), ms(5)).unwrap();
+        to.append(Req::high(11), ms(6)).unwrap();
+        for (req, enqueued) in from.take_all() {
+            to.append_since(req, enqueued).unwrap();
+        }
+        assert!(from.is_empty());
+        assert_eq!(ids(to.next_batch(ms(7)).1), vec![2, 11, 1, 3, 10], "priority first, then time queued");
     }
 
     #[test]

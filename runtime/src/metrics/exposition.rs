@@ -60,6 +60,7 @@ pub struct ServingMetrics {
     queue_duration_us: IntCounterVec,
     compute_infer_duration_us: IntCounterVec,
     compute_io_duration_us: IntCounterVec,
+    batch_run_duration_us: IntCounterVec,
     request_latency: HistogramVec,
     pending_requests: IntGaugeVec,
     active_variant: IntGaugeVec,
@@ -164,6 +165,11 @@ impl ServingMetrics {
                 "Cumulative time joining inputs into batches and splitting outputs",
                 &MODEL_LABELS,
             ),
+            batch_run_duration_us: counters(
+                "modelless_inference_batch_run_duration_us",
+                "Cumulative time sessions ran batches, each batch once, not counting waits for a turn",
+                &MODEL_LABELS,
+            ),
             request_latency,
             pending_requests: gauges(
                 "modelless_inference_pending_request_count",
@@ -209,6 +215,7 @@ impl ServingMetrics {
             queue_us: self.queue_duration_us.with_label_values(&labels),
             compute_us: self.compute_infer_duration_us.with_label_values(&labels),
             io_us: self.compute_io_duration_us.with_label_values(&labels),
+            batch_run_us: self.batch_run_duration_us.with_label_values(&labels),
             latency: self.request_latency.with_label_values(&labels),
         }
     }
@@ -278,13 +285,15 @@ pub struct ModelCounters {
     queue_us: IntCounter,
     compute_us: IntCounter,
     io_us: IntCounter,
+    batch_run_us: IntCounter,
     latency: Histogram,
 }
 
 impl ModelCounters {
-    /// Counts one batch run.
-    pub fn executed(&self) {
+    /// Counts one batch run, which its session took `run` to run.
+    pub fn executed(&self, run: Duration) {
         self.executions.inc();
+        self.batch_run_us.inc_by(run.as_micros() as u64);
     }
 
     /// Counts a request of `rows` rows answered after `timings`.
@@ -315,6 +324,7 @@ impl ModelCounters {
             queue: Duration::from_micros(self.queue_us.get()),
             compute: Duration::from_micros(self.compute_us.get()),
             io: Duration::from_micros(self.io_us.get()),
+            batch_run: Duration::from_micros(self.batch_run_us.get()),
         }
     }
 }
@@ -338,6 +348,9 @@ pub struct ModelTotals {
     pub compute: Duration,
     /// Time joining and splitting their batches.
     pub io: Duration,
+    /// Time the sessions ran the batches, each batch once, not counting waits for a
+    /// turn.
+    pub batch_run: Duration,
 }
 
 #[cfg(test)]
@@ -356,11 +369,12 @@ mod tests {
         };
         counters.served(3, &timings);
         counters.served(1, &timings);
-        counters.executed();
+        counters.executed(Duration::from_micros(850));
         counters.failed(FailureReason::Expired);
         let totals = counters.totals();
         assert_eq!((totals.success, totals.inferences, totals.executions, totals.failure), (2, 4, 1, 1));
         assert_eq!(totals.compute, Duration::from_micros(1800));
+        assert_eq!(totals.batch_run, Duration::from_micros(850), "one batch counts once");
         let text = metrics.render(&Registry::new());
         let line = r#"modelless_inference_count{task="exposition-test",variant="v1"} 4"#;
         assert!(text.contains(line), "{text}");

@@ -55,6 +55,9 @@ fn rounded(mut variant: VariantSnapshot) -> VariantSnapshot {
         }
         cost.load_ms = cost.load_ms.map(round);
     }
+    if let Some(runs) = variant.runs.as_mut() {
+        runs.run_ms = round(runs.run_ms);
+    }
     variant
 }
 

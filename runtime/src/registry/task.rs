@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 pub use modelless_policy_abi::VariantState;
-use modelless_policy_abi::{LatencyFit, Profile, ServingKnobs, VariantCost, VariantSnapshot};
+use modelless_policy_abi::{LatencyFit, Profile, RunTotals, ServingKnobs, VariantCost, VariantSnapshot};
 
 use super::config::{TaskConfig, VariantConfig};
 use super::route::choose;
@@ -110,6 +110,8 @@ pub struct SwitchReport {
     pub took: Duration,
     /// Warm-up time, when it was loaded.
     pub warmup: Option<Duration>,
+    /// Requests that waited for the variant replaced and moved to this one.
+    pub moved: usize,
 }
 
 /// What the request path reads: ready variants in configured order, their costs when
@@ -298,7 +300,7 @@ impl Task {
             warmup = self.lock().variants[index].versions.get(&version).and_then(|v| v.warmup);
             self.promote(index, version);
         }
-        {
+        let previous = {
             let mut inner = self.lock();
             let now = Instant::now();
             let previous = inner.active;
@@ -309,9 +311,11 @@ impl Task {
                 let (from, to) = (&inner.variants[previous].config.name, &inner.variants[index].config.name);
                 serving_metrics().variant_switched(&self.name, from, to);
             }
-        }
+            previous
+        };
         self.settle();
-        Ok(SwitchReport { loaded: !ready, took: start.elapsed(), warmup })
+        let moved = if previous == index { 0 } else { self.move_waiting(previous, index) };
+        Ok(SwitchReport { loaded: !ready, took: start.elapsed(), warmup, moved })
     }
 
     /// Loads a new version of `variant` from `path` and, once it is warm, makes it the
@@ -420,12 +424,22 @@ impl Task {
                     max_safe_batch: profile.and_then(|p| p.max_safe_batch),
                 };
                 let known = cost != VariantCost::default();
+                // The counters are the variant's, whichever version ran the batches.
+                let runs = entry.and_then(|e| e.model.as_ref()).map(|model| {
+                    let totals = model.counters().totals();
+                    RunTotals {
+                        batches: totals.executions,
+                        rows: totals.inferences,
+                        run_ms: totals.batch_run.as_secs_f64() * 1e3,
+                    }
+                });
                 VariantSnapshot {
                     name: slot.config.name.clone(),
                     accuracy: slot.config.accuracy,
                     state: entry.map_or(VariantState::Unloaded, |e| e.state),
                     device: slot.config.device.name().into(),
                     profile: known.then_some(cost),
+                    runs,
                 }
             })
             .collect()
@@ -627,6 +641,23 @@ impl Task {
         }
     }
 
+    /// Moves the requests waiting for variant `from` to `to`, which serves the task
+    /// now: they were sent to the task, not to a variant, and the variant replaced is
+    /// the one that could not keep up, whose queue would otherwise be answered late.
+    /// Returns how many moved.
+    fn move_waiting(&self, from: usize, to: usize) -> usize {
+        let (from, to) = {
+            let inner = self.lock();
+            let model =
+                |slot: &VariantSlot| slot.current.and_then(|c| slot.versions.get(&c)).and_then(|e| e.model.clone());
+            (model(&inner.variants[from]), model(&inner.variants[to]))
+        };
+        match (from, to) {
+            (Some(from), Some(to)) => from.move_waiting_to(&to),
+            _ => 0,
+        }
+    }
+
     /// Stores the routes of what is ready now.
     fn publish(&self) {
         let inner = self.lock();
@@ -747,5 +778,48 @@ mod tests {
         assert_eq!(served(&task, 65.0), "v1");
         assert!(task.profile("v1").unwrap().is_none());
         assert_eq!(served(&self::task(None), 65.0), "v1");
+    }
+
+    #[test]
+    fn a_variant_snapshot_counts_the_batches_its_sessions_ran() {
+        let variant = VariantConfig::new("only", "fake", 70.0).with_warmup(WarmupConfig::disabled());
+        let config = TaskConfig::new("runs-counted").with_variant(variant.with_preload(true));
+        let slow = FakeConfig {
+            per_batch: Duration::from_millis(2),
+            per_row: Duration::from_millis(1),
+            ..FakeConfig::default()
+        };
+        let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(slow.clone(), BatchLog::default()));
+        let task = Task::start_profiled(config, make, None).unwrap();
+        for rows in [1, 3] {
+            let input = Inputs::from(Tensor::new([rows, 4], vec![1.0f32; 4 * rows]).unwrap());
+            task.submit(input, &Slo::default()).unwrap().wait().unwrap();
+        }
+        let runs = task.variant_snapshots()[0].runs.unwrap();
+        assert_eq!((runs.batches, runs.rows), (2, 4));
+        assert!(runs.run_ms >= 2.0 * 2.0 + 4.0, "two batches of 2 ms and four rows of 1 ms: {runs:?}");
+    }
+
+    #[test]
+    fn a_switch_moves_the_requests_waiting_for_the_replaced_variant() {
+        // `slow` runs one row at a time, 100 ms each; `fast` takes no time.
+        let one_row = BatchingConfig::default().with_max_batch_size(1);
+        let mut config = TaskConfig::new("moves-waiting");
+        for name in ["slow", "fast"] {
+            let variant = VariantConfig::new(name, "fake", 70.0).with_warmup(WarmupConfig::disabled());
+            config = config.with_variant(variant.with_preload(true).with_batching(one_row.clone()));
+        }
+        let make: MakeBackend = Arc::new(|variant, _| {
+            let per_batch = if variant.name == "slow" { Duration::from_millis(100) } else { Duration::ZERO };
+            FakeBackend::factory(FakeConfig { per_batch, ..FakeConfig::default() }, BatchLog::default())
+        });
+        let task = Task::start_profiled(config, make, None).unwrap();
+        let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+        let tickets: Vec<_> = (0..4).map(|_| task.submit(input(), &Slo::default()).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(task.switch_to("fast").unwrap().moved, 3, "one runs on `slow`, three wait");
+        let served: Vec<String> = tickets.into_iter().map(|t| t.wait().unwrap().model.to_string()).collect();
+        assert_eq!(served, ["slow", "fast", "fast", "fast"]);
+        assert_eq!(task.traffic().read().in_flight, 0, "each counted once as it ended");
     }
 }

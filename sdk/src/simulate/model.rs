@@ -97,7 +97,9 @@ impl SimModel {
             let snapshots = runtime.variant_snapshots(&task.name).map_err(target)?;
             let status = runtime.task_status(&task.name).map_err(target)?;
             let mut variants = Vec::new();
-            for (configured, snapshot) in task.variants.iter().zip(snapshots) {
+            for (configured, mut snapshot) in task.variants.iter().zip(snapshots) {
+                // What it ran so far is the simulation's to count.
+                snapshot.runs = None;
                 let profile = runtime.variant_profile(&task.name, &configured.name).map_err(target)?;
                 let (fit, spread) =
                     profile.as_ref().and_then(|p| Some((p.fit?, spread(&p.points)))).ok_or_else(|| {

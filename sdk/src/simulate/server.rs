@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
 use modelless_runtime::policy::{TaskReading, task_snapshot};
 use modelless_runtime::policy_abi::{
-    ABI_VERSION, ServingKnobs, Snapshot, SystemSnapshot, TaskDecision, TaskSnapshot, VariantState,
+    ABI_VERSION, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskDecision, TaskSnapshot, VariantState,
 };
 
 use super::model::{SimModel, SimTask};
@@ -45,6 +45,8 @@ pub(crate) struct TaskState {
     pub queue: VecDeque<Queued>,
     pub traffic: TrafficWindow,
     pub in_flight: u64,
+    /// Per variant: the batches it ran, as the runtime counts them.
+    pub runs: Vec<RunTotals>,
 }
 
 impl TaskState {
@@ -57,7 +59,15 @@ impl TaskState {
             queue: VecDeque::new(),
             traffic: TrafficWindow::default(),
             in_flight: 0,
+            runs: vec![RunTotals::default(); task.variants.len()],
         }
+    }
+
+    /// `variant` serves from now on, and the requests waiting move to it, as the
+    /// runtime moves them (the batch running finishes where it is).
+    fn switch_to(&mut self, variant: usize) {
+        self.active = variant;
+        self.queue.iter_mut().for_each(|q| q.variant = variant);
     }
 
     /// Requests queued for the active variant (what the runtime reports).
@@ -140,7 +150,12 @@ impl Server {
     /// The batch that ran ends at `now`.
     pub fn finish(&mut self, now: u64) -> Option<Running> {
         let running = self.running.take()?;
-        self.busy_done_us += now - running.started_us;
+        let took = now - running.started_us;
+        self.busy_done_us += took;
+        let runs = &mut self.tasks[running.task].runs[running.variant];
+        runs.batches += 1;
+        runs.rows += running.requests.len() as u64;
+        runs.run_ms += took as f64 / 1e3;
         Some(running)
     }
 
@@ -201,7 +216,7 @@ impl Server {
             return false;
         }
         if free || state.loaded[variant] {
-            state.active = variant;
+            state.switch_to(variant);
         } else {
             state.loading = Some((variant, now + (model.variants[variant].load_ms * 1e3) as u64));
         }
@@ -215,7 +230,7 @@ impl Server {
                 && ready <= now
             {
                 task.loaded[variant] = true;
-                task.active = variant;
+                task.switch_to(variant);
                 task.loading = None;
             }
         }
@@ -240,13 +255,14 @@ impl Server {
                     .iter()
                     .enumerate()
                     .map(|(index, v)| {
-                        let state = match state.loading {
+                        let variant_state = match state.loading {
                             Some((loading, _)) if loading == index => VariantState::Loading,
                             _ if state.loaded[index] => VariantState::Ready,
                             _ => VariantState::Unloaded,
                         };
                         let mut snapshot = v.snapshot.clone();
-                        snapshot.state = state;
+                        snapshot.runs = (variant_state == VariantState::Ready).then_some(state.runs[index]);
+                        snapshot.state = variant_state;
                         snapshot
                     })
                     .collect();
@@ -278,7 +294,8 @@ impl Server {
 
 /// Whether `task`'s head batch may leave at `now`: it is full, or its oldest request
 /// has waited the variant's queue delay. Requests routed to another variant close
-/// the batch in front of them, as in the runtime (a replaced variant drains first).
+/// the batch in front of them (in the runtime, a request too large for the variant
+/// that took over stays on the one replaced).
 fn readiness(task: &TaskState, now: u64) -> Readiness {
     let head = task.queue[0];
     let (max_batch, delay) = task.knobs[head.variant];
