@@ -137,20 +137,21 @@ impl Policy for SloPredictive {
         if self.parameters.follow_runs {
             self.state.refits.observe(snapshot, self.parameters.runs_window_ms);
         }
-        let demands: Vec<f64> = snapshot
+        let readings: Vec<(f64, bool)> = snapshot
             .tasks
             .iter()
             .map(|t| {
+                let own_latencies = self.window_after_switch(t);
                 let recent = self.recent_rate(t, now_ms);
-                self.demand_ahead(t, recent, now_ms) + self.backlog_per_s(t)
+                (self.demand_ahead(t, recent, now_ms) + self.backlog_per_s(t), own_latencies)
             })
             .collect();
         let (indices, contenders): (Vec<usize>, Vec<Contender>) = snapshot
             .tasks
             .iter()
-            .zip(&demands)
+            .zip(readings)
             .enumerate()
-            .filter_map(|(i, (task, &demand))| Some((i, self.contender(task, demand, now_ms)?)))
+            .filter_map(|(i, (task, (demand, own)))| Some((i, self.contender(task, demand, own, now_ms)?)))
             .unzip();
         let chosen = allocate(self, &contenders);
         let mut tasks = Vec::new();
@@ -205,6 +206,17 @@ impl SloPredictive {
         beyond as f64 * 1e3 / (target * self.parameters.headroom)
     }
 
+    /// Whether the latencies of the window since the last tick are all the active
+    /// variant's: not when the task switched at that tick, as the requests in flight
+    /// then were answered by the variant replaced.
+    fn window_after_switch(&self, task: &TaskSnapshot) -> bool {
+        let since = self.state.last_seen.get(&task.name).map(|&(at, _)| at);
+        match (self.state.last_switch_ms.get(&task.name), since) {
+            (Some(&switched), Some(since)) => switched < since,
+            _ => true,
+        }
+    }
+
     /// Requests per second that arrived since the last tick (0 at the first, or
     /// within 100 ms of it: too few to tell a rate).
     fn recent_rate(&mut self, task: &TaskSnapshot, now_ms: u64) -> f64 {
@@ -252,16 +264,27 @@ impl SloPredictive {
     }
 
     /// How long the last of `queued` requests waits to be answered on a variant
-    /// running batches of `batch`: the batch running now, the queue's batches ahead
-    /// of it (first in, first out), then its own.
+    /// running batches of `batch`: the batch running now (a full one, at worst), the
+    /// queue's full batches ahead of it (first in, first out), then its own, of the
+    /// rows left. (Counting the last batch as full would make one request queued
+    /// behind a large variant's batch look late.)
     pub fn clearing_ms(&self, a_ms: f64, c_ms: f64, batch: u32, queued: u64) -> f64 {
-        let batch = batch.max(1);
-        let latency = a_ms * f64::from(batch) + c_ms.max(0.0);
-        (queued.div_ceil(u64::from(batch)) + 1) as f64 * latency
+        let batch = u64::from(batch.max(1));
+        let latency = |rows: u64| a_ms * rows as f64 + c_ms.max(0.0);
+        let (full, rest) = (queued / batch, queued % batch);
+        let last = if rest > 0 { latency(rest) } else { 0.0 };
+        (full + 1) as f64 * latency(batch) + last
     }
 
     /// `task` as the allocation sees it, if the variant serving it has a profile.
-    fn contender<'a>(&self, task: &'a TaskSnapshot, demand: f64, now_ms: u64) -> Option<Contender<'a>> {
+    /// `own_latencies`: whether the observed latencies are the active variant's.
+    fn contender<'a>(
+        &self,
+        task: &'a TaskSnapshot,
+        demand: f64,
+        own_latencies: bool,
+        now_ms: u64,
+    ) -> Option<Contender<'a>> {
         let ceiling = self.ceiling(task);
         let candidates: Vec<Candidate> = task
             .variants
@@ -276,7 +299,7 @@ impl SloPredictive {
         let behind = match (task.slo_latency_ms, budgets) {
             (Some(target), Some(b)) => {
                 let fit = candidates[active].fit;
-                let observed_over = task.latency_ms.is_some_and(|l| l.p99 > target);
+                let observed_over = own_latencies && task.latency_ms.is_some_and(|l| l.p99 > target);
                 observed_over || self.clearing_ms(fit.a_ms, fit.c_ms, ceiling, task.queue_length) > b.stay_ms
             }
             _ => false,
@@ -379,9 +402,13 @@ mod tests {
     #[test]
     fn a_queue_that_would_be_answered_late_steps_down_and_an_early_tick_counts_the_arrivals_since_the_last() {
         let policy = SloPredictive::default();
-        // Batches of 4 at 4 ms a row and 4 ms each: 20 ms; 9 queued wait 3 batches
-        // and the one running.
-        assert_eq!(policy.clearing_ms(4.0, 4.0, 4, 9), 80.0);
+        // Batches of 4 at 4 ms a row and 4 ms each: 20 ms; the last of 9 queued waits
+        // for the one running and 2 full batches, then runs alone (8 ms).
+        assert_eq!(policy.clearing_ms(4.0, 4.0, 4, 9), 68.0);
+        assert_eq!(policy.clearing_ms(4.0, 4.0, 4, 8), 60.0);
+        // One request behind a batch of 8 that takes 68 ms is answered in 80, not in
+        // two full batches' 136 (over a budget of 135).
+        assert_eq!(policy.clearing_ms(8.0, 4.0, 8, 1), 80.0);
         // 40 queued, batches of 8: 32 beyond one batch to clear within 90 ms.
         let mut queued = task("large", 20.0, 20.0, 20.0);
         queued.queue_length = 40;
@@ -461,7 +488,25 @@ mod tests {
         let mut over = task("medium", 20.0, 20.0, 20.0);
         over.latency_ms = Some(modelless_policy_abi::LatencySummary { p50: 50.0, p95: 90.0, p99: 120.0 });
         // `large` is predicted safe at 20 requests a second, but what is observed wins.
-        assert_eq!(decide(&mut SloPredictive::default(), 0, over).and_then(|d| d.variant), Some("small".into()));
+        assert_eq!(
+            decide(&mut SloPredictive::default(), 0, over.clone()).and_then(|d| d.variant),
+            Some("small".into())
+        );
+        // The tick after a switch observes what the variant replaced answered: it is
+        // no reason to step down again. The tick after that observes the new one's.
+        let mut policy = SloPredictive::default();
+        assert_eq!(
+            decide(&mut policy, 0, task("large", 300.0, 300.0, 300.0)).and_then(|d| d.variant),
+            Some("medium".into())
+        );
+        let mut late = task("medium", 150.0, 150.0, 150.0);
+        late.latency_ms = over.latency_ms;
+        assert_eq!(decide(&mut policy, 1, late.clone()), None, "the window is large's");
+        assert_eq!(
+            decide(&mut policy, 2, late).and_then(|d| d.variant),
+            Some("small".into()),
+            "the window is medium's"
+        );
     }
 
     #[test]

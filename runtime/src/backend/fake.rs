@@ -31,6 +31,8 @@ pub struct FakeConfig {
     pub fail_load: bool,
     /// Memory each row of a batch holds while it runs, as [`BatchLog`]'s probe reports.
     pub memory_per_row: u64,
+    /// Whether its runs take the process's turns, as sessions that run one at a time do.
+    pub takes_turns: bool,
 }
 
 impl Default for FakeConfig {
@@ -42,6 +44,7 @@ impl Default for FakeConfig {
             per_row: Duration::ZERO,
             fail_load: false,
             memory_per_row: 0,
+            takes_turns: false,
         }
     }
 }
@@ -112,7 +115,12 @@ impl Backend for FakeBackend {
         &self.metadata
     }
 
+    fn takes_turns(&self) -> bool {
+        self.config.takes_turns
+    }
+
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
+        let _turn = self.config.takes_turns.then(|| super::turns::RUN_TURNS.take());
         let input = batch.inputs.into_iter().next().ok_or_else(|| BackendError::Injected("no input".into()))?;
         let rows = input.rows();
         let values = input.as_slice::<f32>().unwrap_or_default();

@@ -4,7 +4,7 @@
 
 pub mod fake;
 pub mod onnx;
-mod turns;
+pub(crate) mod turns;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,6 +93,13 @@ pub trait Backend {
     /// smaller batches reuse what the largest one set up may need fewer.
     fn warmup_batch_sizes(&self, max_batch_size: usize) -> Vec<usize> {
         (1..=max_batch_size).rev().collect()
+    }
+
+    /// Whether its runs take process-wide turns ([`turns::RUN_TURNS`]). The worker then
+    /// takes the turn before it forms the batch, so that requests arriving while the
+    /// batch waits run in it rather than after it.
+    fn takes_turns(&self) -> bool {
+        false
     }
 }
 

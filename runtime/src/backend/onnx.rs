@@ -50,9 +50,6 @@ pub struct OrtEnvironmentConfig {
 /// Whether sessions take turns (set with the environment, process-wide like it).
 static ONE_RUN_AT_A_TIME: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// The turns batches take when sessions take turns.
-static RUN_TURNS: super::turns::Turns = super::turns::Turns::new();
-
 impl OrtEnvironmentConfig {
     /// Sets the library to load.
     pub fn with_library_path(mut self, path: impl Into<PathBuf>) -> Self {
@@ -266,6 +263,10 @@ impl Backend for OrtBackend {
         sizes
     }
 
+    fn takes_turns(&self) -> bool {
+        ONE_RUN_AT_A_TIME.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
         let run_err = |source| BackendError::Ort { context: "running a batch".into(), source };
         let inputs = batch
@@ -276,7 +277,7 @@ impl Backend for OrtBackend {
             .collect::<Result<Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)>, ort::Error>>()
             .map_err(run_err)?;
         let asked = Instant::now();
-        let turn = ONE_RUN_AT_A_TIME.load(std::sync::atomic::Ordering::Relaxed).then(|| RUN_TURNS.take());
+        let turn = self.takes_turns().then(|| super::turns::RUN_TURNS.take());
         let waited = if turn.is_some() { asked.elapsed() } else { Duration::ZERO };
         let outputs = self.session.run(inputs).map_err(run_err)?;
         drop(turn);

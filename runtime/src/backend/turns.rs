@@ -1,8 +1,21 @@
 //! Turns for running batches one at a time, first come first served: a ticket lock.
 //! A plain mutex lets the thread that just ran take it again at once, so a task whose
 //! queue never empties would starve the tasks beside it.
+//!
+//! A thread that holds a turn and asks again gets it at once: a model's worker takes
+//! its turn before it forms the batch (so that what arrives while it waits joins the
+//! batch), and the session's run inside asks too.
 
+use std::cell::Cell;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+/// The turns of the process's sessions, when they take turns.
+pub static RUN_TURNS: Turns = Turns::new();
+
+thread_local! {
+    /// Whether this thread holds a turn.
+    static HOLDING: Cell<bool> = const { Cell::new(false) };
+}
 
 /// A queue of turns.
 #[derive(Debug, Default)]
@@ -12,10 +25,10 @@ pub struct Turns {
     next: Condvar,
 }
 
-/// A turn, held until dropped.
+/// A turn, held until dropped (nothing to give back when its thread held one already).
 #[derive(Debug)]
 pub struct Turn<'a> {
-    turns: &'a Turns,
+    turns: Option<&'a Turns>,
 }
 
 impl Turns {
@@ -24,15 +37,20 @@ impl Turns {
         Turns { tickets: Mutex::new((0, 0)), next: Condvar::new() }
     }
 
-    /// Waits for every turn taken before this one to end.
+    /// Waits for every turn taken before this one to end, unless this thread holds a
+    /// turn already.
     pub fn take(&self) -> Turn<'_> {
+        if HOLDING.get() {
+            return Turn { turns: None };
+        }
         let mut tickets = self.lock();
         let mine = tickets.0;
         tickets.0 += 1;
         while tickets.1 != mine {
             tickets = self.next.wait(tickets).unwrap_or_else(PoisonError::into_inner);
         }
-        Turn { turns: self }
+        HOLDING.set(true);
+        Turn { turns: Some(self) }
     }
 
     fn lock(&self) -> MutexGuard<'_, (u64, u64)> {
@@ -42,8 +60,11 @@ impl Turns {
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        self.turns.lock().1 += 1;
-        self.turns.next.notify_all();
+        if let Some(turns) = self.turns {
+            HOLDING.set(false);
+            turns.lock().1 += 1;
+            turns.next.notify_all();
+        }
     }
 }
 
@@ -75,5 +96,23 @@ mod tests {
         drop(first);
         waiters.into_iter().for_each(|w| w.join().unwrap());
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_thread_holding_a_turn_gets_another_at_once_and_gives_back_only_the_first() {
+        let turns = Arc::new(Turns::new());
+        let outer = turns.take();
+        drop(turns.take());
+        let (other, ran) = (turns.clone(), Arc::new(Mutex::new(false)));
+        let ran_too = ran.clone();
+        let waiter = std::thread::spawn(move || {
+            let _turn = other.take();
+            *ran_too.lock().unwrap() = true;
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!*ran.lock().unwrap(), "the inner turn's end did not end the outer one");
+        drop(outer);
+        waiter.join().unwrap();
+        assert!(*ran.lock().unwrap());
     }
 }

@@ -170,6 +170,18 @@ impl Queue {
         }
     }
 
+    /// Adds to `batch`, which waited for its turn to run, the requests that arrived
+    /// meanwhile and can join it (see [`State::top_up`]).
+    pub fn top_up(&self, batch: &mut Vec<Pending>) {
+        let Some(head) = batch.first() else { return };
+        let rows = batch.iter().map(|p| p.rows).sum();
+        let mut inner = self.lock();
+        let (dead, more) = inner.state.top_up(head, rows, Instant::now());
+        drop(inner);
+        self.answer_dead(dead);
+        batch.extend(more);
+    }
+
     /// Hands batches to idle instances while there are both; returns when a batch held
     /// back by the queue delay is due.
     fn dispatch(&self, inner: &mut Inner, now: Instant) -> Option<Instant> {

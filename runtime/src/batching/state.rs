@@ -199,6 +199,30 @@ impl<T: Queued> State<T> {
         (dead, Next::Batch(batch))
     }
 
+    /// For a batch of `rows` rows led by `head` that waited for its turn to run: the
+    /// requests at the front of the queue that can join it within `max_batch_size`
+    /// (and, where preferred sizes are set, up to one of them), so that what arrived
+    /// during the wait runs with it rather than after it. Expires what is dead first.
+    pub fn top_up(&mut self, head: &T, rows: usize, now: Instant) -> (Vec<Dead<T>>, Vec<T>) {
+        let dead = self.expire(now);
+        let max = self.config.max_batch_size.max(1);
+        let mut prefix_rows = Vec::new();
+        let mut total = rows;
+        for slot in &self.queue {
+            if !slot.item.can_batch_with(head) || total + slot.item.rows() > max {
+                break;
+            }
+            total += slot.item.rows();
+            prefix_rows.push(total);
+        }
+        let take = if self.config.preferred_batch_sizes.is_empty() {
+            prefix_rows.len()
+        } else {
+            prefix_rows.iter().rposition(|r| self.config.preferred_batch_sizes.contains(r)).map_or(0, |i| i + 1)
+        };
+        (dead, self.queue.drain(..take).map(|s| s.item).collect())
+    }
+
     /// How many requests of the prefix to take: the longest prefix whose rows are a
     /// preferred size, or the whole prefix when none is.
     fn cut(&self, prefix_rows: &[usize]) -> usize {
@@ -284,6 +308,34 @@ mod tests {
         }
         assert!(from.is_empty());
         assert_eq!(ids(to.next_batch(ms(7)).1), vec![2, 11, 1, 3, 10], "priority first, then time queued");
+    }
+
+    #[test]
+    fn a_batch_that_waited_for_its_turn_is_topped_up_to_its_limits() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_batch_size(8));
+        let head = Req::new(0).rows(2);
+        for (id, rows) in [(1, 3), (2, 2), (3, 1), (4, 1)] {
+            s.append(Req::new(id).rows(rows), t0).unwrap();
+        }
+        let (_, joined) = s.top_up(&head, 2, t0);
+        let joined: Vec<u32> = joined.into_iter().map(|r| r.id).collect();
+        assert_eq!(joined, vec![1, 2, 3], "2 + 3 + 2 + 1 rows fill 8; the last waits");
+        assert_eq!(s.len(), 1);
+
+        // A request that cannot run with the batch stops the top-up: nothing overtakes it.
+        let mut s = state(BatchingConfig::default().with_max_batch_size(8));
+        s.append(Req { width: 8, ..Req::new(1) }, t0).unwrap();
+        s.append(Req::new(2), t0).unwrap();
+        assert!(s.top_up(&head, 2, t0).1.is_empty());
+
+        // With preferred sizes, up to the largest one it can reach.
+        let mut s = state(BatchingConfig::default().with_max_batch_size(8).with_preferred_batch_sizes([4, 8]));
+        for id in 1..=3 {
+            s.append(Req::new(id), t0).unwrap();
+        }
+        let (_, joined) = s.top_up(&head, 2, t0);
+        assert_eq!(joined.len(), 2, "2 + 2 rows make 4; 5 is not preferred");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use super::queue::Queue;
 use super::state::{Priority, Queued};
 use crate::answered::{AnswerHook, Answered};
+use crate::backend::turns::RUN_TURNS;
 use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
 use crate::metrics::{FailureReason, ModelCounters};
@@ -68,7 +69,15 @@ pub(crate) fn worker_task(
 ) {
     for mut batch in jobs {
         loop {
+            // Where sessions take turns, the batch is completed once its turn comes:
+            // beside other tasks' batches a queue grows while it waits, and those
+            // requests would otherwise wait for a turn of their own.
+            let turn = backend.takes_turns().then(|| RUN_TURNS.take());
+            if turn.is_some() {
+                queue.top_up(&mut batch);
+            }
             run_batch(&names, backend.as_mut(), batch);
+            drop(turn);
             match queue.next_for(index) {
                 Some(next) => batch = next,
                 None => break,

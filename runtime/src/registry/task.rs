@@ -822,4 +822,28 @@ mod tests {
         assert_eq!(served, ["slow", "fast", "fast", "fast"]);
         assert_eq!(task.traffic().read().in_flight, 0, "each counted once as it ended");
     }
+
+    #[test]
+    fn a_batch_waiting_for_its_turn_takes_in_the_requests_that_arrive_meanwhile() {
+        let log = BatchLog::default();
+        let variant = VariantConfig::new("v", "fake", 70.0).with_warmup(WarmupConfig::disabled()).with_preload(true);
+        let config = TaskConfig::new("tops-up").with_variant(variant);
+        let fake = FakeConfig { takes_turns: true, ..FakeConfig::default() };
+        let sizes = log.clone();
+        let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(fake.clone(), sizes.clone()));
+        let task = Task::start_profiled(config, make, None).unwrap();
+        let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+        // Another task's batch holds the turn: the first request's batch waits for it,
+        // and three more arrive meanwhile.
+        let other = crate::backend::turns::RUN_TURNS.take();
+        let first = task.submit(input(), &Slo::default()).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        let more: Vec<_> = (0..3).map(|_| task.submit(input(), &Slo::default()).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(30));
+        drop(other);
+        let batch_sizes: Vec<usize> =
+            std::iter::once(first).chain(more).map(|t| t.wait().unwrap().batch_size).collect();
+        assert_eq!(batch_sizes, [4, 4, 4, 4]);
+        assert_eq!(log.sizes(), [4], "one run, not one for the first request and one for the rest");
+    }
 }

@@ -34,6 +34,10 @@ pub struct Args {
     policy_parameters: Option<String>,
     #[command(flatten)]
     ticks: crate::loadgen::TickArgs,
+    /// Record every policy tick (snapshot and decision, JSON Lines) to this file, for
+    /// `modelless policy replay`.
+    #[arg(long)]
+    record_ticks: Option<PathBuf>,
     /// Where the results go.
     #[arg(long, default_value = "loadgen")]
     out: PathBuf,
@@ -99,6 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     policy = policy.with_parameters(parameters);
                 }
                 config.policy = Some(policy);
+            }
+            if let (Some(policy), Some(path)) = (config.policy.as_mut(), &args.record_ticks) {
+                policy.record = Some(path.clone());
             }
             let label = args.label.clone().unwrap_or_else(|| policy_name(&config));
             eprintln!("loading the runtime ...");
