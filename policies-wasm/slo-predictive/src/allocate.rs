@@ -84,27 +84,27 @@ impl Plan<'_, '_> {
         Sharing { utilisation: task.demand / 1e3 * batch_ms / f64::from(task.ceiling), batch_ms }
     }
 
-    /// What the tasks other than `i` take, each serving `variant_of(j)`.
-    fn others(&self, i: usize, variant_of: impl Fn(usize) -> usize) -> Sharing {
-        (0..self.tasks.len()).filter(|&j| j != i).map(|j| self.load(j, variant_of(j))).fold(
-            Sharing::default(),
-            |sum, l| Sharing { utilisation: sum.utilisation + l.utilisation, batch_ms: sum.batch_ms.max(l.batch_ms) },
-        )
+    /// What the tasks other than `i` take, each serving its variant in `chosen`.
+    fn others(&self, i: usize, chosen: &[usize]) -> Sharing {
+        (0..self.tasks.len()).filter(|&j| j != i).map(|j| self.load(j, chosen[j])).fold(Sharing::default(), |sum, l| {
+            Sharing { utilisation: sum.utilisation + l.utilisation, batch_ms: sum.batch_ms.max(l.batch_ms) }
+        })
     }
 
     fn p99(&self, i: usize, v: usize, others: Sharing) -> Option<f64> {
         let (task, fit) = (&self.tasks[i], self.tasks[i].candidates[v].fit);
-        self.policy.predict(fit.a_ms, fit.c_ms, task.demand, task.ceiling, others).map(|p| p.p99_ms)
+        self.policy.predict(fit.a_ms, fit.c_ms, task.demand, task.ceiling, others)
     }
 
     /// Whether task `i` serving `v` is predicted within `budget_ms` beside the others
-    /// as chosen.
-    fn fits(&self, i: usize, v: usize, budget_ms: f64) -> bool {
-        self.p99(i, v, self.others(i, |j| self.chosen[j])).is_some_and(|p| p <= budget_ms)
+    /// serving theirs in `chosen`.
+    fn fits(&self, i: usize, v: usize, chosen: &[usize], budget_ms: f64) -> bool {
+        self.p99(i, v, self.others(i, chosen)).is_some_and(|p| p <= budget_ms)
     }
 
-    fn over(&self, i: usize) -> bool {
-        self.tasks[i].budgets.is_some_and(|b| !self.fits(i, self.chosen[i], b.stay_ms))
+    /// Whether task `i` is predicted over its target as `chosen` serves.
+    fn over(&self, i: usize, chosen: &[usize]) -> bool {
+        self.tasks[i].budgets.is_some_and(|b| !self.fits(i, chosen[i], chosen, b.stay_ms))
     }
 
     /// The variant of task `j` that takes least of the executor, if `j` may move.
@@ -121,11 +121,12 @@ impl Plan<'_, '_> {
     /// others costs least.
     fn make_room(&mut self) {
         let mut settled = Vec::with_capacity(self.tasks.len());
+        let least: Vec<usize> = (0..self.tasks.len()).map(|j| self.least(j)).collect();
         for i in 0..self.tasks.len() {
-            let alone_over = self.over(i) && {
-                let least = self.others(i, |j| self.least(j));
-                let budget = self.tasks[i].budgets.map_or(f64::MAX, |b| b.stay_ms);
-                self.p99(i, self.chosen[i], least).is_none_or(|p| p > budget)
+            let alone_over = self.over(i, &self.chosen) && {
+                let mut beside_least = least.clone();
+                beside_least[i] = self.chosen[i];
+                self.over(i, &beside_least)
             };
             let own = self.tasks[i].behind || alone_over;
             if own {
@@ -136,7 +137,7 @@ impl Plan<'_, '_> {
         // Each pass lowers one task's variant: at most as many passes as variants.
         let most = self.tasks.iter().map(|t| t.candidates.len()).sum::<usize>();
         for _ in 0..most {
-            if !(0..self.tasks.len()).any(|i| !settled[i] && self.over(i)) {
+            if !(0..self.tasks.len()).any(|i| !settled[i] && self.over(i, &self.chosen)) {
                 return;
             }
             let Some((j, v)) = self.cheapest_room(&settled) else { return };
@@ -149,8 +150,9 @@ impl Plan<'_, '_> {
     /// up, the one that costs least per request.
     fn own_step_down(&self, i: usize) -> usize {
         let task = &self.tasks[i];
-        let (Some(budgets), current) = (task.budgets, self.chosen[i]) else { return self.chosen[i] };
-        let others = self.others(i, |j| self.chosen[j]);
+        let current = self.chosen[i];
+        let Some(budgets) = task.budgets else { return current };
+        let others = self.others(i, &self.chosen);
         let p99 = |v: usize| self.p99(i, v, others);
         let accuracy = |v: usize| task.candidates[v].accuracy;
         let lower = (0..task.candidates.len())
@@ -227,18 +229,15 @@ impl Plan<'_, '_> {
     fn step_up_for(&self, i: usize) -> Option<usize> {
         let (task, now) = (&self.tasks[i], self.chosen[i]);
         let budgets = task.budgets?;
+        let within_now: Vec<usize> = (0..self.tasks.len()).filter(|&j| j != i && !self.over(j, &self.chosen)).collect();
         let leaves_room = |v: usize| {
-            let variant_of = |j: usize| if j == i { v } else { self.chosen[j] };
-            (0..self.tasks.len()).filter(|&j| j != i).all(|j| {
-                let Some(b) = self.tasks[j].budgets else { return true };
-                let p99 = |of: &dyn Fn(usize) -> usize| self.p99(j, self.chosen[j], self.others(j, of));
-                let within = |p: Option<f64>| p.is_some_and(|p| p <= b.stay_ms);
-                within(p99(&variant_of)) || !within(p99(&|k| self.chosen[k]))
-            })
+            let mut trial = self.chosen.clone();
+            trial[i] = v;
+            within_now.iter().all(|&j| !self.over(j, &trial))
         };
         (0..task.candidates.len())
             .filter(|&v| task.candidates[v].accuracy > task.candidates[now].accuracy)
-            .filter(|&v| self.fits(i, v, budgets.step_up_ms) && leaves_room(v))
+            .filter(|&v| self.fits(i, v, &self.chosen, budgets.step_up_ms) && leaves_room(v))
             .max_by(|&x, &y| task.candidates[x].accuracy.total_cmp(&task.candidates[y].accuracy))
     }
 }

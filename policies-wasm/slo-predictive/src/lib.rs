@@ -123,15 +123,6 @@ pub struct Sharing {
     pub batch_ms: f64,
 }
 
-/// What a variant is predicted to do at the demand ahead.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Prediction {
-    /// The batch size it needs.
-    pub batch: u32,
-    /// Its predicted p99, in ms.
-    pub p99_ms: f64,
-}
-
 impl Policy for SloPredictive {
     fn decide(&mut self, snapshot: &Snapshot) -> Decision {
         let now_ms = snapshot.now_ms;
@@ -142,6 +133,7 @@ impl Policy for SloPredictive {
             .tasks
             .iter()
             .map(|t| {
+                // Before `recent_rate` records this tick as the last one seen.
                 let own_latencies = self.window_after_switch(t);
                 let recent = self.recent_rate(t, now_ms);
                 (self.demand_ahead(t, recent, now_ms) + self.backlog_per_s(t), own_latencies)
@@ -232,9 +224,9 @@ impl SloPredictive {
         (arrived - 2.0 * arrived.sqrt()).max(0.0) * 1e3 / (now_ms - then_ms) as f64
     }
 
-    /// The variant's p99 at `demand` with batches of up to `limit` beside `others`,
-    /// when they keep up.
-    pub fn predict(&self, a_ms: f64, c_ms: f64, demand: f64, limit: u32, others: Sharing) -> Option<Prediction> {
+    /// The variant's p99 (ms) at `demand` with batches of up to `limit` beside
+    /// `others`, when they keep up.
+    pub fn predict(&self, a_ms: f64, c_ms: f64, demand: f64, limit: u32, others: Sharing) -> Option<f64> {
         let (per_ms, c_ms, batch) = (demand / 1e3, c_ms.max(0.0), limit.max(1));
         let latency = a_ms * f64::from(batch) + c_ms;
         let utilisation = per_ms * latency / f64::from(batch) + others.utilisation;
@@ -245,7 +237,7 @@ impl SloPredictive {
         let settled = (per_ms * c_ms / (1.0 - per_ms * a_ms)).clamp(1.0, f64::from(batch));
         let longest = latency.max(others.batch_ms);
         let wait = self.parameters.queueing * longest * utilisation / (1.0 - utilisation);
-        Some(Prediction { batch, p99_ms: 2.0 * (a_ms * settled + c_ms) + wait })
+        Some(2.0 * (a_ms * settled + c_ms) + wait)
     }
 
     /// The largest batch `task` is predicted with.
@@ -297,18 +289,15 @@ impl SloPredictive {
             stay_ms: target * self.parameters.headroom,
             step_up_ms: target * self.parameters.step_up_headroom,
         });
-        let behind = match (task.slo_latency_ms, budgets) {
-            (Some(target), Some(b)) => {
-                let fit = candidates[active].fit;
-                // Late answers beyond 1 % of the window's, and more than one: a single
-                // late answer among a second's few dozen is a blip (a slow first batch,
-                // the host), and a real overload shows in the queue and the demand.
-                let late = task.slo_violations > 1.max(task.completed / 100);
-                let observed_over = own_latencies && late && task.latency_ms.is_some_and(|l| l.p99 > target);
-                observed_over || self.clearing_ms(fit.a_ms, fit.c_ms, ceiling, task.queue_length) > b.stay_ms
-            }
-            _ => false,
-        };
+        let behind = task.slo_latency_ms.zip(budgets).is_some_and(|(target, b)| {
+            let fit = candidates[active].fit;
+            // Late answers beyond 1 % of the window's, and more than one: a single late
+            // answer among a second's few dozen is a blip (a slow first batch, the
+            // host), and a real overload shows in the queue and the demand.
+            let late = task.slo_violations > 1.max(task.completed / 100);
+            let observed_over = own_latencies && late && task.latency_ms.is_some_and(|l| l.p99 > target);
+            observed_over || self.clearing_ms(fit.a_ms, fit.c_ms, ceiling, task.queue_length) > b.stay_ms
+        });
         let recently =
             self.state.last_switch_ms.get(&task.name).is_some_and(|&at| now_ms < at + self.parameters.step_up_after_ms);
         Some(Contender { demand, ceiling, budgets, candidates, active, behind, may_step_up: !recently })
@@ -366,7 +355,7 @@ mod tests {
     fn a_load_the_large_variant_cannot_keep_up_with_goes_to_one_that_can() {
         let policy = SloPredictive::default();
         // Batches of 8 take 36 ms: at 150/s ρ = 0.675; 2·L(1.5) + 0.7·36·ρ/(1−ρ) = 72.4.
-        let p99 = policy.predict(4.0, 4.0, 150.0, 8, Sharing::default()).unwrap().p99_ms;
+        let p99 = policy.predict(4.0, 4.0, 150.0, 8, Sharing::default()).unwrap();
         assert!((p99 - 72.4).abs() < 0.1, "{p99}");
         assert_eq!(policy.predict(4.0, 4.0, 300.0, 8, Sharing::default()), None, "300/s: ρ = 1.35");
         let decision = decide(&mut SloPredictive::default(), 0, task("large", 300.0, 300.0, 300.0)).unwrap();
@@ -546,7 +535,7 @@ mod tests {
         let policy = SloPredictive::default();
         let task_at = |active| task(active, 147.5, 147.5, 147.5);
         let demand = policy.demand_ahead(&task_at("medium"), 0.0, 0);
-        let p99 = policy.predict(4.0, 4.0, demand, 8, Sharing::default()).unwrap().p99_ms;
+        let p99 = policy.predict(4.0, 4.0, demand, 8, Sharing::default()).unwrap();
         assert!((75.0..90.0).contains(&p99), "{p99}");
         assert_eq!(decide(&mut SloPredictive::default(), 0, task_at("large")), None, "large stays");
         assert_eq!(decide(&mut SloPredictive::default(), 0, task_at("medium")), None, "medium does not step up");

@@ -7,7 +7,6 @@ pub mod onnx;
 pub(crate) mod turns;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::error::BackendError;
 use crate::tensor::{DType, Tensor};
@@ -67,15 +66,12 @@ pub struct Batch {
 pub struct BatchOutput {
     /// The tensors.
     pub outputs: Vec<Tensor>,
-    /// How long the batch waited for its turn before its session ran (sessions that
-    /// take turns); the rest of the call is the session's run time.
-    pub waited: Duration,
 }
 
 impl BatchOutput {
-    /// Outputs of a run that waited for nothing.
+    /// The outputs of a run.
     pub fn new(outputs: Vec<Tensor>) -> Self {
-        BatchOutput { outputs, waited: Duration::ZERO }
+        BatchOutput { outputs }
     }
 }
 

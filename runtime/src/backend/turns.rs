@@ -2,9 +2,9 @@
 //! A plain mutex lets the thread that just ran take it again at once, so a task whose
 //! queue never empties would starve the tasks beside it.
 //!
-//! A thread that holds a turn and asks again gets it at once: a model's worker takes
-//! its turn before it forms the batch (so that what arrives while it waits joins the
-//! batch), and the session's run inside asks too.
+//! A thread that holds a turn and asks the same turns again gets it at once: a model's
+//! worker takes its turn before it forms the batch (so that what arrives while it
+//! waits joins the batch), and the session's run inside asks too.
 
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
@@ -13,8 +13,8 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 pub static RUN_TURNS: Turns = Turns::new();
 
 thread_local! {
-    /// Whether this thread holds a turn.
-    static HOLDING: Cell<bool> = const { Cell::new(false) };
+    /// The turns this thread holds one of, if any.
+    static HOLDING: Cell<*const Turns> = const { Cell::new(std::ptr::null()) };
 }
 
 /// A queue of turns.
@@ -37,10 +37,10 @@ impl Turns {
         Turns { tickets: Mutex::new((0, 0)), next: Condvar::new() }
     }
 
-    /// Waits for every turn taken before this one to end, unless this thread holds a
-    /// turn already.
+    /// Waits for every turn taken before this one to end, unless this thread holds one
+    /// of these turns already.
     pub fn take(&self) -> Turn<'_> {
-        if HOLDING.get() {
+        if std::ptr::eq(HOLDING.get(), self) {
             return Turn { turns: None };
         }
         let mut tickets = self.lock();
@@ -49,7 +49,7 @@ impl Turns {
         while tickets.1 != mine {
             tickets = self.next.wait(tickets).unwrap_or_else(PoisonError::into_inner);
         }
-        HOLDING.set(true);
+        HOLDING.set(self);
         Turn { turns: Some(self) }
     }
 
@@ -61,7 +61,7 @@ impl Turns {
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
         if let Some(turns) = self.turns {
-            HOLDING.set(false);
+            HOLDING.set(std::ptr::null());
             turns.lock().1 += 1;
             turns.next.notify_all();
         }

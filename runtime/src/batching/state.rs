@@ -173,16 +173,8 @@ impl<T: Queued> State<T> {
             return (dead, Next::Idle);
         };
         let max = self.config.max_batch_size.max(1);
-        // Row totals of the longest prefix that fits one batch.
-        let mut prefix_rows = Vec::new();
-        let mut rows = 0;
-        for slot in &self.queue {
-            if !slot.item.can_batch_with(&head.item) || rows + slot.item.rows() > max {
-                break;
-            }
-            rows += slot.item.rows();
-            prefix_rows.push(rows);
-        }
+        let mut prefix_rows = self.joinable(&head.item, 0);
+        let rows = prefix_rows.last().copied().unwrap_or(0);
         if prefix_rows.is_empty() {
             // Admission refuses oversized requests; should one slip through, run it alone.
             prefix_rows.push(head.item.rows());
@@ -205,22 +197,29 @@ impl<T: Queued> State<T> {
     /// during the wait runs with it rather than after it. Expires what is dead first.
     pub fn top_up(&mut self, head: &T, rows: usize, now: Instant) -> (Vec<Dead<T>>, Vec<T>) {
         let dead = self.expire(now);
-        let max = self.config.max_batch_size.max(1);
-        let mut prefix_rows = Vec::new();
-        let mut total = rows;
-        for slot in &self.queue {
-            if !slot.item.can_batch_with(head) || total + slot.item.rows() > max {
-                break;
-            }
-            total += slot.item.rows();
-            prefix_rows.push(total);
-        }
+        let prefix_rows = self.joinable(head, rows);
         let take = if self.config.preferred_batch_sizes.is_empty() {
             prefix_rows.len()
         } else {
             prefix_rows.iter().rposition(|r| self.config.preferred_batch_sizes.contains(r)).map_or(0, |i| i + 1)
         };
         (dead, self.queue.drain(..take).map(|s| s.item).collect())
+    }
+
+    /// Row totals, from `rows` on, of the longest prefix of the queue that can run in
+    /// one batch led by `head` within `max_batch_size`.
+    fn joinable(&self, head: &T, rows: usize) -> Vec<usize> {
+        let max = self.config.max_batch_size.max(1);
+        let mut totals = Vec::new();
+        let mut total = rows;
+        for slot in &self.queue {
+            if !slot.item.can_batch_with(head) || total + slot.item.rows() > max {
+                break;
+            }
+            total += slot.item.rows();
+            totals.push(total);
+        }
+        totals
     }
 
     /// How many requests of the prefix to take: the longest prefix whose rows are a

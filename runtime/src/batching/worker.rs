@@ -4,7 +4,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 use tokio::sync::oneshot;
@@ -126,12 +126,11 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
         }
     };
     let computed = Instant::now();
-    let waited = result.as_ref().map_or(Duration::ZERO, |out| out.waited);
     let per_request = result.and_then(|out| split_outputs(out.outputs, &rows, names.outputs.len()));
     let finished = Instant::now();
     match per_request {
         Ok(per_request) => {
-            names.counters.executed((computed - assembled).saturating_sub(waited));
+            names.counters.executed(computed - assembled);
             for ((reply, rows, admitted, deadline), tensors) in waiters.into_iter().zip(per_request) {
                 let timings = Timings {
                     queue: started.saturating_duration_since(admitted),
