@@ -35,6 +35,15 @@ pub enum BackendError {
         #[source]
         source: ort::Error,
     },
+    /// The variant's device cannot be had: no GPU, no driver, or a backend library
+    /// built without it.
+    #[error("device {device} is not available: {reason}")]
+    DeviceUnavailable {
+        /// The device asked for, as configs write it.
+        device: String,
+        /// Why, and what would make it available.
+        reason: String,
+    },
     /// The model uses an input or output type modelless does not serve.
     #[error("{what} `{name}` has unsupported type {ty}")]
     UnsupportedType {

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use crate::admission::admit;
 use crate::answered::AnswerHook;
 use crate::backend::onnx::OrtSessionConfig;
-use crate::backend::{Backend, BackendFactory, ModelMetadata};
+use crate::backend::{Backend, BackendFactory, Device, ModelMetadata};
 use crate::batching::BatchingConfig;
 use crate::batching::queue::{Queue, timer_task};
 use crate::batching::worker::{ModelNames, Pending, worker_task};
@@ -122,6 +122,7 @@ pub struct Model {
     name: Arc<str>,
     version: u64,
     metadata: ModelMetadata,
+    device: Device,
     instances: usize,
     warmup: Option<Duration>,
     batching: ArcSwap<BatchingConfig>,
@@ -190,6 +191,7 @@ impl Model {
             loaded.push(instance);
         }
         let metadata = loaded.first().map(|l| l.backend.metadata().clone()).ok_or(Error::ShuttingDown)?;
+        let device = loaded.first().map_or(Device::Cpu, |l| l.backend.device());
         let batching = effective_batching(name, &metadata, batching);
         let warmup = loaded.iter().filter_map(|l| l.warmup).max();
         // A plain model is its own task.
@@ -218,6 +220,7 @@ impl Model {
             name: names.model.clone(),
             version: options.version,
             metadata,
+            device,
             instances,
             warmup,
             batching: ArcSwap::from_pointee(batching),
@@ -235,6 +238,11 @@ impl Model {
     /// Version named in its answers.
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// Where its sessions run (the CPU, where a variant fell back from a GPU).
+    pub fn device(&self) -> Device {
+        self.device
     }
 
     /// How long the slowest instance took to warm up, if it did.

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
+use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig, device_to_load};
 use modelless_runtime::profile::{Profile, ort_profile};
 use modelless_runtime::{
     BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
@@ -244,7 +244,8 @@ impl Runtime {
     pub fn add_task(&self, config: TaskConfig) -> Result<TaskStatus, Error> {
         let onnxruntime = self.onnxruntime.clone();
         let make: MakeBackend = Arc::new(move |variant, path| {
-            OrtBackend::factory(onnxruntime.clone(), path.to_path_buf(), variant.onnx.clone())
+            let (config, device) = (variant.onnx.clone(), variant.device);
+            OrtBackend::factory_on(onnxruntime.clone(), path.to_path_buf(), config, device, variant.fallback_to_cpu)
         });
         let onnxruntime = self.onnxruntime.clone();
         let find: FindProfile = Arc::new(move |variant, path| {
@@ -254,7 +255,8 @@ impl Runtime {
                 ProfileMode::Measure => true,
             };
             let max_batch_size = variant.batching.max_batch_size;
-            ort_profile(&variant.name, path, &onnxruntime, &variant.onnx, max_batch_size, measure)
+            let device = device_to_load(&onnxruntime, variant.device, variant.fallback_to_cpu);
+            ort_profile(&variant.name, path, device, &onnxruntime, &variant.onnx, max_batch_size, measure)
                 .inspect_err(|e| tracing::warn!(variant = %variant.name, error = %e, "no profile"))
                 .ok()
                 .flatten()

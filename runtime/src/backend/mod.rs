@@ -2,11 +2,14 @@
 //! OS thread (never on an async executor); it is created and warmed up on a loader
 //! thread of lower priority, then moved to that thread, hence `Send`.
 
+mod device;
 pub mod fake;
 pub mod onnx;
 pub(crate) mod turns;
 
 use std::sync::Arc;
+
+pub use device::Device;
 
 use crate::error::BackendError;
 use crate::tensor::{DType, Tensor};
@@ -89,6 +92,11 @@ pub trait Backend {
     /// smaller batches reuse what the largest one set up may need fewer.
     fn warmup_batch_sizes(&self, max_batch_size: usize) -> Vec<usize> {
         (1..=max_batch_size).rev().collect()
+    }
+
+    /// Where it runs.
+    fn device(&self) -> Device {
+        Device::Cpu
     }
 
     /// Whether its runs take process-wide turns ([`turns::RUN_TURNS`]). The worker then

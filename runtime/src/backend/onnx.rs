@@ -1,4 +1,12 @@
-//! [`OrtBackend`]: ONNX models on ONNX Runtime's CPU execution provider.
+//! [`OrtBackend`]: ONNX models on ONNX Runtime, on the CPU or on an NVIDIA GPU through
+//! its CUDA execution provider.
+//!
+//! The CUDA provider comes with the GPU build of the library (PyPI's
+//! `onnxruntime-gpu`, `onnxruntime/capi/`, with `libonnxruntime_providers_cuda.so`
+//! beside it and the CUDA 13 libraries on the loader's path); point `library_path` or
+//! `ORT_DYLIB_PATH` at it. A variant that asks for `cuda:N` where the library, the
+//! driver or the GPU is missing fails to load with [`BackendError::DeviceUnavailable`]
+//! (or loads on the CPU, when its config says `fallback_to_cpu`).
 //!
 //! ONNX Runtime is loaded at run time from a shared library (`ort`'s `load-dynamic`),
 //! found in this order: [`OrtEnvironmentConfig::library_path`], the `ORT_DYLIB_PATH`
@@ -14,12 +22,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use half::f16;
+use ort::ep::ExecutionProvider;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, TensorElementType, ValueType};
 use serde::{Deserialize, Serialize};
 
-use super::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
+use super::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorSpec};
 use crate::error::BackendError;
 use crate::tensor::{DType, Element, Tensor, with_elements};
 
@@ -173,38 +182,80 @@ pub fn find_library(explicit: Option<&Path>) -> Result<PathBuf, BackendError> {
 pub struct OrtBackend {
     session: Session,
     metadata: ModelMetadata,
+    device: Device,
 }
 
 impl OrtBackend {
-    /// Loads `path` into a new session of `env`.
+    /// Loads `path` into a new session of `env` on `device`.
     pub fn load(
         env: &ort::environment::Environment,
         path: &Path,
         config: &OrtSessionConfig,
+        device: Device,
     ) -> Result<Self, BackendError> {
         // Read the file ourselves so that a missing file is an I/O error, not an ORT one.
         let bytes = std::fs::read(path).map_err(|source| BackendError::ModelFile { path: path.into(), source })?;
         let context = format!("loading {}", path.display());
-        let session = configure(
-            Session::builder(env).map_err(|source| BackendError::Ort { context: context.clone(), source })?,
-            config,
-        )
-        .and_then(|mut b| b.commit_from_memory(&bytes))
-        .map_err(|source| BackendError::Ort { context, source })?;
+        let ort_err = |source| BackendError::Ort { context: context.clone(), source };
+        let builder = configure(Session::builder(env).map_err(ort_err)?, config).map_err(ort_err)?;
+        let session = on_device(builder, device)?.commit_from_memory(&bytes).map_err(ort_err)?;
         let metadata = ModelMetadata {
             inputs: session.inputs().iter().map(|o| spec("input", o.name(), o.dtype())).collect::<Result<_, _>>()?,
             outputs: session.outputs().iter().map(|o| spec("output", o.name(), o.dtype())).collect::<Result<_, _>>()?,
         };
-        Ok(OrtBackend { session, metadata })
+        Ok(OrtBackend { session, metadata, device })
     }
 
-    /// A factory that loads `path` with `config` in the shared environment.
+    /// A factory that loads `path` with `config` in the shared environment, on the CPU.
     pub fn factory(env_config: OrtEnvironmentConfig, path: PathBuf, config: OrtSessionConfig) -> BackendFactory {
+        OrtBackend::factory_on(env_config, path, config, Device::Cpu, false)
+    }
+
+    /// A factory that loads `path` with `config` on `device`; where the device cannot
+    /// be had, on the CPU if `fallback_to_cpu`, else not at all.
+    pub fn factory_on(
+        env_config: OrtEnvironmentConfig,
+        path: PathBuf,
+        config: OrtSessionConfig,
+        device: Device,
+        fallback_to_cpu: bool,
+    ) -> BackendFactory {
         Arc::new(move || {
             let env = environment(&env_config)?;
-            Ok(Box::new(OrtBackend::load(&env, &path, &config)?))
+            match OrtBackend::load(&env, &path, &config, device) {
+                Err(BackendError::DeviceUnavailable { device, reason }) if fallback_to_cpu => {
+                    tracing::warn!(model = %path.display(), %device, %reason, "loading on the CPU instead");
+                    Ok(Box::new(OrtBackend::load(&env, &path, &config, Device::Cpu)?))
+                }
+                loaded => Ok(Box::new(loaded?)),
+            }
         })
     }
+}
+
+/// The device a variant configured for `device` is profiled and loaded on: the CPU where
+/// it asks for a GPU this ONNX Runtime library has no provider for and may fall back.
+pub fn device_to_load(env_config: &OrtEnvironmentConfig, device: Device, fallback_to_cpu: bool) -> Device {
+    let has_cuda =
+        || environment(env_config).is_ok() && <ort::ep::CUDA as ExecutionProvider>::is_available().unwrap_or(false);
+    if device.cuda_index().is_some() && fallback_to_cpu && !has_cuda() { Device::Cpu } else { device }
+}
+
+/// Registers the execution provider of `device`. ONNX Runtime would quietly run on the
+/// CPU where the provider fails to register; a variant configured for a GPU must not.
+fn on_device(mut builder: SessionBuilder, device: Device) -> Result<SessionBuilder, BackendError> {
+    let Some(index) = device.cuda_index() else { return Ok(builder) };
+    let unavailable = |reason: String| BackendError::DeviceUnavailable { device: device.to_string(), reason };
+    let cuda = ort::ep::CUDA::default().with_device_id(index as i32);
+    if !<ort::ep::CUDA as ExecutionProvider>::is_available().unwrap_or(false) {
+        return Err(unavailable(
+            "this ONNX Runtime library has no CUDA execution provider; load the GPU build \
+             (PyPI's onnxruntime-gpu) through `library_path` or ORT_DYLIB_PATH"
+                .into(),
+        ));
+    }
+    cuda.register(&mut builder).map_err(|e| unavailable(e.to_string()))?;
+    Ok(builder)
 }
 
 fn configure(builder: SessionBuilder, config: &OrtSessionConfig) -> Result<SessionBuilder, ort::Error> {
@@ -260,6 +311,10 @@ impl Backend for OrtBackend {
             sizes.push(1);
         }
         sizes
+    }
+
+    fn device(&self) -> Device {
+        self.device
     }
 
     fn takes_turns(&self) -> bool {

@@ -4,7 +4,7 @@
 //!
 //! Counters move on the request path through [`ModelCounters`], handles bound to one
 //! model's labels once when it starts, so serving a request costs a few atomic adds.
-//! Gauges (queue lengths, active variants, CPU) are read when the metrics are scraped.
+//! Gauges (queue lengths, active variants, CPU, GPUs) are read when the metrics are scraped.
 //! Counters live as long as the process: a new version of a variant goes on counting
 //! where the old one stopped, as Prometheus expects of a counter.
 
@@ -13,9 +13,11 @@ use std::time::Duration;
 
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry as PromRegistry, TextEncoder,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry as PromRegistry, TextEncoder,
 };
+
+use modelless_policy_abi::GpuSnapshot;
 
 use super::cpu::CpuSample;
 use crate::registry::Registry;
@@ -71,6 +73,78 @@ pub struct ServingMetrics {
     cpu_utilization: Gauge,
     process_cpu_utilization: Gauge,
     last_cpu: Mutex<Option<CpuSample>>,
+    gpu: GpuGauges,
+}
+
+/// Per GPU, labelled by its index and model name; none where NVML finds no GPU.
+struct GpuGauges {
+    utilization: GaugeVec,
+    memory_used_bytes: GaugeVec,
+    memory_total_bytes: GaugeVec,
+    temperature_celsius: GaugeVec,
+    power_watts: GaugeVec,
+    sm_clock_mhz: GaugeVec,
+    throttled: GaugeVec,
+}
+
+const GPU_LABELS: [&str; 2] = ["gpu", "name"];
+
+impl GpuGauges {
+    fn new(registry: &PromRegistry) -> Self {
+        let gauges =
+            |name: &str, help: &str, labels: &[&str]| register(registry, GaugeVec::new(Opts::new(name, help), labels));
+        GpuGauges {
+            utilization: gauges(
+                "modelless_gpu_utilization",
+                "GPU busy time over NVML's last sample period, 0 to 1",
+                &GPU_LABELS,
+            ),
+            memory_used_bytes: gauges("modelless_gpu_memory_used_bytes", "GPU memory in use", &GPU_LABELS),
+            memory_total_bytes: gauges("modelless_gpu_memory_total_bytes", "GPU memory in all", &GPU_LABELS),
+            temperature_celsius: gauges("modelless_gpu_temperature_celsius", "GPU temperature", &GPU_LABELS),
+            power_watts: gauges("modelless_gpu_power_watts", "GPU power draw", &GPU_LABELS),
+            sm_clock_mhz: gauges("modelless_gpu_sm_clock_mhz", "GPU streaming-multiprocessor clock", &GPU_LABELS),
+            throttled: gauges(
+                "modelless_gpu_clocks_throttled",
+                "1 for each reason NVML gives for holding the GPU's clocks down",
+                &["gpu", "name", "reason"],
+            ),
+        }
+    }
+
+    /// Sets every gauge from `gpus`; a figure a GPU does not give is left out.
+    fn read(&self, gpus: &[GpuSnapshot]) {
+        let all = [
+            &self.utilization,
+            &self.memory_used_bytes,
+            &self.memory_total_bytes,
+            &self.temperature_celsius,
+            &self.power_watts,
+            &self.sm_clock_mhz,
+            &self.throttled,
+        ];
+        all.iter().for_each(|g| g.reset());
+        for gpu in gpus {
+            let index = gpu.index.to_string();
+            let labels = [index.as_str(), gpu.name.as_str()];
+            let figures = [
+                (&self.utilization, gpu.utilisation_percent.map(|p| p / 100.0)),
+                (&self.memory_used_bytes, gpu.memory_used_bytes.map(|b| b as f64)),
+                (&self.memory_total_bytes, gpu.memory_total_bytes.map(|b| b as f64)),
+                (&self.temperature_celsius, gpu.temperature_c),
+                (&self.power_watts, gpu.power_w),
+                (&self.sm_clock_mhz, gpu.sm_clock_mhz.map(f64::from)),
+            ];
+            for (gauge, value) in figures {
+                if let Some(value) = value {
+                    gauge.with_label_values(&labels).set(value);
+                }
+            }
+            for reason in &gpu.throttle_reasons {
+                self.throttled.with_label_values(&[labels[0], labels[1], reason]).set(1.0);
+            }
+        }
+    }
 }
 
 /// The process's metrics.
@@ -199,6 +273,7 @@ impl ServingMetrics {
                 "CPU utilisation of this process, 0 to 1 of all cores",
             ),
             last_cpu: Mutex::new(CpuSample::now()),
+            gpu: GpuGauges::new(&registry),
             registry,
         }
     }
@@ -272,6 +347,7 @@ impl ServingMetrics {
         if now.is_some() {
             *last = now;
         }
+        self.gpu.read(&super::gpu_snapshots());
     }
 }
 
@@ -380,5 +456,38 @@ mod tests {
         assert!(text.contains(line), "{text}");
         let line = r#"modelless_inference_request_failure{reason="expired",task="exposition-test",variant="v1"} 1"#;
         assert!(text.contains(line), "{text}");
+    }
+
+    #[test]
+    fn gpu_gauges_show_the_figures_a_gpu_gives_and_drop_a_gpu_that_went() {
+        let registry = PromRegistry::new();
+        let gauges = GpuGauges::new(&registry);
+        let gpu = GpuSnapshot {
+            index: 1,
+            name: "Test GPU".into(),
+            utilisation_percent: Some(40.0),
+            memory_used_bytes: Some(3 << 30),
+            memory_total_bytes: Some(80 << 30),
+            temperature_c: None,
+            power_w: Some(212.5),
+            sm_clock_mhz: Some(1755),
+            throttle_reasons: vec!["sw_power_cap".into()],
+        };
+        gauges.read(std::slice::from_ref(&gpu));
+        let mut text = Vec::new();
+        TextEncoder::new().encode(&registry.gather(), &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        for line in [
+            r#"modelless_gpu_utilization{gpu="1",name="Test GPU"} 0.4"#,
+            r#"modelless_gpu_memory_used_bytes{gpu="1",name="Test GPU"} 3221225472"#,
+            r#"modelless_gpu_power_watts{gpu="1",name="Test GPU"} 212.5"#,
+            r#"modelless_gpu_sm_clock_mhz{gpu="1",name="Test GPU"} 1755"#,
+            r#"modelless_gpu_clocks_throttled{gpu="1",name="Test GPU",reason="sw_power_cap"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert!(!text.contains("modelless_gpu_temperature_celsius{"), "a figure the GPU does not give is absent");
+        gauges.read(&[]);
+        assert!(registry.gather().iter().all(|family| family.get_metric().is_empty()));
     }
 }

@@ -1,15 +1,17 @@
-//! What the control loop measures: CPU utilisation of the machine and the process,
-//! and each task's traffic over the last minute; and the Prometheus metrics of the
+//! What the control loop measures: CPU utilisation of the machine and the process, GPUs
+//! (NVML), and each task's traffic over the last minute; and the Prometheus metrics of the
 //! process.
 
 mod cpu;
 pub mod exposition;
+mod gpu;
 mod memory;
 mod traffic;
 mod window;
 
 pub use cpu::{CpuSample, CpuUtilisation};
 pub use exposition::{FailureReason, ModelCounters, ModelTotals, ServingMetrics, serving_metrics};
+pub use gpu::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
 pub use memory::machine_memory;
 pub use traffic::{TaskTraffic, TrafficReading};
 pub use window::{TickCounts, TrafficWindow};

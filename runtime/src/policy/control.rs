@@ -437,7 +437,7 @@ fn snapshot(tasks: &[Arc<Task>], tick: u64, elapsed: Duration, cpu: Option<(CpuS
         cpu_process_percent: utilisation.map(|u| round(u.process_percent)),
         memory_total_bytes: memory.map(|m| m.0),
         memory_available_bytes: memory.map(|m| m.1),
-        gpus: Vec::new(),
+        gpus: crate::metrics::gpu_snapshots(),
     };
     Snapshot { abi_version: ABI_VERSION, tick, now_ms: elapsed.as_millis() as u64, tasks, system }
 }

@@ -1,5 +1,7 @@
 //! How much memory a backend holds, for the profiler's memory column and stop.
 
+use crate::backend::Device;
+
 /// Reads the memory in use on a device, in bytes.
 pub trait MemoryProbe {
     /// Bytes in use now.
@@ -16,6 +18,29 @@ impl MemoryProbe for ProcessMemory {
         let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
         let resident: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
         Some(resident * page_size())
+    }
+}
+
+/// Device memory this process holds on GPU `index` (NVML's count for the process: on
+/// a GPU, the framework's caching allocator holds what a batch needed after it ran,
+/// so the growth after each batch size is what that size needs).
+#[derive(Clone, Copy, Debug)]
+pub struct GpuMemory {
+    /// The GPU, as in `cuda:N`.
+    pub index: u32,
+}
+
+impl MemoryProbe for GpuMemory {
+    fn bytes_in_use(&self) -> Option<u64> {
+        crate::metrics::process_gpu_memory(self.index)
+    }
+}
+
+/// The probe of the memory sessions on `device` use.
+pub fn memory_probe(device: Device) -> Box<dyn MemoryProbe> {
+    match device.cuda_index() {
+        Some(index) => Box::new(GpuMemory { index }),
+        None => Box::new(ProcessMemory),
     }
 }
 

@@ -20,7 +20,7 @@ pub use first_run::{involuntary_context_switches, sample_first_runs};
 pub use fit::{Line, fit_line, percentile};
 pub use load::{SteadyLoad, closed_loop, steady_load};
 pub use measure::{ProfileEvent, ProfileOptions, profile_model};
-pub use memory::{MemoryProbe, ProcessMemory};
+pub use memory::{GpuMemory, MemoryProbe, ProcessMemory, memory_probe};
 pub use onnx::{ort_profile, ort_profile_key, store_beside};
 pub use store::{ProfileStore, file_sha256, profile_key};
 pub use sweep::{Sweep, SweepConfig, SweepEvent, sweep};

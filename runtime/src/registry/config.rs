@@ -4,28 +4,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::backend::Device;
 use crate::backend::onnx::OrtSessionConfig;
 use crate::batching::BatchingConfig;
 use crate::error::Error;
 use crate::warmup::WarmupConfig;
-
-/// Where a variant runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Device {
-    /// The CPU.
-    #[default]
-    Cpu,
-}
-
-impl Device {
-    /// As configs and snapshots write it: `cpu`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Device::Cpu => "cpu",
-        }
-    }
-}
 
 /// What loading a variant does about its profile (what it costs on this machine, which
 /// orders variants for routing and which policies read).
@@ -148,9 +131,13 @@ pub struct VariantConfig {
     pub path: PathBuf,
     /// Accuracy, in whatever unit the task's variants share (e.g. ImageNet top-1 %).
     pub accuracy: f64,
-    /// Where it runs.
+    /// Where it runs: `cpu` or `cuda:N`.
     #[serde(default)]
     pub device: Device,
+    /// Load it on the CPU when its device cannot be had (no GPU, no driver, a build of
+    /// ONNX Runtime without CUDA), rather than fail to load.
+    #[serde(default)]
+    pub fallback_to_cpu: bool,
     /// Sessions serving it.
     #[serde(default = "one")]
     pub instances: usize,
@@ -184,6 +171,7 @@ impl VariantConfig {
             path: path.into(),
             accuracy,
             device: Device::Cpu,
+            fallback_to_cpu: false,
             instances: 1,
             batching: BatchingConfig::default(),
             onnx: OrtSessionConfig::default(),
@@ -202,6 +190,13 @@ impl VariantConfig {
     /// Sets the number of instances.
     pub fn with_instances(mut self, instances: usize) -> Self {
         self.instances = instances;
+        self
+    }
+
+    /// Sets where it runs, and whether it loads on the CPU when that device cannot be had.
+    pub fn with_device(mut self, device: Device, fallback_to_cpu: bool) -> Self {
+        self.device = device;
+        self.fallback_to_cpu = fallback_to_cpu;
         self
     }
 

@@ -437,7 +437,8 @@ impl Task {
                     name: slot.config.name.clone(),
                     accuracy: slot.config.accuracy,
                     state: entry.map_or(VariantState::Unloaded, |e| e.state),
-                    device: slot.config.device.name().into(),
+                    // Where it runs if loaded (a variant may have fallen back to the CPU).
+                    device: entry.and_then(|e| e.model.as_ref()).map_or(slot.config.device, |m| m.device()).name(),
                     profile: known.then_some(cost),
                     runs,
                 }

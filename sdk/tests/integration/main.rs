@@ -2,9 +2,11 @@
 //! backends, and real ONNX Runtime sessions on the project's generated models
 //! (`scripts/setup.sh` makes them; `make test` runs it first), and the policy modules
 //! it builds, run through the Wasm host and compared with the same policies called
-//! natively; and the KServe V2 endpoints against the real Python clients.
+//! natively; variants placed on devices the machine lacks; and the KServe V2 endpoints
+//! against the real Python clients.
 
 mod common;
+mod devices;
 mod fake_backend;
 #[cfg(feature = "server")]
 mod kserve;

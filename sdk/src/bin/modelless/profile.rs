@@ -6,10 +6,10 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use modelless::backend::onnx::{OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment};
 use modelless::profile::{
-    Example, ProcessMemory, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor,
-    closed_loop, fit_line, mape, ort_profile_key, profile_model, steady_load, store_beside,
+    Example, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor, closed_loop,
+    fit_line, mape, memory_probe, ort_profile_key, profile_model, steady_load, store_beside,
 };
-use modelless::{BatchingConfig, Model, Profile, RuntimeConfig, StartOptions, WarmupConfig};
+use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, WarmupConfig};
 
 use crate::plot::{Series, scatter_with_lines};
 
@@ -55,6 +55,7 @@ struct Target {
     path: PathBuf,
     onnx: OrtSessionConfig,
     max_batch_size: usize,
+    device: Device,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -98,12 +99,14 @@ fn targets(config: &RuntimeConfig) -> Vec<Target> {
         path: m.path.clone(),
         onnx: m.onnx.clone(),
         max_batch_size: m.batching.max_batch_size,
+        device: Device::Cpu,
     });
     let variants = config.tasks.iter().flat_map(|t| &t.variants).map(|v| Target {
         name: v.name.clone(),
         path: v.path.clone(),
         onnx: v.onnx.clone(),
         max_batch_size: v.batching.max_batch_size,
+        device: v.device,
     });
     models.chain(variants).collect()
 }
@@ -120,7 +123,7 @@ fn profile_one(
     options.throughput_for = Duration::from_secs_f64(args.throughput_secs);
     options.first_run_sessions = args.first_run_sessions;
     options.force = args.force;
-    let key = ort_profile_key(&target.path, env, &target.onnx, target.max_batch_size, &options)?;
+    let key = ort_profile_key(&target.path, target.device, env, &target.onnx, target.max_batch_size, &options)?;
     let store = store_beside(&target.path);
     let sweep_runs = options.sweep.batch_sizes.len() as u64 * (options.sweep.warm_runs as u64 + 1);
     let first_runs = (options.first_run_sessions * target.max_batch_size) as u64;
@@ -133,9 +136,10 @@ fn profile_one(
     );
     bar.set_prefix(target.name.clone());
     let mut reused = false;
-    let factory = OrtBackend::factory(env.clone(), target.path.clone(), target.onnx.clone());
+    let factory = OrtBackend::factory_on(env.clone(), target.path.clone(), target.onnx.clone(), target.device, false);
+    let probe = memory_probe(target.device);
     let profile =
-        profile_model(&target.name, factory, key, &store, &options, &ProcessMemory, &mut |event| match event {
+        profile_model(&target.name, factory, key, &store, &options, probe.as_ref(), &mut |event| match event {
             ProfileEvent::Reused => {
                 reused = true;
                 bar.set_position(total);
@@ -190,7 +194,8 @@ fn verify(
     let mut verdicts = Vec::new();
     for (target, (name, profile, _)) in targets.iter().zip(rows) {
         let Some(stored) = profile.max_throughput else { continue };
-        let factory = OrtBackend::factory(env.clone(), target.path.clone(), target.onnx.clone());
+        let factory =
+            OrtBackend::factory_on(env.clone(), target.path.clone(), target.onnx.clone(), target.device, false);
         let batching = BatchingConfig::default().with_max_batch_size(stored.batch_size as usize);
         let warm = StartOptions { warmup: WarmupConfig::default(), ..StartOptions::default() };
         let model = Model::start_with(name, factory, 1, batching, warm)?;
