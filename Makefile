@@ -3,17 +3,28 @@
 CARGO_TARGET_DIR ?= $(HOME)/.cache/modelless/target
 export CARGO_TARGET_DIR
 
-.PHONY: setup demo test bench bench-switch bench-policy bench-serve profile fmt lint
+.PHONY: setup setup-torch demo test bench bench-switch bench-policy bench-serve profile fmt lint
 
 # Python venv, ONNX Runtime library and generated models under .modelless/ (idempotent).
 setup:
 	bash scripts/setup.sh
 
+# PyTorch (its own venv, 4.7 GB) and the TorchScript modules, for the `tch` feature.
+setup-torch: setup
+	bash scripts/setup_torch.sh
+
+# What a build with the `tch` feature needs: libtorch through the venv's python.
+TORCH_ENV = eval "$$(bash scripts/torch_env.sh)" &&
+
 demo: setup
 	cargo run --release -p modelless-examples --example demo
 
-test: setup
-	cargo test --workspace --all-features --locked
+test: setup-torch
+	$(TORCH_ENV) cargo test --workspace --all-features --locked
+	# The GPU tests are ignored (and listed so) where no NVIDIA GPU is; where one is, they run.
+	@if nvidia-smi -L >/dev/null 2>&1; then \
+		$(TORCH_ENV) cargo test -p modelless --all-features --locked --test integration -- --include-ignored gpu::; \
+	else echo "no NVIDIA GPU (nvidia-smi lists none): the GPU tests above were ignored"; fi
 	# A target dir of its own: the policy crates are cdylibs, whose files carry no hash,
 	# so builds of them by this workspace and by the root one (the sdk's tests call them
 	# natively) would overwrite each other.
@@ -39,5 +50,5 @@ profile: setup
 fmt:
 	cargo fmt --all
 
-lint:
-	cargo clippy --workspace --all-targets --all-features -- -D warnings
+lint: setup-torch
+	$(TORCH_ENV) cargo clippy --workspace --all-targets --all-features -- -D warnings

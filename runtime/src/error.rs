@@ -44,6 +44,14 @@ pub enum BackendError {
         /// Why, and what would make it available.
         reason: String,
     },
+    /// libtorch refused an operation on a TorchScript module.
+    #[error("libtorch: {context}: {message}")]
+    Torch {
+        /// What was being done.
+        context: String,
+        /// libtorch's error.
+        message: String,
+    },
     /// The model uses an input or output type modelless does not serve.
     #[error("{what} `{name}` has unsupported type {ty}")]
     UnsupportedType {

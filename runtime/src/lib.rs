@@ -29,8 +29,8 @@ pub use model::{DrainHandle, LoadPhase, Model, ModelConfig, StartOptions, Ticket
 /// The policy ABI's types and guest kit, as this runtime speaks them.
 pub use modelless_policy_abi as policy_abi;
 pub use registry::{
-    Device, FindProfile, MakeBackend, ProfileMode, Registry, SwitchReport, Task, TaskConfig, TaskStatus, VariantConfig,
-    VariantState, VariantStatus, VersionStatus,
+    Device, FindProfile, MakeBackend, ModelFormat, ProfileMode, Registry, SwitchReport, Task, TaskConfig, TaskStatus,
+    VariantConfig, VariantState, VariantStatus, VersionStatus,
 };
 pub use request::{InferOptions, Inputs, Output, Slo, Timings};
 pub use tensor::{DType, Element, Tensor, TensorData};

@@ -4,11 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig, device_to_load};
-use modelless_runtime::profile::{Profile, ort_profile};
+use modelless_runtime::backend::torchscript;
+use modelless_runtime::profile::{Profile, ort_profile, torchscript_profile};
 use modelless_runtime::{
     BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
-    ModelMetadata, Output, ProfileMode, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus,
-    Ticket,
+    ModelFormat, ModelMetadata, Output, ProfileMode, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig,
+    TaskStatus, Ticket,
 };
 use serde::{Deserialize, Serialize};
 
@@ -244,8 +245,13 @@ impl Runtime {
     pub fn add_task(&self, config: TaskConfig) -> Result<TaskStatus, Error> {
         let onnxruntime = self.onnxruntime.clone();
         let make: MakeBackend = Arc::new(move |variant, path| {
-            let (config, device) = (variant.onnx.clone(), variant.device);
-            OrtBackend::factory_on(onnxruntime.clone(), path.to_path_buf(), config, device, variant.fallback_to_cpu)
+            let (path, device, fallback) = (path.to_path_buf(), variant.device, variant.fallback_to_cpu);
+            match variant.format {
+                ModelFormat::Onnx => {
+                    OrtBackend::factory_on(onnxruntime.clone(), path, variant.onnx.clone(), device, fallback)
+                }
+                ModelFormat::Torchscript => torchscript::factory(path, variant.torchscript.clone(), device, fallback),
+            }
         });
         let onnxruntime = self.onnxruntime.clone();
         let find: FindProfile = Arc::new(move |variant, path| {
@@ -254,12 +260,18 @@ impl Runtime {
                 ProfileMode::Stored => false,
                 ProfileMode::Measure => true,
             };
-            let max_batch_size = variant.batching.max_batch_size;
-            let device = device_to_load(&onnxruntime, variant.device, variant.fallback_to_cpu);
-            ort_profile(&variant.name, path, device, &onnxruntime, &variant.onnx, max_batch_size, measure)
-                .inspect_err(|e| tracing::warn!(variant = %variant.name, error = %e, "no profile"))
-                .ok()
-                .flatten()
+            let (max_batch_size, fallback) = (variant.batching.max_batch_size, variant.fallback_to_cpu);
+            let found = match variant.format {
+                ModelFormat::Onnx => {
+                    let device = device_to_load(&onnxruntime, variant.device, fallback);
+                    ort_profile(&variant.name, path, device, &onnxruntime, &variant.onnx, max_batch_size, measure)
+                }
+                ModelFormat::Torchscript => {
+                    let device = torchscript::device_to_load(variant.device, fallback);
+                    torchscript_profile(&variant.name, path, device, &variant.torchscript, max_batch_size, measure)
+                }
+            };
+            found.inspect_err(|e| tracing::warn!(variant = %variant.name, error = %e, "no profile")).ok().flatten()
         });
         let name = config.name.clone();
         self.start_task(&name, || Task::start_profiled(config, make, Some(find)))

@@ -5,6 +5,7 @@
 mod device;
 pub mod fake;
 pub mod onnx;
+pub mod torchscript;
 pub(crate) mod turns;
 
 use std::sync::Arc;

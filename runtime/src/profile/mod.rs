@@ -14,6 +14,7 @@ mod memory;
 mod onnx;
 mod store;
 mod sweep;
+mod torchscript;
 mod warmup_predictor;
 
 pub use first_run::{involuntary_context_switches, sample_first_runs};
@@ -24,4 +25,5 @@ pub use memory::{GpuMemory, MemoryProbe, ProcessMemory, memory_probe};
 pub use onnx::{ort_profile, ort_profile_key, store_beside};
 pub use store::{ProfileStore, file_sha256, profile_key};
 pub use sweep::{Sweep, SweepConfig, SweepEvent, sweep};
+pub use torchscript::torchscript_profile;
 pub use warmup_predictor::{Example, HeldOut, PredictorError, WarmupFeatures, WarmupPredictor, held_out_error, mape};

@@ -6,9 +6,22 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::backend::Device;
 use crate::backend::onnx::OrtSessionConfig;
+use crate::backend::torchscript::TorchScriptConfig;
 use crate::batching::BatchingConfig;
 use crate::error::Error;
 use crate::warmup::WarmupConfig;
+
+/// What kind of model file a variant serves, and so which runtime runs it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelFormat {
+    /// ONNX, on ONNX Runtime.
+    #[default]
+    Onnx,
+    /// TorchScript, on libtorch (the `tch` feature); its `torchscript` section
+    /// declares inputs and outputs.
+    Torchscript,
+}
 
 /// What loading a variant does about its profile (what it costs on this machine, which
 /// orders variants for routing and which policies read).
@@ -127,8 +140,11 @@ impl TaskConfig {
 pub struct VariantConfig {
     /// Its name, unique within the task.
     pub name: String,
-    /// The `.onnx` file of its first version.
+    /// The model file of its first version.
     pub path: PathBuf,
+    /// What kind of file it is.
+    #[serde(default)]
+    pub format: ModelFormat,
     /// Accuracy, in whatever unit the task's variants share (e.g. ImageNet top-1 %).
     pub accuracy: f64,
     /// Where it runs: `cpu` or `cuda:N`.
@@ -147,6 +163,9 @@ pub struct VariantConfig {
     /// ONNX Runtime session settings.
     #[serde(default)]
     pub onnx: OrtSessionConfig,
+    /// A TorchScript module's inputs, outputs and threads.
+    #[serde(default)]
+    pub torchscript: TorchScriptConfig,
     /// Warm-up before it is routed to.
     #[serde(default)]
     pub warmup: WarmupConfig,
@@ -169,12 +188,14 @@ impl VariantConfig {
         VariantConfig {
             name: name.into(),
             path: path.into(),
+            format: ModelFormat::Onnx,
             accuracy,
             device: Device::Cpu,
             fallback_to_cpu: false,
             instances: 1,
             batching: BatchingConfig::default(),
             onnx: OrtSessionConfig::default(),
+            torchscript: TorchScriptConfig::default(),
             warmup: WarmupConfig::default(),
             preload: false,
             profile: ProfileMode::Stored,
@@ -197,6 +218,19 @@ impl VariantConfig {
     pub fn with_device(mut self, device: Device, fallback_to_cpu: bool) -> Self {
         self.device = device;
         self.fallback_to_cpu = fallback_to_cpu;
+        self
+    }
+
+    /// Sets the model file of its first version.
+    pub fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// Serves a TorchScript module that takes and gives what `config` declares.
+    pub fn with_torchscript(mut self, config: TorchScriptConfig) -> Self {
+        self.format = ModelFormat::Torchscript;
+        self.torchscript = config;
         self
     }
 

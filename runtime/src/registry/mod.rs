@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 
-pub use config::{Device, ProfileMode, TaskConfig, VariantConfig};
+pub use config::{Device, ModelFormat, ProfileMode, TaskConfig, VariantConfig};
 pub use task::{FindProfile, MakeBackend, SwitchReport, Task, TaskStatus, VariantState, VariantStatus, VersionStatus};
 
 use crate::error::Error;

@@ -392,8 +392,10 @@ impl Task {
         let (model, ceiling) = {
             let inner = self.lock();
             let slot = &inner.variants[inner.active];
-            let model = slot.current.and_then(|c| slot.versions.get(&c)).and_then(|e| e.model.clone());
-            (model.ok_or(Error::ShuttingDown)?, slot.config.batching.max_batch_size)
+            let entry = slot.current.and_then(|c| slot.versions.get(&c));
+            let model = entry.and_then(|e| e.model.clone());
+            let profile = entry.and_then(|e| e.profile.as_deref());
+            (model.ok_or(Error::ShuttingDown)?, memory_capped(slot.config.batching.clone(), profile).max_batch_size)
         };
         let mut batching = model.batching();
         if let Some(rows) = max_batch_size {
@@ -564,7 +566,8 @@ impl Task {
         let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
         let factory = (self.make_backend)(&config, &path);
         let loading = Instant::now();
-        let started = Model::start_with(&config.name, factory, config.instances, config.batching.clone(), options);
+        let batching = memory_capped(config.batching.clone(), profile.as_deref());
+        let started = Model::start_with(&config.name, factory, config.instances, batching, options);
         let load_time = loading.elapsed();
         let mut inner = self.lock();
         let slot = &mut inner.variants[index];
@@ -704,12 +707,27 @@ fn mark_drained(inner: &mut Inner) {
     }
 }
 
+/// `batching` with its largest batch no larger than the largest that fits the device
+/// memory `profile` measured (a batch predicted not to fit is never formed; a request
+/// with more rows than that is refused at admission as too large).
+fn memory_capped(mut batching: BatchingConfig, profile: Option<&Profile>) -> BatchingConfig {
+    if let Some(fits) = profile.and_then(|p| p.max_safe_batch).map(|b| b.max(1) as usize)
+        && fits < batching.max_batch_size
+    {
+        tracing::info!(configured = batching.max_batch_size, fits, "batches capped to what fits in memory");
+        batching.max_batch_size = fits;
+        batching.preferred_batch_sizes.retain(|&b| b <= fits);
+    }
+    batching
+}
+
 #[cfg(test)]
 mod tests {
     use modelless_policy_abi::{ProfileKey, Throughput};
 
     use super::*;
     use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+    use crate::profile::MemoryProbe;
     use crate::tensor::Tensor;
     use crate::warmup::WarmupConfig;
 
@@ -738,6 +756,56 @@ mod tests {
                 first_runs: Vec::new(),
             })
         })
+    }
+
+    #[test]
+    fn batches_are_capped_to_what_fits_the_measured_memory_and_larger_requests_are_refused() {
+        let fake =
+            FakeConfig { memory_per_row: 1 << 20, per_batch: Duration::from_millis(20), ..FakeConfig::default() };
+        let log = BatchLog::default();
+        let make: MakeBackend = {
+            let log = log.clone();
+            Arc::new(move |_, _| FakeBackend::factory(fake.clone(), log.clone()))
+        };
+        let batching = BatchingConfig::default().with_max_batch_size(8);
+        let variant =
+            VariantConfig::new("v", "fake", 50.0).with_batching(batching).with_warmup(WarmupConfig::disabled());
+        // What the profiler stores for a memory budget that fits 3 rows.
+        let find: FindProfile = Arc::new(|_, _| {
+            Some(Profile {
+                key: ProfileKey { model_sha256: "00".into(), device: "cuda:0".into(), settings: "{}".into() },
+                points: Vec::new(),
+                fit: None,
+                max_throughput: None,
+                memory_budget_bytes: Some(3 << 20),
+                max_safe_batch: Some(3),
+                first_runs: Vec::new(),
+            })
+        });
+        let task = Task::start_profiled(TaskConfig::new("gpu").with_variant(variant), make, Some(find)).unwrap();
+        let row = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+        let tickets: Vec<_> = (0..10).map(|_| task.submit(row(), &Slo::default()).unwrap()).collect();
+        tickets.into_iter().for_each(|t| drop(t.wait().unwrap()));
+        assert!(log.sizes().iter().all(|&rows| rows <= 3), "{:?}", log.sizes());
+        assert!(log.sizes().contains(&3), "batches grow to the cap: {:?}", log.sizes());
+        assert!(log.bytes_in_use().unwrap() <= 3 << 20);
+        let four_rows = Inputs::from(Tensor::new([4, 4], vec![1.0f32; 16]).unwrap());
+        let refused = task.submit(four_rows, &Slo::default()).err();
+        assert!(matches!(refused, Some(Error::RequestTooLarge { rows: 4, max_batch_size: 3, .. })), "{refused:?}");
+        // A policy asking for more than fits gets what fits.
+        assert_eq!(task.configure_active(Some(8), None).unwrap().max_batch_size, 3);
+    }
+
+    #[test]
+    fn a_profile_without_a_memory_limit_leaves_the_batching_as_configured() {
+        let batching = BatchingConfig::default().with_max_batch_size(8).with_preferred_batch_sizes([8, 4]);
+        let mut profile = profiles(&[("v", 100.0)])(&VariantConfig::new("v", "fake", 1.0), Path::new("fake")).unwrap();
+        assert_eq!(memory_capped(batching.clone(), Some(&profile)), batching);
+        profile.max_safe_batch = Some(16);
+        assert_eq!(memory_capped(batching.clone(), Some(&profile)), batching);
+        profile.max_safe_batch = Some(5);
+        let capped = memory_capped(batching, Some(&profile));
+        assert_eq!((capped.max_batch_size, capped.preferred_batch_sizes), (5, vec![4]));
     }
 
     fn served(task: &Task, min_accuracy: f64) -> String {

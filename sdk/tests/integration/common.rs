@@ -14,6 +14,18 @@ pub fn models_dir() -> PathBuf {
     dir
 }
 
+/// The folder of generated TorchScript modules (`scripts/setup_torch.sh`).
+#[cfg_attr(not(feature = "tch"), allow(dead_code))]
+pub fn torchscript_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.modelless/torchscript");
+    assert!(
+        dir.join("torchscript.json").is_file(),
+        "TorchScript modules missing in {}: run scripts/setup_torch.sh (make test does)",
+        dir.display()
+    );
+    dir
+}
+
 /// The weights `W` (4×3) and `b` (3) of the tiny models, from the manifest.
 pub fn tiny_weights() -> (Vec<Vec<f32>>, Vec<f32>) {
     let manifest: serde_json::Value =

@@ -100,3 +100,27 @@ fn devices_are_read_from_the_config_file_and_a_misspelt_one_is_named() {
         modelless::RuntimeConfig::from_toml(&config("gpu0"), std::path::Path::new(".")).unwrap_err().to_string();
     assert!(error.contains("device `gpu0`"), "{error}");
 }
+
+#[test]
+fn a_torchscript_variant_is_declared_in_the_config_file_as_the_readme_shows() {
+    let text = r#"
+        [[tasks]]
+        name = "t"
+        [[tasks.variants]]
+        name = "ts"
+        path = "mobilenetv2_1.0.pt"
+        accuracy = 71.8
+        device = "cuda:0"
+        format = "torchscript"
+        [tasks.variants.torchscript]
+        inputs = [{ name = "input", dtype = "f32", shape = [-1, 3, 224, 224] }]
+        outputs = [{ name = "logits", dtype = "f32", shape = [-1, 1000] }]
+    "#;
+    let parsed = modelless::RuntimeConfig::from_toml(text, std::path::Path::new(".")).unwrap();
+    let variant = &parsed.tasks[0].variants[0];
+    assert_eq!(variant.format, modelless::ModelFormat::Torchscript);
+    assert_eq!(variant.torchscript.inputs[0].shape, vec![-1, 3, 224, 224]);
+    assert_eq!(variant.torchscript.outputs[0].dtype, modelless::DType::F32);
+    let misspelt = text.replace("dtype = \"f32\", shape = [-1, 1000]", "dtype = \"float\", shape = [-1, 1000]");
+    assert!(modelless::RuntimeConfig::from_toml(&misspelt, std::path::Path::new(".")).is_err());
+}

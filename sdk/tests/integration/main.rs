@@ -2,12 +2,13 @@
 //! backends, and real ONNX Runtime sessions on the project's generated models
 //! (`scripts/setup.sh` makes them; `make test` runs it first), and the policy modules
 //! it builds, run through the Wasm host and compared with the same policies called
-//! natively; variants placed on devices the machine lacks; and the KServe V2 endpoints
-//! against the real Python clients.
+//! natively; variants placed on devices the machine lacks; TorchScript variants on
+//! libtorch (feature `tch`); and the KServe V2 endpoints against the real Python clients.
 
 mod common;
 mod devices;
 mod fake_backend;
+mod gpu;
 #[cfg(feature = "server")]
 mod kserve;
 mod load;
@@ -15,3 +16,5 @@ mod onnx;
 mod policies;
 mod simulate;
 mod tasks;
+#[cfg(feature = "tch")]
+mod torchscript;

@@ -1,0 +1,177 @@
+//! The libtorch session behind a TorchScript variant.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use half::f16;
+use tch::{CModule, IValue, Kind};
+
+use super::TorchScriptConfig;
+use crate::backend::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorSpec};
+use crate::error::BackendError;
+use crate::tensor::{DType, Element, Tensor, with_elements};
+
+/// One TorchScript module on one device.
+pub struct TchBackend {
+    module: CModule,
+    metadata: ModelMetadata,
+    device: Device,
+    on: tch::Device,
+}
+
+impl TchBackend {
+    /// Loads the module at `path` onto `device`.
+    pub fn load(path: &Path, config: &TorchScriptConfig, device: Device) -> Result<Self, BackendError> {
+        if config.inputs.is_empty() || config.outputs.is_empty() {
+            return Err(BackendError::Torch {
+                context: format!("loading {}", path.display()),
+                message: "a TorchScript variant declares its inputs and outputs in its config".into(),
+            });
+        }
+        let on = torch_device(device)?;
+        if let Some(threads) = config.intra_op_threads {
+            tch::set_num_threads(threads.max(1) as i32);
+        }
+        // Read the file ourselves so that a missing file is an I/O error.
+        let bytes = std::fs::read(path).map_err(|source| BackendError::ModelFile { path: path.into(), source })?;
+        let mut module = CModule::load_data_on_device(&mut bytes.as_slice(), on).map_err(|e| BackendError::Torch {
+            context: format!("loading {}", path.display()),
+            message: e.to_string(),
+        })?;
+        module.set_eval();
+        let metadata = ModelMetadata {
+            inputs: config.inputs.iter().map(super::TensorDeclaration::spec).collect(),
+            outputs: config.outputs.iter().map(super::TensorDeclaration::spec).collect(),
+        };
+        Ok(TchBackend { module, metadata, device, on })
+    }
+
+    /// A factory that loads `path` onto `device`; where the device cannot be had, onto
+    /// the CPU if `fallback_to_cpu`, else not at all.
+    pub fn factory(path: PathBuf, config: TorchScriptConfig, device: Device, fallback_to_cpu: bool) -> BackendFactory {
+        Arc::new(move || match TchBackend::load(&path, &config, device) {
+            Err(BackendError::DeviceUnavailable { device, reason }) if fallback_to_cpu => {
+                tracing::warn!(model = %path.display(), %device, %reason, "loading on the CPU instead");
+                Ok(Box::new(TchBackend::load(&path, &config, Device::Cpu)?))
+            }
+            loaded => Ok(Box::new(loaded?)),
+        })
+    }
+
+    fn run(&self, batch: Batch) -> Result<Vec<tch::Tensor>, String> {
+        let inputs = batch.inputs.into_iter().map(|t| to_torch(t, self.on)).collect::<Result<Vec<_>, _>>()?;
+        let _no_grad = tch::no_grad_guard();
+        let inputs: Vec<IValue> = inputs.into_iter().map(IValue::Tensor).collect();
+        let output = self.module.forward_is(&inputs).map_err(|e| e.to_string())?;
+        let tensors = match output {
+            IValue::Tensor(t) => vec![t],
+            IValue::Tuple(items) | IValue::GenericList(items) => items
+                .into_iter()
+                .map(|item| match item {
+                    IValue::Tensor(t) => Ok(t),
+                    other => Err(format!("forward returned a {} among its outputs", ivalue_kind(&other))),
+                })
+                .collect::<Result<_, _>>()?,
+            IValue::TensorList(tensors) => tensors,
+            other => return Err(format!("forward returned a {}, not tensors", ivalue_kind(&other))),
+        };
+        Ok(tensors)
+    }
+}
+
+/// The libtorch device for `device`, if this machine has it.
+fn torch_device(device: Device) -> Result<tch::Device, BackendError> {
+    let Some(index) = device.cuda_index() else { return Ok(tch::Device::Cpu) };
+    let count = tch::Cuda::device_count();
+    if index as i64 >= count {
+        let reason = if count == 0 {
+            "libtorch finds no CUDA device (no GPU, no driver, or a CPU-only PyTorch)".to_string()
+        } else {
+            format!("libtorch finds {count} CUDA device(s)")
+        };
+        return Err(BackendError::DeviceUnavailable { device: device.to_string(), reason });
+    }
+    Ok(tch::Device::Cuda(index as usize))
+}
+
+fn ivalue_kind(value: &IValue) -> &'static str {
+    match value {
+        IValue::None => "None",
+        IValue::Bool(_) => "bool",
+        IValue::Int(_) => "int",
+        IValue::Double(_) => "float",
+        IValue::String(_) => "string",
+        IValue::GenericDict(_) => "dict",
+        _ => "value of another kind",
+    }
+}
+
+fn to_torch(tensor: Tensor, on: tch::Device) -> Result<tch::Tensor, String> {
+    let (shape, data) = tensor.into_parts();
+    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    let flat = with_elements!(data, v => tch::Tensor::f_from_slice(&v)).map_err(|e| e.to_string())?;
+    flat.f_reshape(&dims).and_then(|t| t.f_to_device(on)).map_err(|e| e.to_string())
+}
+
+fn from_torch(tensor: &tch::Tensor, spec: &TensorSpec) -> Result<Tensor, String> {
+    fn extract<T: Element + tch::kind::Element>(tensor: &tch::Tensor, kind: Kind) -> Result<Tensor, String> {
+        let tensor = tensor.f_to_kind(kind).and_then(|t| t.f_to_device(tch::Device::Cpu)).map_err(|e| e.to_string())?;
+        let tensor = tensor.contiguous();
+        let shape: Vec<usize> = tensor.size().iter().map(|&d| d.max(0) as usize).collect();
+        let numel = shape.iter().product::<usize>();
+        let mut values = vec![<T as tch::kind::Element>::ZERO; numel];
+        tensor.f_copy_data(&mut values, numel).map_err(|e| e.to_string())?;
+        Tensor::new(shape, T::into_data(values)).map_err(|e| e.to_string())
+    }
+    let declared = spec.dtype;
+    let actual = tensor.kind();
+    // A declared type is what answers carry; the module's own must be that type.
+    let matches = matches!(
+        (declared, actual),
+        (DType::F32, Kind::Float)
+            | (DType::F16, Kind::Half)
+            | (DType::I64, Kind::Int64)
+            | (DType::I32, Kind::Int)
+            | (DType::U8, Kind::Uint8)
+            | (DType::Bool, Kind::Bool)
+    );
+    if !matches {
+        return Err(format!("output `{}` is {actual:?}, declared {declared:?}", spec.name));
+    }
+    match declared {
+        DType::F32 => extract::<f32>(tensor, Kind::Float),
+        DType::F16 => extract::<f16>(tensor, Kind::Half),
+        DType::I64 => extract::<i64>(tensor, Kind::Int64),
+        DType::I32 => extract::<i32>(tensor, Kind::Int),
+        DType::U8 => extract::<u8>(tensor, Kind::Uint8),
+        DType::Bool => extract::<bool>(tensor, Kind::Bool),
+    }
+}
+
+impl Backend for TchBackend {
+    fn metadata(&self) -> &ModelMetadata {
+        &self.metadata
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
+        let torch_err = |message: String| BackendError::Torch { context: "running a batch".into(), message };
+        let tensors = self.run(batch).map_err(torch_err)?;
+        if tensors.len() != self.metadata.outputs.len() {
+            return Err(BackendError::OutputMismatch(format!(
+                "forward returned {} tensors, the config declares {} outputs",
+                tensors.len(),
+                self.metadata.outputs.len()
+            )));
+        }
+        let outputs = tensors
+            .iter()
+            .zip(&self.metadata.outputs)
+            .map(|(tensor, spec)| from_torch(tensor, spec).map_err(BackendError::OutputMismatch))
+            .collect::<Result<_, _>>()?;
+        Ok(BatchOutput::new(outputs))
+    }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# PyTorch for the `tch` feature, in a venv of its own (the demo does not need its
+# 4.7 GB), and the TorchScript modules the tests run. Run after scripts/setup.sh, which
+# makes the ONNX models whose tiny weights the TorchScript ones reuse. Idempotent.
+#
+# Building or running with the feature needs what `scripts/torch_env.sh` prints:
+#   eval "$(bash scripts/torch_env.sh)"; cargo test --features modelless/tch
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STATE="$ROOT/.modelless"
+VENV="$STATE/torch-venv"
+REQ="$ROOT/scripts/requirements-torch.txt"
+
+log() { echo "setup_torch: $*" >&2; }
+
+[[ -f "$STATE/models/manifest.json" ]] || { log "error: run scripts/setup.sh first"; exit 1; }
+if [[ ! -x "$VENV/bin/python" || ! -x "$VENV/bin/pip" ]]; then
+    log "creating venv at $VENV"
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    rm -f "$STATE/requirements-torch.sha256"
+fi
+req_hash="$(sha256sum "$REQ" | cut -d' ' -f1)"
+if [[ "$(cat "$STATE/requirements-torch.sha256" 2>/dev/null)" != "$req_hash" ]]; then
+    log "installing PyTorch from scripts/requirements-torch.txt (a minute or two, 4.7 GB)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
+    echo "$req_hash" >"$STATE/requirements-torch.sha256"
+fi
+"$VENV/bin/python" "$ROOT/scripts/gen_torchscript.py" --onnx-models "$STATE/models" --out "$STATE/torchscript"
