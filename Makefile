@@ -3,7 +3,7 @@
 CARGO_TARGET_DIR ?= $(HOME)/.cache/modelless/target
 export CARGO_TARGET_DIR
 
-.PHONY: setup setup-torch demo test bench bench-switch bench-policy bench-serve profile fmt lint
+.PHONY: setup setup-torch demo test bench bench-gpu bench-switch bench-policy bench-serve profile fmt lint
 
 # Python venv, ONNX Runtime library and generated models under .modelless/ (idempotent).
 setup:
@@ -38,6 +38,11 @@ bench-switch: setup
 
 bench-policy: setup
 	cargo bench -p modelless --bench policy_round_trip
+
+# TorchScript variants on the first GPU: fits, warm-up predictor error, throughput
+# against the raw loop (table and plot in target/profiles-gpu).
+bench-gpu: setup-torch
+	$(TORCH_ENV) cargo run --release -p modelless --features cli,tch -- profile examples/gpu.toml --force --out target/profiles-gpu
 
 # gRPC over loopback against in-process calls, at concurrency 1 and 32.
 bench-serve: setup

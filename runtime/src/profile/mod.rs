@@ -25,5 +25,5 @@ pub use memory::{GpuMemory, MemoryProbe, ProcessMemory, memory_probe};
 pub use onnx::{ort_profile, ort_profile_key, store_beside};
 pub use store::{ProfileStore, file_sha256, profile_key};
 pub use sweep::{Sweep, SweepConfig, SweepEvent, sweep};
-pub use torchscript::torchscript_profile;
+pub use torchscript::{torchscript_profile, torchscript_profile_key};
 pub use warmup_predictor::{Example, HeldOut, PredictorError, WarmupFeatures, WarmupPredictor, held_out_error, mape};

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use modelless_policy_abi::Profile;
+use modelless_policy_abi::{Profile, ProfileKey};
 use serde::Serialize;
 
 use super::measure::{ProfileOptions, profile_model};
@@ -21,6 +21,19 @@ struct TorchScriptProfileSettings<'a> {
     max_batch_size: usize,
 }
 
+/// The key of a profile of the TorchScript module at `path` run with these settings
+/// on `device`.
+pub fn torchscript_profile_key(
+    path: &Path,
+    device: Device,
+    config: &TorchScriptConfig,
+    max_batch_size: usize,
+) -> Result<ProfileKey, Error> {
+    let settings = TorchScriptProfileSettings { torchscript: config, max_batch_size };
+    profile_key(path, &device.name(), &settings)
+        .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))
+}
+
 /// The profile of the TorchScript module `name` at `path` on `device`: the stored one,
 /// or, when `measure` is set and none is stored, one measured now (and stored).
 pub fn torchscript_profile(
@@ -32,9 +45,7 @@ pub fn torchscript_profile(
     measure: bool,
 ) -> Result<Option<Profile>, Error> {
     let options = ProfileOptions::new(max_batch_size);
-    let settings = TorchScriptProfileSettings { torchscript: config, max_batch_size };
-    let key = profile_key(path, &device.name(), &settings)
-        .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
+    let key = torchscript_profile_key(path, device, config, max_batch_size)?;
     let store = store_beside(path);
     if !measure {
         return Ok(store.load(name, &key));

@@ -25,6 +25,13 @@ pub struct WarmupFeatures {
     pub warm_ms: f64,
 }
 
+/// The warm latency of a batch by `fit`; where noise fit the line's intercept so far
+/// below zero that the line is not positive at small batches, the per-row cost alone.
+fn warm_ms(fit: &LatencyFit, batch_size: u32) -> f64 {
+    let line = fit.predict_ms(batch_size);
+    if line > 0.0 { line } else { fit.a_ms.max(0.0) * f64::from(batch_size) }
+}
+
 impl WarmupFeatures {
     /// The features of a recorded first run of a variant whose warm latency is `fit`.
     pub fn of(sample: &FirstRunSample, fit: &LatencyFit) -> Self {
@@ -33,7 +40,7 @@ impl WarmupFeatures {
             largest_before: sample.largest_before,
             involuntary_switches: sample.involuntary_switches,
             memory_in_use_bytes: sample.memory_in_use_bytes,
-            warm_ms: fit.predict_ms(sample.batch_size),
+            warm_ms: warm_ms(fit, sample.batch_size),
         }
     }
 
@@ -131,6 +138,15 @@ pub fn mape(predicted: &[f64], actual: impl Iterator<Item = f64>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_below_zero_at_small_batches_gives_the_per_row_cost_there() {
+        let fit = LatencyFit { a_ms: 30.0, c_ms: -50.0, r2: 0.97 };
+        assert_eq!(warm_ms(&fit, 1), 30.0);
+        assert_eq!(warm_ms(&fit, 4), 70.0);
+        let positive = LatencyFit { a_ms: 2.0, c_ms: 3.0, r2: 0.99 };
+        assert_eq!(warm_ms(&positive, 2), 7.0);
+    }
     use rand::{Rng, SeedableRng};
 
     /// First runs of two variants whose time depends on the batch size, on whether the

@@ -5,11 +5,15 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use modelless::backend::onnx::{OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment};
+use modelless::backend::torchscript::{self, TorchScriptConfig};
 use modelless::profile::{
     Example, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor, closed_loop,
-    fit_line, mape, memory_probe, ort_profile_key, profile_model, steady_load, store_beside,
+    fit_line, mape, memory_probe, ort_profile_key, profile_model, steady_load, store_beside, torchscript_profile_key,
 };
-use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, WarmupConfig};
+use modelless::{
+    BackendFactory, BatchingConfig, Device, Model, ModelFormat, Profile, ProfileKey, RuntimeConfig, StartOptions,
+    WarmupConfig,
+};
 
 use crate::plot::{Series, scatter_with_lines};
 
@@ -44,6 +48,9 @@ pub struct Args {
     /// Rounds of the check; a variant agrees when most rounds do.
     #[arg(long, default_value_t = 3)]
     verify_rounds: usize,
+    /// Profile every variant on this device (`cpu`, `cuda:N`) instead of its own.
+    #[arg(long)]
+    device: Option<Device>,
 }
 
 /// Fractions of the measured maximal throughput offered by `--verify-secs`: the queue
@@ -53,14 +60,45 @@ const VERIFY_AT: [f64; 2] = [0.9, 1.1];
 struct Target {
     name: String,
     path: PathBuf,
+    format: ModelFormat,
     onnx: OrtSessionConfig,
+    torchscript: TorchScriptConfig,
     max_batch_size: usize,
     device: Device,
 }
 
+impl Target {
+    /// Sessions of it, on its device.
+    fn factory(&self, env: &OrtEnvironmentConfig) -> BackendFactory {
+        match self.format {
+            ModelFormat::Onnx => {
+                OrtBackend::factory_on(env.clone(), self.path.clone(), self.onnx.clone(), self.device, false)
+            }
+            ModelFormat::Torchscript => {
+                torchscript::factory(self.path.clone(), self.torchscript.clone(), self.device, false)
+            }
+        }
+    }
+
+    /// The key its profile is stored under.
+    fn key(&self, env: &OrtEnvironmentConfig, options: &ProfileOptions) -> anyhow::Result<ProfileKey> {
+        Ok(match self.format {
+            ModelFormat::Onnx => {
+                ort_profile_key(&self.path, self.device, env, &self.onnx, self.max_batch_size, options)?
+            }
+            ModelFormat::Torchscript => {
+                torchscript_profile_key(&self.path, self.device, &self.torchscript, self.max_batch_size)?
+            }
+        })
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = RuntimeConfig::from_file(&args.config)?;
-    let targets = targets(&config);
+    let mut targets = targets(&config);
+    if let Some(device) = args.device {
+        targets.iter_mut().for_each(|t| t.device = device);
+    }
     anyhow::ensure!(!targets.is_empty(), "{} names no models or variants", args.config.display());
     let env = config.onnxruntime.clone();
     environment(&env)?;
@@ -97,14 +135,18 @@ fn targets(config: &RuntimeConfig) -> Vec<Target> {
     let models = config.models.iter().map(|m| Target {
         name: m.name.clone(),
         path: m.path.clone(),
+        format: ModelFormat::Onnx,
         onnx: m.onnx.clone(),
+        torchscript: TorchScriptConfig::default(),
         max_batch_size: m.batching.max_batch_size,
         device: Device::Cpu,
     });
     let variants = config.tasks.iter().flat_map(|t| &t.variants).map(|v| Target {
         name: v.name.clone(),
         path: v.path.clone(),
+        format: v.format,
         onnx: v.onnx.clone(),
+        torchscript: v.torchscript.clone(),
         max_batch_size: v.batching.max_batch_size,
         device: v.device,
     });
@@ -123,7 +165,7 @@ fn profile_one(
     options.throughput_for = Duration::from_secs_f64(args.throughput_secs);
     options.first_run_sessions = args.first_run_sessions;
     options.force = args.force;
-    let key = ort_profile_key(&target.path, target.device, env, &target.onnx, target.max_batch_size, &options)?;
+    let key = target.key(env, &options)?;
     let store = store_beside(&target.path);
     let sweep_runs = options.sweep.batch_sizes.len() as u64 * (options.sweep.warm_runs as u64 + 1);
     let first_runs = (options.first_run_sessions * target.max_batch_size) as u64;
@@ -136,7 +178,7 @@ fn profile_one(
     );
     bar.set_prefix(target.name.clone());
     let mut reused = false;
-    let factory = OrtBackend::factory_on(env.clone(), target.path.clone(), target.onnx.clone(), target.device, false);
+    let factory = target.factory(env);
     let probe = memory_probe(target.device);
     let profile =
         profile_model(&target.name, factory, key, &store, &options, probe.as_ref(), &mut |event| match event {
@@ -265,16 +307,20 @@ fn render(rows: &[(String, Profile, bool)]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| variant | a ms/row | c ms | R² | held-out batch: error | max req/s | best batch | first run b1 ms | warm b1 ms | source |"
+        "| variant | device | a ms/row | c ms | R² | held-out batch: error | max req/s | best batch | ÷ raw loop | first run b1 ms | warm b1 ms | source |"
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for (name, p, reused) in rows {
         let fit = p.fit.map_or("- | - | -".into(), |f| format!("{:.3} | {:.3} | {:.4}", f.a_ms, f.c_ms, f.r2));
         let held = held_out_error(p).map_or("-".into(), |(b, e)| format!("{b}: {:+.1} %", e * 100.0));
         let tp = p.max_throughput.map_or("- | -".into(), |t| format!("{:.1} | {}", t.requests_per_s, t.batch_size));
+        // The sweep runs the session in a loop by hand: its best batch is the raw limit.
+        let raw = p.points.iter().map(|q| f64::from(q.batch_size) * 1e3 / q.warm_p50_ms).fold(0.0, f64::max);
+        let ratio =
+            p.max_throughput.filter(|_| raw > 0.0).map_or("-".into(), |t| format!("{:.3}", t.requests_per_s / raw));
         let b1 = p.points.first().map_or("- | -".into(), |q| format!("{:.2} | {:.2}", q.first_run_ms, q.warm_p50_ms));
         let source = if *reused { "stored" } else { "measured" };
-        let _ = writeln!(s, "| {name} | {fit} | {held} | {tp} | {b1} | {source} |");
+        let _ = writeln!(s, "| {name} | {} | {fit} | {held} | {tp} | {ratio} | {b1} | {source} |", p.key.device);
     }
     s
 }
