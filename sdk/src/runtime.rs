@@ -3,13 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig, device_to_load};
-use modelless_runtime::backend::torchscript;
-use modelless_runtime::profile::{Profile, ort_profile, torchscript_profile};
+use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
+use modelless_runtime::profile::{Profile, variant_profile};
 use modelless_runtime::{
     BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
-    ModelFormat, ModelMetadata, Output, ProfileMode, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig,
-    TaskStatus, Ticket,
+    ModelMetadata, Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket,
 };
 use serde::{Deserialize, Serialize};
 
@@ -237,41 +235,21 @@ impl Runtime {
         Ok(ModelInfo::of(&model))
     }
 
-    /// Adds a task whose variants are ONNX models, loading (and warming up) its active
-    /// variant and those marked `preload`; blocks until the active one is ready.
+    /// Adds a task whose variants are ONNX models or TorchScript modules (their `format`),
+    /// loading (and warming up) its active variant and those marked `preload`; blocks
+    /// until the active one is ready.
     ///
     /// Each version that loads takes its stored profile (see `modelless profile`), or
     /// is profiled then if its config says `profile = "measure"`.
     pub fn add_task(&self, config: TaskConfig) -> Result<TaskStatus, Error> {
         let onnxruntime = self.onnxruntime.clone();
-        let make: MakeBackend = Arc::new(move |variant, path| {
-            let (path, device, fallback) = (path.to_path_buf(), variant.device, variant.fallback_to_cpu);
-            match variant.format {
-                ModelFormat::Onnx => {
-                    OrtBackend::factory_on(onnxruntime.clone(), path, variant.onnx.clone(), device, fallback)
-                }
-                ModelFormat::Torchscript => torchscript::factory(path, variant.torchscript.clone(), device, fallback),
-            }
-        });
+        let make: MakeBackend = Arc::new(move |variant, path| variant.backend_factory(&onnxruntime, path));
         let onnxruntime = self.onnxruntime.clone();
         let find: FindProfile = Arc::new(move |variant, path| {
-            let measure = match variant.profile {
-                ProfileMode::Off => return None,
-                ProfileMode::Stored => false,
-                ProfileMode::Measure => true,
-            };
-            let (max_batch_size, fallback) = (variant.batching.max_batch_size, variant.fallback_to_cpu);
-            let found = match variant.format {
-                ModelFormat::Onnx => {
-                    let device = device_to_load(&onnxruntime, variant.device, fallback);
-                    ort_profile(&variant.name, path, device, &onnxruntime, &variant.onnx, max_batch_size, measure)
-                }
-                ModelFormat::Torchscript => {
-                    let device = torchscript::device_to_load(variant.device, fallback);
-                    torchscript_profile(&variant.name, path, device, &variant.torchscript, max_batch_size, measure)
-                }
-            };
-            found.inspect_err(|e| tracing::warn!(variant = %variant.name, error = %e, "no profile")).ok().flatten()
+            variant_profile(variant, path, &onnxruntime)
+                .inspect_err(|e| tracing::warn!(variant = %variant.name, error = %e, "no profile"))
+                .ok()
+                .flatten()
         });
         let name = config.name.clone();
         self.start_task(&name, || Task::start_profiled(config, make, Some(find)))

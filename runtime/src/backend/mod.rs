@@ -110,3 +110,20 @@ pub trait Backend {
 
 /// Creates one backend instance; called once per instance, on its loader thread.
 pub type BackendFactory = Arc<dyn Fn() -> Result<Box<dyn Backend + Send>, BackendError> + Send + Sync>;
+
+/// `load` on `device`; where the device cannot be had and `fallback_to_cpu`, `load` on
+/// the CPU instead.
+pub(crate) fn load_with_fallback<B>(
+    device: Device,
+    fallback_to_cpu: bool,
+    model: &std::path::Path,
+    load: impl Fn(Device) -> Result<B, BackendError>,
+) -> Result<B, BackendError> {
+    match load(device) {
+        Err(BackendError::DeviceUnavailable { device, reason }) if fallback_to_cpu => {
+            tracing::warn!(model = %model.display(), %device, %reason, "loading on the CPU instead");
+            load(Device::Cpu)
+        }
+        loaded => loaded,
+    }
+}

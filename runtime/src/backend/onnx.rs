@@ -28,7 +28,7 @@ use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, TensorElementType, ValueType};
 use serde::{Deserialize, Serialize};
 
-use super::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorSpec};
+use super::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorSpec, load_with_fallback};
 use crate::error::BackendError;
 use crate::tensor::{DType, Element, Tensor, with_elements};
 
@@ -222,13 +222,8 @@ impl OrtBackend {
     ) -> BackendFactory {
         Arc::new(move || {
             let env = environment(&env_config)?;
-            match OrtBackend::load(&env, &path, &config, device) {
-                Err(BackendError::DeviceUnavailable { device, reason }) if fallback_to_cpu => {
-                    tracing::warn!(model = %path.display(), %device, %reason, "loading on the CPU instead");
-                    Ok(Box::new(OrtBackend::load(&env, &path, &config, Device::Cpu)?))
-                }
-                loaded => Ok(Box::new(loaded?)),
-            }
+            let load = |device| OrtBackend::load(&env, &path, &config, device);
+            Ok(Box::new(load_with_fallback(device, fallback_to_cpu, &path, load)?))
         })
     }
 }
@@ -246,7 +241,6 @@ pub fn device_to_load(env_config: &OrtEnvironmentConfig, device: Device, fallbac
 fn on_device(mut builder: SessionBuilder, device: Device) -> Result<SessionBuilder, BackendError> {
     let Some(index) = device.cuda_index() else { return Ok(builder) };
     let unavailable = |reason: String| BackendError::DeviceUnavailable { device: device.to_string(), reason };
-    let cuda = ort::ep::CUDA::default().with_device_id(index as i32);
     if !<ort::ep::CUDA as ExecutionProvider>::is_available().unwrap_or(false) {
         return Err(unavailable(
             "this ONNX Runtime library has no CUDA execution provider; load the GPU build \
@@ -254,6 +248,7 @@ fn on_device(mut builder: SessionBuilder, device: Device) -> Result<SessionBuild
                 .into(),
         ));
     }
+    let cuda = ort::ep::CUDA::default().with_device_id(index as i32);
     cuda.register(&mut builder).map_err(|e| unavailable(e.to_string()))?;
     Ok(builder)
 }

@@ -1,12 +1,13 @@
 //! Configuration of tasks and their variants.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::BackendFactory;
 pub use crate::backend::Device;
-use crate::backend::onnx::OrtSessionConfig;
-use crate::backend::torchscript::TorchScriptConfig;
+use crate::backend::onnx::{self, OrtBackend, OrtEnvironmentConfig, OrtSessionConfig};
+use crate::backend::torchscript::{self, TorchScriptConfig};
 use crate::batching::BatchingConfig;
 use crate::error::Error;
 use crate::warmup::WarmupConfig;
@@ -219,6 +220,25 @@ impl VariantConfig {
         self.device = device;
         self.fallback_to_cpu = fallback_to_cpu;
         self
+    }
+
+    /// Sessions of the model file at `path` (one of its versions) on its device, by
+    /// ONNX Runtime or libtorch as its format says.
+    pub fn backend_factory(&self, onnxruntime: &OrtEnvironmentConfig, path: &Path) -> BackendFactory {
+        let (path, device, fallback) = (path.to_path_buf(), self.device, self.fallback_to_cpu);
+        match self.format {
+            ModelFormat::Onnx => OrtBackend::factory_on(onnxruntime.clone(), path, self.onnx.clone(), device, fallback),
+            ModelFormat::Torchscript => torchscript::factory(path, self.torchscript.clone(), device, fallback),
+        }
+    }
+
+    /// The device its sessions load on: its own, or the CPU where that cannot be had
+    /// and it may fall back.
+    pub fn device_to_load(&self, onnxruntime: &OrtEnvironmentConfig) -> Device {
+        match self.format {
+            ModelFormat::Onnx => onnx::device_to_load(onnxruntime, self.device, self.fallback_to_cpu),
+            ModelFormat::Torchscript => torchscript::device_to_load(self.device, self.fallback_to_cpu),
+        }
     }
 
     /// Sets the model file of its first version.

@@ -5,24 +5,19 @@ use std::time::{Duration, Instant};
 
 /// The folder of generated test models; fails loudly when setup has not run.
 pub fn models_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.modelless/models");
-    assert!(
-        dir.join("manifest.json").is_file(),
-        "test models missing in {}: run scripts/setup.sh (make test does)",
-        dir.display()
-    );
-    dir
+    generated("models", "manifest.json", "scripts/setup.sh")
 }
 
-/// The folder of generated TorchScript modules (`scripts/setup_torch.sh`).
+/// The folder of generated TorchScript modules, likewise.
 #[cfg_attr(not(feature = "tch"), allow(dead_code))]
 pub fn torchscript_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.modelless/torchscript");
-    assert!(
-        dir.join("torchscript.json").is_file(),
-        "TorchScript modules missing in {}: run scripts/setup_torch.sh (make test does)",
-        dir.display()
-    );
+    generated("torchscript", "torchscript.json", "scripts/setup_torch.sh")
+}
+
+/// `.modelless/<folder>`, which `script` fills and marks with `manifest`.
+fn generated(folder: &str, manifest: &str, script: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.modelless").join(folder);
+    assert!(dir.join(manifest).is_file(), "{folder} missing in {}: run {script} (make test does)", dir.display());
     dir
 }
 

@@ -7,7 +7,9 @@ use half::f16;
 use tch::{CModule, IValue, Kind};
 
 use super::TorchScriptConfig;
-use crate::backend::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorSpec};
+use crate::backend::{
+    Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorSpec, load_with_fallback,
+};
 use crate::error::BackendError;
 use crate::tensor::{DType, Element, Tensor, with_elements};
 
@@ -49,19 +51,16 @@ impl TchBackend {
     /// A factory that loads `path` onto `device`; where the device cannot be had, onto
     /// the CPU if `fallback_to_cpu`, else not at all.
     pub fn factory(path: PathBuf, config: TorchScriptConfig, device: Device, fallback_to_cpu: bool) -> BackendFactory {
-        Arc::new(move || match TchBackend::load(&path, &config, device) {
-            Err(BackendError::DeviceUnavailable { device, reason }) if fallback_to_cpu => {
-                tracing::warn!(model = %path.display(), %device, %reason, "loading on the CPU instead");
-                Ok(Box::new(TchBackend::load(&path, &config, Device::Cpu)?))
-            }
-            loaded => Ok(Box::new(loaded?)),
+        Arc::new(move || {
+            let load = |device| TchBackend::load(&path, &config, device);
+            Ok(Box::new(load_with_fallback(device, fallback_to_cpu, &path, load)?))
         })
     }
 
     fn run(&self, batch: Batch) -> Result<Vec<tch::Tensor>, String> {
-        let inputs = batch.inputs.into_iter().map(|t| to_torch(t, self.on)).collect::<Result<Vec<_>, _>>()?;
+        let inputs: Vec<IValue> =
+            batch.inputs.into_iter().map(|t| to_torch(t, self.on).map(IValue::Tensor)).collect::<Result<_, _>>()?;
         let _no_grad = tch::no_grad_guard();
-        let inputs: Vec<IValue> = inputs.into_iter().map(IValue::Tensor).collect();
         let output = self.module.forward_is(&inputs).map_err(|e| e.to_string())?;
         let tensors = match output {
             IValue::Tensor(t) => vec![t],
@@ -114,9 +113,8 @@ fn to_torch(tensor: Tensor, on: tch::Device) -> Result<tch::Tensor, String> {
 }
 
 fn from_torch(tensor: &tch::Tensor, spec: &TensorSpec) -> Result<Tensor, String> {
-    fn extract<T: Element + tch::kind::Element>(tensor: &tch::Tensor, kind: Kind) -> Result<Tensor, String> {
-        let tensor = tensor.f_to_kind(kind).and_then(|t| t.f_to_device(tch::Device::Cpu)).map_err(|e| e.to_string())?;
-        let tensor = tensor.contiguous();
+    fn extract<T: Element + tch::kind::Element>(tensor: &tch::Tensor) -> Result<Tensor, String> {
+        let tensor = tensor.f_to_device(tch::Device::Cpu).map_err(|e| e.to_string())?.contiguous();
         let shape: Vec<usize> = tensor.size().iter().map(|&d| d.max(0) as usize).collect();
         let numel = shape.iter().product::<usize>();
         let mut values = vec![<T as tch::kind::Element>::ZERO; numel];
@@ -139,12 +137,12 @@ fn from_torch(tensor: &tch::Tensor, spec: &TensorSpec) -> Result<Tensor, String>
         return Err(format!("output `{}` is {actual:?}, declared {declared:?}", spec.name));
     }
     match declared {
-        DType::F32 => extract::<f32>(tensor, Kind::Float),
-        DType::F16 => extract::<f16>(tensor, Kind::Half),
-        DType::I64 => extract::<i64>(tensor, Kind::Int64),
-        DType::I32 => extract::<i32>(tensor, Kind::Int),
-        DType::U8 => extract::<u8>(tensor, Kind::Uint8),
-        DType::Bool => extract::<bool>(tensor, Kind::Bool),
+        DType::F32 => extract::<f32>(tensor),
+        DType::F16 => extract::<f16>(tensor),
+        DType::I64 => extract::<i64>(tensor),
+        DType::I32 => extract::<i32>(tensor),
+        DType::U8 => extract::<u8>(tensor),
+        DType::Bool => extract::<bool>(tensor),
     }
 }
 

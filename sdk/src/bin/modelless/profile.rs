@@ -4,16 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use modelless::backend::onnx::{OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment};
-use modelless::backend::torchscript::{self, TorchScriptConfig};
+use modelless::backend::onnx::{OrtEnvironmentConfig, environment};
 use modelless::profile::{
     Example, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor, closed_loop,
-    fit_line, mape, memory_probe, ort_profile_key, profile_model, steady_load, store_beside, torchscript_profile_key,
+    fit_line, mape, memory_probe, profile_model, steady_load, store_beside, variant_profile_key,
 };
-use modelless::{
-    BackendFactory, BatchingConfig, Device, Model, ModelFormat, Profile, ProfileKey, RuntimeConfig, StartOptions,
-    WarmupConfig,
-};
+use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
 
 use crate::plot::{Series, scatter_with_lines};
 
@@ -57,48 +53,20 @@ pub struct Args {
 /// should hold below it and grow above it.
 const VERIFY_AT: [f64; 2] = [0.9, 1.1];
 
-struct Target {
-    name: String,
-    path: PathBuf,
-    format: ModelFormat,
-    onnx: OrtSessionConfig,
-    torchscript: TorchScriptConfig,
-    max_batch_size: usize,
-    device: Device,
-}
-
-impl Target {
-    /// Sessions of it, on its device.
-    fn factory(&self, env: &OrtEnvironmentConfig) -> BackendFactory {
-        match self.format {
-            ModelFormat::Onnx => {
-                OrtBackend::factory_on(env.clone(), self.path.clone(), self.onnx.clone(), self.device, false)
-            }
-            ModelFormat::Torchscript => {
-                torchscript::factory(self.path.clone(), self.torchscript.clone(), self.device, false)
-            }
-        }
-    }
-
-    /// The key its profile is stored under.
-    fn key(&self, env: &OrtEnvironmentConfig, options: &ProfileOptions) -> anyhow::Result<ProfileKey> {
-        Ok(match self.format {
-            ModelFormat::Onnx => {
-                ort_profile_key(&self.path, self.device, env, &self.onnx, self.max_batch_size, options)?
-            }
-            ModelFormat::Torchscript => {
-                torchscript_profile_key(&self.path, self.device, &self.torchscript, self.max_batch_size)?
-            }
-        })
-    }
-}
+/// What is profiled: every task variant, and every plain model as an ONNX variant. Each
+/// is measured on its own device, with no fallback: a GPU profile must be measured on
+/// the GPU.
+type Target = VariantConfig;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = RuntimeConfig::from_file(&args.config)?;
-    let mut targets = targets(&config);
-    if let Some(device) = args.device {
-        targets.iter_mut().for_each(|t| t.device = device);
-    }
+    let targets: Vec<Target> = targets(&config)
+        .into_iter()
+        .map(|t| {
+            let device = args.device.unwrap_or(t.device);
+            t.with_device(device, false)
+        })
+        .collect();
     anyhow::ensure!(!targets.is_empty(), "{} names no models or variants", args.config.display());
     let env = config.onnxruntime.clone();
     environment(&env)?;
@@ -132,25 +100,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn targets(config: &RuntimeConfig) -> Vec<Target> {
-    let models = config.models.iter().map(|m| Target {
-        name: m.name.clone(),
-        path: m.path.clone(),
-        format: ModelFormat::Onnx,
+    let models = config.models.iter().map(|m| VariantConfig {
         onnx: m.onnx.clone(),
-        torchscript: TorchScriptConfig::default(),
-        max_batch_size: m.batching.max_batch_size,
-        device: Device::Cpu,
+        ..VariantConfig::new(&m.name, &m.path, 0.0).with_batching(m.batching.clone())
     });
-    let variants = config.tasks.iter().flat_map(|t| &t.variants).map(|v| Target {
-        name: v.name.clone(),
-        path: v.path.clone(),
-        format: v.format,
-        onnx: v.onnx.clone(),
-        torchscript: v.torchscript.clone(),
-        max_batch_size: v.batching.max_batch_size,
-        device: v.device,
-    });
-    models.chain(variants).collect()
+    models.chain(config.tasks.iter().flat_map(|t| t.variants.iter().cloned())).collect()
 }
 
 fn profile_one(
@@ -159,16 +113,17 @@ fn profile_one(
     args: &Args,
     bars: &MultiProgress,
 ) -> anyhow::Result<(Profile, bool)> {
-    let mut options = ProfileOptions::new(target.max_batch_size);
+    let max_batch_size = target.batching.max_batch_size;
+    let mut options = ProfileOptions::new(max_batch_size);
     options.sweep.warm_runs = args.warm_runs;
     options.sweep.memory_budget_bytes = args.memory_budget_mib.map(|m| m << 20);
     options.throughput_for = Duration::from_secs_f64(args.throughput_secs);
     options.first_run_sessions = args.first_run_sessions;
     options.force = args.force;
-    let key = target.key(env, &options)?;
+    let key = variant_profile_key(target, &target.path, target.device, env, &options)?;
     let store = store_beside(&target.path);
     let sweep_runs = options.sweep.batch_sizes.len() as u64 * (options.sweep.warm_runs as u64 + 1);
-    let first_runs = (options.first_run_sessions * target.max_batch_size) as u64;
+    let first_runs = (options.first_run_sessions * max_batch_size) as u64;
     let total = sweep_runs + first_runs + (options.throughput_for.as_secs_f64() * 10.0) as u64;
     let bar = bars.add(ProgressBar::new(total));
     bar.set_style(
@@ -178,7 +133,7 @@ fn profile_one(
     );
     bar.set_prefix(target.name.clone());
     let mut reused = false;
-    let factory = target.factory(env);
+    let factory = target.backend_factory(env, &target.path);
     let probe = memory_probe(target.device);
     let profile =
         profile_model(&target.name, factory, key, &store, &options, probe.as_ref(), &mut |event| match event {
@@ -236,8 +191,7 @@ fn verify(
     let mut verdicts = Vec::new();
     for (target, (name, profile, _)) in targets.iter().zip(rows) {
         let Some(stored) = profile.max_throughput else { continue };
-        let factory =
-            OrtBackend::factory_on(env.clone(), target.path.clone(), target.onnx.clone(), target.device, false);
+        let factory = target.backend_factory(env, &target.path);
         let batching = BatchingConfig::default().with_max_batch_size(stored.batch_size as usize);
         let warm = StartOptions { warmup: WarmupConfig::default(), ..StartOptions::default() };
         let model = Model::start_with(name, factory, 1, batching, warm)?;

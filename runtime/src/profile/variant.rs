@@ -1,0 +1,69 @@
+//! A task variant's profile: the key it is stored under (the model file, the device its
+//! sessions load on, and the settings that change what a batch costs), found when the
+//! variant loads, or measured then when its config asks.
+
+use std::path::Path;
+
+use modelless_policy_abi::{Profile, ProfileKey};
+use serde::Serialize;
+
+use super::measure::{ProfileOptions, profile_model};
+use super::memory::memory_probe;
+use super::onnx::{ort_profile_key, store_beside};
+use super::store::profile_key;
+use crate::backend::Device;
+use crate::backend::onnx::OrtEnvironmentConfig;
+use crate::backend::torchscript::TorchScriptConfig;
+use crate::error::Error;
+use crate::registry::{ModelFormat, ProfileMode, VariantConfig};
+
+/// The settings a profile of a TorchScript module holds for.
+#[derive(Serialize)]
+struct TorchScriptProfileSettings<'a> {
+    torchscript: &'a TorchScriptConfig,
+    max_batch_size: usize,
+}
+
+/// The key of a profile of `variant`'s model file at `path` measured on `device`.
+pub fn variant_profile_key(
+    variant: &VariantConfig,
+    path: &Path,
+    device: Device,
+    onnxruntime: &OrtEnvironmentConfig,
+    options: &ProfileOptions,
+) -> Result<ProfileKey, Error> {
+    let max_batch_size = variant.batching.max_batch_size;
+    match variant.format {
+        ModelFormat::Onnx => ort_profile_key(path, device, onnxruntime, &variant.onnx, max_batch_size, options),
+        ModelFormat::Torchscript => {
+            let settings = TorchScriptProfileSettings { torchscript: &variant.torchscript, max_batch_size };
+            profile_key(path, &device.name(), &settings)
+                .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))
+        }
+    }
+}
+
+/// The profile of `variant`'s version at `path` on the device it loads on: the stored
+/// one for its key, or, where its config says `measure` and none is stored, one
+/// measured now (and stored). `None` when there is none and none is to be measured.
+pub fn variant_profile(
+    variant: &VariantConfig,
+    path: &Path,
+    onnxruntime: &OrtEnvironmentConfig,
+) -> Result<Option<Profile>, Error> {
+    let measure = match variant.profile {
+        ProfileMode::Off => return Ok(None),
+        ProfileMode::Stored => false,
+        ProfileMode::Measure => true,
+    };
+    let device = variant.device_to_load(onnxruntime);
+    let options = ProfileOptions::new(variant.batching.max_batch_size);
+    let key = variant_profile_key(variant, path, device, onnxruntime, &options)?;
+    let store = store_beside(path);
+    if !measure {
+        return Ok(store.load(&variant.name, &key));
+    }
+    let factory = variant.clone().with_device(device, false).backend_factory(onnxruntime, path);
+    tracing::info!(model = %variant.name, %device, "no stored profile: profiling");
+    profile_model(&variant.name, factory, key, &store, &options, memory_probe(device).as_ref(), &mut |_| {}).map(Some)
+}
