@@ -81,7 +81,8 @@ fn main() -> Result<()> {
     let rate = max * LOAD;
     eprintln!("mobilenetv2-1.0 through the task: {max:.1} req/s closed loop; offering {rate:.1} req/s");
 
-    let version_file = std::env::temp_dir().join(format!("modelless-switching-{}.onnx", std::process::id()));
+    let version_dir = tempfile::tempdir()?;
+    let version_file = version_dir.path().join("switching.onnx");
     std::fs::copy(models.join("mobilenetv2_1.0.onnx"), &version_file)?;
     let plan = [
         (0.2, Action::Switch("mobilenetv2-1.0-twin")),
@@ -106,7 +107,6 @@ fn main() -> Result<()> {
         let done = records.lock().map(|r| r.len()).unwrap_or(0);
         eprintln!("window {}/{} ({}) done, {done} requests so far", round + 1, pairs * 2, kind(switching));
     }
-    std::fs::remove_file(&version_file).ok();
     let records = std::mem::take(&mut *records.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
     let failed = records.iter().filter(|r| r.latency_ms.is_nan()).count();
 

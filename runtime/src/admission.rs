@@ -17,8 +17,9 @@ pub(crate) struct Admitted {
     pub key: Vec<usize>,
 }
 
-/// Checks names, dtypes and shapes. `max_batch_size` bounds the rows of a request to a
-/// model with an open dimension 0; a model with a fixed one takes exactly its shape.
+/// Checks names, dtypes and shapes. `max_batch_size` (the configured one) bounds the
+/// rows of a request to a model with an open dimension 0; a model with a fixed one takes
+/// exactly its shape.
 pub(crate) fn admit(
     model: &str,
     metadata: &ModelMetadata,
@@ -92,6 +93,29 @@ pub(crate) fn admit(
     Ok(Admitted { tensors, rows, key })
 }
 
+impl Admitted {
+    /// Splits into requests of at most `max_rows` rows each, in row order, so that no
+    /// batch larger than the model's in force is ever formed for it; `None` if an
+    /// input does not have the request's rows (admission made sure they do).
+    pub fn into_parts(self, max_rows: usize) -> Option<Vec<Admitted>> {
+        let max_rows = max_rows.max(1);
+        if self.rows <= max_rows {
+            return Some(vec![self]);
+        }
+        let sizes: Vec<usize> = (0..self.rows).step_by(max_rows).map(|start| max_rows.min(self.rows - start)).collect();
+        let mut parts: Vec<Admitted> = sizes
+            .iter()
+            .map(|&rows| Admitted { tensors: Vec::with_capacity(self.tensors.len()), rows, key: self.key.clone() })
+            .collect();
+        for tensor in self.tensors {
+            for (part, piece) in parts.iter_mut().zip(tensor.split_rows(&sizes)?) {
+                part.tensors.push(piece);
+            }
+        }
+        Some(parts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +146,26 @@ mod tests {
         assert_eq!(admitted.rows, 2);
         assert_eq!(admitted.tensors[0].dtype(), DType::F32);
         assert_eq!(admitted.key, vec![2, 4, 2, 2]);
+    }
+
+    #[test]
+    fn a_large_request_splits_into_parts_of_at_most_the_batch_in_force() {
+        let x: Vec<f32> = (0..7 * 4).map(|i| i as f32).collect();
+        let k: Vec<i64> = (0..7 * 2).collect();
+        let inputs =
+            Inputs::new().with("x", Tensor::new([7, 4], x.clone()).unwrap()).with("k", Tensor::new([7, 2], k).unwrap());
+        let parts = admit("m", &two_inputs(), 8, inputs).unwrap().into_parts(3).unwrap();
+        assert_eq!(parts.iter().map(|p| p.rows).collect::<Vec<_>>(), vec![3, 3, 1]);
+        assert!(parts.iter().all(|p| p.key == vec![2, 4, 2, 2] && p.tensors[1].rows() == p.rows));
+        let rejoined = Tensor::concat_rows(parts.into_iter().map(|mut p| p.tensors.swap_remove(0)).collect()).unwrap();
+        assert_eq!(rejoined.as_slice::<f32>().unwrap(), &x[..]);
+        let whole = admit(
+            "m",
+            &two_inputs(),
+            8,
+            Inputs::new().with("x", Tensor::full([2, 4], 0f32)).with("k", Tensor::full([2, 2], 0i64)),
+        );
+        assert_eq!(whole.unwrap().into_parts(2).unwrap().len(), 1);
     }
 
     #[test]

@@ -92,14 +92,16 @@ pub enum Error {
         /// What was expected and what was given.
         reason: String,
     },
-    /// The request holds more rows than the model may run in one batch.
+    /// The request holds more rows than the model's configured `max_batch_size`. (A
+    /// request within it but larger than the batch in force, which a policy or the
+    /// device's memory lowered, is split into batches that fit instead.)
     #[error("request of {rows} rows exceeds max_batch_size {max_batch_size} of model `{model}`")]
     RequestTooLarge {
         /// The model.
         model: String,
         /// Rows in the request (its dimension 0).
         rows: usize,
-        /// The model's largest batch.
+        /// The model's configured largest batch.
         max_batch_size: usize,
     },
     /// The model's queue is full.

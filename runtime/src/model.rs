@@ -109,11 +109,22 @@ pub struct StartOptions {
     pub on_phase: Option<PhaseCallback>,
     /// Told how each request ends.
     pub on_answer: Option<AnswerHook>,
+    /// The most rows a request may hold, when more than the batching's
+    /// `max_batch_size` (which the device's memory lowered): larger requests are
+    /// refused, those between the two split into batches that fit.
+    pub max_request_rows: Option<usize>,
 }
 
 impl Default for StartOptions {
     fn default() -> Self {
-        StartOptions { task: None, version: 1, warmup: WarmupConfig::disabled(), on_phase: None, on_answer: None }
+        StartOptions {
+            task: None,
+            version: 1,
+            warmup: WarmupConfig::disabled(),
+            on_phase: None,
+            on_answer: None,
+            max_request_rows: None,
+        }
     }
 }
 
@@ -126,6 +137,9 @@ pub struct Model {
     instances: usize,
     warmup: Option<Duration>,
     batching: ArcSwap<BatchingConfig>,
+    /// Requests with more rows (or more than the batch in force, if larger) are
+    /// refused; those within it but larger than the batch in force are split.
+    max_request_rows: usize,
     queue: Arc<Queue>,
     counters: Arc<ModelCounters>,
 }
@@ -193,6 +207,7 @@ impl Model {
         let metadata = loaded.first().map(|l| l.backend.metadata().clone()).ok_or(Error::ShuttingDown)?;
         let device = loaded.first().map_or(Device::Cpu, |l| l.backend.device());
         let batching = effective_batching(name, &metadata, batching);
+        let max_request_rows = options.max_request_rows.unwrap_or(0).max(batching.max_batch_size);
         let warmup = loaded.iter().filter_map(|l| l.warmup).max();
         // A plain model is its own task.
         let counters = serving_metrics().model_counters(options.task.as_deref().unwrap_or(name), name);
@@ -224,6 +239,7 @@ impl Model {
             instances,
             warmup,
             batching: ArcSwap::from_pointee(batching),
+            max_request_rows,
             queue,
             counters,
         })
@@ -310,23 +326,36 @@ impl Model {
     }
 
     /// Checks and queues a request; the ticket resolves to its answer. Refused at once
-    /// when the inputs do not fit the model or the queue is full.
+    /// when the inputs do not fit the model or the queue is full. A request with more
+    /// rows than the batch in force runs as several batches (each part counts as a
+    /// request in the model's counters) and is answered once all have run.
     pub fn submit(&self, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
         let admitted_at = Instant::now();
-        let admitted = admit(&self.name, &self.metadata, self.batching.load().max_batch_size, inputs)
-            .inspect_err(|_| self.counters.failed(FailureReason::Rejected))?;
-        let (reply, answer) = oneshot::channel();
-        let pending = Pending {
-            tensors: admitted.tensors,
-            rows: admitted.rows,
-            key: admitted.key,
-            deadline: options.deadline,
-            priority: options.priority,
-            admitted: admitted_at,
-            reply,
-        };
-        self.queue.submit(pending)?;
-        Ok(Ticket { answer })
+        let batch_rows = self.batching.load().max_batch_size;
+        let parts = admit(&self.name, &self.metadata, self.max_request_rows.max(batch_rows), inputs).and_then(|a| {
+            let invalid =
+                || Error::InvalidInput { model: self.name.to_string(), reason: "inputs disagree on rows".into() };
+            a.into_parts(batch_rows).ok_or_else(invalid)
+        });
+        let (parts, answers): (Vec<_>, Vec<_>) = parts
+            .inspect_err(|_| self.counters.failed(FailureReason::Rejected))?
+            .into_iter()
+            .map(|part| {
+                let (reply, answer) = oneshot::channel();
+                let pending = Pending {
+                    tensors: part.tensors,
+                    rows: part.rows,
+                    key: part.key,
+                    deadline: options.deadline,
+                    priority: options.priority,
+                    admitted: admitted_at,
+                    reply,
+                };
+                (pending, answer)
+            })
+            .unzip();
+        self.queue.submit(parts)?;
+        Ok(Ticket { answers })
     }
 
     /// Runs one request and waits for its answer.
@@ -427,17 +456,27 @@ fn effective_batching(name: &str, metadata: &ModelMetadata, mut batching: Batchi
 /// if it has not run yet.
 #[must_use = "dropping a ticket withdraws its request"]
 pub struct Ticket {
-    answer: oneshot::Receiver<Result<Output, Error>>,
+    /// One per part of the request, in row order.
+    answers: Vec<oneshot::Receiver<Result<Output, Error>>>,
 }
 
 impl Ticket {
     /// Waits for the answer.
     pub async fn await_answer(self) -> Result<Output, Error> {
-        self.answer.await.map_err(|_| Error::ShuttingDown)?
+        let mut parts = Vec::with_capacity(self.answers.len());
+        for answer in self.answers {
+            parts.push(answer.await.map_err(|_| Error::ShuttingDown)??);
+        }
+        Output::joined(parts)
     }
 
     /// Waits for the answer, blocking the thread. Do not call it on an async executor.
     pub fn wait(self) -> Result<Output, Error> {
-        self.answer.blocking_recv().map_err(|_| Error::ShuttingDown)?
+        let parts = self
+            .answers
+            .into_iter()
+            .map(|answer| answer.blocking_recv().map_err(|_| Error::ShuttingDown)?)
+            .collect::<Result<Vec<_>, _>>()?;
+        Output::joined(parts)
     }
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::batching::state::Priority;
+use crate::error::{BackendError, Error};
 use crate::tensor::Tensor;
 
 /// The inputs of one request. A model with a single input also takes one unnamed
@@ -164,5 +165,61 @@ impl Output {
     /// The outputs, in the model's order.
     pub fn into_tensors(self) -> Vec<Tensor> {
         self.tensors
+    }
+
+    /// The answer to a request that ran split, from its parts' answers in row order:
+    /// outputs joined along dimension 0; served by, batch size and timings are the
+    /// first part's, but for the total time, which is the slowest part's.
+    pub(crate) fn joined(mut parts: Vec<Output>) -> Result<Output, Error> {
+        if parts.len() == 1 {
+            return Ok(parts.remove(0));
+        }
+        let total = parts.iter().map(|p| p.timings.total).max().unwrap_or_default();
+        let names = parts[0].names.clone();
+        let same_outputs = parts.iter().all(|p| p.names == names && p.tensors.len() == names.len());
+        let mut columns: Vec<Vec<Tensor>> = names.iter().map(|_| Vec::with_capacity(parts.len())).collect();
+        for part in &mut parts {
+            for (column, tensor) in columns.iter_mut().zip(part.tensors.drain(..)) {
+                column.push(tensor);
+            }
+        }
+        let mut joined = parts.swap_remove(0);
+        // Only parts that a switch moved to a variant with other outputs can disagree.
+        let tensors = columns.into_iter().map(Tensor::concat_rows).collect::<Option<Vec<_>>>();
+        joined.tensors = tensors.filter(|_| same_outputs).ok_or_else(|| Error::Backend {
+            model: joined.model.to_string(),
+            source: Arc::new(BackendError::OutputMismatch("the parts of a split request disagree on outputs".into())),
+        })?;
+        joined.timings.total = total;
+        Ok(joined)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(values: Vec<f32>, total_ms: u64) -> Output {
+        let rows = values.len();
+        Output {
+            names: Arc::from(vec!["y".to_string()]),
+            tensors: vec![Tensor::new([rows, 1], values).unwrap()],
+            model: Arc::from("m"),
+            version: 1,
+            task: None,
+            batch_size: rows,
+            timings: Timings { total: Duration::from_millis(total_ms), ..Timings::default() },
+        }
+    }
+
+    #[test]
+    fn a_split_request_is_answered_with_its_parts_joined_in_row_order() {
+        let joined = Output::joined(vec![part(vec![1.0, 2.0], 9), part(vec![3.0], 14), part(vec![4.0], 5)]).unwrap();
+        assert_eq!(joined.get("y").unwrap().shape(), &[4, 1]);
+        assert_eq!(joined.get("y").unwrap().as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(joined.timings.total, Duration::from_millis(14));
+        let mut other = part(vec![5.0], 1);
+        other.names = Arc::from(vec!["z".to_string()]);
+        assert!(matches!(Output::joined(vec![part(vec![1.0], 1), other]), Err(Error::Backend { .. })));
     }
 }

@@ -140,9 +140,8 @@ fn reload_times(engine: &Arc<PolicyEngine>, module: &Path, snapshot: &Snapshot) 
 
 /// From writing a watched module file to the control loop deciding with it, in ms.
 fn watched_reload(engine: &Arc<PolicyEngine>, module: &Path) -> Result<f64> {
-    let dir = std::env::temp_dir().join(format!("modelless-bench-watch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("policy.wasm");
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("policy.wasm");
     std::fs::copy(module, &path)?;
     let tasks: ListTasks = Arc::new(Vec::new);
     let control = ControlLoop::start(
@@ -160,7 +159,7 @@ fn watched_reload(engine: &Arc<PolicyEngine>, module: &Path) -> Result<f64> {
         anyhow::ensure!(written.elapsed() < Duration::from_secs(30), "no reload");
         std::thread::sleep(Duration::from_millis(1));
     }
-    std::fs::remove_dir_all(dir)?;
+    dir.close()?;
     Ok(written.elapsed().as_secs_f64() * 1e3)
 }
 

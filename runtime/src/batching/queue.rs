@@ -62,18 +62,23 @@ impl Queue {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues a request, running it at once if an instance is idle.
-    pub fn submit(&self, pending: Pending) -> Result<(), Error> {
-        let deadline = pending.deadline;
+    /// Queues a request's parts (one, unless it was split), running what it can at
+    /// once if an instance is idle. All parts are queued or none is.
+    pub fn submit(&self, parts: Vec<Pending>) -> Result<(), Error> {
+        let deadline = parts.first().and_then(|p| p.deadline);
         let mut inner = self.lock();
         if inner.closed {
             return Err(Error::ShuttingDown);
         }
-        let now = Instant::now();
-        if inner.state.append(pending, now).is_err() {
-            let max_queue_size = inner.state.config().max_queue_size;
+        let max_queue_size = inner.state.config().max_queue_size;
+        if inner.state.len() + parts.len() > max_queue_size {
             self.counters.failed(FailureReason::Rejected);
             return Err(Error::Overloaded { model: self.model.to_string(), max_queue_size });
+        }
+        let now = Instant::now();
+        for pending in parts {
+            // Room was checked above, under the same lock.
+            let _ = inner.state.append(pending, now);
         }
         let hold_until = self.dispatch(&mut inner, now);
         let wake = [hold_until, deadline].into_iter().flatten().min();

@@ -93,12 +93,12 @@ mod tests {
 
     #[test]
     fn paths_that_leave_the_root_are_denied() {
-        let dir = std::env::temp_dir().join(format!("modelless-repo-test-{}", std::process::id()));
-        let root = dir.join("root");
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
         std::fs::create_dir_all(root.join("inside")).unwrap();
-        std::fs::create_dir_all(dir.join("outside")).unwrap();
+        std::fs::create_dir_all(dir.path().join("outside")).unwrap();
         #[cfg(unix)]
-        std::os::unix::fs::symlink(dir.join("outside"), root.join("link")).ok();
+        std::os::unix::fs::symlink(dir.path().join("outside"), root.join("link")).ok();
 
         assert!(path_under_root(&root, Path::new("inside/model.onnx")).is_ok());
         assert!(path_under_root(&root, Path::new("new/model.onnx")).is_ok());
@@ -110,6 +110,5 @@ mod tests {
         for bad in ["../x", "a/b", "/abs", "..", "."] {
             assert_eq!(plain_name(bad).unwrap_err().code, Code::PermissionDenied, "{bad}");
         }
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

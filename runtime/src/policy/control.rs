@@ -542,9 +542,8 @@ mod tests {
     #[test]
     fn a_watched_file_reloads_when_it_changes() {
         let task = task();
-        let dir = std::env::temp_dir().join(format!("modelless-watch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("policy.wat");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.wat");
         std::fs::write(&path, answering(r#"{"tasks":[]}"#)).unwrap();
         let engine = PolicyEngine::new(HostConfig::default()).unwrap();
         let tasks: ListTasks = {
@@ -561,14 +560,13 @@ mod tests {
         wait_for("the reload", || control.status().reloads == 1);
         wait_for("the new policy's switch", || task.serving().0.variant == "v1");
         assert!(control.status().last_watched_reload.is_some());
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_shadow_decides_every_tick_without_being_applied_and_ticks_are_recorded() {
         let task = task();
-        let record = std::env::temp_dir().join(format!("modelless-control-record-{}.jsonl", std::process::id()));
-        let _ = std::fs::remove_file(&record);
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("control-record.jsonl");
         let engine = PolicyEngine::new(HostConfig::default()).unwrap();
         let module = engine.compile("keep", answering(r#"{"tasks":[]}"#).as_bytes()).unwrap();
         let tasks: ListTasks = {
@@ -590,7 +588,6 @@ mod tests {
             std::fs::read_to_string(&record).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert!(ticks.len() >= 3 && ticks.iter().all(|t| t.by == "module" && t.decision.tasks.is_empty()));
         assert!(ticks.iter().any(|t| t.shadow.is_some()) && ticks[0].snapshot.tasks[0].name == "classify");
-        std::fs::remove_file(record).unwrap();
     }
 
     #[test]

@@ -114,9 +114,8 @@ mod tests {
 
     #[test]
     fn a_recording_replays_and_differences_are_marked() {
-        let dir = std::env::temp_dir().join(format!("modelless-record-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("ticks.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ticks.jsonl");
         let switch: Decision = serde_json::from_str(r#"{"tasks":[{"task":"t","variant":"v1"}]}"#).unwrap();
         let mut recorder = Recorder::open(&path).unwrap();
         let snapshot = serde_json::to_vec(&Snapshot::default()).unwrap();
@@ -137,6 +136,5 @@ mod tests {
         assert_eq!(read_ticks(&path).unwrap(), vec![(Snapshot::default(), None)]);
         std::fs::write(&path, "{ broken\n").unwrap();
         assert!(read_ticks(&path).unwrap_err().to_string().contains("line 1"));
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -194,8 +194,8 @@ mod tests {
 
     #[test]
     fn a_profile_is_measured_once_then_reused_until_forced() {
-        let dir = std::env::temp_dir().join(format!("modelless-profile-{}", std::process::id()));
-        let store = ProfileStore::new(&dir);
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::new(dir.path().join("profiles"));
         let log = BatchLog::default();
         let fake = FakeConfig {
             per_batch: Duration::from_millis(2),
@@ -223,6 +223,5 @@ mod tests {
         let forced = ProfileOptions { force: true, ..options() };
         profile_model("fake", factory, key, &store, &forced, &log, &mut |_| {}).unwrap();
         assert!(log.sizes().len() > ran);
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -71,12 +71,6 @@ pub fn profile_key(model: &Path, device: &str, settings: &impl Serialize) -> std
 mod tests {
     use super::*;
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("modelless-store-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     fn profile(key: ProfileKey) -> Profile {
         Profile {
             key,
@@ -91,10 +85,10 @@ mod tests {
 
     #[test]
     fn a_profile_is_reused_only_for_the_same_file_device_and_settings() {
-        let dir = temp_dir("keys");
-        let model = dir.join("model.onnx");
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("model.onnx");
         std::fs::write(&model, b"weights v1").unwrap();
-        let store = ProfileStore::new(&dir);
+        let store = ProfileStore::new(dir.path());
         let key = profile_key(&model, "cpu", &("threads", 2)).unwrap();
         store.save("small", &profile(key.clone())).unwrap();
         assert_eq!(store.load("small", &key).map(|p| p.key), Some(key.clone()));
@@ -103,26 +97,23 @@ mod tests {
         assert!(store.load("small", &profile_key(&model, "cpu", &("threads", 1)).unwrap()).is_none());
         std::fs::write(&model, b"weights v2").unwrap();
         assert!(store.load("small", &profile_key(&model, "cpu", &("threads", 2)).unwrap()).is_none(), "new file");
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_corrupt_or_missing_profile_is_measured_again() {
-        let dir = temp_dir("corrupt");
-        let store = ProfileStore::new(&dir);
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::new(dir.path());
         let key = ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() };
         assert!(store.load("small", &key).is_none());
         std::fs::write(store.path("small"), b"{ not json").unwrap();
         assert!(store.load("small", &key).is_none());
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn the_hash_is_the_file_s_sha256() {
-        let dir = temp_dir("hash");
-        let file = dir.join("abc");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("abc");
         std::fs::write(&file, b"abc").unwrap();
         assert_eq!(file_sha256(&file).unwrap(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -22,6 +22,7 @@ use crate::registry::{ModelFormat, ProfileMode, VariantConfig};
 struct TorchScriptProfileSettings<'a> {
     torchscript: &'a TorchScriptConfig,
     max_batch_size: usize,
+    memory_budget_mib: Option<u64>,
 }
 
 /// The key of a profile of `variant`'s model file at `path` measured on `device`.
@@ -36,7 +37,11 @@ pub fn variant_profile_key(
     match variant.format {
         ModelFormat::Onnx => ort_profile_key(path, device, onnxruntime, &variant.onnx, max_batch_size, options),
         ModelFormat::Torchscript => {
-            let settings = TorchScriptProfileSettings { torchscript: &variant.torchscript, max_batch_size };
+            let settings = TorchScriptProfileSettings {
+                torchscript: &variant.torchscript,
+                max_batch_size,
+                memory_budget_mib: options.sweep.memory_budget_bytes.map(|b| b >> 20),
+            };
             profile_key(path, &device.name(), &settings)
                 .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))
         }
@@ -57,7 +62,8 @@ pub fn variant_profile(
         ProfileMode::Measure => true,
     };
     let device = variant.device_to_load(onnxruntime);
-    let options = ProfileOptions::new(variant.batching.max_batch_size);
+    let mut options = ProfileOptions::new(variant.batching.max_batch_size);
+    options.sweep.memory_budget_bytes = variant.memory_budget_mib.map(|mib| mib << 20);
     let key = variant_profile_key(variant, path, device, onnxruntime, &options)?;
     let store = store_beside(path);
     if !measure {

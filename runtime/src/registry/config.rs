@@ -155,6 +155,11 @@ pub struct VariantConfig {
     /// ONNX Runtime without CUDA), rather than fail to load.
     #[serde(default)]
     pub fallback_to_cpu: bool,
+    /// Memory (MiB) on its device that its batches may take. Profiling then finds the
+    /// largest batch within it (on a GPU, as NVML counts this process's memory); larger
+    /// batches are never formed, and larger requests run split.
+    #[serde(default)]
+    pub memory_budget_mib: Option<u64>,
     /// Sessions serving it.
     #[serde(default = "one")]
     pub instances: usize,
@@ -193,6 +198,7 @@ impl VariantConfig {
             accuracy,
             device: Device::Cpu,
             fallback_to_cpu: false,
+            memory_budget_mib: None,
             instances: 1,
             batching: BatchingConfig::default(),
             onnx: OrtSessionConfig::default(),
@@ -219,6 +225,12 @@ impl VariantConfig {
     pub fn with_device(mut self, device: Device, fallback_to_cpu: bool) -> Self {
         self.device = device;
         self.fallback_to_cpu = fallback_to_cpu;
+        self
+    }
+
+    /// Sets the device memory (MiB) its batches may take; see `memory_budget_mib`.
+    pub fn with_memory_budget_mib(mut self, mib: u64) -> Self {
+        self.memory_budget_mib = Some(mib);
         self
     }
 

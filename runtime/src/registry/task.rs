@@ -561,6 +561,7 @@ impl Task {
             warmup: config.warmup.clone(),
             on_phase: Some(on_phase),
             on_answer: Some(self.traffic.answer_hook()),
+            max_request_rows: Some(config.batching.max_batch_size),
         };
         // Before the model starts, so that a profile measured now has the cores to itself.
         let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
@@ -708,8 +709,8 @@ fn mark_drained(inner: &mut Inner) {
 }
 
 /// `batching` with its largest batch no larger than the largest that fits the device
-/// memory `profile` measured (a batch predicted not to fit is never formed; a request
-/// with more rows than that is refused at admission as too large).
+/// memory `profile` measured: a batch predicted not to fit is never formed, and a
+/// request with more rows than that (within the configured `max_batch_size`) runs split.
 fn memory_capped(mut batching: BatchingConfig, profile: Option<&Profile>) -> BatchingConfig {
     if let Some(fits) = profile.and_then(|p| p.max_safe_batch).map(|b| b.max(1) as usize)
         && fits < batching.max_batch_size
@@ -759,7 +760,7 @@ mod tests {
     }
 
     #[test]
-    fn batches_are_capped_to_what_fits_the_measured_memory_and_larger_requests_are_refused() {
+    fn batches_are_capped_to_what_fits_the_measured_memory_and_larger_requests_run_split() {
         let fake =
             FakeConfig { memory_per_row: 1 << 20, per_batch: Duration::from_millis(20), ..FakeConfig::default() };
         let log = BatchLog::default();
@@ -789,9 +790,16 @@ mod tests {
         assert!(log.sizes().iter().all(|&rows| rows <= 3), "{:?}", log.sizes());
         assert!(log.sizes().contains(&3), "batches grow to the cap: {:?}", log.sizes());
         assert!(log.bytes_in_use().unwrap() <= 3 << 20);
-        let four_rows = Inputs::from(Tensor::new([4, 4], vec![1.0f32; 16]).unwrap());
-        let refused = task.submit(four_rows, &Slo::default()).err();
-        assert!(matches!(refused, Some(Error::RequestTooLarge { rows: 4, max_batch_size: 3, .. })), "{refused:?}");
+        let seven_rows: Vec<f32> = (0..7 * 4).map(|i| i as f32).collect();
+        let answer = task.submit(Inputs::from(Tensor::new([7, 4], seven_rows.clone()).unwrap()), &Slo::default());
+        let answer = answer.unwrap().wait().unwrap();
+        // The fake backend answers its input: the parts come back joined in order.
+        assert_eq!(answer.first().unwrap().as_slice::<f32>().unwrap(), &seven_rows[..]);
+        assert!(log.sizes().iter().all(|&rows| rows <= 3), "{:?}", log.sizes());
+        assert!(log.bytes_in_use().unwrap() <= 3 << 20);
+        let nine_rows = Inputs::from(Tensor::new([9, 4], vec![1.0f32; 36]).unwrap());
+        let refused = task.submit(nine_rows, &Slo::default()).err();
+        assert!(matches!(refused, Some(Error::RequestTooLarge { rows: 9, max_batch_size: 8, .. })), "{refused:?}");
         // A policy asking for more than fits gets what fits.
         assert_eq!(task.configure_active(Some(8), None).unwrap().max_batch_size, 3);
     }

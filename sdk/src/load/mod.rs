@@ -211,15 +211,14 @@ mod tests {
 
     #[test]
     fn a_trace_file_is_found_beside_the_spec() {
-        let dir = std::env::temp_dir().join(format!("modelless-spec-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("trace.csv"), "5\n6\n7\n").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("trace.csv"), "5\n6\n7\n").unwrap();
         std::fs::write(
-            dir.join("load.toml"),
+            dir.path().join("load.toml"),
             "[[tasks]]\ntask = \"a\"\n[tasks.pattern]\nkind = \"trace\"\nfile = \"trace.csv\"\n",
         )
         .unwrap();
-        let spec = LoadSpec::from_file(dir.join("load.toml")).unwrap();
+        let spec = LoadSpec::from_file(dir.path().join("load.toml")).unwrap();
         assert_eq!(spec.rates().unwrap(), vec![vec![5.0, 6.0, 7.0]]);
     }
 }

@@ -124,12 +124,11 @@ mod tests {
                 batch_size: None,
             },
         ];
-        let dir = std::env::temp_dir().join(format!("modelless-log-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let jsonl = dir.join("requests.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let jsonl = dir.path().join("requests.jsonl");
         write_log(&jsonl, &records).unwrap();
         assert_eq!(read_log(&jsonl).unwrap(), records);
-        let csv = dir.join("requests.csv");
+        let csv = dir.path().join("requests.csv");
         write_log(&csv, &records).unwrap();
         let text = std::fs::read_to_string(&csv).unwrap();
         assert_eq!(text.lines().nth(1), Some("t,0.250000,ok,12.500,v1,4"));

@@ -250,9 +250,8 @@ mod tests {
 
     #[test]
     fn a_trace_is_scaled_to_its_target_mean_then_ramped_over_the_warm_up() {
-        let dir = std::env::temp_dir().join(format!("modelless-trace-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("trace.csv");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("trace.csv");
         std::fs::write(&file, "second,requests\n0,10\n1,20\n2,30\n3,40\n").unwrap();
         let config = TraceConfig { file: Some(file.clone()), scale_to_mean: Some(50.0), ..Default::default() };
         assert_eq!(config.rates().unwrap(), vec![20.0, 40.0, 60.0, 80.0]);

@@ -5,7 +5,12 @@
 //! The CUDA sessions are TorchScript ones (feature `tch`): the ONNX Runtime library the
 //! setup installs is its CPU build, whose refusal of `cuda:N` `devices.rs` tests.
 
-use modelless::metrics::{gpu_snapshots, gpus_absent_reason};
+use std::time::Duration;
+
+use modelless::metrics::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
+use modelless::{PolicyConfig, Runtime, TaskConfig, VariantConfig};
+
+use crate::common::{models_dir, policy_module, wait_for};
 
 fn assert_gpu() {
     assert!(gpus_absent_reason().is_none(), "no GPU: {}", gpus_absent_reason().unwrap_or_default());
@@ -13,11 +18,22 @@ fn assert_gpu() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: make test runs it where nvidia-smi lists one"]
-fn nvml_reports_every_gpu_with_its_memory_utilisation_and_clocks() {
+fn nvml_reports_every_gpu_with_its_memory_utilisation_and_clocks_in_the_policy_snapshot() {
     assert_gpu();
-    let gpus = gpu_snapshots();
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("ticks.jsonl");
+    let task = TaskConfig::new("tiny").with_variant(VariantConfig::new("tiny", models_dir().join("tiny.onnx"), 50.0));
+    let rt = Runtime::builder().with_task(task).build().unwrap();
+    let mut policy = PolicyConfig::new(policy_module("static")).with_tick(Duration::from_millis(30));
+    policy.record = Some(record.clone());
+    rt.start_policy(policy).unwrap();
+    wait_for(|| modelless::policy::read_ticks(&record).is_ok_and(|ticks| ticks.len() >= 2));
+    rt.stop_policy();
+    let ticks = modelless::policy::read_ticks(&record).unwrap();
+    let gpus = &ticks.last().unwrap().0.system.gpus;
+    assert_eq!(gpus.len(), gpu_snapshots().len());
     assert!(!gpus.is_empty());
-    for gpu in &gpus {
+    for gpu in gpus {
         assert!(!gpu.name.is_empty());
         let (used, total) = (gpu.memory_used_bytes.unwrap(), gpu.memory_total_bytes.unwrap());
         assert!(total > 1 << 30 && used <= total, "{gpu:?}");
@@ -29,11 +45,12 @@ fn nvml_reports_every_gpu_with_its_memory_utilisation_and_clocks() {
 #[cfg(feature = "tch")]
 mod cuda {
     use modelless::backend::torchscript::{TensorDeclaration, TorchScriptConfig};
-    use modelless::{
-        BatchingConfig, DType, Device, ProfileMode, Runtime, Slo, TaskConfig, Tensor, VariantConfig, WarmupConfig,
-    };
+    use modelless::{BatchingConfig, DType, Device, ProfileMode, Slo, Tensor, WarmupConfig};
 
-    use super::assert_gpu;
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    use super::{Runtime, TaskConfig, VariantConfig, assert_gpu, process_gpu_memory};
     use crate::common::{max_relative_diff, torchscript_dir};
 
     fn mobilenet(name: &str, device: Device, max_batch: usize) -> VariantConfig {
@@ -84,10 +101,7 @@ mod cuda {
     #[ignore = "needs an NVIDIA GPU: make test runs it where nvidia-smi lists one"]
     fn profiling_on_the_gpu_fits_a_line_and_measures_device_memory_per_batch() {
         assert_gpu();
-        let dir = std::env::temp_dir().join(format!("modelless-gpu-profile-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("mobilenetv2_0.35.pt");
-        std::fs::copy(torchscript_dir().join("mobilenetv2_0.35.pt"), &path).unwrap();
+        let (_dir, path) = fresh_copy("mobilenetv2_0.35.pt");
         let variant = mobilenet("profiled", Device::Cuda(0), 16).with_path(&path).with_profile(ProfileMode::Measure);
         let rt = Runtime::builder().with_task(TaskConfig::new("gpu-profile").with_variant(variant)).build().unwrap();
         let profile = rt.variant_profile("gpu-profile", "profiled").unwrap().unwrap();
@@ -97,6 +111,75 @@ mod cuda {
         let memory: Vec<u64> = profile.points.iter().filter_map(|p| p.memory_bytes).collect();
         assert_eq!(memory.len(), profile.points.len(), "NVML measures device memory at every batch size");
         assert!(memory.last() > memory.first(), "larger batches hold more device memory: {memory:?}");
-        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Where `name` is copied to a folder of its own, so that a profile stored beside
+    /// it is measured now.
+    fn fresh_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::copy(torchscript_dir().join(name), &path).unwrap();
+        (dir, path)
+    }
+
+    /// Set in the process this test starts for itself.
+    const ALONE: &str = "MODELLESS_GPU_TEST_ALONE";
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: make test runs it where nvidia-smi lists one"]
+    fn batches_never_exceed_what_fits_the_memory_budget_and_larger_requests_run_split() {
+        assert_gpu();
+        if std::env::var_os(ALONE).is_none() {
+            // NVML counts a process's device memory, and libtorch's allocator keeps what
+            // earlier tests freed: measured beside them, batches would seem to cost nothing.
+            let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
+            let name =
+                format!("{module}::batches_never_exceed_what_fits_the_memory_budget_and_larger_requests_run_split");
+            let status = Command::new(std::env::current_exe().unwrap())
+                .args([name.as_str(), "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
+                .env(ALONE, "1")
+                .status()
+                .unwrap();
+            assert!(status.success(), "the test in a process of its own failed: {status}");
+            return;
+        }
+        const BUDGET_MIB: u64 = 1024;
+        const MAX_BATCH: usize = 256;
+        let (_dir, path) = fresh_copy("mobilenetv2_0.35.pt");
+        let variant = mobilenet("capped", Device::Cuda(0), MAX_BATCH)
+            .with_path(&path)
+            .with_profile(ProfileMode::Measure)
+            .with_memory_budget_mib(BUDGET_MIB)
+            .with_warmup(WarmupConfig::default().with_batch_sizes([1]));
+        let rt = Runtime::builder().with_task(TaskConfig::new("capped").with_variant(variant)).build().unwrap();
+        let profile = rt.variant_profile("capped", "capped").unwrap().unwrap();
+        // At ~15 MB of activations per 224² image, 256 images need several GiB.
+        assert!(profile.max_safe_batch.is_some(), "the budget found no batch that fits: {:?}", profile.points);
+        let fits = profile.max_safe_batch.unwrap() as usize;
+        assert!((1..MAX_BATCH).contains(&fits), "largest safe batch {fits}");
+        for point in &profile.points {
+            let bytes = point.memory_bytes.unwrap();
+            assert_eq!(bytes <= BUDGET_MIB << 20, point.batch_size as usize <= fits, "{point:?} vs {fits}");
+        }
+        let snapshot = rt.variant_snapshots("capped").unwrap().remove(0);
+        assert_eq!(snapshot.profile.unwrap().max_safe_batch, Some(fits as u32));
+        // One request of the configured largest batch: it runs in batches that fit.
+        let before = process_gpu_memory(0).unwrap();
+        let rows = (0..MAX_BATCH).map(image).collect::<Vec<_>>();
+        let values: Vec<f32> = rows.iter().flat_map(|t| t.as_slice::<f32>().unwrap().to_vec()).collect();
+        let request = Tensor::new([MAX_BATCH, 3, 224, 224], values).unwrap();
+        let answer = rt.infer_task_blocking("capped", request, Slo::default()).unwrap();
+        assert!(answer.batch_size <= fits, "a batch of {} formed over the cap {fits}", answer.batch_size);
+        let logits = answer.get("logits").unwrap();
+        assert_eq!(logits.shape(), &[MAX_BATCH, 1000]);
+        for i in [0, fits, MAX_BATCH - 1] {
+            let alone = rt.infer_task_blocking("capped", image(i), Slo::default()).unwrap();
+            let got = &logits.as_slice::<f32>().unwrap()[i * 1000..(i + 1) * 1000];
+            let diff = max_relative_diff(got, alone.get("logits").unwrap().as_slice::<f32>().unwrap());
+            assert!(diff <= 1e-3, "row {i} of the split request differs from it alone by {diff}");
+        }
+        // A batch of all 256 rows would have taken GiBs more.
+        let grew = process_gpu_memory(0).unwrap().saturating_sub(before);
+        assert!(grew < BUDGET_MIB << 20, "serving the request took {} MiB more device memory", grew >> 20);
     }
 }

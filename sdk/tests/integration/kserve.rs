@@ -18,6 +18,7 @@ use modelless::kserve::tonic::transport::{Certificate, ClientTlsConfig, Endpoint
 use modelless::kserve::{ServerConfig, TlsConfig};
 use modelless::{BatchingConfig, ModelConfig, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig};
 use serde_json::{Value, json};
+use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::{TlsConnector, rustls};
 
@@ -58,14 +59,14 @@ fn case(runtime: &Runtime, model: &str, served_by: &str, inputs: Vec<(&str, Tens
 
 /// A fresh folder holding a repository root with one model, and a model beside the root
 /// that repository calls must not reach.
-fn repository(models: &Path) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("modelless-kserve-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let root = dir.join("repository");
+fn repository(models: &Path) -> (TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repository");
     std::fs::create_dir_all(root.join("tiny_repo/3")).unwrap();
     std::fs::copy(models.join("tiny.onnx"), root.join("tiny_repo/3/model.onnx")).unwrap();
-    std::fs::copy(models.join("tiny.onnx"), dir.join("outside.onnx")).unwrap();
-    (root, dir.join("outside.onnx"))
+    let outside = dir.path().join("outside.onnx");
+    std::fs::copy(models.join("tiny.onnx"), &outside).unwrap();
+    (dir, root, outside)
 }
 
 fn slow_model(runtime: &Runtime) {
@@ -93,7 +94,7 @@ fn served_runtime(models: &Path) -> Runtime {
 #[test]
 fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
     let models = models_dir();
-    let (root, outside) = repository(&models);
+    let (dir, root, outside) = repository(&models);
     let runtime = Arc::new(served_runtime(&models));
 
     let image = Tensor::new([1, 3, 224, 224], values(3 * 224 * 224, 1)).unwrap();
@@ -131,7 +132,6 @@ fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
     let config = ServerConfig::loopback().with_max_message_mib(MAX_MESSAGE_MIB).with_model_repository(&root);
     let server = tokio.block_on(runtime.clone().serve(&config)).unwrap();
 
-    let dir = root.parent().unwrap();
     let plan = json!({
         "grpc": server.grpc_address().to_string(),
         "http": server.http_address().to_string(),
@@ -148,7 +148,7 @@ fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
         "outside_name": "outside",
         "outside_path": outside,
     });
-    let (plan_path, report_path) = (dir.join("plan.json"), dir.join("report.json"));
+    let (plan_path, report_path) = (dir.path().join("plan.json"), dir.path().join("report.json"));
     std::fs::write(&plan_path, plan.to_string()).unwrap();
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.modelless/venv/bin/python");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kserve_client.py");
@@ -167,7 +167,6 @@ fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
     assert_eq!(passed, 2 * (2 + cases + 5) + 3 * cases + 1, "checks missing:\n{stdout}");
 
     tokio.block_on(server.shutdown());
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -207,13 +206,12 @@ fn shutdown_stops_accepting_and_answers_what_is_under_way() {
 
 #[test]
 fn both_endpoints_serve_over_tls_with_the_configured_certificate() {
-    let dir = std::env::temp_dir().join(format!("modelless-kserve-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let cert_pem = certified.cert.pem();
-    std::fs::write(dir.join("server.crt"), &cert_pem).unwrap();
-    std::fs::write(dir.join("server.key"), certified.signing_key.serialize_pem()).unwrap();
-    let tls = TlsConfig { cert: dir.join("server.crt"), key: dir.join("server.key") };
+    let tls = TlsConfig { cert: dir.path().join("server.crt"), key: dir.path().join("server.key") };
+    std::fs::write(&tls.cert, &cert_pem).unwrap();
+    std::fs::write(&tls.key, certified.signing_key.serialize_pem()).unwrap();
 
     let runtime = Arc::new(Runtime::builder().build().unwrap());
     let tokio = tokio::runtime::Runtime::new().unwrap();
@@ -260,5 +258,4 @@ fn both_endpoints_serve_over_tls_with_the_configured_certificate() {
         assert!(refused, "a plain-text client was answered");
         server.shutdown().await;
     });
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -126,6 +126,25 @@ fn bad_inputs_are_refused_on_admission_and_the_model_keeps_serving() {
 }
 
 #[test]
+fn a_request_larger_than_the_batch_in_force_runs_split_and_one_over_the_configured_limit_is_refused() {
+    let (w, b) = tiny_weights();
+    let configured = BatchingConfig::default().with_max_batch_size(8);
+    let rt = Runtime::builder().with_model(model("tiny", "tiny.onnx", configured)).build().unwrap();
+    rt.configure_batching("tiny", BatchingConfig::default().with_max_batch_size(3)).unwrap();
+    let x: Vec<f32> = (0..7 * 4).map(|i| i as f32 * 0.37 - 3.0).collect();
+    let output = rt.infer_blocking("tiny", Tensor::new([7, 4], x.clone()).unwrap()).unwrap();
+    assert!(output.batch_size <= 3, "a batch of {} rows formed", output.batch_size);
+    let got = output.get("output").unwrap();
+    assert_eq!(got.shape(), &[7, 3]);
+    for (row, answer) in x.chunks(4).zip(got.as_slice::<f32>().unwrap().chunks(3)) {
+        let expected: Vec<f32> = affine(row, &w, &b).into_iter().map(|v| v.max(0.0)).collect();
+        assert!(max_relative_diff(answer, &expected) <= 1e-5, "{answer:?} vs {expected:?}");
+    }
+    let refused = rt.infer_blocking("tiny", Tensor::full([9, 4], 0f32));
+    assert!(matches!(refused, Err(Error::RequestTooLarge { rows: 9, max_batch_size: 8, .. })), "{refused:?}");
+}
+
+#[test]
 fn missing_or_corrupt_model_files_fail_to_load_with_a_clear_error() {
     let rt = Runtime::builder().with_model(model("tiny", "tiny.onnx", BatchingConfig::default())).build().unwrap();
     let missing = rt.load_model(ModelConfig::new("missing", "/nonexistent/model.onnx"));
@@ -134,10 +153,10 @@ fn missing_or_corrupt_model_files_fail_to_load_with_a_clear_error() {
         "{:?}",
         missing.err()
     );
-    let corrupt_path = std::env::temp_dir().join(format!("modelless-corrupt-{}.onnx", std::process::id()));
+    let dir = tempfile::tempdir().unwrap();
+    let corrupt_path = dir.path().join("corrupt.onnx");
     std::fs::write(&corrupt_path, b"\x08\x07this is not an onnx graph").unwrap();
     let corrupt = rt.load_model(ModelConfig::new("corrupt", &corrupt_path));
-    std::fs::remove_file(&corrupt_path).unwrap();
     let message = corrupt.as_ref().err().map(ToString::to_string).unwrap_or_default();
     assert!(
         matches!(&corrupt, Err(Error::Load { source, .. }) if matches!(**source, BackendError::Ort { .. })),

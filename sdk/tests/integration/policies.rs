@@ -114,10 +114,10 @@ fn the_static_module_steers_a_task_back_to_its_configured_variant() {
 #[test]
 fn a_reload_from_a_broken_file_is_refused_and_the_running_policy_stays() {
     let rt = steered_runtime();
-    let broken = std::env::temp_dir().join(format!("modelless-broken-policy-{}.wasm", std::process::id()));
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken-policy.wasm");
     std::fs::write(&broken, b"\0asm\x01\0\0\0 truncated").unwrap();
     assert!(rt.reload_policy(&broken).is_err());
-    std::fs::remove_file(&broken).unwrap();
     let took = rt.reload_policy(policy_module("static")).unwrap();
     assert!(took > Duration::ZERO);
     let status = rt.policy_status().unwrap();
@@ -146,8 +146,8 @@ fn the_config_file_names_the_policy_and_its_settings() {
 
 #[test]
 fn a_recorded_run_replays_to_the_same_decisions_and_a_shadow_is_never_applied() {
-    let record = std::env::temp_dir().join(format!("modelless-sdk-record-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&record);
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("sdk-record.jsonl");
     let rt = steered_runtime();
     let mut config = PolicyConfig::new(policy_module("static")).with_tick(Duration::from_millis(30));
     config.record = Some(record.clone());
@@ -162,5 +162,4 @@ fn a_recorded_run_replays_to_the_same_decisions_and_a_shadow_is_never_applied() 
     let mut again = engine.compile_file(&policy_module("static")).unwrap().instantiate(None).unwrap();
     let replayed = modelless::policy::replay(&mut again, &ticks);
     assert!(replayed.iter().all(|r| r.differs == Some(false)), "{replayed:?}");
-    std::fs::remove_file(record).unwrap();
 }

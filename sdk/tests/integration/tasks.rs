@@ -176,9 +176,7 @@ impl Clients {
     }
 }
 
-fn copy_to_temp(file: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("modelless-versions-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+fn copy_to(dir: &Path, file: &str, name: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::copy(models_dir().join(file), &path).unwrap();
     path
@@ -186,6 +184,7 @@ fn copy_to_temp(file: &str, name: &str) -> PathBuf {
 
 #[test]
 fn switching_variants_and_loading_versions_under_load_fails_no_request() {
+    let versions = tempfile::tempdir().unwrap();
     let rt = Arc::new(Runtime::builder().with_task(mobilenet_task()).build().unwrap());
     let clients = Clients::start(&rt, 8);
     let ready_versions = Mutex::new(vec![("small".to_string(), 1)]);
@@ -197,7 +196,7 @@ fn switching_variants_and_loading_versions_under_load_fails_no_request() {
         assert_eq!(status.variant(variant).unwrap().state(), VariantState::Ready);
         ready_versions.lock().unwrap().push((variant.to_string(), status.active_version));
         if i == 15 || i == 35 {
-            let path = copy_to_temp("mobilenetv2_0.35.onnx", &format!("small-{i}.onnx"));
+            let path = copy_to(versions.path(), "mobilenetv2_0.35.onnx", &format!("small-{i}.onnx"));
             let version = rt.load_version("classify", "small", &path).unwrap();
             ready_versions.lock().unwrap().push(("small".to_string(), version));
         }
@@ -218,15 +217,15 @@ fn switching_variants_and_loading_versions_under_load_fails_no_request() {
 
 #[test]
 fn a_corrupt_version_loaded_under_load_leaves_the_old_one_serving() {
+    let dir = tempfile::tempdir().unwrap();
     let rt = Arc::new(Runtime::builder().with_task(mobilenet_task()).build().unwrap());
     let clients = Clients::start(&rt, 8);
-    let corrupt = std::env::temp_dir().join(format!("modelless-corrupt-version-{}.onnx", std::process::id()));
+    let corrupt = dir.path().join("corrupt-version.onnx");
     std::fs::write(&corrupt, b"\x08\x07not a graph at all").unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let result = rt.load_version("classify", "small", &corrupt);
     std::thread::sleep(Duration::from_millis(100));
     let Collected { served, errors } = clients.stop();
-    std::fs::remove_file(&corrupt).unwrap();
     assert!(matches!(result, Err(Error::Load { .. })), "{result:?}");
     assert!(errors.is_empty(), "{} requests failed", errors.len());
     assert!(!served.is_empty() && served.iter().all(|s| *s == ("small".to_string(), 1)));
@@ -273,9 +272,9 @@ fn the_config_file_describes_tasks_and_unknown_keys_are_named() {
     assert!(err.contains("max_batch"), "{err}");
 }
 
-/// A file of `mib` MiB, so a variant's memory estimate (twice its file) is known.
-fn sized_file(name: &str, mib: usize) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("modelless-{}-{name}", std::process::id()));
+/// A file of `mib` MiB in `dir`, so a variant's memory estimate (twice its file) is known.
+fn sized_file(dir: &Path, name: &str, mib: usize) -> PathBuf {
+    let path = dir.join(name);
     std::fs::write(&path, vec![0u8; mib << 20]).unwrap();
     path
 }
@@ -284,8 +283,9 @@ fn sized_file(name: &str, mib: usize) -> PathBuf {
 fn least_recently_active_variants_unload_first_beyond_the_keep_warm_memory() {
     let log = BatchLog::default();
     let (mut task, make) = fake_task(&[60.0, 70.0, 80.0], FakeConfig::default(), &log);
+    let dir = tempfile::tempdir().unwrap();
     for (i, v) in task.variants.iter_mut().enumerate() {
-        v.path = sized_file(&format!("lru-{i}"), 1); // 2 MiB each while loaded
+        v.path = sized_file(dir.path(), &format!("lru-{i}"), 1); // 2 MiB each while loaded
     }
     let rt = Runtime::builder().build().unwrap();
     rt.add_task_with(task.with_keep_warm_mib(3), make).unwrap();
@@ -301,11 +301,12 @@ fn least_recently_active_variants_unload_first_beyond_the_keep_warm_memory() {
 
 #[test]
 fn a_variant_unloaded_and_loaded_again_comes_back_at_its_newest_version() {
+    let dir = tempfile::tempdir().unwrap();
     let log = BatchLog::default();
     let (task, make) = fake_task(&[60.0, 70.0], FakeConfig::default(), &log);
     let rt = Runtime::builder().build().unwrap();
     rt.add_task_with(task.with_keep_warm_mib(0), make).unwrap();
-    let newer = sized_file("newer", 0);
+    let newer = sized_file(dir.path(), "newer", 0);
     assert_eq!(rt.load_version("classify", "v0", &newer).unwrap(), 2);
     rt.switch_variant("classify", "v1").unwrap();
     rt.switch_variant("classify", "v0").unwrap();
@@ -318,9 +319,8 @@ fn a_variant_unloaded_and_loaded_again_comes_back_at_its_newest_version() {
 
 #[test]
 fn a_variant_without_a_stored_profile_is_profiled_at_load_when_asked_and_the_profile_is_reused() {
-    let dir = std::env::temp_dir().join(format!("modelless-profile-at-load-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("tiny.onnx");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.onnx");
     std::fs::copy(models_dir().join("tiny.onnx"), &path).unwrap();
     let task = |mode: ProfileMode| {
         let variant = VariantConfig::new("tiny", &path, 50.0)
@@ -336,7 +336,7 @@ fn a_variant_without_a_stored_profile_is_profiled_at_load_when_asked_and_the_pro
     let profile = measured.variant_profile("classify", "tiny").unwrap().unwrap(); // profiled at load
     assert!(throughput(&measured).is_some_and(|t| t > 0.0));
     assert_eq!(profile.points.iter().map(|p| p.batch_size).collect::<Vec<_>>(), vec![1, 2, 4]);
-    let stored = dir.join("tiny.profile.json");
+    let stored = dir.path().join("tiny.profile.json");
     let written = std::fs::metadata(&stored).unwrap().modified().unwrap();
 
     let reused = Runtime::builder().with_task(task(ProfileMode::Stored)).build().unwrap();
@@ -344,5 +344,4 @@ fn a_variant_without_a_stored_profile_is_profiled_at_load_when_asked_and_the_pro
     let off = Runtime::builder().with_task(task(ProfileMode::Off)).build().unwrap();
     assert_eq!(off.variant_profile("classify", "tiny").unwrap(), None);
     assert_eq!(std::fs::metadata(&stored).unwrap().modified().unwrap(), written, "not measured again");
-    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -110,7 +110,8 @@ fn mobilenet_logits_through_libtorch_equal_pytorchs_own() {
 
 #[test]
 fn a_corrupt_module_or_a_wrong_declaration_fails_clearly_and_the_task_keeps_serving() {
-    let corrupt = std::env::temp_dir().join(format!("modelless-corrupt-{}.pt", std::process::id()));
+    let dir = tempfile::tempdir().unwrap();
+    let corrupt = dir.path().join("corrupt.pt");
     std::fs::write(&corrupt, b"PK\x03\x04 not a TorchScript archive").unwrap();
     let good = tiny_declared(vec![TensorDeclaration::new("output", DType::F32, [-1, 3])]);
     let wrong_type = tiny_declared(vec![TensorDeclaration::new("output", DType::I32, [-1, 3])]);
@@ -123,7 +124,6 @@ fn a_corrupt_module_or_a_wrong_declaration_fails_clearly_and_the_task_keeps_serv
     let refused = rt.switch_variant("ts-bad", "corrupt").unwrap_err();
     let Error::Load { source, .. } = &refused else { panic!("{refused:?}") };
     assert!(matches!(source.as_ref(), BackendError::Torch { .. }), "{source:?}");
-    std::fs::remove_file(&corrupt).unwrap();
 
     // A module whose output is not the declared type loads (nothing says so before a
     // run) and fails its warm-up-free first request with the mismatch named.
@@ -138,9 +138,8 @@ fn a_corrupt_module_or_a_wrong_declaration_fails_clearly_and_the_task_keeps_serv
 
 #[test]
 fn a_torchscript_variant_is_profiled_at_load_with_a_linear_fit() {
-    let dir = std::env::temp_dir().join(format!("modelless-ts-profile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("mobilenetv2_0.35.pt");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mobilenetv2_0.35.pt");
     std::fs::copy(torchscript_dir().join("mobilenetv2_0.35.pt"), &path).unwrap();
     let variant = mobilenet("0.35")
         .with_path(&path)
@@ -152,8 +151,7 @@ fn a_torchscript_variant_is_profiled_at_load_with_a_linear_fit() {
     assert_eq!(profile.points.iter().map(|p| p.batch_size).collect::<Vec<_>>(), vec![1, 2, 4]);
     let fit = profile.fit.unwrap();
     assert!(fit.a_ms > 0.0 && fit.r2 > 0.5, "{fit:?}");
-    assert!(dir.join("mobilenetv2-0.35-ts.profile.json").is_file(), "stored beside the module");
-    std::fs::remove_dir_all(dir).unwrap();
+    assert!(dir.path().join("mobilenetv2-0.35-ts.profile.json").is_file(), "stored beside the module");
 }
 
 #[test]

@@ -31,7 +31,8 @@ pub struct Args {
     /// Seconds of closed loop measuring maximal throughput (0 skips it).
     #[arg(long, default_value_t = 5.0)]
     throughput_secs: f64,
-    /// Never run a batch predicted to need more than this many MiB.
+    /// Never run a batch predicted to need more than this many MiB (default: each
+    /// variant's `memory_budget_mib`).
     #[arg(long)]
     memory_budget_mib: Option<u64>,
     /// Where the table and the latency plot go.
@@ -116,7 +117,7 @@ fn profile_one(
     let max_batch_size = target.batching.max_batch_size;
     let mut options = ProfileOptions::new(max_batch_size);
     options.sweep.warm_runs = args.warm_runs;
-    options.sweep.memory_budget_bytes = args.memory_budget_mib.map(|m| m << 20);
+    options.sweep.memory_budget_bytes = args.memory_budget_mib.or(target.memory_budget_mib).map(|m| m << 20);
     options.throughput_for = Duration::from_secs_f64(args.throughput_secs);
     options.first_run_sessions = args.first_run_sessions;
     options.force = args.force;
