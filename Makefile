@@ -23,6 +23,7 @@ test: setup-torch
 	$(TORCH_ENV) cargo test --workspace --all-features --locked
 	# The GPU tests are ignored (and listed so) where no NVIDIA GPU is; where one is, they run.
 	@if nvidia-smi -L >/dev/null 2>&1; then \
+		eval "$$(bash scripts/setup_ort_gpu.sh)" && \
 		$(TORCH_ENV) cargo test -p modelless --all-features --locked --test integration -- --include-ignored gpu::; \
 	else echo "no NVIDIA GPU (nvidia-smi lists none): the GPU tests above were ignored"; fi
 	# A target dir of its own: the policy crates are cdylibs, whose files carry no hash,

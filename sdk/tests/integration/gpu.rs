@@ -2,18 +2,73 @@
 //! ignored where there is none; `make test` runs them (`--include-ignored gpu::`) where
 //! `nvidia-smi` lists a GPU. On a machine without one they fail, never pass quietly.
 //!
-//! The CUDA sessions are TorchScript ones (feature `tch`): the ONNX Runtime library the
-//! setup installs is its CPU build, whose refusal of `cuda:N` `devices.rs` tests.
+//! CUDA sessions: TorchScript ones (feature `tch`), and ONNX ones on ONNX Runtime's GPU
+//! build, which `make test` installs where there is a GPU (`scripts/setup_ort_gpu.sh`);
+//! the CPU build that setup installs refuses `cuda:N`, as `devices.rs` tests.
 
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
-use modelless::metrics::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
-use modelless::{PolicyConfig, Runtime, TaskConfig, VariantConfig};
+use modelless::metrics::{gpu_snapshots, gpus_absent_reason};
+use modelless::{
+    BatchingConfig, Device, OrtEnvironmentConfig, PolicyConfig, Runtime, Slo, TaskConfig, Tensor, VariantConfig,
+};
 
-use crate::common::{models_dir, policy_module, wait_for};
+use crate::common::{max_relative_diff, models_dir, policy_module, wait_for};
 
 fn assert_gpu() {
     assert!(gpus_absent_reason().is_none(), "no GPU: {}", gpus_absent_reason().unwrap_or_default());
+}
+
+/// Set in the process a test starts for itself.
+const ALONE: &str = "MODELLESS_GPU_TEST_ALONE";
+
+/// Whether this is the process of its own that test `name` (of module `module`, as
+/// `module_path!()` gives it) runs in; if not, runs it in one and asserts it passed.
+fn in_a_process_of_its_own(module: &str, name: &str) -> bool {
+    if std::env::var_os(ALONE).is_some() {
+        return true;
+    }
+    let module = module.split_once("::").map_or("", |(_, rest)| rest);
+    let test = format!("{module}::{name}");
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args([test.as_str(), "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
+        .env(ALONE, "1")
+        .status()
+        .unwrap();
+    assert!(status.success(), "{test} in a process of its own failed: {status}");
+    false
+}
+
+/// Batches of up to `max_batch` rows that wait for a full batch.
+fn gathering(max_batch: usize) -> BatchingConfig {
+    BatchingConfig::default()
+        .with_max_batch_size(max_batch)
+        .with_max_queue_delay_us(2_000_000)
+        .with_preferred_batch_sizes([max_batch])
+}
+
+fn image(i: usize) -> Tensor {
+    let values = (0..3 * 224 * 224).map(|j| ((j * 7 + i * 13) % 255) as f32 / 255.0 - 0.5).collect::<Vec<_>>();
+    Tensor::new([1, 3, 224, 224], values).unwrap()
+}
+
+/// Task `task`, serving variant `on-gpu`, answers four images in one batch with the
+/// logits its variant `on-cpu` gives each.
+fn assert_gpu_batches_answer_as_the_cpu(rt: &Runtime, task: &str) {
+    let snapshots = rt.variant_snapshots(task).unwrap();
+    assert_eq!(snapshots.iter().find(|v| v.name == "on-gpu").unwrap().device, "cuda:0");
+    let on_gpu: Vec<_> = (0..4).map(|i| rt.submit_task(task, image(i), Slo::default()).unwrap()).collect();
+    let on_gpu: Vec<_> = on_gpu.into_iter().map(|t| t.wait().unwrap()).collect();
+    rt.switch_variant(task, "on-cpu").unwrap();
+    for (i, gpu) in on_gpu.iter().enumerate() {
+        assert_eq!((&*gpu.model, gpu.batch_size), ("on-gpu", 4));
+        let cpu = rt.infer_task_blocking(task, image(i), Slo::default()).unwrap();
+        let (g, c) = (gpu.get("logits").unwrap(), cpu.get("logits").unwrap());
+        let diff = max_relative_diff(g.as_slice::<f32>().unwrap(), c.as_slice::<f32>().unwrap());
+        assert!(diff <= 1e-3, "GPU and CPU logits differ by {diff}");
+    }
 }
 
 #[test]
@@ -42,36 +97,50 @@ fn nvml_reports_every_gpu_with_its_memory_utilisation_and_clocks_in_the_policy_s
     }
 }
 
+#[test]
+#[ignore = "needs an NVIDIA GPU: make test runs it where nvidia-smi lists one"]
+fn an_onnx_variant_on_cuda_serves_batched_requests_with_the_cpus_answers() {
+    assert_gpu();
+    // ONNX Runtime's library is loaded once per process, and other tests load the CPU build.
+    if !in_a_process_of_its_own(module_path!(), "an_onnx_variant_on_cuda_serves_batched_requests_with_the_cpus_answers")
+    {
+        return;
+    }
+    let library = std::env::var_os("MODELLESS_ORT_GPU_LIB").map(PathBuf::from);
+    assert!(library.is_some(), "needs ONNX Runtime's GPU build: eval \"$(bash scripts/setup_ort_gpu.sh)\"");
+    let variant = |name: &str, device| {
+        VariantConfig::new(name, models_dir().join("mobilenetv2_0.35.onnx"), 60.3)
+            .with_device(device, false)
+            .with_batching(gathering(4))
+    };
+    let task = TaskConfig::new("onnx-gpu")
+        .with_variant(variant("on-cpu", Device::Cpu))
+        .with_variant(variant("on-gpu", Device::Cuda(0)).with_preload(true))
+        .with_active("on-gpu");
+    let onnxruntime = OrtEnvironmentConfig { library_path: library, ..OrtEnvironmentConfig::default() };
+    let rt = Runtime::builder().with_onnxruntime(onnxruntime).with_task(task).build().unwrap();
+    assert_gpu_batches_answer_as_the_cpu(&rt, "onnx-gpu");
+}
+
 #[cfg(feature = "tch")]
 mod cuda {
     use modelless::backend::torchscript::{TensorDeclaration, TorchScriptConfig};
-    use modelless::{BatchingConfig, DType, Device, ProfileMode, Slo, Tensor, WarmupConfig};
+    use modelless::metrics::process_gpu_memory;
+    use modelless::{DType, ProfileMode, WarmupConfig};
 
-    use std::path::PathBuf;
-    use std::process::Command;
-
-    use super::{Runtime, TaskConfig, VariantConfig, assert_gpu, process_gpu_memory};
-    use crate::common::{max_relative_diff, torchscript_dir};
+    use super::*;
+    use crate::common::torchscript_dir;
 
     fn mobilenet(name: &str, device: Device, max_batch: usize) -> VariantConfig {
         let config = TorchScriptConfig::new(
             vec![TensorDeclaration::new("input", DType::F32, [-1, 3, 224, 224])],
             vec![TensorDeclaration::new("logits", DType::F32, [-1, 1000])],
         );
-        let batching = BatchingConfig::default()
-            .with_max_batch_size(max_batch)
-            .with_max_queue_delay_us(2_000_000)
-            .with_preferred_batch_sizes([max_batch]);
         VariantConfig::new(name, torchscript_dir().join("mobilenetv2_0.35.pt"), 60.3)
             .with_torchscript(config)
             .with_device(device, false)
-            .with_batching(batching)
+            .with_batching(gathering(max_batch))
             .with_warmup(WarmupConfig::default().with_batch_sizes([max_batch, 1]))
-    }
-
-    fn image(i: usize) -> Tensor {
-        let values = (0..3 * 224 * 224).map(|j| ((j * 7 + i * 13) % 255) as f32 / 255.0 - 0.5).collect::<Vec<_>>();
-        Tensor::new([1, 3, 224, 224], values).unwrap()
     }
 
     #[test]
@@ -83,18 +152,7 @@ mod cuda {
             .with_variant(mobilenet("on-gpu", Device::Cuda(0), 4).with_preload(true))
             .with_active("on-gpu");
         let rt = Runtime::builder().with_task(task).build().unwrap();
-        let snapshots = rt.variant_snapshots("gpu").unwrap();
-        assert_eq!(snapshots.iter().find(|v| v.name == "on-gpu").unwrap().device, "cuda:0");
-        let on_gpu: Vec<_> = (0..4).map(|i| rt.submit_task("gpu", image(i), Slo::default()).unwrap()).collect();
-        let on_gpu: Vec<_> = on_gpu.into_iter().map(|t| t.wait().unwrap()).collect();
-        rt.switch_variant("gpu", "on-cpu").unwrap();
-        for (i, gpu) in on_gpu.iter().enumerate() {
-            assert_eq!((&*gpu.model, gpu.batch_size), ("on-gpu", 4));
-            let cpu = rt.infer_task_blocking("gpu", image(i), Slo::default()).unwrap();
-            let (g, c) = (gpu.get("logits").unwrap(), cpu.get("logits").unwrap());
-            let diff = max_relative_diff(g.as_slice::<f32>().unwrap(), c.as_slice::<f32>().unwrap());
-            assert!(diff <= 1e-3, "GPU and CPU logits differ by {diff}");
-        }
+        assert_gpu_batches_answer_as_the_cpu(&rt, "gpu");
     }
 
     #[test]
@@ -122,25 +180,14 @@ mod cuda {
         (dir, path)
     }
 
-    /// Set in the process this test starts for itself.
-    const ALONE: &str = "MODELLESS_GPU_TEST_ALONE";
-
     #[test]
     #[ignore = "needs an NVIDIA GPU: make test runs it where nvidia-smi lists one"]
     fn batches_never_exceed_what_fits_the_memory_budget_and_larger_requests_run_split() {
         assert_gpu();
-        if std::env::var_os(ALONE).is_none() {
-            // NVML counts a process's device memory, and libtorch's allocator keeps what
-            // earlier tests freed: measured beside them, batches would seem to cost nothing.
-            let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
-            let name =
-                format!("{module}::batches_never_exceed_what_fits_the_memory_budget_and_larger_requests_run_split");
-            let status = Command::new(std::env::current_exe().unwrap())
-                .args([name.as_str(), "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
-                .env(ALONE, "1")
-                .status()
-                .unwrap();
-            assert!(status.success(), "the test in a process of its own failed: {status}");
+        // NVML counts a process's device memory, and libtorch's allocator keeps what
+        // earlier tests freed: measured beside them, batches would seem to cost nothing.
+        let name = "batches_never_exceed_what_fits_the_memory_budget_and_larger_requests_run_split";
+        if !in_a_process_of_its_own(module_path!(), name) {
             return;
         }
         const BUDGET_MIB: u64 = 1024;
