@@ -168,7 +168,7 @@ fn memory_line(points: &[BatchPoint]) -> Option<Line> {
 }
 
 /// Memory a batch of `batch_size` is predicted to need.
-fn predict_memory(points: &[BatchPoint], batch_size: usize) -> Option<u64> {
+pub(crate) fn predict_memory(points: &[BatchPoint], batch_size: usize) -> Option<u64> {
     memory_line(points).map(|line| line.at(batch_size as f64).max(0.0) as u64)
 }
 

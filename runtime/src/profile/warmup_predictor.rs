@@ -1,12 +1,13 @@
 //! Predicts the first-run time of a batch size not yet run (the warm-up outlier) with a
 //! random forest, as González-Vidal et al. did: from the batch size, the largest batch
 //! the session ran before, the involuntary context switches during the run, the memory
-//! in use, and the variant's warm latency at that size (from its fit, so that one
+//! in use (allocated) and the memory a batch of that size takes (requested; on a GPU,
+//! both are device memory), and the variant's warm latency at that size (from its fit, so that one
 //! forest serves a family of variants). The forest learns the first run's time as a
 //! multiple of the warm latency: trees predict in steps, and a multiple changes far
 //! less between batch sizes than a time does, so a size never seen lands close.
 
-use modelless_policy_abi::{FirstRunSample, LatencyFit};
+use modelless_policy_abi::{BatchPoint, FirstRunSample, LatencyFit};
 use smartcore::ensemble::random_forest_regressor::{RandomForestRegressor, RandomForestRegressorParameters};
 use smartcore::linalg::basic::matrix::DenseMatrix;
 
@@ -21,6 +22,9 @@ pub struct WarmupFeatures {
     pub involuntary_switches: u64,
     /// Memory in use before the run, in bytes.
     pub memory_in_use_bytes: u64,
+    /// Memory a batch of this size takes, by the profile's memory per batch size (0
+    /// where it measured none), in bytes.
+    pub batch_memory_bytes: u64,
     /// The variant's warm latency at this batch size, in ms.
     pub warm_ms: f64,
 }
@@ -33,13 +37,15 @@ fn warm_ms(fit: &LatencyFit, batch_size: u32) -> f64 {
 }
 
 impl WarmupFeatures {
-    /// The features of a recorded first run of a variant whose warm latency is `fit`.
-    pub fn of(sample: &FirstRunSample, fit: &LatencyFit) -> Self {
+    /// The features of a recorded first run of a variant whose warm latency is `fit`
+    /// and whose profile measured `points`.
+    pub fn of(sample: &FirstRunSample, fit: &LatencyFit, points: &[BatchPoint]) -> Self {
         WarmupFeatures {
             batch_size: sample.batch_size,
             largest_before: sample.largest_before,
             involuntary_switches: sample.involuntary_switches,
             memory_in_use_bytes: sample.memory_in_use_bytes,
+            batch_memory_bytes: super::sweep::predict_memory(points, sample.batch_size as usize).unwrap_or(0),
             warm_ms: warm_ms(fit, sample.batch_size),
         }
     }
@@ -51,13 +57,14 @@ impl WarmupFeatures {
             f64::from(self.largest_before),
             self.involuntary_switches as f64,
             self.memory_in_use_bytes as f64 / f64::from(1 << 20),
+            self.batch_memory_bytes as f64 / f64::from(1 << 20),
             self.warm_ms,
         ]
     }
 }
 
 /// Values in a row of features.
-const FEATURES: usize = 5;
+const FEATURES: usize = 6;
 
 /// A first run to learn from: its features and its time in ms.
 pub type Example = (WarmupFeatures, f64);
@@ -147,6 +154,30 @@ mod tests {
         let positive = LatencyFit { a_ms: 2.0, c_ms: 3.0, r2: 0.99 };
         assert_eq!(warm_ms(&positive, 2), 7.0);
     }
+    #[test]
+    fn the_memory_a_batch_requests_comes_from_the_profiles_memory_per_batch_size() {
+        let point = |batch_size: u32, mib: u64| BatchPoint {
+            batch_size,
+            first_run_ms: 1.0,
+            warm_p50_ms: 1.0,
+            warm_p99_ms: 1.0,
+            warm_runs: 1,
+            memory_bytes: Some(mib << 20),
+        };
+        let sample = FirstRunSample {
+            batch_size: 6,
+            largest_before: 4,
+            involuntary_switches: 2,
+            memory_in_use_bytes: 300 << 20,
+            first_run_ms: 9.0,
+        };
+        let fit = LatencyFit { a_ms: 1.0, c_ms: 1.0, r2: 1.0 };
+        let features = WarmupFeatures::of(&sample, &fit, &[point(2, 40), point(4, 60), point(8, 100)]);
+        assert_eq!(features.batch_memory_bytes, 80 << 20);
+        assert_eq!((features.memory_in_use_bytes, features.warm_ms), (300 << 20, 7.0));
+        assert_eq!(WarmupFeatures::of(&sample, &fit, &[]).batch_memory_bytes, 0);
+    }
+
     use rand::{Rng, SeedableRng};
 
     /// First runs of two variants whose time depends on the batch size, on whether the
@@ -165,7 +196,8 @@ mod tests {
                         batch_size: b,
                         largest_before,
                         involuntary_switches: switches,
-                        memory_in_use_bytes: (100 + 10 * u64::from(largest_before.max(b))) << 20,
+                        memory_in_use_bytes: (100 + 10 * u64::from(largest_before)) << 20,
+                        batch_memory_bytes: (10 * u64::from(b)) << 20,
                         warm_ms,
                     };
                     examples.push((features, warm_ms + growth + 0.3 * switches as f64));

@@ -288,9 +288,10 @@ fn warmup_prediction(rows: &[(String, Profile, bool)]) -> String {
     let held_out = |b: u32| !b.is_power_of_two();
     let examples: Vec<(&str, Example)> = rows
         .iter()
-        .filter_map(|(name, p, _)| Some((name, p.fit?, &p.first_runs)))
-        .flat_map(|(name, fit, runs)| {
-            runs.iter().map(move |r| (name.as_str(), (WarmupFeatures::of(r, &fit), r.first_run_ms)))
+        .filter_map(|(name, p, _)| Some((name, p.fit?, p)))
+        .flat_map(|(name, fit, p)| {
+            let features = move |r| WarmupFeatures::of(r, &fit, &p.points);
+            p.first_runs.iter().map(move |r| (name.as_str(), (features(r), r.first_run_ms)))
         })
         .collect();
     let train: Vec<Example> = examples.iter().filter(|(_, e)| !held_out(e.0.batch_size)).map(|(_, e)| *e).collect();
