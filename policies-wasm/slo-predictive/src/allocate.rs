@@ -81,7 +81,8 @@ impl Plan<'_, '_> {
     fn load(&self, i: usize, v: usize) -> Sharing {
         let task = &self.tasks[i];
         let batch_ms = task.candidates[v].fit.predict_ms(task.ceiling).max(0.0);
-        Sharing { utilisation: task.demand / 1e3 * batch_ms / f64::from(task.ceiling), batch_ms }
+        let full_batches = task.demand / 1e3 * batch_ms / f64::from(task.ceiling);
+        Sharing { utilisation: self.policy.executor_factor() * full_batches, batch_ms }
     }
 
     /// What the tasks other than `i` take, each serving its variant in `chosen`.

@@ -7,7 +7,9 @@
 //!   standard deviations: what an early tick, called because a queue grew, sees
 //!   first), plus the trend between the 10 s
 //!   and the 60 s rates carried `horizon_s` ahead when it rises (a falling trend is
-//!   not trusted: load may come back), plus `burst_sigmas` standard deviations of a
+//!   not trusted: load may come back), or, where tasks are co-located, the rise
+//!   within the last ten seconds carried `ramp_horizon_s` ahead where that is more
+//!   (see [`ramp`]), plus `burst_sigmas` standard deviations of a
 //!   second's Poisson arrivals at that rate; plus, when requests queue beyond one
 //!   batch, the rate that clears them within the target.
 //! - For a variant with fit `L(b) = a·b + c` under the task's batch limit `B` (the
@@ -29,17 +31,26 @@
 //! - Each variant's line is refitted through the batches it ran lately (see
 //!   [`refit`]): where the machine serves slower or faster than it was profiled,
 //!   predictions follow the machine.
+//! - Where tasks are co-located, every predicted share of the executor is scaled by
+//!   how much longer the batches really take than full batches of the same rows
+//!   would by the lines (see [`executor`]): taking turns, co-located tasks run
+//!   batches of one or two rows where a lone task's would grow, and their executor
+//!   time is what queues build on.
 //! - It leaves the batching knobs as configured: without a queue delay, batches grow
 //!   exactly when a queue builds, which is what keeps a burst's tail short.
 
 pub mod allocate;
+pub mod executor;
+pub mod ramp;
 pub mod refit;
 
 use std::collections::BTreeMap;
 
 use allocate::{Budgets, Candidate, Contender, allocate};
+use executor::Executor;
 use modelless_policy_abi::guest::Policy;
 use modelless_policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot, VariantSnapshot};
+use ramp::Arrivals;
 use refit::Refits;
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +70,9 @@ pub struct Parameters {
     pub queueing: f64,
     /// How far ahead a rising demand is carried, in s.
     pub horizon_s: f64,
+    /// How far ahead a demand that rose within the last ten seconds is carried, in s
+    /// (about until a step down decided now has taken effect).
+    pub ramp_horizon_s: f64,
     /// Standard deviations of a second's arrivals added to the demand ahead.
     pub burst_sigmas: f64,
     /// Share of the way from a falling 1 s rate back up to the 10 s rate that is
@@ -70,6 +84,9 @@ pub struct Parameters {
     pub max_batch_size: u32,
     /// Whether lines are refitted through the batches the variants ran.
     pub follow_runs: bool,
+    /// Whether predicted shares of the executor are scaled by the busy time measured
+    /// over what full batches would take.
+    pub follow_executor: bool,
     /// Run time (ms) of a variant's recent batches that a refit counts, the newest
     /// most.
     pub runs_window_ms: f64,
@@ -85,11 +102,13 @@ impl Default for Parameters {
             max_utilisation: 0.85,
             queueing: 0.7,
             horizon_s: 10.0,
+            ramp_horizon_s: 3.0,
             burst_sigmas: 1.0,
             falling_weight: 0.5,
             step_up_after_ms: 5_000,
             max_batch_size: 32,
             follow_runs: true,
+            follow_executor: true,
             runs_window_ms: 10_000.0,
             profile_weight: 20.0,
         }
@@ -101,6 +120,8 @@ impl Default for Parameters {
 pub struct SloPredictive {
     parameters: Parameters,
     state: State,
+    /// Whether the last snapshot had more than one task.
+    co_located: bool,
 }
 
 /// Per task: when it last switched, and the time and requests in flight of the last
@@ -111,6 +132,8 @@ struct State {
     last_switch_ms: BTreeMap<String, u64>,
     last_seen: BTreeMap<String, (u64, u64)>,
     refits: Refits,
+    executor: Executor,
+    arrivals: BTreeMap<String, Arrivals>,
 }
 
 /// The executor's share other tasks take (utilisation, 0–1) and their longest batch
@@ -126,8 +149,12 @@ pub struct Sharing {
 impl Policy for SloPredictive {
     fn decide(&mut self, snapshot: &Snapshot) -> Decision {
         let now_ms = snapshot.now_ms;
-        if self.parameters.follow_runs {
-            self.state.refits.observe(snapshot, self.parameters.runs_window_ms);
+        self.co_located = snapshot.tasks.len() > 1;
+        if self.parameters.follow_runs || self.parameters.follow_executor {
+            let ran = self.state.refits.observe(snapshot, self.parameters.runs_window_ms);
+            if self.parameters.follow_executor {
+                self.observe_executor(snapshot, &ran);
+            }
         }
         let readings: Vec<(f64, bool)> = snapshot
             .tasks
@@ -187,7 +214,16 @@ impl SloPredictive {
         let trend_per_s = if rising { ((d.per_s_10s - d.per_s_60s) / 25.0).max(0.0) } else { 0.0 };
         // A falling rate counts part of the way back to the 10 s one.
         let settled = d.per_s_1s + self.parameters.falling_weight * (d.per_s_10s - d.per_s_1s).max(0.0);
-        let rate = settled.max(recent) + trend_per_s * self.parameters.horizon_s;
+        // A lone task's batches grow with its queue and absorb a ramp, as predicted;
+        // co-located tasks taking turns keep theirs small, and a ramp fills the
+        // executor before the rates show it.
+        let ramp_per_s = if self.co_located {
+            self.state.arrivals.get(&task.name).map_or(0.0, Arrivals::rising_per_s2)
+        } else {
+            0.0
+        };
+        let rise = (trend_per_s * self.parameters.horizon_s).max(ramp_per_s * self.parameters.ramp_horizon_s);
+        let rate = settled.max(recent) + rise;
         rate + self.parameters.burst_sigmas * rate.sqrt()
     }
 
@@ -214,14 +250,40 @@ impl SloPredictive {
     /// within 100 ms of it: too few to tell a rate).
     fn recent_rate(&mut self, task: &TaskSnapshot, now_ms: u64) -> f64 {
         let last = self.state.last_seen.insert(task.name.clone(), (now_ms, task.in_flight));
-        let Some((then_ms, in_flight_then)) = last else { return 0.0 };
+        let in_flight_then = last.map_or(0, |(_, in_flight)| in_flight);
+        let arrived = (task.completed + task.rejections + task.in_flight).saturating_sub(in_flight_then);
+        self.state.arrivals.entry(task.name.clone()).or_default().record(now_ms, arrived);
+        let Some((then_ms, _)) = last else { return 0.0 };
         if now_ms < then_ms + 100 {
             return 0.0;
         }
-        let arrived = (task.completed + task.rejections + task.in_flight).saturating_sub(in_flight_then) as f64;
+        let arrived = arrived as f64;
         // Two standard deviations below what was counted: a short window's Poisson
         // blip is no crowd, a crowd still shows.
         (arrived - 2.0 * arrived.sqrt()).max(0.0) * 1e3 / (now_ms - then_ms) as f64
+    }
+
+    /// Takes in the busy time of the variants that `ran` against what full batches
+    /// of their rows take by their lines.
+    fn observe_executor(&mut self, snapshot: &Snapshot, ran: &[refit::Ran]) {
+        let (mut rows, mut busy_ms, mut full_ms) = (0.0, 0.0, 0.0);
+        for r in ran {
+            let Some(task) = snapshot.tasks.iter().find(|t| t.name == r.task) else { continue };
+            let Some(variant) = task.variants.iter().find(|v| v.name == r.variant) else { continue };
+            let Some(fit) = self.refitted(task, variant) else { continue };
+            let batch = self.ceiling(task);
+            rows += r.rows;
+            busy_ms += r.run_ms;
+            full_ms += r.rows * fit.predict_ms(batch) / f64::from(batch);
+        }
+        self.state.executor.observe(rows, busy_ms, full_ms);
+    }
+
+    /// What the executor's share predicted from full batches is multiplied by: the
+    /// measured ratio where tasks are co-located. (A lone task's batches grow as its
+    /// queue does, which the prediction models.)
+    pub fn executor_factor(&self) -> f64 {
+        if self.parameters.follow_executor && self.co_located { self.state.executor.factor() } else { 1.0 }
     }
 
     /// The variant's p99 (ms) at `demand` with batches of up to `limit` beside
@@ -229,7 +291,7 @@ impl SloPredictive {
     pub fn predict(&self, a_ms: f64, c_ms: f64, demand: f64, limit: u32, others: Sharing) -> Option<f64> {
         let (per_ms, c_ms, batch) = (demand / 1e3, c_ms.max(0.0), limit.max(1));
         let latency = a_ms * f64::from(batch) + c_ms;
-        let utilisation = per_ms * latency / f64::from(batch) + others.utilisation;
+        let utilisation = self.executor_factor() * per_ms * latency / f64::from(batch) + others.utilisation;
         if latency <= 0.0 || utilisation >= self.parameters.max_utilisation {
             return None;
         }
@@ -384,6 +446,27 @@ mod tests {
     }
 
     #[test]
+    fn a_ramp_within_the_first_minute_is_carried_ahead_where_tasks_are_co_located() {
+        // Ten more requests a second each second: 450 in the last five against 200.
+        let ramping = |s: u64| {
+            let mut a = named("a", task("small", 10.0 * s as f64, 10.0 * s as f64, 10.0 * s as f64));
+            a.completed = 10 * s;
+            vec![a, named("b", task("small", 0.0, 0.0, 0.0))]
+        };
+        let now = named("a", task("small", 110.0, 110.0, 110.0));
+        let ahead = |co_located: bool| {
+            let mut policy = SloPredictive::default();
+            for s in 0..=11 {
+                decide_together(&mut policy, s, ramping(s).into_iter().take(if co_located { 2 } else { 1 }).collect());
+            }
+            policy.demand_ahead(&now, 0.0, 11_000)
+        };
+        let rise = (250.0 - 2.0 * 650f64.sqrt()) / 25.0 * 3.0;
+        assert!((ahead(true) - (110.0 + rise + (110.0 + rise).sqrt())).abs() < 1e-9, "{}", ahead(true));
+        assert!((ahead(false) - (110.0 + 110f64.sqrt())).abs() < 1e-9, "a lone task's batches absorb it");
+    }
+
+    #[test]
     fn a_step_up_waits_for_the_last_change_to_settle() {
         let mut policy = SloPredictive::default();
         let down = decide(&mut policy, 0, task("large", 300.0, 300.0, 300.0)).unwrap();
@@ -515,7 +598,7 @@ mod tests {
             task.variants[2].runs = Some(RunTotals { batches, rows: 4 * batches, run_ms });
             task
         };
-        let parameters = |follow_runs| Parameters { follow_runs, ..Parameters::default() };
+        let parameters = |follow_runs| Parameters { follow_runs, follow_executor: false, ..Parameters::default() };
         let run = |parameters: Parameters, run_ms: f64| {
             let mut policy = SloPredictive { parameters, ..SloPredictive::default() };
             assert_eq!(decide(&mut policy, 0, ran(0, 0.0)), None, "the profile's pace: large keeps up");
@@ -527,6 +610,33 @@ mod tests {
         // 51 ms, ρ 0.83 at 131/s, and queueing puts the p99 far over the target.
         assert_eq!(run(parameters(true), 15_000.0), Some("medium".into()), "1.5 times the profile");
         assert_eq!(run(parameters(false), 15_000.0), None, "without refits the profile decides");
+    }
+
+    #[test]
+    fn co_located_tasks_single_rows_take_more_of_the_executor_than_full_batches_and_the_shares_follow() {
+        // a's large ran 1000 single rows at its profile's 8 ms each; full batches of 8
+        // would take 36 / 8 = 4.5 ms a row: the executor is 1.78 times as busy as the
+        // lines say (the factor moves half way, to 1.39). b, beside it, is idle.
+        let ran = |rows: u64, run_ms: f64| {
+            let mut a = named("a", task("large", 120.0, 120.0, 120.0));
+            a.variants[2].runs = Some(RunTotals { batches: rows, rows, run_ms });
+            vec![a, named("b", task("large", 0.0, 0.0, 0.0))]
+        };
+        let run = |follow_executor, co_located: bool| {
+            let parameters = Parameters { follow_runs: false, follow_executor, ..Parameters::default() };
+            let mut policy = SloPredictive { parameters, ..SloPredictive::default() };
+            let tasks = |tasks: Vec<TaskSnapshot>| tasks.into_iter().take(if co_located { 2 } else { 1 }).collect();
+            decide_together(&mut policy, 0, tasks(ran(0, 0.0)));
+            let decided = decide_together(&mut policy, 1, tasks(ran(1_000, 8_000.0)));
+            let a = decided.into_iter().find(|(task, _)| task == "a").map(|(_, variant)| variant);
+            (a, policy.executor_factor())
+        };
+        let (decision, factor) = run(true, true);
+        assert!((factor - 1.389).abs() < 1e-3, "{factor}");
+        // At 131/s ρ is 0.59 by full batches, 0.82 as measured: the queue's p99 is over.
+        assert_eq!(decision.as_deref(), Some("medium"));
+        assert_eq!(run(false, true), (None, 1.0), "by full batches large keeps up");
+        assert_eq!(run(true, false), (None, 1.0), "a lone task's batches grow with its queue, as predicted");
     }
 
     #[test]

@@ -70,6 +70,19 @@ impl Points {
     }
 }
 
+/// What one variant ran between two snapshots.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ran {
+    /// Its task.
+    pub task: String,
+    /// The variant.
+    pub variant: String,
+    /// Rows it ran.
+    pub rows: f64,
+    /// Time its batches took, ms.
+    pub run_ms: f64,
+}
+
 /// Per task and variant, the points seen and the totals last seen.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -79,9 +92,10 @@ pub struct Refits {
 }
 
 impl Refits {
-    /// Takes in what every variant ran since the last snapshot; `window_ms` of run
-    /// time counts, the newest most.
-    pub fn observe(&mut self, snapshot: &Snapshot, window_ms: f64) {
+    /// Takes in what every variant ran since the last snapshot, and returns it;
+    /// `window_ms` of run time counts, the newest most.
+    pub fn observe(&mut self, snapshot: &Snapshot, window_ms: f64) -> Vec<Ran> {
+        let mut ran = Vec::new();
         for task in &snapshot.tasks {
             for variant in &task.variants {
                 let (Some(runs), Some(profile)) = (variant.runs, variant.profile.as_ref().and_then(|p| p.fit)) else {
@@ -103,8 +117,10 @@ impl Refits {
                 let keep = (-run_ms / window_ms.max(1.0)).exp();
                 let points = self.points.entry(task.name.clone()).or_default();
                 points.entry(variant.name.clone()).or_default().add(batches, rows, run_ms / profiled_ms, keep);
+                ran.push(Ran { task: task.name.clone(), variant: variant.name.clone(), rows: rows * batches, run_ms });
             }
         }
+        ran
     }
 
     /// `variant`'s line: its profile's, refitted through what it ran lately.

@@ -1,0 +1,94 @@
+//! A task's demand rising within the last seconds. The trend between the 10 s and
+//! 60 s rates needs a minute of history and moves slowly; a warm-up ramp doubles the
+//! demand within seconds, from the start. This compares the arrivals of the last
+//! five seconds with those of the five before, less what Poisson noise explains.
+
+use serde::{Deserialize, Serialize};
+
+/// Length of each of the two windows compared, ms.
+const WINDOW_MS: u64 = 5_000;
+
+/// Arrivals counted at each tick: (time ms, arrivals so far).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Arrivals {
+    samples: Vec<(u64, u64)>,
+}
+
+impl Arrivals {
+    /// Counts `arrived` requests up to `now_ms`.
+    pub fn record(&mut self, now_ms: u64, arrived: u64) {
+        let total = self.samples.last().map_or(0, |s| s.1) + arrived;
+        self.samples.push((now_ms, total));
+        // Keep the last sample before the two windows, to interpolate at their start.
+        let start = now_ms.saturating_sub(2 * WINDOW_MS);
+        let before = self.samples.iter().take_while(|s| s.0 <= start).count();
+        self.samples.drain(..before.saturating_sub(1));
+    }
+
+    /// Arrivals up to `at_ms`, interpolated between ticks; `None` before the first.
+    fn at(&self, at_ms: u64) -> Option<f64> {
+        let after = self.samples.iter().position(|s| s.0 >= at_ms)?;
+        let (t1, c1) = self.samples[after];
+        if after == 0 {
+            return (t1 == at_ms).then_some(c1 as f64);
+        }
+        let (t0, c0) = self.samples[after - 1];
+        let share = (at_ms - t0) as f64 / (t1 - t0).max(1) as f64;
+        Some(c0 as f64 + share * (c1 as f64 - c0 as f64))
+    }
+
+    /// How fast the rate rose over the two windows before the last tick, requests/s
+    /// per s, less two standard deviations of the counts' difference; 0 when it did
+    /// not rise or the history is shorter than the windows.
+    pub fn rising_per_s2(&self) -> f64 {
+        let Some(&(last_ms, last)) = self.samples.last() else { return 0.0 };
+        let (Some(middle_ms), Some(start_ms)) = (last_ms.checked_sub(WINDOW_MS), last_ms.checked_sub(2 * WINDOW_MS))
+        else {
+            return 0.0;
+        };
+        let (Some(middle), Some(start)) = (self.at(middle_ms), self.at(start_ms)) else { return 0.0 };
+        let (recent, before) = (last as f64 - middle, middle - start);
+        let rise = recent - before - 2.0 * (recent + before).sqrt();
+        let seconds = WINDOW_MS as f64 / 1e3;
+        rise.max(0.0) / (seconds * seconds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticks(rate_at: impl Fn(u64) -> u64, until_s: u64) -> Arrivals {
+        let mut arrivals = Arrivals::default();
+        arrivals.record(0, 0);
+        for s in 1..=until_s {
+            arrivals.record(s * 1000, rate_at(s));
+        }
+        arrivals
+    }
+
+    #[test]
+    fn a_ramp_is_seen_within_seconds_and_a_steady_or_short_history_is_not() {
+        // 10 more requests each second than the second before.
+        let ramp = ticks(|s| 10 * s, 14);
+        let slope = ramp.rising_per_s2();
+        // Last 5 s: 100..140 → 600; the 5 before: 50..90 → 350; (250 − 2·√950) / 25.
+        assert!((slope - (250.0 - 2.0 * 950f64.sqrt()) / 25.0).abs() < 1e-9, "{slope}");
+        assert_eq!(ticks(|_| 50, 14).rising_per_s2(), 0.0, "steady");
+        assert_eq!(ticks(|s| 10 * s, 8).rising_per_s2(), 0.0, "less than two windows seen");
+        assert_eq!(ticks(|s| 200 - 10 * s, 14).rising_per_s2(), 0.0, "falling");
+        assert!(ramp.samples.len() <= 12, "old ticks are let go: {}", ramp.samples.len());
+    }
+
+    #[test]
+    fn ticks_between_seconds_are_interpolated() {
+        let mut arrivals = Arrivals::default();
+        for (t, n) in [(0, 0), (1_000, 10), (1_500, 10), (3_000, 20)] {
+            arrivals.record(t, n);
+        }
+        assert_eq!(arrivals.at(1_250), Some(15.0));
+        assert_eq!(arrivals.at(2_250), Some(30.0));
+        assert_eq!(arrivals.at(4_000), None);
+    }
+}
