@@ -8,7 +8,7 @@ use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use crate::admission::admit;
+use crate::admission::{Admitted, admit};
 use crate::answered::AnswerHook;
 use crate::backend::onnx::OrtSessionConfig;
 use crate::backend::{Backend, BackendFactory, Device, ModelMetadata};
@@ -332,30 +332,34 @@ impl Model {
     pub fn submit(&self, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
         let admitted_at = Instant::now();
         let batch_rows = self.batching.load().max_batch_size;
-        let parts = admit(&self.name, &self.metadata, self.max_request_rows.max(batch_rows), inputs).and_then(|a| {
-            let invalid =
-                || Error::InvalidInput { model: self.name.to_string(), reason: "inputs disagree on rows".into() };
-            a.into_parts(batch_rows).ok_or_else(invalid)
-        });
-        let (parts, answers): (Vec<_>, Vec<_>) = parts
-            .inspect_err(|_| self.counters.failed(FailureReason::Rejected))?
-            .into_iter()
-            .map(|part| {
-                let (reply, answer) = oneshot::channel();
-                let pending = Pending {
-                    tensors: part.tensors,
-                    rows: part.rows,
-                    key: part.key,
-                    deadline: options.deadline,
-                    priority: options.priority,
-                    admitted: admitted_at,
-                    reply,
-                };
-                (pending, answer)
-            })
-            .unzip();
-        self.queue.submit(parts)?;
-        Ok(Ticket { answers })
+        let rejected = |_: &Error| self.counters.failed(FailureReason::Rejected);
+        let admitted =
+            admit(&self.name, &self.metadata, self.max_request_rows.max(batch_rows), inputs).inspect_err(rejected)?;
+        let pending = |part: Admitted| {
+            let (reply, answer) = oneshot::channel();
+            let pending = Pending {
+                tensors: part.tensors,
+                rows: part.rows,
+                key: part.key,
+                deadline: options.deadline,
+                priority: options.priority,
+                admitted: admitted_at,
+                reply,
+            };
+            (pending, answer)
+        };
+        // Most requests fit a batch: they allocate nothing for parts.
+        if admitted.rows <= batch_rows {
+            let (whole, answer) = pending(admitted);
+            self.queue.submit(std::iter::once(whole))?;
+            return Ok(Ticket { first: answer, rest: Vec::new() });
+        }
+        let invalid = || Error::InvalidInput { model: self.name.to_string(), reason: "inputs disagree on rows".into() };
+        let parts = admitted.into_parts(batch_rows).ok_or_else(invalid).inspect_err(rejected)?;
+        let (parts, mut answers): (Vec<_>, Vec<_>) = parts.into_iter().map(pending).unzip();
+        let first = answers.remove(0);
+        self.queue.submit(parts.into_iter())?;
+        Ok(Ticket { first, rest: answers })
     }
 
     /// Runs one request and waits for its answer.
@@ -456,27 +460,41 @@ fn effective_batching(name: &str, metadata: &ModelMetadata, mut batching: Batchi
 /// if it has not run yet.
 #[must_use = "dropping a ticket withdraws its request"]
 pub struct Ticket {
-    /// One per part of the request, in row order.
-    answers: Vec<oneshot::Receiver<Result<Output, Error>>>,
+    /// The answer to the request, or to its first part where it was split.
+    first: Answer,
+    /// The other parts' answers, in row order.
+    rest: Vec<Answer>,
 }
+
+type Answer = oneshot::Receiver<Result<Output, Error>>;
 
 impl Ticket {
     /// Waits for the answer.
     pub async fn await_answer(self) -> Result<Output, Error> {
-        let mut parts = Vec::with_capacity(self.answers.len());
-        for answer in self.answers {
-            parts.push(answer.await.map_err(|_| Error::ShuttingDown)??);
+        let first = self.first.await.map_err(|_| Error::ShuttingDown)??;
+        let mut rest = Vec::with_capacity(self.rest.len());
+        for answer in self.rest {
+            rest.push(answer.await.map_err(|_| Error::ShuttingDown)??);
         }
-        Output::joined(parts)
+        joined(first, rest)
     }
 
     /// Waits for the answer, blocking the thread. Do not call it on an async executor.
     pub fn wait(self) -> Result<Output, Error> {
-        let parts = self
-            .answers
+        let first = self.first.blocking_recv().map_err(|_| Error::ShuttingDown)??;
+        let rest = self
+            .rest
             .into_iter()
             .map(|answer| answer.blocking_recv().map_err(|_| Error::ShuttingDown)?)
             .collect::<Result<Vec<_>, _>>()?;
-        Output::joined(parts)
+        joined(first, rest)
     }
+}
+
+/// The answer from the first part's and the others'; the first alone when it was whole.
+fn joined(first: Output, rest: Vec<Output>) -> Result<Output, Error> {
+    if rest.is_empty() {
+        return Ok(first);
+    }
+    Output::joined(std::iter::once(first).chain(rest).collect())
 }

@@ -64,8 +64,9 @@ impl Queue {
 
     /// Queues a request's parts (one, unless it was split), running what it can at
     /// once if an instance is idle. All parts are queued or none is.
-    pub fn submit(&self, parts: Vec<Pending>) -> Result<(), Error> {
-        let deadline = parts.first().and_then(|p| p.deadline);
+    pub fn submit(&self, parts: impl ExactSizeIterator<Item = Pending>) -> Result<(), Error> {
+        let mut parts = parts.peekable();
+        let deadline = parts.peek().and_then(|p| p.deadline);
         let mut inner = self.lock();
         if inner.closed {
             return Err(Error::ShuttingDown);
