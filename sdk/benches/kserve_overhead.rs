@@ -8,6 +8,8 @@
 //!   tonic client in this process, HTTP/2 windows as the server sets them), so a machine
 //!   whose speed drifts slows both alike. Reported: p50 of each, and the p50 of the
 //!   per-pair differences, the latency gRPC adds.
+//!   The same again with a minimal HTTP/2 client that the calling thread drives
+//!   (`minimal_grpc`), which tells the endpoint's share from tonic's client's.
 //! - Where the added time goes, at concurrency 1 too: a round trip that carries the
 //!   600 KB input but stops at the model's name (unknown), against one carrying 16
 //!   bytes; and a 16-byte request to a fake model that sleeps 4 ms, in process against
@@ -21,6 +23,7 @@
 //! `<target>/modelless-bench/kserve.md`.
 
 mod common;
+mod minimal_grpc;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use common::{output_dir, setup_file};
+use minimal_grpc::MinimalClient;
 use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
 use modelless::kserve::proto::model_infer_request::InferInputTensor;
@@ -76,12 +80,19 @@ fn main() -> Result<()> {
             grpc_infer(&channels[0], &request).await?;
         }
         let single = concurrency_one(&runtime, &channels[0], &image, &request).await?;
+        let minimal = {
+            let (runtime, image, request) = (runtime.clone(), image.clone(), request.clone());
+            let (tokio, address) = (tokio::runtime::Handle::current(), server.grpc_address());
+            // Its own thread: the client blocks it, as a synchronous client blocks its caller.
+            let thread = std::thread::spawn(move || concurrency_one_minimal(&tokio, &runtime, address, &image, &request));
+            tokio::task::spawn_blocking(move || thread.join()).await?.map_err(|_| anyhow::anyhow!("client panicked"))??
+        };
         let parts = decomposition(&runtime, &channels[0], &request).await?;
         let many = concurrency_many(&runtime, &channels, &image, &request).await?;
         server.shutdown().await;
 
         let report = format!(
-            "## gRPC over loopback against in process, {MODEL}, input 1×3×224×224 FP32 (602 112 bytes)\n\n{single}\n{parts}\n{many}"
+            "## gRPC over loopback against in process, {MODEL}, input 1×3×224×224 FP32 (602 112 bytes)\n\n{single}\n{minimal}\n{parts}\n{many}"
         );
         println!("{report}");
         let out = output_dir();
@@ -197,30 +208,82 @@ async fn concurrency_one(
     image: &Tensor,
     request: &ModelInferRequest,
 ) -> Result<String> {
-    let (mut local, mut remote, mut added) = (Vec::new(), Vec::new(), Vec::new());
-    for pair in 0..pairs() {
+    let mut pairs = Pairs::default();
+    while pairs.wanted() {
         let t = Instant::now();
         runtime.infer(MODEL, image.clone()).await?;
-        let a = t.elapsed().as_secs_f64() * 1e3;
+        let local = ms_since(t);
         let t = Instant::now();
         let answer = grpc_infer(client, request).await?;
-        let b = t.elapsed().as_secs_f64() * 1e3;
-        anyhow::ensure!(answer.raw_output_contents[0].len() == 4000, "unexpected answer");
-        local.push(a);
-        remote.push(b);
-        added.push((b - a) * 1e3);
-        if (pair + 1) % 100 == 0 {
-            eprintln!("concurrency 1: {}/{} pairs", pair + 1, pairs());
-        }
+        pairs.push(local, ms_since(t), &answer, "tonic's client")?;
     }
-    let (l50, r50) = (percentile(&mut local, 0.5), percentile(&mut remote, 0.5));
-    let (a50, a90) = (percentile(&mut added, 0.5), percentile(&mut added, 0.9));
-    Ok(format!(
-        "### Concurrency 1 ({} pairs, alternating)\n\n\
-         | path | p50 ms |\n|---|---:|\n| in process | {l50:.3} |\n| gRPC loopback | {r50:.3} |\n\n\
-         Added by gRPC, per pair: **p50 {a50:.0} µs**, p90 {a90:.0} µs.\n",
-        pairs()
-    ))
+    Ok(pairs.report("tonic's client"))
+}
+
+/// Concurrency 1 again, with the minimal client on this thread, and the in-process
+/// call blocking it too.
+fn concurrency_one_minimal(
+    tokio: &tokio::runtime::Handle,
+    runtime: &Runtime,
+    address: std::net::SocketAddr,
+    image: &Tensor,
+    request: &ModelInferRequest,
+) -> Result<String> {
+    let mut client = MinimalClient::connect(address)?;
+    for _ in 0..20 {
+        client.infer(request)?;
+    }
+    let mut pairs = Pairs::default();
+    while pairs.wanted() {
+        let t = Instant::now();
+        tokio.block_on(runtime.infer(MODEL, image.clone()))?;
+        let local = ms_since(t);
+        let t = Instant::now();
+        let answer = client.infer(request)?;
+        pairs.push(local, ms_since(t), &answer, "a minimal HTTP/2 client")?;
+    }
+    Ok(pairs.report("a minimal HTTP/2 client"))
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Latencies of calls in process and over gRPC, made in alternation.
+#[derive(Default)]
+struct Pairs {
+    local_ms: Vec<f64>,
+    remote_ms: Vec<f64>,
+    added_us: Vec<f64>,
+}
+
+impl Pairs {
+    fn wanted(&self) -> bool {
+        self.local_ms.len() < pairs()
+    }
+
+    fn push(&mut self, local_ms: f64, remote_ms: f64, answer: &ModelInferResponse, client: &str) -> Result<()> {
+        anyhow::ensure!(answer.raw_output_contents[0].len() == 4000, "unexpected answer");
+        self.local_ms.push(local_ms);
+        self.remote_ms.push(remote_ms);
+        self.added_us.push((remote_ms - local_ms) * 1e3);
+        if self.local_ms.len().is_multiple_of(100) {
+            eprintln!("concurrency 1, {client}: {}/{} pairs", self.local_ms.len(), pairs());
+        }
+        Ok(())
+    }
+
+    /// p50 of each path (ms), and of what gRPC added per pair (µs).
+    fn report(mut self, client: &str) -> String {
+        let (l50, r50) = (percentile(&mut self.local_ms, 0.5), percentile(&mut self.remote_ms, 0.5));
+        let (a50, a90) = (percentile(&mut self.added_us, 0.5), percentile(&mut self.added_us, 0.9));
+        format!(
+            "### Concurrency 1, {client} ({} pairs, alternating)\n\n\
+             | path | p50 ms |\n|---|---:|\n| in process | {l50:.3} |\n| gRPC loopback | {r50:.3} |\n\n\
+             Added by gRPC, per pair: **p50 {a50:.0} µs**, p90 {a90:.0} µs.\n",
+            self.local_ms.len()
+        )
+    }
 }
 
 async fn concurrency_many(
