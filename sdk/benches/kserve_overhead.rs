@@ -208,16 +208,16 @@ async fn concurrency_one(
     image: &Tensor,
     request: &ModelInferRequest,
 ) -> Result<String> {
-    let mut pairs = Pairs::default();
+    let mut pairs = Pairs::new("tonic's client");
     while pairs.wanted() {
         let t = Instant::now();
         runtime.infer(MODEL, image.clone()).await?;
         let local = ms_since(t);
         let t = Instant::now();
         let answer = grpc_infer(client, request).await?;
-        pairs.push(local, ms_since(t), &answer, "tonic's client")?;
+        pairs.push(local, ms_since(t), &answer)?;
     }
-    Ok(pairs.report("tonic's client"))
+    Ok(pairs.report())
 }
 
 /// Concurrency 1 again, with the minimal client on this thread, and the in-process
@@ -233,54 +233,59 @@ fn concurrency_one_minimal(
     for _ in 0..20 {
         client.infer(request)?;
     }
-    let mut pairs = Pairs::default();
+    let mut pairs = Pairs::new("a minimal HTTP/2 client");
     while pairs.wanted() {
         let t = Instant::now();
         tokio.block_on(runtime.infer(MODEL, image.clone()))?;
         let local = ms_since(t);
         let t = Instant::now();
         let answer = client.infer(request)?;
-        pairs.push(local, ms_since(t), &answer, "a minimal HTTP/2 client")?;
+        pairs.push(local, ms_since(t), &answer)?;
     }
-    Ok(pairs.report("a minimal HTTP/2 client"))
+    Ok(pairs.report())
 }
 
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-/// Latencies of calls in process and over gRPC, made in alternation.
-#[derive(Default)]
+/// Latencies of calls in process and over gRPC by `client`, made in alternation.
 struct Pairs {
+    client: &'static str,
     local_ms: Vec<f64>,
     remote_ms: Vec<f64>,
     added_us: Vec<f64>,
 }
 
 impl Pairs {
+    fn new(client: &'static str) -> Self {
+        Pairs { client, local_ms: Vec::new(), remote_ms: Vec::new(), added_us: Vec::new() }
+    }
+
     fn wanted(&self) -> bool {
         self.local_ms.len() < pairs()
     }
 
-    fn push(&mut self, local_ms: f64, remote_ms: f64, answer: &ModelInferResponse, client: &str) -> Result<()> {
+    fn push(&mut self, local_ms: f64, remote_ms: f64, answer: &ModelInferResponse) -> Result<()> {
         anyhow::ensure!(answer.raw_output_contents[0].len() == 4000, "unexpected answer");
         self.local_ms.push(local_ms);
         self.remote_ms.push(remote_ms);
         self.added_us.push((remote_ms - local_ms) * 1e3);
         if self.local_ms.len().is_multiple_of(100) {
-            eprintln!("concurrency 1, {client}: {}/{} pairs", self.local_ms.len(), pairs());
+            eprintln!("concurrency 1, {}: {}/{} pairs", self.client, self.local_ms.len(), pairs());
         }
         Ok(())
     }
 
     /// p50 of each path (ms), and of what gRPC added per pair (µs).
-    fn report(mut self, client: &str) -> String {
+    fn report(mut self) -> String {
         let (l50, r50) = (percentile(&mut self.local_ms, 0.5), percentile(&mut self.remote_ms, 0.5));
         let (a50, a90) = (percentile(&mut self.added_us, 0.5), percentile(&mut self.added_us, 0.9));
         format!(
-            "### Concurrency 1, {client} ({} pairs, alternating)\n\n\
+            "### Concurrency 1, {} ({} pairs, alternating)\n\n\
              | path | p50 ms |\n|---|---:|\n| in process | {l50:.3} |\n| gRPC loopback | {r50:.3} |\n\n\
              Added by gRPC, per pair: **p50 {a50:.0} µs**, p90 {a90:.0} µs.\n",
+            self.client,
             self.local_ms.len()
         )
     }
