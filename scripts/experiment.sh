@@ -2,7 +2,8 @@
 # The policy comparison: the MobileNetV2 family on this machine, one task and then
 # three co-located, under a gentle trace (warm-up ramp) and a steep one (flash
 # crowd). Every policy runs for real (in process, open-loop load) and in the
-# simulator on the profiles the real runs use; the oracle runs in the simulator only.
+# simulator on the profiles the real runs use, and again with batches timed as the
+# real runs' sessions ran them (calibrated); the oracle runs in the simulator only.
 # Writes per run the request log, timeline, summary and plots, and results.md, the
 # table of them all.
 #
@@ -56,6 +57,18 @@ for scenario in "${SCENARIOS[@]}"; do
             --policy-parameters "$parameters" "${EARLY[@]}" --label "$label" --out "$dir/real/$label" >/dev/null
         "$MODELLESS" simulate --model "$dir/model.json" --load "$load" --policy "$POLICIES/$module.wasm" \
             --policy-parameters "$parameters" "${EARLY[@]}" --label "$label" --out "$dir/sim/$label" >/dev/null
+    done
+    # Again on the machine as the real runs found it: every batch timed as the
+    # sessions ran them there (runs.csv), for the oracle and each policy.
+    echo "-- $name: simulations calibrated on the real runs" >&2
+    "$MODELLESS" simulate --model "$dir/model.json" --calibrate "$dir"/real/* \
+        --save-model "$dir/model-calibrated.json" --load "$load" --oracle \
+        --out "$dir/sim-calibrated/oracle" --label oracle >/dev/null 2>"$dir/calibration.txt"
+    for policy in "${POLICY_LIST[@]}"; do
+        IFS='|' read -r label module parameters <<<"$policy"
+        "$MODELLESS" simulate --model "$dir/model-calibrated.json" --load "$load" \
+            --policy "$POLICIES/$module.wasm" --policy-parameters "$parameters" "${EARLY[@]}" \
+            --label "$label" --out "$dir/sim-calibrated/$label" >/dev/null 2>&1
     done
 done
 python3 scripts/experiment_table.py "$OUT" >"$OUT/results.md"

@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use modelless_runtime::policy_abi::RunTotals;
 use modelless_runtime::{Error, Slo, Tensor};
 
 use super::record::Status;
@@ -99,5 +100,10 @@ impl Target for InProcess {
             Ok(status) => (Some(status.active), Some(status.queue_length)),
             Err(_) => (None, None),
         }
+    }
+
+    fn run_totals(&self, task: usize) -> Vec<(String, RunTotals)> {
+        let snapshots = self.runtime.variant_snapshots(&self.tasks[task].target.task).unwrap_or_default();
+        snapshots.into_iter().filter_map(|v| Some((v.name, v.runs?))).collect()
     }
 }

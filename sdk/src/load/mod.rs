@@ -22,6 +22,7 @@ mod output;
 pub mod pattern;
 pub mod plot;
 pub mod record;
+pub mod runs;
 mod runner;
 pub mod summary;
 pub mod trace;
@@ -37,6 +38,7 @@ pub use in_process::InProcess;
 pub use pattern::Pattern;
 pub use record::{RequestRecord, Status};
 pub use runner::{Answer, Progress, RunResult, Target, run};
+pub use runs::{RunsMeter, SecondRuns, read_runs_csv, runs_csv};
 pub use summary::{Sample, Second, Summary, TaskTarget, markdown_table};
 pub use trace::{SyntheticTrace, TraceConfig};
 

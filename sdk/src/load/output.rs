@@ -7,11 +7,13 @@ use super::LoadError;
 use super::plot::task_svg;
 use super::record::write_log;
 use super::runner::RunResult;
+use super::runs::runs_csv;
 use super::summary::{markdown_table, timeline_csv};
 
 impl RunResult {
     /// Writes the run under `dir`: `requests.jsonl` (or `.csv` with `csv_log`),
-    /// `timeline.csv`, `summary.json`, `summary.md` and `<task>.svg`; `label` heads the
+    /// `timeline.csv`, `summary.json`, `summary.md`, `<task>.svg`, and `runs.csv`
+    /// where the target told what its sessions ran; `label` heads the
     /// summary rows and the plots. Returns the files written.
     pub fn write(&self, dir: &Path, label: &str, csv_log: bool) -> Result<Vec<PathBuf>, LoadError> {
         std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
@@ -28,6 +30,9 @@ impl RunResult {
             ("summary.md", markdown_table(&rows)),
         ] {
             written.push(write(dir, name, &text)?);
+        }
+        if !self.runs.is_empty() {
+            written.push(write(dir, "runs.csv", &runs_csv(&self.runs))?);
         }
         for target in &self.targets {
             let title = format!("{label}: {} (SLO {:.0} ms)", target.task, target.slo_ms);

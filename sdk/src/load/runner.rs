@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use modelless_runtime::metrics::CpuSample;
+use modelless_runtime::policy_abi::RunTotals;
 use tokio::time::{Instant, sleep_until};
 
 use super::record::{RequestRecord, Status};
+use super::runs::{RunsMeter, SecondRuns};
 use super::summary::{Sample, Second, Summary, TaskTarget, summarize, timeline};
 use super::{LoadError, LoadSpec, Schedule};
 
@@ -33,6 +35,11 @@ pub trait Target: Send + Sync + 'static {
     fn send(&self, task: usize) -> Pin<Box<dyn Future<Output = Answer> + Send + 'static>>;
     /// The task's active variant and queue now, where the target can tell.
     fn observe(&self, task: usize) -> (Option<String>, Option<u64>);
+    /// What each variant of the task ran so far (variant, totals), where the target
+    /// can tell: a runtime in this process can, an endpoint cannot.
+    fn run_totals(&self, _task: usize) -> Vec<(String, RunTotals)> {
+        Vec::new()
+    }
 }
 
 /// Where a run stands, reported once a second.
@@ -59,6 +66,8 @@ pub struct RunResult {
     pub records: Vec<RequestRecord>,
     /// Every task at the end of every second.
     pub samples: Vec<Sample>,
+    /// The batches each variant ran, second by second, where the target tells.
+    pub runs: Vec<SecondRuns>,
     /// Length of the run, s.
     pub duration_s: u32,
 }
@@ -91,17 +100,19 @@ pub async fn run(
     // is a request that never ended.
     let ended: Arc<Mutex<Vec<Option<RequestRecord>>>> = Arc::new(Mutex::new(vec![None; arrivals.len()]));
     let under_way = Arc::new(AtomicU64::new(0));
-    let mut samples = Vec::new();
-    let mut sampler = Sampler { target: target.clone(), cpu: CpuSample::now(), tasks: &targets };
+    let (mut samples, mut runs) = (Vec::new(), Vec::new());
+    let mut sampler =
+        Sampler { target: target.clone(), cpu: CpuSample::now(), tasks: &targets, runs: RunsMeter::default() };
     let start = Instant::now();
     let at = |s: f64| start + Duration::from_secs_f64(s);
     let mut next_second = 1u32;
     // Samples the second that just ended and reports it.
     let mut report = |second: u32, sent: u64| {
-        let now = sampler.sample(second - 1);
+        let (now, ran) = sampler.sample(second - 1);
         let ended = sent - under_way.load(Ordering::Relaxed);
         progress(&Progress { second, duration_s, sent, ended, samples: now.clone() });
         samples.extend(now);
+        runs.extend(ran);
     };
     for (index, &arrival) in arrivals.iter().enumerate() {
         while arrival.at_s > f64::from(next_second) {
@@ -156,28 +167,38 @@ pub async fn run(
             })
         })
         .collect();
-    Ok(RunResult { targets, records, samples, duration_s })
+    Ok(RunResult { targets, records, samples, runs, duration_s })
 }
 
-/// Samples each task and the machine's CPU at the end of a second.
+/// Samples each task, what its variants ran, and the machine's CPU at the end of a
+/// second.
 struct Sampler<'a> {
     target: Arc<dyn Target>,
     cpu: Option<CpuSample>,
     tasks: &'a [TaskTarget],
+    runs: RunsMeter,
 }
 
 impl Sampler<'_> {
-    fn sample(&mut self, second: u32) -> Vec<Sample> {
+    fn sample(&mut self, second: u32) -> (Vec<Sample>, Vec<SecondRuns>) {
         let now = CpuSample::now();
         let cpu = now.zip(self.cpu).and_then(|(now, before)| now.since(&before)).map(|u| u.host_percent);
         self.cpu = now;
-        self.tasks
+        let samples = self
+            .tasks
             .iter()
             .enumerate()
             .map(|(index, task)| {
                 let (active, queue_length) = self.target.observe(index);
                 Sample { second, task: task.task.clone(), active, queue_length, cpu_percent: cpu }
             })
-            .collect()
+            .collect();
+        let totals = (0..self.tasks.len())
+            .flat_map(|index| {
+                let task = &self.tasks[index].task;
+                self.target.run_totals(index).into_iter().map(move |(variant, totals)| (task.clone(), variant, totals))
+            })
+            .collect();
+        (samples, self.runs.second(second, totals))
     }
 }

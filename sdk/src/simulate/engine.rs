@@ -176,7 +176,7 @@ pub fn simulate(
             })
         })
         .collect();
-    let result = RunResult { targets, records, samples, duration_s: schedule.duration_s };
+    let result = RunResult { targets, records, samples, runs: Vec::new(), duration_s: schedule.duration_s };
     Ok((result, sim.stats))
 }
 

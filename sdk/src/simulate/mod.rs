@@ -9,11 +9,13 @@
 //! generator, request copies), and batches of different tasks sharing the cores at
 //! once (here they take turns, so throughput is the same and latency differs).
 
+mod calibrate;
 mod engine;
 mod model;
 mod oracle;
 mod wasm;
 
+pub use calibrate::RatioLine;
 pub use engine::{Decider, SimConfig, SimStats, simulate};
 pub use model::{SimModel, SimTask, SimVariant};
 pub use oracle::Oracle;

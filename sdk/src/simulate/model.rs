@@ -8,6 +8,7 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
+use super::calibrate::RatioLine;
 use crate::load::LoadError;
 use crate::{Runtime, RuntimeConfig};
 
@@ -58,6 +59,10 @@ pub struct SimVariant {
     pub max_queue_delay_us: u64,
     /// Requests its queue holds before it refuses more.
     pub max_queue_size: usize,
+    /// How much slower or faster than its line the machine ran its batches, where the
+    /// model was calibrated on real runs ([`SimModel::calibrated`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<RatioLine>,
     /// What a policy sees of it (its profile's figures).
     pub snapshot: VariantSnapshot,
 }
@@ -66,9 +71,28 @@ impl SimVariant {
     /// One run of a batch of `rows`, in µs: the fit's latency spread log-normally
     /// around it as the profile measured.
     pub fn batch_us(&self, rows: u32, rng: &mut impl Rng) -> u64 {
-        let median_ms = self.fit.predict_ms(rows).max(0.05);
         let z: f64 = rng.sample(StandardNormal);
-        (median_ms * (self.spread * z).exp() * 1e3).round().max(1.0) as u64
+        (self.median_ms(rows) * (self.spread * z).exp() * 1e3).round().max(1.0) as u64
+    }
+
+    /// The median time of a batch of `rows`, ms: its line, calibrated where it was.
+    pub fn median_ms(&self, rows: u32) -> f64 {
+        let ratio = self.calibration.map_or(1.0, |c| c.at(f64::from(rows)));
+        self.fit.predict_ms(rows).max(0.05) * ratio
+    }
+
+    /// The line its batches take in this model: the profile's, or where calibrated,
+    /// the chord of the calibrated times at one row and at its largest batch.
+    pub fn cost_fit(&self) -> LatencyFit {
+        let largest = self.max_batch_size.max(2);
+        let (one, most) = (self.median_ms(1), self.median_ms(largest));
+        match self.calibration {
+            None => self.fit,
+            Some(_) => {
+                let a_ms = (most - one) / f64::from(largest - 1);
+                LatencyFit { a_ms, c_ms: one - a_ms, r2: self.fit.r2 }
+            }
+        }
     }
 }
 
@@ -120,6 +144,7 @@ impl SimModel {
                     max_batch_size: configured.batching.max_batch_size as u32,
                     max_queue_delay_us: configured.batching.max_queue_delay_us,
                     max_queue_size: configured.batching.max_queue_size,
+                    calibration: None,
                     snapshot,
                 });
             }
@@ -180,6 +205,7 @@ mod tests {
             max_batch_size: 8,
             max_queue_delay_us: 0,
             max_queue_size: 16,
+            calibration: None,
             snapshot: VariantSnapshot::default(),
         };
         let mut rng = StdRng::seed_from_u64(1);
@@ -190,5 +216,12 @@ mod tests {
         assert!((p99 / p50 / 2.0 - 1.0).abs() < 0.05, "p99/p50 {}", p99 / p50);
         let exact = SimVariant { spread: 0.0, ..variant };
         assert_eq!(exact.batch_us(3, &mut rng), 10_000);
+        assert_eq!(exact.cost_fit(), exact.fit);
+        // Calibrated: twice its line at one row, 1.3 times at eight.
+        let calibrated = SimVariant { calibration: Some(RatioLine { at_one: 2.0, per_row: -0.1 }), ..exact };
+        assert_eq!(calibrated.batch_us(1, &mut rng), 12_000);
+        assert_eq!(calibrated.batch_us(3, &mut rng), 18_000);
+        let chord = calibrated.cost_fit();
+        assert!((chord.predict_ms(1) - 12.0).abs() < 1e-9 && (chord.predict_ms(8) - 26.0).abs() < 1e-9, "{chord:?}");
     }
 }

@@ -2,31 +2,51 @@
 //! over the coming second, its switches cost nothing, and it serves every task with
 //! the most accurate variants whose load keeps the executor at most `max_utilisation`
 //! busy (every combination is tried: accuracy weighted by demand is what it maximises).
+//! It prices batches as the simulated machine runs them: by the profiles, or where
+//! the model was calibrated on real runs, by the calibrated times.
 
-use modelless_runtime::policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot};
+use std::collections::BTreeMap;
+
+use modelless_runtime::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot};
 
 use super::engine::Decider;
+use super::model::SimModel;
 
 /// Knows the next second's demand; switches for free.
 #[derive(Clone, Debug)]
 pub struct Oracle {
     /// Highest utilisation it lets the executor reach.
     pub max_utilisation: f64,
+    /// What batches cost, by task and variant, where it is not the profile's line.
+    pub costs: BTreeMap<(String, String), LatencyFit>,
 }
 
 impl Default for Oracle {
     fn default() -> Self {
-        Oracle { max_utilisation: 0.8 }
+        Oracle { max_utilisation: 0.8, costs: BTreeMap::new() }
     }
 }
 
-/// Share of the executor `variant` of `task` takes at `demand` requests a second,
-/// running its largest batches (the cheapest per request): `λ·(a + c/b)`.
-fn load_share(task: &TaskSnapshot, variant: usize, demand: f64) -> Option<f64> {
-    let v = &task.variants[variant];
-    let fit = v.profile.as_ref()?.fit?;
-    let batch = f64::from(task.active.max_batch_size.max(1));
-    Some(demand * (fit.a_ms + fit.c_ms.max(0.0) / batch) / 1e3)
+impl Oracle {
+    /// An oracle that knows what batches cost in `model`.
+    pub fn knowing(model: &SimModel, max_utilisation: f64) -> Oracle {
+        let costs = model
+            .tasks
+            .iter()
+            .flat_map(|t| t.variants.iter().map(|v| ((t.name.clone(), v.name.clone()), v.cost_fit())))
+            .collect();
+        Oracle { max_utilisation, costs }
+    }
+
+    /// Share of the executor `variant` of `task` takes at `demand` requests a second,
+    /// running its largest batches (the cheapest per request): `λ·(a + c/b)`.
+    fn load_share(&self, task: &TaskSnapshot, variant: usize, demand: f64) -> Option<f64> {
+        let v = &task.variants[variant];
+        let known = self.costs.get(&(task.name.clone(), v.name.clone())).copied();
+        let fit = known.or_else(|| v.profile.as_ref()?.fit)?;
+        let batch = f64::from(task.active.max_batch_size.max(1));
+        Some(demand * (fit.a_ms + fit.c_ms.max(0.0) / batch) / 1e3)
+    }
 }
 
 /// A variant (its index) per task, where the task has one to pick.
@@ -42,7 +62,7 @@ impl Oracle {
             .zip(ahead)
             .map(|(task, &demand)| {
                 (0..task.variants.len())
-                    .filter_map(|v| Some((v, load_share(task, v, demand)?, task.variants[v].accuracy * demand)))
+                    .filter_map(|v| Some((v, self.load_share(task, v, demand)?, task.variants[v].accuracy * demand)))
                     .collect()
             })
             .collect();
@@ -152,6 +172,17 @@ mod tests {
         assert_eq!(oracle.choose(&tasks, &[100.0, 100.0]), vec![Some(1), Some(1)]);
         assert_eq!(oracle.choose(&tasks, &[150.0, 30.0]), vec![Some(1), Some(1)], "0.6 + 0.12");
         assert_eq!(oracle.choose(&tasks, &[20.0, 100.0]), vec![Some(2), Some(1)], "0.18 + 0.4");
+    }
+
+    #[test]
+    fn costs_it_knows_price_the_variants_instead_of_their_profiles() {
+        let family = [(60.0, 1.0, 0.0), (70.0, 4.0, 0.0), (80.0, 9.0, 0.0)];
+        let mut oracle = Oracle::default();
+        oracle.costs.insert(("a".into(), "v1".into()), LatencyFit { a_ms: 9.0, c_ms: 0.0, r2: 1.0 });
+        // At 100/s v1 now takes 0.9: only v0 fits.
+        assert_eq!(oracle.choose(&[task("a", &family)], &[100.0]), vec![Some(0)]);
+        oracle.costs.clear();
+        assert_eq!(oracle.choose(&[task("a", &family)], &[100.0]), vec![Some(1)]);
     }
 
     #[test]

@@ -65,6 +65,14 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
     assert_eq!(summaries[1].rejected as usize, count(Status::Rejected));
     assert_eq!(result.samples.iter().filter(|s| s.task == "fast" && s.active.as_deref() == Some("v0")).count(), 3);
     assert_eq!(result.timeline().len(), 6, "3 seconds of 2 tasks");
+
+    // What the sessions ran, second by second: the fast task's batches of 20 ms.
+    let ran: Vec<_> = result.runs.iter().filter(|r| r.task == "fast").collect();
+    assert!(ran.iter().all(|r| r.variant == "v0" && r.second < 3 && r.batches > 0), "{ran:?}");
+    assert!(ran.iter().all(|r| r.run_ms >= 20.0 * r.batches as f64 * 0.99), "{ran:?}");
+    let rows: u64 = ran.iter().map(|r| r.rows).sum();
+    // Batches still running when the last second was sampled are not counted.
+    assert!(rows as usize <= fast.len() && rows as usize + 8 >= fast.len(), "{rows} rows, {} answers", fast.len());
 }
 
 #[test]

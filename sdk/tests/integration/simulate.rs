@@ -1,10 +1,11 @@
 //! The simulator: one seed gives one run; the Wasm policies steer simulated tasks
 //! through the same snapshots as real ones; more servers behind least-connections
-//! take more load; the oracle bounds what a policy can reach.
+//! take more load; the oracle bounds what a policy can reach; a model calibrated on
+//! real runs serves as they ran.
 
 use std::time::Duration;
 
-use modelless::load::{LoadSpec, Pattern, RunResult, Status, TaskLoad};
+use modelless::load::{LoadSpec, Pattern, RunResult, SecondRuns, Status, TaskLoad};
 use modelless::policy::{EarlyTick, HostConfig, PolicyEngine};
 use modelless::policy_abi::{LatencyFit, VariantCost, VariantSnapshot};
 use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
@@ -30,6 +31,7 @@ fn model(active: usize) -> SimModel {
                 max_batch_size: 8,
                 max_queue_delay_us: 0,
                 max_queue_size: 4096,
+                calibration: None,
                 snapshot: VariantSnapshot {
                     name: name.into(),
                     accuracy,
@@ -59,7 +61,7 @@ fn wasm(name: &str, model: &SimModel) -> Box<dyn Decider> {
 
 fn run(model: &SimModel, spec: &LoadSpec, config: &SimConfig, policy: &str) -> RunResult {
     let mut decider = |_| match policy {
-        "oracle" => Box::new(Oracle::default()) as Box<dyn Decider>,
+        "oracle" => Box::new(Oracle::knowing(model, 0.8)) as Box<dyn Decider>,
         name => wasm(name, model),
     };
     simulate(model, spec, config, &mut decider, &mut |_, _| {}).unwrap().0
@@ -125,6 +127,43 @@ fn the_oracle_serves_more_accurately_than_any_policy_within_its_utilisation_limi
     let steered = run(&model, &spec, &SimConfig::default(), "slo-predictive").summaries()[0].clone();
     assert!(oracle.slo_violation_pct < 0.5, "{oracle:?}");
     assert!(oracle.effective_accuracy >= steered.effective_accuracy * 0.99, "{oracle:?}\n{steered:?}");
+}
+
+#[test]
+fn a_model_calibrated_on_runs_twice_as_slow_serves_twice_as_slow_and_its_oracle_picks_cheaper() {
+    // The medium variant serves first: the large one, twice as slow, would fall
+    // behind before the oracle's first decision.
+    let model = model(1);
+    // Real runs in which every variant's batches of two rows took twice their line.
+    let runs: Vec<SecondRuns> = (0..20)
+        .flat_map(|second| {
+            model.tasks[0].variants.iter().map(move |v| SecondRuns {
+                second,
+                task: "classify".into(),
+                variant: v.name.clone(),
+                batches: 10,
+                rows: 20,
+                run_ms: 2.0 * 10.0 * v.fit.predict_ms(2),
+            })
+        })
+        .collect();
+    let slower = model.calibrated(&runs).unwrap();
+    let median = |model: &SimModel, policy: &str, rate: f64| {
+        let result = run(model, &load(Pattern::Constant { rate, duration_s: 20 }), &SimConfig::default(), policy);
+        let mut latencies: Vec<f64> = result.records.iter().map(|r| r.latency_ms).collect();
+        latencies.sort_by(f64::total_cmp);
+        (latencies[latencies.len() / 2], result.summaries()[0].clone())
+    };
+    // 10/s on the largest variant (the static policy's): batches of one row, 12 ms by the line.
+    let (profiled, _) = median(&model, "static", 10.0);
+    let (calibrated, _) = median(&slower, "static", 10.0);
+    assert!((calibrated / profiled - 2.0).abs() < 0.2, "p50 {profiled} ms, calibrated {calibrated} ms");
+    // 60/s: the large variant takes 0.51 of the executor by the profile, 1.02 as it ran.
+    let (_, oracle) = median(&model, "oracle", 60.0);
+    let (_, oracle_slower) = median(&slower, "oracle", 60.0);
+    assert!(oracle.effective_accuracy > 74.0, "the large variant after the first second: {oracle:?}");
+    assert!(oracle_slower.effective_accuracy < 71.0, "the medium one: {oracle_slower:?}");
+    assert!(oracle_slower.slo_violation_pct < 0.5, "{oracle_slower:?}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::ProgressBar;
-use modelless::load::LoadSpec;
+use modelless::load::{LoadSpec, read_runs_csv};
 use modelless::policy::{HostConfig, PolicyEngine};
 use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, WasmDecider, simulate};
 use modelless::{RuntimeBuilder, RuntimeConfig};
@@ -27,7 +27,12 @@ pub struct Args {
     /// A model written by `--save-model` instead of a config: no models are loaded.
     #[arg(long)]
     model: Option<PathBuf>,
-    /// Write the model read from `--config` here, to simulate without the models later.
+    /// Time batches as real runs of this machine ran them: directories written by
+    /// `modelless loadgen` (in process), whose `runs.csv` says what the sessions ran;
+    /// the oracle prices with the same times.
+    #[arg(long, num_args = 1..)]
+    calibrate: Vec<PathBuf>,
+    /// Write the model here (after calibrating), to simulate without the models later.
     #[arg(long)]
     save_model: Option<PathBuf>,
     /// The policy module deciding (default: the config's).
@@ -73,6 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (None, None) => anyhow::bail!("give --config or --model"),
     };
+    let model = calibrated(model, &args.calibrate)?;
     if let Some(path) = &args.save_model {
         model.save(path)?;
     }
@@ -83,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let (mut decider, label): (MakeDecider, String) = if args.oracle {
-        let oracle = Oracle { max_utilisation: args.oracle_utilisation };
+        let oracle = Oracle::knowing(&model, args.oracle_utilisation);
         (Box::new(move |_| Box::new(oracle.clone()) as Box<dyn Decider>), "oracle".into())
     } else {
         let path = module.context("give --policy (or a config with a [policy]) or --oracle")?;
@@ -119,4 +125,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         stats.switches
     );
     crate::loadgen::report(&result, &args.out, &label, args.csv)
+}
+
+/// `model` calibrated on the runs written under `dirs` (itself when there are none).
+fn calibrated(model: SimModel, dirs: &[PathBuf]) -> anyhow::Result<SimModel> {
+    if dirs.is_empty() {
+        return Ok(model);
+    }
+    let mut runs = Vec::new();
+    for dir in dirs {
+        let path = dir.join("runs.csv");
+        runs.extend(read_runs_csv(&path).with_context(|| {
+            format!("--calibrate {}: a run of `modelless loadgen` in process writes runs.csv", dir.display())
+        })?);
+    }
+    let model = model.calibrated(&runs)?;
+    // Variants of the same name in several tasks are calibrated alike: one line each.
+    let mut told = std::collections::BTreeSet::new();
+    for variant in model.tasks.iter().flat_map(|t| &t.variants) {
+        if let Some(c) = variant.calibration.filter(|_| told.insert(variant.name.clone())) {
+            let largest = variant.max_batch_size;
+            eprintln!(
+                "calibrated {}: {:.2} x its line at 1 row, {:.2} x at {largest}",
+                variant.name,
+                c.at(1.0),
+                c.at(f64::from(largest))
+            );
+        }
+    }
+    Ok(model)
 }
