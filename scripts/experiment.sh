@@ -59,14 +59,19 @@ for scenario in "${SCENARIOS[@]}"; do
             --policy-parameters "$parameters" "${EARLY[@]}" --label "$label" --out "$dir/sim/$label" >/dev/null
     done
     # Again on the machine as the real runs found it: every batch timed as the
-    # sessions ran them there (runs.csv), for the oracle and each policy.
+    # sessions ran them there (runs.csv). The oracle's calibration takes every real
+    # run; each policy's takes the other policies' runs, not its own.
     echo "-- $name: simulations calibrated on the real runs" >&2
     "$MODELLESS" simulate --model "$dir/model.json" --calibrate "$dir"/real/* \
         --save-model "$dir/model-calibrated.json" --load "$load" --oracle \
         --out "$dir/sim-calibrated/oracle" --label oracle >/dev/null 2>"$dir/calibration.txt"
     for policy in "${POLICY_LIST[@]}"; do
         IFS='|' read -r label module parameters <<<"$policy"
-        "$MODELLESS" simulate --model "$dir/model-calibrated.json" --load "$load" \
+        others=()
+        for run in "$dir"/real/*; do
+            [[ "$(basename "$run")" == "$label" ]] || others+=("$run")
+        done
+        "$MODELLESS" simulate --model "$dir/model.json" --calibrate "${others[@]}" --load "$load" \
             --policy "$POLICIES/$module.wasm" --policy-parameters "$parameters" "${EARLY[@]}" \
             --label "$label" --out "$dir/sim-calibrated/$label" >/dev/null 2>&1
     done
