@@ -22,8 +22,8 @@ mod output;
 pub mod pattern;
 pub mod plot;
 pub mod record;
-pub mod runs;
 mod runner;
+pub mod runs;
 pub mod summary;
 pub mod trace;
 

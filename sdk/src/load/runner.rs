@@ -103,6 +103,9 @@ pub async fn run(
     let (mut samples, mut runs) = (Vec::new(), Vec::new());
     let mut sampler =
         Sampler { target: target.clone(), cpu: CpuSample::now(), tasks: &targets, runs: RunsMeter::default() };
+    // What the sessions ran before the run (another load, in the same process) is not
+    // the run's.
+    sampler.runs.second(0, sampler.run_totals());
     let start = Instant::now();
     let at = |s: f64| start + Duration::from_secs_f64(s);
     let mut next_second = 1u32;
@@ -193,12 +196,17 @@ impl Sampler<'_> {
                 Sample { second, task: task.task.clone(), active, queue_length, cpu_percent: cpu }
             })
             .collect();
-        let totals = (0..self.tasks.len())
+        let totals = self.run_totals();
+        (samples, self.runs.second(second, totals))
+    }
+
+    /// What each variant of each task ran so far: (task, variant, totals).
+    fn run_totals(&self) -> Vec<(String, String, RunTotals)> {
+        (0..self.tasks.len())
             .flat_map(|index| {
                 let task = &self.tasks[index].task;
                 self.target.run_totals(index).into_iter().map(move |(variant, totals)| (task.clone(), variant, totals))
             })
-            .collect();
-        (samples, self.runs.second(second, totals))
+            .collect()
     }
 }

@@ -177,7 +177,8 @@ mod tests {
             })
             .collect();
         let calibrated = m.calibrated(&runs).unwrap();
-        let line = |name: &str| calibrated.tasks[0].variants.iter().find(|v| v.name == name).unwrap().calibration.unwrap();
+        let line =
+            |name: &str| calibrated.tasks[0].variants.iter().find(|v| v.name == name).unwrap().calibration.unwrap();
         let (small, large, idle) = (line("small"), line("large"), line("idle"));
         assert!((idle.at(1.0) - 1.6).abs() < 1e-9 && (idle.at(8.0) - 1.2).abs() < 1e-9, "{idle:?}");
         // 4000 batches each: the offset counts 4000/4050 of 0.1.

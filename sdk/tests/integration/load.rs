@@ -40,7 +40,7 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
 
     let spec = LoadSpec { seed: 9, tasks: vec![constant("fast", 40.0, 3), constant("slow", 30.0, 3)] };
     let schedule = spec.schedule().unwrap().arrivals;
-    let target = Arc::new(InProcess::new(rt, &spec).unwrap());
+    let target = Arc::new(InProcess::new(rt.clone(), &spec).unwrap());
     let mut seconds = Vec::new();
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let result = tokio.block_on(run(target, &spec, &mut |p| seconds.push(p.second))).unwrap();
@@ -73,6 +73,12 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
     let rows: u64 = ran.iter().map(|r| r.rows).sum();
     // Batches still running when the last second was sampled are not counted.
     assert!(rows as usize <= fast.len() && rows as usize + 8 >= fast.len(), "{rows} rows, {} answers", fast.len());
+
+    // A second run on the same runtime counts only its own batches.
+    let spec = LoadSpec { seed: 10, tasks: vec![constant("fast", 20.0, 1)] };
+    let again = tokio.block_on(run(Arc::new(InProcess::new(rt, &spec).unwrap()), &spec, &mut |_| {})).unwrap();
+    let rows: u64 = again.runs.iter().map(|r| r.rows).sum();
+    assert!(rows as usize <= again.records.len(), "{rows} rows for {} requests", again.records.len());
 }
 
 #[test]

@@ -143,7 +143,9 @@ fn calibrated(model: SimModel, dirs: &[PathBuf]) -> anyhow::Result<SimModel> {
     // Variants of the same name in several tasks are calibrated alike: one line each.
     let mut told = std::collections::BTreeSet::new();
     for variant in model.tasks.iter().flat_map(|t| &t.variants) {
-        if let Some(c) = variant.calibration.filter(|_| told.insert(variant.name.clone())) {
+        if let Some(c) = variant.calibration
+            && told.insert(variant.name.clone())
+        {
             let largest = variant.max_batch_size;
             eprintln!(
                 "calibrated {}: {:.2} x its line at 1 row, {:.2} x at {largest}",
