@@ -28,18 +28,28 @@ impl Line {
 /// The least-squares line through `(x, y)` points, with its R². `None` for fewer than
 /// two distinct x.
 pub fn fit_line(points: &[(f64, f64)]) -> Option<Line> {
-    let n = points.len() as f64;
-    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
-    if points.len() < 2 || sxx == 0.0 {
+    let weighted: Vec<(f64, f64, f64)> = points.iter().map(|&(x, y)| (x, y, 1.0)).collect();
+    fit_weighted_line(&weighted)
+}
+
+/// The weighted least-squares line through `(x, y, weight)` points, with its weighted
+/// R². `None` without two distinct x of positive weight.
+pub fn fit_weighted_line(points: &[(f64, f64, f64)]) -> Option<Line> {
+    let w: f64 = points.iter().map(|p| p.2).sum();
+    if w <= 0.0 {
         return None;
     }
-    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    let mean_x = points.iter().map(|p| p.2 * p.0).sum::<f64>() / w;
+    let mean_y = points.iter().map(|p| p.2 * p.1).sum::<f64>() / w;
+    let sxx: f64 = points.iter().map(|p| p.2 * (p.0 - mean_x).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let sxy: f64 = points.iter().map(|p| p.2 * (p.0 - mean_x) * (p.1 - mean_y)).sum();
     let a = sxy / sxx;
     let c = mean_y - a * mean_x;
-    let ss_res: f64 = points.iter().map(|p| (p.1 - (a * p.0 + c)).powi(2)).sum();
-    let ss_tot: f64 = points.iter().map(|p| (p.1 - mean_y).powi(2)).sum();
+    let ss_res: f64 = points.iter().map(|p| p.2 * (p.1 - (a * p.0 + c)).powi(2)).sum();
+    let ss_tot: f64 = points.iter().map(|p| p.2 * (p.1 - mean_y).powi(2)).sum();
     let r2 = if ss_tot == 0.0 { 1.0 } else { 1.0 - ss_res / ss_tot };
     Some(Line { slope: a, intercept: c, r2 })
 }
@@ -83,6 +93,16 @@ mod tests {
     fn one_batch_size_is_not_a_line() {
         assert!(fit_line(&[(4.0, 10.0)]).is_none());
         assert!(fit_line(&[(4.0, 10.0), (4.0, 11.0)]).is_none());
+    }
+
+    #[test]
+    fn weights_count_as_repeated_points() {
+        let weighted = fit_weighted_line(&[(1.0, 2.0, 3.0), (2.0, 5.0, 1.0), (4.0, 7.0, 2.0)]).unwrap();
+        let repeated = fit_line(&[(1.0, 2.0), (1.0, 2.0), (1.0, 2.0), (2.0, 5.0), (4.0, 7.0), (4.0, 7.0)]).unwrap();
+        assert!((weighted.slope - repeated.slope).abs() < 1e-12);
+        assert!((weighted.intercept - repeated.intercept).abs() < 1e-12);
+        assert!((weighted.r2 - repeated.r2).abs() < 1e-12);
+        assert!(fit_weighted_line(&[(1.0, 2.0, 0.0), (2.0, 5.0, 0.0)]).is_none(), "no weight");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use modelless_runtime::profile::fit_weighted_line;
 use serde::{Deserialize, Serialize};
 
 use super::model::SimModel;
@@ -44,37 +45,6 @@ impl RatioLine {
     }
 }
 
-/// Weighted sums of points (x: rows a batch, y: ratio).
-#[derive(Clone, Copy, Debug, Default)]
-struct Sums {
-    w: f64,
-    x: f64,
-    y: f64,
-    xx: f64,
-    xy: f64,
-}
-
-impl Sums {
-    fn add(&mut self, w: f64, x: f64, y: f64) {
-        self.w += w;
-        self.x += w * x;
-        self.y += w * y;
-        self.xx += w * x * x;
-        self.xy += w * x * y;
-    }
-
-    /// The weighted least-squares line, flat where the rows hardly vary.
-    fn line(&self) -> Option<RatioLine> {
-        if self.w <= 0.0 {
-            return None;
-        }
-        let (mx, my) = (self.x / self.w, self.y / self.w);
-        let var = self.xx / self.w - mx * mx;
-        let slope = if var.sqrt() < LEAST_ROWS_SPREAD { 0.0 } else { (self.xy / self.w - mx * my) / var };
-        Some(RatioLine { at_one: my + slope * (1.0 - mx), per_row: slope })
-    }
-}
-
 /// One second of one variant, set against its profile.
 struct Point<'a> {
     variant: &'a str,
@@ -89,11 +59,7 @@ impl SimModel {
     /// at all is an error.
     pub fn calibrated(&self, runs: &[SecondRuns]) -> Result<SimModel, LoadError> {
         let points: Vec<Point> = runs.iter().filter_map(|r| self.point(r)).collect();
-        let mut machine = Sums::default();
-        for p in &points {
-            machine.add(p.weight, p.rows, p.ratio);
-        }
-        let machine = machine.line().ok_or_else(|| {
+        let machine = machine_line(&points).ok_or_else(|| {
             LoadError::invalid("none of the runs matches a profiled variant of the model (task and variant names)")
         })?;
         // Where each variant sits around the machine's line.
@@ -124,6 +90,23 @@ impl SimModel {
             ratio: (run.run_ms / predicted).clamp(FASTEST, SLOWEST),
         })
     }
+}
+
+/// The weighted least-squares line through every point, flat where the rows hardly
+/// vary; `None` without points.
+fn machine_line(points: &[Point]) -> Option<RatioLine> {
+    let total: f64 = points.iter().map(|p| p.weight).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let mean = |of: &dyn Fn(&Point) -> f64| points.iter().map(|p| p.weight * of(p)).sum::<f64>() / total;
+    let rows = mean(&|p| p.rows);
+    let spread = mean(&|p| (p.rows - rows).powi(2)).sqrt();
+    let weighted: Vec<(f64, f64, f64)> = points.iter().map(|p| (p.rows, p.ratio, p.weight)).collect();
+    Some(match fit_weighted_line(&weighted).filter(|_| spread >= LEAST_ROWS_SPREAD) {
+        Some(line) => RatioLine { at_one: line.at(1.0), per_row: line.slope },
+        None => RatioLine { at_one: mean(&|p| p.ratio), per_row: 0.0 },
+    })
 }
 
 #[cfg(test)]
