@@ -45,6 +45,8 @@ pub struct Budgets {
 /// A task as the allocation sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Contender<'a> {
+    /// The task's name.
+    pub name: &'a str,
     /// Requests per second expected ahead.
     pub demand: f64,
     /// The largest batch it is predicted with.
@@ -80,9 +82,10 @@ impl Plan<'_, '_> {
     /// What task `i` takes of the executor serving its variant `v`.
     fn load(&self, i: usize, v: usize) -> Sharing {
         let task = &self.tasks[i];
-        let batch_ms = task.candidates[v].fit.predict_ms(task.ceiling).max(0.0);
-        let full_batches = task.demand / 1e3 * batch_ms / f64::from(task.ceiling);
-        Sharing { utilisation: self.policy.executor_factor() * full_batches, batch_ms }
+        let fit = task.candidates[v].fit;
+        let batch_ms = fit.predict_ms(task.ceiling).max(0.0);
+        let row_ms = self.policy.row_ms(task.name, fit, task.ceiling);
+        Sharing { utilisation: task.demand / 1e3 * row_ms, batch_ms }
     }
 
     /// What the tasks other than `i` take, each serving its variant in `chosen`.
@@ -94,7 +97,8 @@ impl Plan<'_, '_> {
 
     fn p99(&self, i: usize, v: usize, others: Sharing) -> Option<f64> {
         let (task, fit) = (&self.tasks[i], self.tasks[i].candidates[v].fit);
-        self.policy.predict(fit.a_ms, fit.c_ms, task.demand, task.ceiling, others)
+        let row_ms = self.policy.row_ms(task.name, fit, task.ceiling);
+        self.policy.predict(fit, task.demand, task.ceiling, row_ms, others)
     }
 
     /// Whether task `i` serving `v` is predicted within `budget_ms` beside the others

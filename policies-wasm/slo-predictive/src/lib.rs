@@ -9,8 +9,9 @@
 //!   and the 60 s rates carried `horizon_s` ahead when it rises (a falling trend is
 //!   not trusted: load may come back), or, where tasks are co-located, the rise
 //!   within the last ten seconds carried `ramp_horizon_s` ahead where that is more
-//!   (see [`ramp`]), plus `burst_sigmas` standard deviations of a
-//!   second's Poisson arrivals at that rate; plus, when requests queue beyond one
+//!   (see [`ramp`]), plus the task's share of `burst_sigmas` standard deviations of
+//!   a second's Poisson arrivals at the rate of all tasks (they share the executor:
+//!   `√total`, not the sum of each task's own); plus, when requests queue beyond one
 //!   batch, the rate that clears them within the target.
 //! - For a variant with fit `L(b) = a·b + c` under the task's batch limit `B` (the
 //!   knob it serves with now, or less where the profiles set a memory limit), whose
@@ -31,11 +32,11 @@
 //! - Each variant's line is refitted through the batches it ran lately (see
 //!   [`refit`]): where the machine serves slower or faster than it was profiled,
 //!   predictions follow the machine.
-//! - Where tasks are co-located, every predicted share of the executor is scaled by
-//!   how much longer the batches really take than full batches of the same rows
-//!   would by the lines (see [`executor`]): taking turns, co-located tasks run
-//!   batches of one or two rows where a lone task's would grow, and their executor
-//!   time is what queues build on.
+//! - Where tasks are co-located, a request's share of the executor is its variant's
+//!   line at the rows the task's batches have held lately, per row, scaled by how
+//!   much longer the batches took than the lines say (see [`executor`]): taking
+//!   turns, co-located tasks run batches of one or two rows where a lone task's
+//!   would grow, and their executor time is what queues build on.
 //! - It leaves the batching knobs as configured: without a queue delay, batches grow
 //!   exactly when a queue builds, which is what keeps a burst's tail short.
 
@@ -84,8 +85,9 @@ pub struct Parameters {
     pub max_batch_size: u32,
     /// Whether lines are refitted through the batches the variants ran.
     pub follow_runs: bool,
-    /// Whether predicted shares of the executor are scaled by the busy time measured
-    /// over what full batches would take.
+    /// Whether, where tasks are co-located, a request's share of the executor is
+    /// priced at the rows its task's batches hold, and scaled by the busy time
+    /// measured over what the lines say (else at full batches).
     pub follow_executor: bool,
     /// Run time (ms) of a variant's recent batches that a refit counts, the newest
     /// most.
@@ -156,15 +158,22 @@ impl Policy for SloPredictive {
                 self.observe_executor(snapshot, &ran);
             }
         }
-        let readings: Vec<(f64, bool)> = snapshot
+        let expected: Vec<(f64, bool)> = snapshot
             .tasks
             .iter()
             .map(|t| {
                 // Before `recent_rate` records this tick as the last one seen.
                 let own_latencies = self.window_after_switch(t);
                 let recent = self.recent_rate(t, now_ms);
-                (self.demand_ahead(t, recent, now_ms) + self.backlog_per_s(t), own_latencies)
+                (self.expected_rate(t, recent, now_ms), own_latencies)
             })
+            .collect();
+        let total: f64 = expected.iter().map(|&(rate, _)| rate).sum();
+        let readings: Vec<(f64, bool)> = snapshot
+            .tasks
+            .iter()
+            .zip(expected)
+            .map(|(t, (rate, own))| (self.with_bursts(rate, total) + self.backlog_per_s(t), own))
             .collect();
         let (indices, contenders): (Vec<usize>, Vec<Contender>) = snapshot
             .tasks
@@ -204,9 +213,9 @@ impl Policy for SloPredictive {
 
 impl SloPredictive {
     /// Requests per second expected over the horizon, given `recent`, the rate since
-    /// the last tick. Before a minute has passed the 60 s rate counts seconds that were never seen,
-    /// so no trend is drawn from it.
-    pub fn demand_ahead(&self, task: &TaskSnapshot, recent: f64, now_ms: u64) -> f64 {
+    /// the last tick, before bursts. Before a minute has passed the 60 s rate counts
+    /// seconds that were never seen, so no trend is drawn from it.
+    pub fn expected_rate(&self, task: &TaskSnapshot, recent: f64, now_ms: u64) -> f64 {
         let d = &task.demand;
         let rising = d.per_s_1s >= d.per_s_10s && now_ms >= 60_000;
         // The 10 s window is centred 5 s ago, the 60 s one 30 s ago; after a crowd
@@ -223,8 +232,24 @@ impl SloPredictive {
             0.0
         };
         let rise = (trend_per_s * self.parameters.horizon_s).max(ramp_per_s * self.parameters.ramp_horizon_s);
-        let rate = settled.max(recent) + rise;
-        rate + self.parameters.burst_sigmas * rate.sqrt()
+        settled.max(recent) + rise
+    }
+
+    /// `rate` with its share of `burst_sigmas` standard deviations of a second's
+    /// arrivals at `total`, the rate of all tasks: the tasks share the executor, and
+    /// their Poisson arrivals add up to a deviation of `√total`, not the sum of each
+    /// one's own (for a lone task, `rate + σ·√rate`).
+    pub fn with_bursts(&self, rate: f64, total: f64) -> f64 {
+        if total <= 0.0 {
+            return rate;
+        }
+        rate + self.parameters.burst_sigmas * rate / total.sqrt()
+    }
+
+    /// Requests per second expected over the horizon, with bursts, for a task alone.
+    pub fn demand_ahead(&self, task: &TaskSnapshot, recent: f64, now_ms: u64) -> f64 {
+        let rate = self.expected_rate(task, recent, now_ms);
+        self.with_bursts(rate, rate)
     }
 
     /// The rate that clears the queue beyond one batch within the target: a crowd
@@ -263,35 +288,55 @@ impl SloPredictive {
         (arrived - 2.0 * arrived.sqrt()).max(0.0) * 1e3 / (now_ms - then_ms) as f64
     }
 
-    /// Takes in the busy time of the variants that `ran` against what full batches
-    /// of their rows take by their lines.
+    /// Takes in the rows of each task's batches that `ran`, and their busy time against
+    /// what the lines say of the same batches.
     fn observe_executor(&mut self, snapshot: &Snapshot, ran: &[refit::Ran]) {
-        let (mut rows, mut busy_ms, mut full_ms) = (0.0, 0.0, 0.0);
+        let (mut rows, mut busy_ms, mut lines_ms) = (0.0, 0.0, 0.0);
+        let mut per_task: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
         for r in ran {
             let Some(task) = snapshot.tasks.iter().find(|t| t.name == r.task) else { continue };
             let Some(variant) = task.variants.iter().find(|v| v.name == r.variant) else { continue };
             let Some(fit) = self.refitted(task, variant) else { continue };
-            let batch = self.ceiling(task);
             rows += r.rows;
             busy_ms += r.run_ms;
-            full_ms += r.rows * fit.predict_ms(batch) / f64::from(batch);
+            lines_ms += fit.a_ms * r.rows + fit.c_ms.max(0.0) * r.batches;
+            let (batches, task_rows) = per_task.entry(&task.name).or_default();
+            *batches += r.batches;
+            *task_rows += r.rows;
         }
-        self.state.executor.observe(rows, busy_ms, full_ms);
+        self.state.executor.observe(rows, busy_ms, lines_ms);
+        for (task, (batches, task_rows)) in per_task {
+            self.state.executor.observe_batches(task, batches, task_rows);
+        }
     }
 
-    /// What the executor's share predicted from full batches is multiplied by: the
-    /// measured ratio where tasks are co-located. (A lone task's batches grow as its
-    /// queue does, which the prediction models.)
+    /// What the executor's share by the lines is multiplied by: the measured ratio
+    /// where tasks are co-located.
     pub fn executor_factor(&self) -> f64 {
         if self.parameters.follow_executor && self.co_located { self.state.executor.factor() } else { 1.0 }
     }
 
-    /// The variant's p99 (ms) at `demand` with batches of up to `limit` beside
-    /// `others`, when they keep up.
-    pub fn predict(&self, a_ms: f64, c_ms: f64, demand: f64, limit: u32, others: Sharing) -> Option<f64> {
-        let (per_ms, c_ms, batch) = (demand / 1e3, c_ms.max(0.0), limit.max(1));
+    /// The executor time (ms) a request of `task` takes on a variant with line `fit`
+    /// and batches of up to `limit`: where tasks are co-located, at the rows their
+    /// batches hold as they take turns (full ones until they have run); a lone task's
+    /// batches grow as its queue does, which [`Self::predict`] models, so full ones.
+    pub fn row_ms(&self, task: &str, fit: LatencyFit, limit: u32) -> f64 {
+        let limit = f64::from(limit.max(1));
+        let rows = if self.parameters.follow_executor && self.co_located {
+            self.state.executor.rows_per_batch(task).map_or(limit, |rows| rows.clamp(1.0, limit))
+        } else {
+            limit
+        };
+        self.executor_factor() * (fit.a_ms * rows + fit.c_ms.max(0.0)) / rows
+    }
+
+    /// The variant's p99 (ms) at `demand` with batches of up to `limit`, a request
+    /// taking `row_ms` of the executor, beside `others`, when they keep up.
+    pub fn predict(&self, fit: LatencyFit, demand: f64, limit: u32, row_ms: f64, others: Sharing) -> Option<f64> {
+        let (a_ms, c_ms) = (fit.a_ms, fit.c_ms.max(0.0));
+        let (per_ms, batch) = (demand / 1e3, limit.max(1));
         let latency = a_ms * f64::from(batch) + c_ms;
-        let utilisation = self.executor_factor() * per_ms * latency / f64::from(batch) + others.utilisation;
+        let utilisation = per_ms * row_ms + others.utilisation;
         if latency <= 0.0 || utilisation >= self.parameters.max_utilisation {
             return None;
         }
@@ -362,7 +407,16 @@ impl SloPredictive {
         });
         let recently =
             self.state.last_switch_ms.get(&task.name).is_some_and(|&at| now_ms < at + self.parameters.step_up_after_ms);
-        Some(Contender { demand, ceiling, budgets, candidates, active, behind, may_step_up: !recently })
+        Some(Contender {
+            name: &task.name,
+            demand,
+            ceiling,
+            budgets,
+            candidates,
+            active,
+            behind,
+            may_step_up: !recently,
+        })
     }
 }
 
@@ -377,6 +431,9 @@ mod tests {
     /// (name, accuracy, a ms/row, c ms).
     const FAMILY: [(&str, f64, f64, f64); 3] =
         [("small", 60.0, 1.0, 1.0), ("medium", 70.0, 2.0, 2.0), ("large", 75.0, 4.0, 4.0)];
+    /// The large variant's line, and its executor time a request in full batches of 8.
+    const LARGE: LatencyFit = LatencyFit { a_ms: 4.0, c_ms: 4.0, r2: 0.999 };
+    const LARGE_ROW_MS: f64 = 36.0 / 8.0;
 
     fn task(active: &str, per_s_1s: f64, per_s_10s: f64, per_s_60s: f64) -> TaskSnapshot {
         let variants = FAMILY
@@ -417,9 +474,9 @@ mod tests {
     fn a_load_the_large_variant_cannot_keep_up_with_goes_to_one_that_can() {
         let policy = SloPredictive::default();
         // Batches of 8 take 36 ms: at 150/s ρ = 0.675; 2·L(1.5) + 0.7·36·ρ/(1−ρ) = 72.4.
-        let p99 = policy.predict(4.0, 4.0, 150.0, 8, Sharing::default()).unwrap();
+        let p99 = policy.predict(LARGE, 150.0, 8, LARGE_ROW_MS, Sharing::default()).unwrap();
         assert!((p99 - 72.4).abs() < 0.1, "{p99}");
-        assert_eq!(policy.predict(4.0, 4.0, 300.0, 8, Sharing::default()), None, "300/s: ρ = 1.35");
+        assert_eq!(policy.predict(LARGE, 300.0, 8, LARGE_ROW_MS, Sharing::default()), None, "300/s: ρ = 1.35");
         let decision = decide(&mut SloPredictive::default(), 0, task("large", 300.0, 300.0, 300.0)).unwrap();
         assert_eq!(decision.variant.as_deref(), Some("medium"));
     }
@@ -613,30 +670,55 @@ mod tests {
     }
 
     #[test]
-    fn co_located_tasks_single_rows_take_more_of_the_executor_than_full_batches_and_the_shares_follow() {
-        // a's large ran 1000 single rows at its profile's 8 ms each; full batches of 8
-        // would take 36 / 8 = 4.5 ms a row: the executor is 1.78 times as busy as the
-        // lines say (the factor moves half way, to 1.39). b, beside it, is idle.
+    fn co_located_tasks_single_rows_take_more_of_the_executor_by_each_variants_own_line() {
+        // a's large ran 1000 single rows at its line's 8 ms each; full batches of 8
+        // would take 36 / 8 = 4.5 ms a row. b, beside it, is idle.
         let ran = |rows: u64, run_ms: f64| {
             let mut a = named("a", task("large", 120.0, 120.0, 120.0));
             a.variants[2].runs = Some(RunTotals { batches: rows, rows, run_ms });
             vec![a, named("b", task("large", 0.0, 0.0, 0.0))]
         };
-        let run = |follow_executor, co_located: bool| {
+        let fit = |a_ms, c_ms| LatencyFit { a_ms, c_ms, r2: 1.0 };
+        let run = |follow_executor, co_located: bool, run_ms: f64| {
             let parameters = Parameters { follow_runs: false, follow_executor, ..Parameters::default() };
             let mut policy = SloPredictive { parameters, ..SloPredictive::default() };
             let tasks = |tasks: Vec<TaskSnapshot>| tasks.into_iter().take(if co_located { 2 } else { 1 }).collect();
             decide_together(&mut policy, 0, tasks(ran(0, 0.0)));
-            let decided = decide_together(&mut policy, 1, tasks(ran(1_000, 8_000.0)));
+            let decided = decide_together(&mut policy, 1, tasks(ran(1_000, run_ms)));
             let a = decided.into_iter().find(|(task, _)| task == "a").map(|(_, variant)| variant);
-            (a, policy.executor_factor())
+            (a, policy)
         };
-        let (decision, factor) = run(true, true);
-        assert!((factor - 1.389).abs() < 1e-3, "{factor}");
-        // At 131/s ρ is 0.59 by full batches, 0.82 as measured: the queue's p99 is over.
+        let (decision, policy) = run(true, true, 8_000.0);
+        // A request takes its variant's line at one row: 8 ms on large, 4 on medium
+        // (a global ratio, 8 / 4.5, would have priced medium at 4.4). b ran nothing
+        // yet: full batches.
+        assert_eq!(policy.executor_factor(), 1.0, "the batches took what the lines say of single rows");
+        assert_eq!(policy.row_ms("a", fit(4.0, 4.0), 8), 8.0);
+        assert_eq!(policy.row_ms("a", fit(2.0, 2.0), 8), 4.0);
+        assert_eq!(policy.row_ms("b", fit(4.0, 4.0), 8), 4.5);
+        // At 131/s ρ is 0.59 by full batches, 1.05 at single rows: large cannot keep up.
         assert_eq!(decision.as_deref(), Some("medium"));
-        assert_eq!(run(false, true), (None, 1.0), "by full batches large keeps up");
-        assert_eq!(run(true, false), (None, 1.0), "a lone task's batches grow with its queue, as predicted");
+        // Single rows twice as slow as their line: every share doubles (half way, 1.5).
+        let (_, slower) = run(true, true, 16_000.0);
+        assert_eq!(slower.executor_factor(), 1.5);
+        assert_eq!(slower.row_ms("a", fit(2.0, 2.0), 8), 6.0);
+        let (decision, policy) = run(false, true, 8_000.0);
+        assert_eq!((decision, policy.row_ms("a", fit(4.0, 4.0), 8)), (None, 4.5), "by full batches large keeps up");
+        let (decision, policy) = run(true, false, 8_000.0);
+        let lone = (decision, policy.row_ms("a", fit(4.0, 4.0), 8));
+        assert_eq!(lone, (None, 4.5), "a lone task's batches grow with its queue, as predicted");
+    }
+
+    #[test]
+    fn co_located_tasks_share_one_margin_for_bursts() {
+        // A lone task: one standard deviation of its own arrivals.
+        let policy = SloPredictive::default();
+        assert!((policy.with_bursts(100.0, 100.0) - 110.0).abs() < 1e-9);
+        // Three tasks of 100/s: their arrivals add up to 300/s, whose deviation is
+        // √300 = 17.3, not 3 · 10; each task takes its share.
+        let each = policy.with_bursts(100.0, 300.0);
+        assert!((3.0 * (each - 100.0) - 300f64.sqrt()).abs() < 1e-9, "{each}");
+        assert_eq!(policy.with_bursts(0.0, 0.0), 0.0);
     }
 
     #[test]
@@ -645,7 +727,7 @@ mod tests {
         let policy = SloPredictive::default();
         let task_at = |active| task(active, 147.5, 147.5, 147.5);
         let demand = policy.demand_ahead(&task_at("medium"), 0.0, 0);
-        let p99 = policy.predict(4.0, 4.0, demand, 8, Sharing::default()).unwrap();
+        let p99 = policy.predict(LARGE, demand, 8, LARGE_ROW_MS, Sharing::default()).unwrap();
         assert!((75.0..90.0).contains(&p99), "{p99}");
         assert_eq!(decide(&mut SloPredictive::default(), 0, task_at("large")), None, "large stays");
         assert_eq!(decide(&mut SloPredictive::default(), 0, task_at("medium")), None, "medium does not step up");

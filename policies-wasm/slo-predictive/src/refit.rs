@@ -77,6 +77,8 @@ pub struct Ran {
     pub task: String,
     /// The variant.
     pub variant: String,
+    /// Batches it ran.
+    pub batches: f64,
     /// Rows it ran.
     pub rows: f64,
     /// Time its batches took, ms.
@@ -117,7 +119,13 @@ impl Refits {
                 let keep = (-run_ms / window_ms.max(1.0)).exp();
                 let points = self.points.entry(task.name.clone()).or_default();
                 points.entry(variant.name.clone()).or_default().add(batches, rows, run_ms / profiled_ms, keep);
-                ran.push(Ran { task: task.name.clone(), variant: variant.name.clone(), rows: rows * batches, run_ms });
+                ran.push(Ran {
+                    task: task.name.clone(),
+                    variant: variant.name.clone(),
+                    batches,
+                    rows: rows * batches,
+                    run_ms,
+                });
             }
         }
         ran

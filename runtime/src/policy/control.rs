@@ -343,16 +343,11 @@ impl LoopState {
         serving_metrics().policy_decided(started.elapsed(), failure, decided.by == DecidedBy::Fallback);
         let shadow = self.shadow.as_mut().map(|s| s.decide_encoded(snapshot, json).decision);
         let mut reports = Vec::new();
-        if let Some(recorder) = &mut self.recorder {
-            let by = match decided.by {
-                DecidedBy::Module => "module",
-                DecidedBy::Fallback => "fallback",
-                DecidedBy::Discarded(_) => "discarded",
-            };
-            if let Err(e) = recorder.write(json, &decided.decision, by, shadow.as_ref()) {
-                reports.push(format!("recording stopped: {e}"));
-                self.recorder = None;
-            }
+        if let Some(recorder) = &mut self.recorder
+            && let Err(e) = recorder.write(json, &decided.decision, decided.by.label(), shadow.as_ref())
+        {
+            reports.push(format!("recording stopped: {e}"));
+            self.recorder = None;
         }
         (decided, shadow, reports)
     }

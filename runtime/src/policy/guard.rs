@@ -51,6 +51,17 @@ pub enum DecidedBy {
     Fallback,
 }
 
+impl DecidedBy {
+    /// How a recording names it: `module`, `fallback` or `discarded`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            DecidedBy::Module => "module",
+            DecidedBy::Fallback => "fallback",
+            DecidedBy::Discarded(_) => "discarded",
+        }
+    }
+}
+
 /// A tick's decision and who made it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decided {

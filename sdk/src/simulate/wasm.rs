@@ -1,7 +1,7 @@
 //! A Wasm policy deciding in a simulation, guarded as in the control loop: a module
 //! that fails falls back to the configured knobs, and the simulation goes on.
 
-use modelless_runtime::policy::{GuardedPolicy, KeepConfigured, PolicyModule};
+use modelless_runtime::policy::{GuardedPolicy, KeepConfigured, PolicyModule, Recorder};
 use modelless_runtime::policy_abi::{Decision, ServingKnobs, Snapshot};
 
 use super::engine::Decider;
@@ -10,6 +10,7 @@ use super::model::SimModel;
 /// A policy module and its guard.
 pub struct WasmDecider {
     policy: GuardedPolicy,
+    recorder: Option<Recorder>,
 }
 
 impl WasmDecider {
@@ -26,7 +27,14 @@ impl WasmDecider {
             };
             (task.name.clone(), knobs)
         });
-        WasmDecider { policy: GuardedPolicy::new(module, parameters, KeepConfigured::new(configured)) }
+        WasmDecider { policy: GuardedPolicy::new(module, parameters, KeepConfigured::new(configured)), recorder: None }
+    }
+
+    /// Records every tick (snapshot and decision) with `recorder`, as the control loop
+    /// records a real run's, for `modelless policy replay`.
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     /// Failures by kind so far.
@@ -37,6 +45,17 @@ impl WasmDecider {
 
 impl Decider for WasmDecider {
     fn decide(&mut self, snapshot: &Snapshot, _ahead: &[f64]) -> Decision {
-        self.policy.decide(snapshot).decision
+        let decided = self.policy.decide(snapshot);
+        if let Some(recorder) = &mut self.recorder {
+            let written = serde_json::to_vec(snapshot)
+                .map_err(std::io::Error::from)
+                .and_then(|json| recorder.write(&json, &decided.decision, decided.by.label(), None));
+            if let Err(e) = written {
+                // The simulation goes on; the recording stops, said once.
+                eprintln!("recording stopped: {e}");
+                self.recorder = None;
+            }
+        }
+        decided.decision
     }
 }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use modelless::load::{LoadSpec, Pattern, RunResult, SecondRuns, Status, TaskLoad};
-use modelless::policy::{EarlyTick, HostConfig, PolicyEngine};
+use modelless::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
 use modelless::policy_abi::{LatencyFit, VariantCost, VariantSnapshot};
 use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
 
@@ -164,6 +164,27 @@ fn a_model_calibrated_on_runs_twice_as_slow_serves_twice_as_slow_and_its_oracle_
     assert!(oracle.effective_accuracy > 74.0, "the large variant after the first second: {oracle:?}");
     assert!(oracle_slower.effective_accuracy < 71.0, "the medium one: {oracle_slower:?}");
     assert!(oracle_slower.slo_violation_pct < 0.5, "{oracle_slower:?}");
+}
+
+#[test]
+fn a_simulated_run_records_its_ticks_and_the_policy_replays_them_alike() {
+    let (model, spec) = (model(2), rising());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ticks.jsonl");
+    let module =
+        PolicyEngine::new(HostConfig::default()).unwrap().compile_file(&policy_module("slo-predictive")).unwrap();
+    let mut decider = |_| {
+        let recorder = Recorder::open(&path).unwrap();
+        Box::new(WasmDecider::new(module.clone(), None, &model).with_recorder(recorder)) as Box<dyn Decider>
+    };
+    let (_, stats) = simulate(&model, &spec, &SimConfig::default(), &mut decider, &mut |_, _| {}).unwrap();
+    let ticks = read_ticks(&path).unwrap();
+    assert_eq!(ticks.len() as u64, stats.ticks);
+    let switched = ticks.iter().filter(|(_, d)| d.as_ref().is_some_and(|d| !d.tasks.is_empty())).count();
+    assert!(switched > 0, "the rise makes the policy switch");
+    // The same module, fresh, decides each recorded tick as it was decided.
+    let replayed = replay(&mut module.instantiate(None).unwrap(), &ticks);
+    assert!(replayed.iter().all(|r| r.differs == Some(false)), "{replayed:?}");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::ProgressBar;
 use modelless::load::{LoadSpec, read_runs_csv};
-use modelless::policy::{HostConfig, PolicyEngine};
+use modelless::policy::{HostConfig, PolicyEngine, Recorder};
 use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, WasmDecider, simulate};
 use modelless::{RuntimeBuilder, RuntimeConfig};
 
@@ -52,6 +52,10 @@ pub struct Args {
     servers: usize,
     #[command(flatten)]
     ticks: crate::loadgen::TickArgs,
+    /// Record every policy tick (snapshot and decision, JSON Lines) to this file, for
+    /// `modelless policy replay` (one server only).
+    #[arg(long, conflicts_with = "oracle")]
+    record_ticks: Option<PathBuf>,
     /// Seed of the batch times (the arrivals follow the load's seed).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -96,8 +100,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let compiled = PolicyEngine::new(HostConfig::default())?.compile_file(&path)?;
         let name = path.file_stem().map_or("policy".into(), |s| s.to_string_lossy().into_owned());
         let model = model.clone();
-        let make =
-            move |_| Box::new(WasmDecider::new(compiled.clone(), parameters.clone(), &model)) as Box<dyn Decider>;
+        let mut recorder = match &args.record_ticks {
+            Some(_) if args.servers > 1 => anyhow::bail!("--record-ticks records one server: give --servers 1"),
+            Some(path) => Some(Recorder::open(path).with_context(|| format!("cannot record to {}", path.display()))?),
+            None => None,
+        };
+        let make = move |_| {
+            let decider = WasmDecider::new(compiled.clone(), parameters.clone(), &model);
+            Box::new(match recorder.take() {
+                Some(recorder) => decider.with_recorder(recorder),
+                None => decider,
+            }) as Box<dyn Decider>
+        };
         (Box::new(make), name)
     };
     let label = args.label.clone().unwrap_or(label);
