@@ -52,7 +52,7 @@ impl Decider for WasmDecider {
                 .and_then(|json| recorder.write(&json, &decided.decision, decided.by.label(), None));
             if let Err(e) = written {
                 // The simulation goes on; the recording stops, said once.
-                eprintln!("recording stopped: {e}");
+                tracing::warn!(error = %e, "recording the simulated ticks stopped");
                 self.recorder = None;
             }
         }

@@ -46,6 +46,11 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    // The library reports what goes wrong while serving (a variant without a profile,
+    // a recording that stopped) as warnings; `RUST_LOG` sets the level.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match Cli::parse().command {
         Command::Serve(args) => serve::run(args),
         Command::Profile(args) => profile::run(args),
