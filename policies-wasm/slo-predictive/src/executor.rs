@@ -42,8 +42,7 @@ impl Executor {
         if rows < MIN_ROWS || lines_ms <= 0.0 {
             return;
         }
-        let ratio = (busy_ms / lines_ms).clamp(LOWEST, HIGHEST);
-        self.factor = NEWEST * ratio + (1.0 - NEWEST) * self.factor;
+        self.factor = smoothed(self.factor, (busy_ms / lines_ms).clamp(LOWEST, HIGHEST));
     }
 
     /// Takes in a window in which `task` ran `rows` rows in `batches` batches.
@@ -52,8 +51,8 @@ impl Executor {
             return;
         }
         let size = rows / batches;
-        let smoothed = self.rows_per_batch.get(task).map_or(size, |&before| NEWEST * size + (1.0 - NEWEST) * before);
-        self.rows_per_batch.insert(task.to_string(), smoothed);
+        let size = self.rows_per_batch.get(task).map_or(size, |&before| smoothed(before, size));
+        self.rows_per_batch.insert(task.to_string(), size);
     }
 
     /// What a share by the lines is to be multiplied by.
@@ -65,6 +64,11 @@ impl Executor {
     pub fn rows_per_batch(&self, task: &str) -> Option<f64> {
         self.rows_per_batch.get(task).copied()
     }
+}
+
+/// `before` moved `NEWEST` of the way to `newest`.
+fn smoothed(before: f64, newest: f64) -> f64 {
+    NEWEST * newest + (1.0 - NEWEST) * before
 }
 
 #[cfg(test)]

@@ -246,12 +246,6 @@ impl SloPredictive {
         rate + self.parameters.burst_sigmas * rate / total.sqrt()
     }
 
-    /// Requests per second expected over the horizon, with bursts, for a task alone.
-    pub fn demand_ahead(&self, task: &TaskSnapshot, recent: f64, now_ms: u64) -> f64 {
-        let rate = self.expected_rate(task, recent, now_ms);
-        self.with_bursts(rate, rate)
-    }
-
     /// The rate that clears the queue beyond one batch within the target: a crowd
     /// that already queued is served on top of what keeps arriving.
     pub fn backlog_per_s(&self, task: &TaskSnapshot) -> f64 {
@@ -458,6 +452,12 @@ mod tests {
         }
     }
 
+    /// The demand ahead of a task alone: its expected rate with its own bursts.
+    fn demand_alone(policy: &SloPredictive, task: &TaskSnapshot, recent: f64, now_ms: u64) -> f64 {
+        let rate = policy.expected_rate(task, recent, now_ms);
+        policy.with_bursts(rate, rate)
+    }
+
     fn decide(policy: &mut SloPredictive, now_s: u64, task: TaskSnapshot) -> Option<TaskDecision> {
         let snapshot = Snapshot { now_ms: now_s * 1000, tasks: vec![task], ..Snapshot::default() };
         policy.decide(&snapshot).tasks.into_iter().next()
@@ -493,11 +493,11 @@ mod tests {
         // 181 with the burst.
         let policy = SloPredictive::default();
         let rising = task("large", 120.0, 120.0, 0.0);
-        assert!((policy.demand_ahead(&rising, 0.0, 60_000) - (168.0 + 168f64.sqrt())).abs() < 1e-9);
-        assert!((policy.demand_ahead(&rising, 0.0, 59_000) - (120.0 + 120f64.sqrt())).abs() < 1e-9, "no minute yet");
+        assert!((demand_alone(&policy, &rising, 0.0, 60_000) - (168.0 + 168f64.sqrt())).abs() < 1e-9);
+        assert!((demand_alone(&policy, &rising, 0.0, 59_000) - (120.0 + 120f64.sqrt())).abs() < 1e-9, "no minute yet");
         // Falling from a 10 s rate of 200 to 100: half way back, and no trend.
         let falling = task("large", 100.0, 200.0, 0.0);
-        assert!((policy.demand_ahead(&falling, 0.0, 60_000) - (150.0 + 150f64.sqrt())).abs() < 1e-9);
+        assert!((demand_alone(&policy, &falling, 0.0, 60_000) - (150.0 + 150f64.sqrt())).abs() < 1e-9);
         let decision = decide(&mut SloPredictive::default(), 60, rising).unwrap();
         assert_eq!(decision.variant.as_deref(), Some("medium"));
     }
@@ -516,7 +516,7 @@ mod tests {
             for s in 0..=11 {
                 decide_together(&mut policy, s, ramping(s).into_iter().take(if co_located { 2 } else { 1 }).collect());
             }
-            policy.demand_ahead(&now, 0.0, 11_000)
+            demand_alone(&policy, &now, 0.0, 11_000)
         };
         let rise = (250.0 - 2.0 * 650f64.sqrt()) / 25.0 * 3.0;
         assert!((ahead(true) - (110.0 + rise + (110.0 + rise).sqrt())).abs() < 1e-9, "{}", ahead(true));
@@ -726,7 +726,7 @@ mod tests {
         // 147.5/s, 160 with a burst: large's p99 is predicted between 75 and 90 ms.
         let policy = SloPredictive::default();
         let task_at = |active| task(active, 147.5, 147.5, 147.5);
-        let demand = policy.demand_ahead(&task_at("medium"), 0.0, 0);
+        let demand = demand_alone(&policy, &task_at("medium"), 0.0, 0);
         let p99 = policy.predict(LARGE, demand, 8, LARGE_ROW_MS, Sharing::default()).unwrap();
         assert!((75.0..90.0).contains(&p99), "{p99}");
         assert_eq!(decide(&mut SloPredictive::default(), 0, task_at("large")), None, "large stays");

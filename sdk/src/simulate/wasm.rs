@@ -45,16 +45,14 @@ impl WasmDecider {
 
 impl Decider for WasmDecider {
     fn decide(&mut self, snapshot: &Snapshot, _ahead: &[f64]) -> Decision {
-        let decided = self.policy.decide(snapshot);
-        if let Some(recorder) = &mut self.recorder {
-            let written = serde_json::to_vec(snapshot)
-                .map_err(std::io::Error::from)
-                .and_then(|json| recorder.write(&json, &decided.decision, decided.by.label(), None));
-            if let Err(e) = written {
-                // The simulation goes on; the recording stops, said once.
-                tracing::warn!(error = %e, "recording the simulated ticks stopped");
-                self.recorder = None;
-            }
+        let Some(recorder) = &mut self.recorder else { return self.policy.decide(snapshot).decision };
+        // Encoded once, for the module and the recording alike.
+        let Ok(json) = serde_json::to_vec(snapshot) else { return self.policy.decide(snapshot).decision };
+        let decided = self.policy.decide_encoded(snapshot, &json);
+        if let Err(e) = recorder.write(&json, &decided.decision, decided.by.label(), None) {
+            // The simulation goes on; the recording stops, said once.
+            tracing::warn!(error = %e, "recording the simulated ticks stopped");
+            self.recorder = None;
         }
         decided.decision
     }
