@@ -79,7 +79,9 @@ pub struct Parameters {
     /// Share of the way from a falling 1 s rate back up to the 10 s rate that is
     /// still expected.
     pub falling_weight: f64,
-    /// Least time after a change before a step up, in ms.
+    /// Least time after a change before a step up, in ms. Short: a step up must
+    /// already fit under `step_up_headroom`, and after a crowd's peak the tasks that
+    /// made room for it wait this long on their cheaper variants.
     pub step_up_after_ms: u64,
     /// Largest batch predicted with, whatever the task's knob says.
     pub max_batch_size: u32,
@@ -107,7 +109,7 @@ impl Default for Parameters {
             ramp_horizon_s: 3.0,
             burst_sigmas: 1.0,
             falling_weight: 0.5,
-            step_up_after_ms: 5_000,
+            step_up_after_ms: 3_000,
             max_batch_size: 32,
             follow_runs: true,
             follow_executor: true,
@@ -529,8 +531,8 @@ mod tests {
         let down = decide(&mut policy, 0, task("large", 300.0, 300.0, 300.0)).unwrap();
         assert_eq!(down.variant.as_deref(), Some("medium"));
         let mut quiet = |s| decide(&mut policy, s, task("medium", 20.0, 20.0, 20.0)).and_then(|d| d.variant);
-        assert_eq!(quiet(4), None, "4 s after the change");
-        assert_eq!(quiet(5), Some("large".into()), "5 s after it");
+        assert_eq!(quiet(2), None, "2 s after the change");
+        assert_eq!(quiet(3), Some("large".into()), "3 s after it");
     }
 
     #[test]
