@@ -7,7 +7,7 @@
 # Writes per run the request log, timeline, summary and plots, and results.md, the
 # table of them all.
 #
-#   bash scripts/experiment.sh [OUT]      (default experiments/results; ~25 min)
+#   bash scripts/experiment.sh [OUT]      (default experiments/results; ~23 min, ~30 with the first release build)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
