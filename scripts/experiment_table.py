@@ -44,7 +44,7 @@ def main(out):
     print("| scenario | policy | SLO violations % real | sim | gap | eff. accuracy real | sim | gap | "
           "÷ oracle | norm. accuracy real | p99 ms real | switches real | max queue real |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for scenario in sorted(p for p in root.iterdir() if p.is_dir()):
+    for scenario in sorted(p for p in root.iterdir() if (p / "real").is_dir()):
         runs, oracle = rows(scenario, "sim")
         for name, real, sim in runs:
             print(f"| {scenario.name} | {name} {against(real, sim, oracle)}"

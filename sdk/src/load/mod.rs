@@ -80,6 +80,14 @@ pub struct LoadSpec {
     pub seed: u64,
     /// The tasks, each loaded at once.
     pub tasks: Vec<TaskLoad>,
+    /// Every task's rates multiplied by this: the same load, relative to a machine
+    /// faster or slower than the one its rates were written for.
+    #[serde(default = "unscaled")]
+    pub rate_scale: f64,
+}
+
+fn unscaled() -> f64 {
+    1.0
 }
 
 /// One task's load.
@@ -140,11 +148,14 @@ impl LoadSpec {
         if self.tasks.is_empty() {
             return Err(LoadError::invalid("a load needs at least one task"));
         }
+        if !(self.rate_scale.is_finite() && self.rate_scale > 0.0) {
+            return Err(LoadError::invalid(format!("rate_scale must be positive, not {}", self.rate_scale)));
+        }
         self.tasks
             .iter()
             .map(|task| {
                 let mut rates = vec![0.0; task.start_s as usize];
-                rates.extend(task.pattern.rates()?);
+                rates.extend(task.pattern.rates()?.into_iter().map(|rate| rate * self.rate_scale));
                 Ok(rates)
             })
             .collect()
@@ -220,7 +231,13 @@ mod tests {
             "[[tasks]]\ntask = \"a\"\n[tasks.pattern]\nkind = \"trace\"\nfile = \"trace.csv\"\n",
         )
         .unwrap();
-        let spec = LoadSpec::from_file(dir.path().join("load.toml")).unwrap();
+        let mut spec = LoadSpec::from_file(dir.path().join("load.toml")).unwrap();
         assert_eq!(spec.rates().unwrap(), vec![vec![5.0, 6.0, 7.0]]);
+        spec.rate_scale = 1.5;
+        assert_eq!(spec.rates().unwrap(), vec![vec![7.5, 9.0, 10.5]], "scaled");
+        for wrong in [0.0, -1.0, f64::NAN] {
+            spec.rate_scale = wrong;
+            assert!(matches!(spec.rates(), Err(LoadError::Invalid(m)) if m.contains("rate_scale")), "{wrong}");
+        }
     }
 }

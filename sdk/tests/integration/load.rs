@@ -38,7 +38,7 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
     let (slow, make) = fake_task("slow", Duration::from_millis(200), tight);
     rt.add_task_with(slow, make).unwrap();
 
-    let spec = LoadSpec { seed: 9, tasks: vec![constant("fast", 40.0, 3), constant("slow", 30.0, 3)] };
+    let spec = LoadSpec { seed: 9, tasks: vec![constant("fast", 40.0, 3), constant("slow", 30.0, 3)], rate_scale: 1.0 };
     let schedule = spec.schedule().unwrap().arrivals;
     let target = Arc::new(InProcess::new(rt.clone(), &spec).unwrap());
     let mut seconds = Vec::new();
@@ -75,7 +75,7 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
     assert!(rows as usize <= fast.len() && rows as usize + 8 >= fast.len(), "{rows} rows, {} answers", fast.len());
 
     // A second run on the same runtime counts only its own batches.
-    let spec = LoadSpec { seed: 10, tasks: vec![constant("fast", 20.0, 1)] };
+    let spec = LoadSpec { seed: 10, tasks: vec![constant("fast", 20.0, 1)], rate_scale: 1.0 };
     let again = tokio.block_on(run(Arc::new(InProcess::new(rt, &spec).unwrap()), &spec, &mut |_| {})).unwrap();
     let rows: u64 = again.runs.iter().map(|r| r.rows).sum();
     assert!(rows as usize <= again.records.len(), "{rows} rows for {} requests", again.records.len());
@@ -84,11 +84,11 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
 #[test]
 fn an_unknown_task_or_a_task_without_an_slo_is_refused_before_anything_is_sent() {
     let rt = Arc::new(Runtime::builder().build().unwrap());
-    let spec = LoadSpec { seed: 1, tasks: vec![constant("nowhere", 1.0, 1)] };
+    let spec = LoadSpec { seed: 1, tasks: vec![constant("nowhere", 1.0, 1)], rate_scale: 1.0 };
     assert!(matches!(InProcess::new(rt.clone(), &spec), Err(modelless::load::LoadError::Target(_))));
     let (task, make) = fake_task("quiet", Duration::from_millis(1), BatchingConfig::default());
     let task = TaskConfig { latency_slo_ms: None, ..task };
     rt.add_task_with(task, make).unwrap();
-    let spec = LoadSpec { seed: 1, tasks: vec![constant("quiet", 1.0, 1)] };
+    let spec = LoadSpec { seed: 1, tasks: vec![constant("quiet", 1.0, 1)], rate_scale: 1.0 };
     assert!(matches!(InProcess::new(rt, &spec), Err(modelless::load::LoadError::Invalid(m)) if m.contains("slo_ms")));
 }

@@ -46,7 +46,7 @@ fn model(active: usize) -> SimModel {
 
 fn load(pattern: Pattern) -> LoadSpec {
     let task = TaskLoad { task: "classify".into(), pattern, slo_ms: None, min_accuracy: None, start_s: 0 };
-    LoadSpec { seed: 5, tasks: vec![task] }
+    LoadSpec { seed: 5, tasks: vec![task], rate_scale: 1.0 }
 }
 
 /// A rise from 20/s to 200/s and back: the large variant keeps up with about 110/s.

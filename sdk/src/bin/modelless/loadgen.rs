@@ -15,10 +15,8 @@ use modelless::{PolicyConfig, RuntimeBuilder, RuntimeConfig};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The load: TOML with a `seed` and `[[tasks]]`, each a `task`, a `pattern` and
-    /// optionally `slo_ms`, `min_accuracy`, `start_s`.
-    #[arg(long)]
-    load: PathBuf,
+    #[command(flatten)]
+    load: LoadArgs,
     /// The runtime's TOML config: the runtime to load in process, or, with `--grpc`,
     /// where the variants' accuracies and the tasks' SLOs are read from.
     #[arg(long)]
@@ -63,6 +61,27 @@ pub struct TickArgs {
     pub early_tick_gap_ms: u64,
 }
 
+/// The load to send (or simulate).
+#[derive(clap::Args)]
+pub struct LoadArgs {
+    /// The load: TOML with a `seed` and `[[tasks]]`, each a `task`, a `pattern` and
+    /// optionally `slo_ms`, `min_accuracy`, `start_s`.
+    #[arg(long)]
+    pub load: PathBuf,
+    /// Multiply every rate of the load by this (on top of its own `rate_scale`).
+    #[arg(long, default_value_t = 1.0)]
+    pub rate_scale: f64,
+}
+
+impl LoadArgs {
+    /// The load, scaled.
+    pub fn read(&self) -> anyhow::Result<LoadSpec> {
+        let mut spec = LoadSpec::from_file(&self.load)?;
+        spec.rate_scale *= self.rate_scale;
+        Ok(spec)
+    }
+}
+
 impl TickArgs {
     /// The time between ticks.
     pub fn tick(&self) -> Duration {
@@ -77,7 +96,7 @@ impl TickArgs {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let spec = LoadSpec::from_file(&args.load)?;
+    let spec = args.load.read()?;
     let config = args.config.as_ref().map(RuntimeConfig::from_file).transpose()?;
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut steered = None;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::ProgressBar;
-use modelless::load::{LoadSpec, read_runs_csv};
+use modelless::load::read_runs_csv;
 use modelless::policy::{HostConfig, PolicyEngine, Recorder};
 use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, WasmDecider, simulate};
 use modelless::{RuntimeBuilder, RuntimeConfig};
@@ -18,8 +18,8 @@ type MakeDecider = Box<dyn FnMut(usize) -> Box<dyn Decider>>;
 #[derive(clap::Args)]
 pub struct Args {
     /// The load, as for `modelless loadgen`.
-    #[arg(long)]
-    load: PathBuf,
+    #[command(flatten)]
+    load: crate::loadgen::LoadArgs,
     /// The runtime's TOML config: its tasks are loaded once to read their profiles
     /// (measured first where the config says `profile = "measure"`).
     #[arg(long, conflicts_with = "model")]
@@ -71,7 +71,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let spec = LoadSpec::from_file(&args.load)?;
+    let spec = args.load.read()?;
     let config = args.config.as_ref().map(RuntimeConfig::from_file).transpose()?;
     let model = match (&args.model, &config) {
         (Some(path), _) => SimModel::from_file(path)?,
