@@ -66,7 +66,10 @@ mod tests {
     #[cfg(feature = "schema")]
     #[test]
     fn committed_schemas_match_the_types() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema");
+        // Cargo's at run time: a binary from a shared target folder may have been
+        // compiled in another checkout.
+        let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+        let dir = std::path::Path::new(&crate_dir).join("schema");
         for (file, schema) in schemas() {
             let path = dir.join(file);
             let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";

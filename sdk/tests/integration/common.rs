@@ -1,7 +1,14 @@
 //! Shared helpers: where the generated models are, and waiting on a condition.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// The sdk crate's folder, as cargo names it when it runs the tests: a test binary
+/// reused from a shared target folder was compiled in another checkout, whose path
+/// `env!` would give.
+pub fn sdk_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
 
 /// The folder of generated test models; fails loudly when setup has not run.
 pub fn models_dir() -> PathBuf {
@@ -16,7 +23,7 @@ pub fn torchscript_dir() -> PathBuf {
 
 /// `.modelless/<folder>`, which `script` fills and marks with `manifest`.
 fn generated(folder: &str, manifest: &str, script: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.modelless").join(folder);
+    let dir = sdk_dir().join("../.modelless").join(folder);
     assert!(dir.join(manifest).is_file(), "{folder} missing in {}: run {script} (make test does)", dir.display());
     dir
 }
@@ -52,7 +59,7 @@ pub fn max_relative_diff(actual: &[f32], expected: &[f32]) -> f32 {
 
 /// A policy module `scripts/build_policies.sh` built.
 pub fn policy_module(name: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../.modelless/policies/{name}.wasm"));
+    let path = sdk_dir().join(format!("../.modelless/policies/{name}.wasm"));
     assert!(
         path.is_file(),
         "policy module missing: {} (run scripts/setup.sh, which make test runs; the C policy also needs clang and \
@@ -64,7 +71,7 @@ pub fn policy_module(name: &str) -> PathBuf {
 
 /// The snapshots of a fixture in `policies-wasm/fixtures/`, one per tick.
 pub fn fixture_snapshots(name: &str) -> Vec<modelless::policy_abi::Snapshot> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../policies-wasm/fixtures/{name}.jsonl"));
+    let path = sdk_dir().join(format!("../policies-wasm/fixtures/{name}.jsonl"));
     let text = std::fs::read_to_string(&path).unwrap();
     text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
 }
