@@ -1,12 +1,18 @@
 //! A task's demand rising within the last seconds. The trend between the 10 s and
 //! 60 s rates needs a minute of history and moves slowly; a warm-up ramp doubles the
 //! demand within seconds, from the start. This compares the arrivals of the last
-//! five seconds with those of the five before, less what Poisson noise explains.
+//! five seconds with those of the five before, less what Poisson noise explains,
+//! while the demand still rises: a step (a flash crowd) that stopped rising leaves
+//! the windows apart for five more seconds, but its last second no higher than the
+//! last window's mean.
 
 use serde::{Deserialize, Serialize};
 
 /// Length of each of the two windows compared, ms.
 const WINDOW_MS: u64 = 5_000;
+/// Standard deviations of a second's arrivals by which the last second must exceed
+/// the last window's mean for the demand to count as still rising.
+const STILL_RISING_SIGMAS: f64 = 1.0;
 
 /// Arrivals counted at each tick: (time ms, arrivals so far).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -40,7 +46,7 @@ impl Arrivals {
 
     /// How fast the rate rose over the two windows before the last tick, requests/s
     /// per s, less two standard deviations of the counts' difference; 0 when it did
-    /// not rise or the history is shorter than the windows.
+    /// not rise, has stopped rising, or the history is shorter than the windows.
     pub fn rising_per_s2(&self) -> f64 {
         let Some(&(last_ms, last)) = self.samples.last() else { return 0.0 };
         let (Some(middle_ms), Some(start_ms)) = (last_ms.checked_sub(WINDOW_MS), last_ms.checked_sub(2 * WINDOW_MS))
@@ -49,6 +55,12 @@ impl Arrivals {
         };
         let (Some(middle), Some(start)) = (self.at(middle_ms), self.at(start_ms)) else { return 0.0 };
         let (recent, before) = (last as f64 - middle, middle - start);
+        let Some(second_ago) = self.at(last_ms.saturating_sub(1_000)) else { return 0.0 };
+        let last_second = last as f64 - second_ago;
+        let recent_mean = recent * 1e3 / WINDOW_MS as f64;
+        if last_second - recent_mean <= STILL_RISING_SIGMAS * last_second.sqrt() {
+            return 0.0;
+        }
         let rise = recent - before - 2.0 * (recent + before).sqrt();
         let seconds = WINDOW_MS as f64 / 1e3;
         rise.max(0.0) / (seconds * seconds)
@@ -79,6 +91,18 @@ mod tests {
         assert_eq!(ticks(|s| 10 * s, 8).rising_per_s2(), 0.0, "less than two windows seen");
         assert_eq!(ticks(|s| 200 - 10 * s, 14).rising_per_s2(), 0.0, "falling");
         assert!(ramp.samples.len() <= 12, "old ticks are let go: {}", ramp.samples.len());
+    }
+
+    #[test]
+    fn a_step_counts_while_it_rises_and_not_once_it_levels_off() {
+        // 50 a second, then 150 from second 10 on.
+        let step = |s: u64| if s < 10 { 50 } else { 150 };
+        // Second 12: the last 5 s (8..12) hold 50, 50, 150, 150, 150; the 5 before, 250.
+        let rising = ticks(step, 12).rising_per_s2();
+        assert!((rising - (300.0 - 2.0 * 800f64.sqrt()) / 25.0).abs() < 1e-9, "{rising}");
+        // Second 16: the windows are still apart (750 against 450), but the last
+        // second is the last window's mean.
+        assert_eq!(ticks(step, 16).rising_per_s2(), 0.0);
     }
 
     #[test]
