@@ -9,10 +9,11 @@
 //!   and the 60 s rates carried `horizon_s` ahead when it rises (a falling trend is
 //!   not trusted: load may come back), or, where tasks are co-located, the rise
 //!   within the last ten seconds, while it still rises, carried `ramp_horizon_s`
-//!   ahead where that is more (see [`ramp`]), plus the task's share of `burst_sigmas` standard deviations of
-//!   a second's Poisson arrivals at the rate of all tasks (they share the executor:
-//!   `√total`, not the sum of each task's own); plus, when requests queue beyond one
-//!   batch, the rate that clears them within the target.
+//!   ahead where that is more (see [`ramp`]), plus the task's share of
+//!   `burst_sigmas` standard deviations of a second's Poisson arrivals at the rate
+//!   of all tasks (they share the executor: `√total`, not the sum of each task's
+//!   own); plus, when requests queue beyond one batch, the rate that clears them
+//!   within the target.
 //! - For a variant with fit `L(b) = a·b + c` under the task's batch limit `B` (the
 //!   knob it serves with now, or less where the profiles set a memory limit), whose
 //!   throughput `B / L(B)` keeps utilisation `ρ = λ·L(B)/B` under `max_utilisation`:

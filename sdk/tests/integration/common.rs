@@ -69,9 +69,13 @@ pub fn policy_module(name: &str) -> PathBuf {
     path
 }
 
+/// A fixture of `policies-wasm/fixtures/`: snapshots, one per line.
+pub fn fixture_path(name: &str) -> PathBuf {
+    sdk_dir().join(format!("../policies-wasm/fixtures/{name}.jsonl"))
+}
+
 /// The snapshots of a fixture in `policies-wasm/fixtures/`, one per tick.
 pub fn fixture_snapshots(name: &str) -> Vec<modelless::policy_abi::Snapshot> {
-    let path = sdk_dir().join(format!("../policies-wasm/fixtures/{name}.jsonl"));
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = std::fs::read_to_string(fixture_path(name)).unwrap();
     text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
 }

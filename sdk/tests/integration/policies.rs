@@ -12,7 +12,7 @@ use modelless::policy_abi::guest::Policy;
 use modelless::policy_abi::{Decision, Snapshot};
 use modelless::{Error, MakeBackend, PolicyConfig, Runtime, RuntimeConfig, TaskConfig, VariantConfig, WarmupConfig};
 
-use crate::common::{fixture_snapshots, policy_module, sdk_dir, wait_for};
+use crate::common::{fixture_path, fixture_snapshots, policy_module, wait_for};
 
 /// Decisions of the module `name` and of `native`, tick by tick.
 fn both<P: Policy>(name: &str, mut native: P, snapshots: &[Snapshot]) -> (Vec<Decision>, Vec<Decision>) {
@@ -72,7 +72,7 @@ fn slo_predictive_decides_alike_natively_and_as_wasm() {
 fn the_c_policy_decides_alike_natively_and_as_wasm() {
     let module = policy_module("queue-guard");
     let native = module.parent().unwrap().join("native/queue-guard");
-    let fixture = sdk_dir().join("../policies-wasm/fixtures/load-changes.jsonl");
+    let fixture = fixture_path("load-changes");
     let printed = std::process::Command::new(&native).arg(&fixture).output().unwrap();
     assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
     let native: Vec<Decision> =
