@@ -19,7 +19,8 @@ pub struct WarmupConfig {
     pub enabled: bool,
     /// Batch sizes to run, in this order; by default what the backend needs to be warm
     /// at every size up to `max_batch_size` (every size, largest first, unless the
-    /// backend knows better; ONNX Runtime on the CPU needs the largest and 1).
+    /// backend knows better; ONNX Runtime runs each size down to 1 and back up, so that
+    /// its memory arena has grown for all of them).
     pub batch_sizes: Option<Vec<usize>>,
 }
 
