@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use modelless_runtime::metrics::CpuSample;
+use modelless_runtime::metrics::{CpuSample, machine_page_faults};
 use modelless_runtime::policy_abi::RunTotals;
 use tokio::time::{Instant, sleep_until};
 
@@ -101,8 +101,13 @@ pub async fn run(
     let ended: Arc<Mutex<Vec<Option<RequestRecord>>>> = Arc::new(Mutex::new(vec![None; arrivals.len()]));
     let under_way = Arc::new(AtomicU64::new(0));
     let (mut samples, mut runs) = (Vec::new(), Vec::new());
-    let mut sampler =
-        Sampler { target: target.clone(), cpu: CpuSample::now(), tasks: &targets, runs: RunsMeter::default() };
+    let mut sampler = Sampler {
+        target: target.clone(),
+        cpu: CpuSample::now(),
+        page_faults: machine_page_faults(),
+        tasks: &targets,
+        runs: RunsMeter::default(),
+    };
     // What the sessions ran before the run (another load, in the same process) is not
     // the run's.
     sampler.runs.second(0, sampler.run_totals());
@@ -173,11 +178,12 @@ pub async fn run(
     Ok(RunResult { targets, records, samples, runs, duration_s })
 }
 
-/// Samples each task, what its variants ran, and the machine's CPU at the end of a
-/// second.
+/// Samples each task, what its variants ran, and the machine's CPU and page faults at
+/// the end of a second.
 struct Sampler<'a> {
     target: Arc<dyn Target>,
     cpu: Option<CpuSample>,
+    page_faults: Option<u64>,
     tasks: &'a [TaskTarget],
     runs: RunsMeter,
 }
@@ -187,13 +193,16 @@ impl Sampler<'_> {
         let now = CpuSample::now();
         let cpu = now.zip(self.cpu).and_then(|(now, before)| now.since(&before)).map(|u| u.host_percent);
         self.cpu = now;
+        let faults_now = machine_page_faults();
+        let page_faults = faults_now.zip(self.page_faults).map(|(now, before)| now.saturating_sub(before));
+        self.page_faults = faults_now;
         let samples = self
             .tasks
             .iter()
             .enumerate()
             .map(|(index, task)| {
                 let (active, queue_length) = self.target.observe(index);
-                Sample { second, task: task.task.clone(), active, queue_length, cpu_percent: cpu }
+                Sample { second, task: task.task.clone(), active, queue_length, cpu_percent: cpu, page_faults }
             })
             .collect();
         let totals = self.run_totals();

@@ -52,6 +52,9 @@ pub struct Sample {
     pub queue_length: Option<u64>,
     /// The machine's CPU utilisation over the second, %.
     pub cpu_percent: Option<f64>,
+    /// Page faults taken on the machine over the second.
+    #[serde(default)]
+    pub page_faults: Option<u64>,
 }
 
 /// The figures of a run, for one task or all of them.
@@ -199,6 +202,8 @@ pub struct Second {
     pub queue_length: Option<u64>,
     /// CPU over it, %.
     pub cpu_percent: Option<f64>,
+    /// Page faults on the machine over it.
+    pub page_faults: Option<u64>,
 }
 
 /// The run second by second, per task, for `seconds` seconds.
@@ -230,6 +235,7 @@ pub fn timeline(records: &[RequestRecord], targets: &[TaskTarget], samples: &[Sa
                 active: sample.and_then(|s| s.active.clone()),
                 queue_length: sample.and_then(|s| s.queue_length),
                 cpu_percent: sample.and_then(|s| s.cpu_percent),
+                page_faults: sample.and_then(|s| s.page_faults),
             });
         }
     }
@@ -238,13 +244,14 @@ pub fn timeline(records: &[RequestRecord], targets: &[TaskTarget], samples: &[Sa
 
 /// The timeline as CSV.
 pub fn timeline_csv(rows: &[Second]) -> String {
-    let mut out =
-        String::from("second,task,sent,in_slo,slo_violations,p50_ms,p99_ms,active,queue_length,cpu_percent\n");
+    let mut out = String::from(
+        "second,task,sent,in_slo,slo_violations,p50_ms,p99_ms,active,queue_length,cpu_percent,page_faults\n",
+    );
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{}",
             r.second,
             r.task,
             r.sent,
@@ -254,7 +261,8 @@ pub fn timeline_csv(rows: &[Second]) -> String {
             opt(r.p99_ms),
             r.active.as_deref().unwrap_or(""),
             r.queue_length.map_or(String::new(), |q| q.to_string()),
-            opt(r.cpu_percent)
+            opt(r.cpu_percent),
+            r.page_faults.map_or(String::new(), |n| n.to_string())
         );
     }
     out
@@ -311,7 +319,13 @@ mod tests {
     }
 
     fn sample(task: &str, second: u32, active: &str, queue: u64) -> Sample {
-        Sample { second, task: task.into(), active: Some(active.into()), queue_length: Some(queue), cpu_percent: None }
+        Sample {
+            second,
+            task: task.into(),
+            active: Some(active.into()),
+            queue_length: Some(queue),
+            ..Sample::default()
+        }
     }
 
     #[test]
@@ -370,14 +384,15 @@ mod tests {
             record("a", 0.9, Status::Ok, 150.0, Some("v")),
             record("a", 2.5, Status::Rejected, 1.0, None),
         ];
-        let rows = timeline(&records, &[a], &[sample("a", 1, "v", 4)], 3);
+        let faulting = Sample { page_faults: Some(2_352), ..sample("a", 1, "v", 4) };
+        let rows = timeline(&records, &[a], &[faulting], 3);
         let counts: Vec<(u64, u64, u64)> = rows.iter().map(|r| (r.sent, r.in_slo, r.slo_violations)).collect();
         assert_eq!(counts, vec![(2, 1, 1), (0, 0, 0), (1, 0, 1)]);
         assert_eq!(rows[1].queue_length, Some(4));
         assert_eq!(rows[0].p99_ms.map(|p| p > 140.0), Some(true));
         let csv = timeline_csv(&rows);
         assert_eq!(csv.lines().count(), 4);
-        assert!(csv.lines().nth(2).unwrap().starts_with("1,a,0,0,0,,,v,4,"));
+        assert_eq!(csv.lines().nth(2), Some("1,a,0,0,0,,,v,4,,2352"));
     }
 
     #[test]

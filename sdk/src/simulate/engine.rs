@@ -365,6 +365,7 @@ impl Sim<'_> {
                     active: Some(self.model.tasks[task].variants[variant].name.clone()),
                     queue_length: Some(self.servers.iter().map(|s| s.tasks[task].queue.len() as u64).sum()),
                     cpu_percent: cpu,
+                    page_faults: None,
                 }
             })
             .collect()

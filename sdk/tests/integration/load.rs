@@ -65,6 +65,7 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
     assert_eq!(summaries[1].rejected as usize, count(Status::Rejected));
     assert_eq!(result.samples.iter().filter(|s| s.task == "fast" && s.active.as_deref() == Some("v0")).count(), 3);
     assert_eq!(result.timeline().len(), 6, "3 seconds of 2 tasks");
+    assert!(result.samples.iter().all(|s| s.page_faults.is_some()), "the machine's page faults, each second");
 
     // What the sessions ran, second by second: the fast task's batches of 20 ms.
     let ran: Vec<_> = result.runs.iter().filter(|r| r.task == "fast").collect();
