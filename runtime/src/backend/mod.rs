@@ -4,6 +4,8 @@
 
 mod device;
 pub mod fake;
+#[cfg(feature = "tch")]
+mod freed_memory;
 pub mod onnx;
 pub mod torchscript;
 pub(crate) mod turns;

@@ -31,6 +31,7 @@ impl TchBackend {
             });
         }
         let on = torch_device(device)?;
+        crate::backend::freed_memory::keep_freed_memory();
         if let Some(threads) = config.intra_op_threads {
             tch::set_num_threads(threads.max(1) as i32);
         }
