@@ -344,9 +344,10 @@ impl Backend for OrtBackend {
 /// the free space left by earlier shapes does not fit: at the second run of the
 /// largest batch, and at the first run of some middle sizes after it. Growth is fresh
 /// memory, every page of it faulted in during the run: MobileNetV2-1.4 at batch 8,
-/// 2 cores, about 22 000 pages, 33 ms alone and 200 ms beside other tasks' work on a
-/// virtual machine. Measured with the largest size and 1 only, 28 500 pages faulted
-/// in 300 batches of random size served afterwards; with these sizes, 6.
+/// 2 cores, about 22 000 pages, and the batch ran 52 ms instead of 32 alone, 200 ms
+/// instead of 42 beside other tasks' work on a virtual machine. Warmed at the largest
+/// size and 1 only, 300 batches of random size served afterwards faulted 28 500 pages
+/// in; warmed at these sizes, 6.
 ///
 /// Above [`EVERY_SIZE_UP_TO`] the sizes thin out to powers of two and the largest, so
 /// that a large `max_batch_size` does not square the warm-up's cost.
