@@ -53,22 +53,17 @@ fn set_thresholds() -> bool {
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {
     use super::*;
-
-    /// Pages the calling thread has faulted in so far.
-    fn pages_faulted_by_this_thread() -> u64 {
-        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-        stat.rsplit_once(')').unwrap().1.split_whitespace().nth(7).unwrap().parse().unwrap()
-    }
+    use crate::metrics::pages_faulted_by_this_thread;
 
     /// Faults of allocating, touching and freeing `bytes`, the last of `times` rounds.
     fn faults_of_the_last_round(bytes: usize, times: usize) -> u64 {
         let mut last = 0;
         for _ in 0..times {
-            let before = pages_faulted_by_this_thread();
+            let before = pages_faulted_by_this_thread().unwrap();
             let block = vec![1u8; bytes];
             assert!(block.iter().step_by(4096).all(|&b| b == 1));
             drop(block);
-            last = pages_faulted_by_this_thread() - before;
+            last = pages_faulted_by_this_thread().unwrap() - before;
         }
         last
     }

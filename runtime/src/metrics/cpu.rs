@@ -60,15 +60,17 @@ fn host_jiffies(stat: &str) -> Option<(u64, u64)> {
     Some((total.saturating_sub(idle), total))
 }
 
-/// utime + stime from `/proc/self/stat` (fields 14 and 15, after the command name,
-/// which may hold spaces and parentheses: counted from the last `)`).
-fn process_jiffies(stat: &str) -> Option<u64> {
+/// Field `number` (1-based, as `man proc` counts) of a `/proc/…/stat` line, counted
+/// from the last `)`: the command name before it may hold spaces and parentheses.
+pub(crate) fn stat_field(stat: &str, number: usize) -> Option<u64> {
     let after_name = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // after_name starts at field 3 (state); utime is field 14.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
+    // after_name starts at field 3 (state).
+    after_name.split_whitespace().nth(number.checked_sub(3)?)?.parse().ok()
+}
+
+/// utime + stime from `/proc/self/stat` (fields 14 and 15).
+fn process_jiffies(stat: &str) -> Option<u64> {
+    Some(stat_field(stat, 14)? + stat_field(stat, 15)?)
 }
 
 #[cfg(test)]

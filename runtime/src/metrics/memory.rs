@@ -24,6 +24,13 @@ pub fn machine_page_faults() -> Option<u64> {
     parse_page_faults(&std::fs::read_to_string("/proc/vmstat").ok()?)
 }
 
+/// Page faults the calling thread has taken so far (`minflt`, field 10 of
+/// `/proc/thread-self/stat`): what a batch run on it faulted in, where the run has no
+/// other threads. `None` where it cannot be read.
+pub fn pages_faulted_by_this_thread() -> Option<u64> {
+    super::cpu::stat_field(&std::fs::read_to_string("/proc/thread-self/stat").ok()?, 10)
+}
+
 fn parse_page_faults(vmstat: &str) -> Option<u64> {
     vmstat.lines().find_map(|l| l.strip_prefix("pgfault ")).and_then(|n| n.trim().parse().ok())
 }
@@ -50,5 +57,17 @@ mod tests {
         let pages = vec![1u8; 64 << 20];
         assert!(pages.iter().step_by(4096).all(|&b| b == 1));
         assert!(machine_page_faults().unwrap() > before);
+    }
+
+    #[test]
+    fn this_threads_faults_count_the_pages_it_touches() {
+        // Above any mmap threshold this process sets, so the block is freshly mapped
+        // even where freed memory of other tests is kept.
+        let bytes = 260 << 20;
+        let before = pages_faulted_by_this_thread().unwrap();
+        let pages = vec![1u8; bytes];
+        assert!(pages.iter().step_by(4096).all(|&b| b == 1));
+        let faulted = pages_faulted_by_this_thread().unwrap() - before;
+        assert!(faulted >= (bytes / 4096 / 2) as u64, "{faulted} pages for 260 MiB");
     }
 }

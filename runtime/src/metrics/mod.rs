@@ -12,6 +12,6 @@ mod window;
 pub use cpu::{CpuSample, CpuUtilisation};
 pub use exposition::{FailureReason, ModelCounters, ModelTotals, ServingMetrics, serving_metrics};
 pub use gpu::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
-pub use memory::{machine_memory, machine_page_faults};
+pub use memory::{machine_memory, machine_page_faults, pages_faulted_by_this_thread};
 pub use traffic::{TaskTraffic, TrafficReading};
 pub use window::{TickCounts, TrafficWindow};

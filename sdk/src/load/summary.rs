@@ -53,7 +53,6 @@ pub struct Sample {
     /// The machine's CPU utilisation over the second, %.
     pub cpu_percent: Option<f64>,
     /// Page faults taken on the machine over the second.
-    #[serde(default)]
     pub page_faults: Option<u64>,
 }
 

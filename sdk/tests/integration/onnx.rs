@@ -187,13 +187,6 @@ async fn a_fixed_batch_model_serves_concurrent_callers_one_at_a_time() {
     assert!(rt.infer_with("fixed", Tensor::full([1, 4], 0f32), timeout).await.is_ok());
 }
 
-/// Pages the calling thread has faulted in so far (`minflt` of `/proc/thread-self/stat`).
-fn pages_faulted_by_this_thread() -> u64 {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-    let after_name = stat.rsplit_once(')').unwrap().1;
-    after_name.split_whitespace().nth(7).unwrap().parse().unwrap()
-}
-
 /// A batch that grows the session's memory arena faults in thousands of fresh pages
 /// (2 352 for this model at batch 8; a warm run, none), each a trap into the kernel:
 /// on a virtual machine, beside other work, a batch ran 5 times its time.
@@ -201,6 +194,7 @@ fn pages_faulted_by_this_thread() -> u64 {
 fn after_warm_up_no_batch_size_grows_the_sessions_memory() {
     use modelless::backend::onnx::{OrtBackend, environment};
     use modelless::backend::{Backend, Batch, Device};
+    use modelless::metrics::pages_faulted_by_this_thread;
     use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
 
     let env = environment(&OrtEnvironmentConfig::default()).unwrap();
@@ -212,9 +206,9 @@ fn after_warm_up_no_batch_size_grows_the_sessions_memory() {
     let warm_up = session.warmup_batch_sizes(max_batch_size);
     let mut pages_faulted_by = |rows: usize| {
         let inputs = vec![Tensor::full([rows, 3, 224, 224], 0.5f32)];
-        let before = pages_faulted_by_this_thread();
+        let before = pages_faulted_by_this_thread().unwrap();
         session.infer(Batch { inputs }).unwrap();
-        pages_faulted_by_this_thread() - before
+        pages_faulted_by_this_thread().unwrap() - before
     };
     for rows in warm_up {
         pages_faulted_by(rows);
