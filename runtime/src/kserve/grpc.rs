@@ -34,6 +34,18 @@ impl GrpcEndpoint {
     pub fn new(service: Arc<InferenceService>) -> Self {
         GrpcEndpoint { service }
     }
+
+    /// Runs one `ModelInfer`; `deadline` is the call's `grpc-timeout`.
+    pub(super) async fn infer(
+        &self,
+        request: ModelInferRequest,
+        deadline: Option<Duration>,
+    ) -> Result<ModelInferResponse, Status> {
+        let mut call = decode_infer(request)?;
+        call.deadline = deadline.map(|d| Instant::now() + d);
+        let answer = self.service.infer(call).await?;
+        Ok(encode_infer(answer))
+    }
 }
 
 impl From<ServeError> for Status {
@@ -96,10 +108,7 @@ impl GrpcInferenceService for GrpcEndpoint {
 
     async fn model_infer(&self, request: Request<ModelInferRequest>) -> Answer<ModelInferResponse> {
         let deadline = request.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(grpc_timeout);
-        let mut call = decode_infer(request.into_inner())?;
-        call.deadline = deadline.map(|d| Instant::now() + d);
-        let answer = self.service.infer(call).await?;
-        Ok(Response::new(encode_infer(answer)))
+        Ok(Response::new(self.infer(request.into_inner(), deadline).await?))
     }
 
     async fn model_statistics(&self, request: Request<ModelStatisticsRequest>) -> Answer<ModelStatisticsResponse> {
@@ -250,7 +259,7 @@ fn encode_stats(stats: ModelStats) -> ModelStatistics {
 }
 
 /// The value of a `grpc-timeout` header: digits and a unit (H, M, S, m, u, n).
-fn grpc_timeout(value: &str) -> Option<Duration> {
+pub(super) fn grpc_timeout(value: &str) -> Option<Duration> {
     let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
     let n: u64 = digits.parse().ok()?;
     Some(match unit {

@@ -12,6 +12,7 @@
 mod config;
 mod grpc;
 mod http;
+mod infer_path;
 mod params;
 mod repository;
 mod server;
@@ -29,6 +30,7 @@ pub mod proto {
 pub use config::{ServerConfig, TlsConfig};
 pub use grpc::GrpcEndpoint;
 pub use http::router;
+pub use infer_path::InferenceRoutes;
 pub use params::{InferParams, ParamValue};
 pub use repository::{Repository, RepositoryEntry, load_config, path_under_root, plain_name};
 pub use server::{Server, ServerError};

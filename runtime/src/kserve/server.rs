@@ -13,7 +13,7 @@ use tonic::transport::server::TcpIncoming;
 use super::config::ServerConfig;
 use super::grpc::GrpcEndpoint;
 use super::http::router;
-use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
+use super::infer_path::InferenceRoutes;
 use super::service::InferenceService;
 use super::tls;
 
@@ -69,9 +69,7 @@ impl Server {
         };
 
         let max = config.max_message_bytes();
-        let grpc_service = GrpcInferenceServiceServer::new(GrpcEndpoint::new(service.clone()))
-            .max_decoding_message_size(max)
-            .max_encoding_message_size(max);
+        let grpc_service = InferenceRoutes::new(GrpcEndpoint::new(service.clone()), max);
         let mut builder = tonic::transport::Server::builder()
             .initial_stream_window_size(config.http2_stream_window_kib.saturating_mul(1024))
             .initial_connection_window_size(config.http2_connection_window_kib.saturating_mul(1024))

@@ -1,0 +1,377 @@
+//! `ModelInfer` beside tonic's generic unary path. Its requests carry the tensors,
+//! hundreds of KiB for one image, and tonic copies each message into a buffer of its
+//! own before decoding it, then sends the answer through its encoder's stream of
+//! frames. Here the message is decoded straight from HTTP/2's data frames, without a
+//! copy when one frame carries it (the server allows 1 MiB frames), and the answer
+//! leaves as one data frame and the trailers. Every other method, and a `ModelInfer`
+//! this path does not take as it is (a compressed one), goes to tonic.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http_body::{Body, Frame, SizeHint};
+use prost::Message;
+use prost::bytes::{Buf, BufMut, Bytes, BytesMut};
+use tonic::Status;
+use tonic::codegen::{BoxFuture, Service, StdError, http};
+use tonic::server::NamedService;
+
+use super::grpc::{GrpcEndpoint, grpc_timeout};
+use super::proto::ModelInferRequest;
+use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
+
+/// The method this path serves.
+const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
+/// gRPC's message prefix: a compressed flag, then the length (big-endian u32).
+const PREFIX: usize = 5;
+
+/// The gRPC service: `ModelInfer` here, the rest through tonic.
+#[derive(Clone)]
+pub struct InferenceRoutes {
+    tonic: GrpcInferenceServiceServer<GrpcEndpoint>,
+    endpoint: GrpcEndpoint,
+    max_message: usize,
+}
+
+impl InferenceRoutes {
+    /// Serves `endpoint`, refusing messages over `max_message` bytes either way.
+    pub fn new(endpoint: GrpcEndpoint, max_message: usize) -> Self {
+        let tonic = GrpcInferenceServiceServer::new(endpoint.clone())
+            .max_decoding_message_size(max_message)
+            .max_encoding_message_size(max_message);
+        InferenceRoutes { tonic, endpoint, max_message }
+    }
+}
+
+impl NamedService for InferenceRoutes {
+    const NAME: &'static str = <GrpcInferenceServiceServer<GrpcEndpoint> as NamedService>::NAME;
+}
+
+impl<B> Service<http::Request<B>> for InferenceRoutes
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if request.uri().path() != MODEL_INFER || is_compressed(request.headers()) {
+            return self.tonic.call(request);
+        }
+        let (endpoint, max) = (self.endpoint.clone(), self.max_message);
+        Box::pin(async move {
+            let deadline = request.headers().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(grpc_timeout);
+            let answer = infer(&endpoint, request.into_body(), deadline, max).await;
+            Ok(answer.unwrap_or_else(|status| status.into_http()))
+        })
+    }
+}
+
+/// Whether the request says its messages may be compressed.
+fn is_compressed(headers: &http::HeaderMap) -> bool {
+    headers.get("grpc-encoding").is_some_and(|e| e != "identity")
+}
+
+async fn infer<B>(
+    endpoint: &GrpcEndpoint,
+    body: B,
+    deadline: Option<Duration>,
+    max: usize,
+) -> Result<http::Response<tonic::body::Body>, Status>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<StdError>,
+{
+    let message = read_message(body, max).await?;
+    let request = ModelInferRequest::decode(message)
+        .map_err(|e| Status::internal(format!("failed to decode Protobuf message: {e}")))?;
+    let answer = endpoint.infer(request, deadline).await?;
+    let length = answer.encoded_len();
+    if length > max {
+        return Err(too_large("answer", length, max));
+    }
+    let mut framed = BytesMut::with_capacity(PREFIX + length);
+    framed.put_u8(0);
+    framed.put_u32(length as u32);
+    answer.encode(&mut framed).map_err(|e| Status::internal(format!("encoding the answer: {e}")))?;
+    let body = OneMessage { message: Some(framed.freeze()), trailers: Some(ok_trailers()) };
+    let mut response = http::Response::new(tonic::body::Body::new(body));
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+    Ok(response)
+}
+
+/// Refused as tonic refuses a message too large on the other methods.
+fn too_large(what: &str, length: usize, max: usize) -> Status {
+    Status::out_of_range(format!("{what} of {length} bytes is over the server's limit of {max} bytes"))
+}
+
+fn ok_trailers() -> http::HeaderMap {
+    let mut trailers = http::HeaderMap::with_capacity(1);
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    trailers
+}
+
+/// The request's one message, without its prefix, in the frames that carried it.
+async fn read_message<B>(body: B, max: usize) -> Result<Frames, Status>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<StdError>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut frames = Frames::default();
+    let mut expected = None;
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = frame.map_err(|e| Status::from_error(e.into()))?;
+        let Ok(data) = frame.into_data() else { continue };
+        frames.push(data);
+        if expected.is_none() && frames.remaining() >= PREFIX {
+            expected = Some(PREFIX + message_length(&frames, max)?);
+        }
+        if expected.is_some_and(|e| frames.remaining() > e) {
+            return Err(Status::internal("a unary call with more than one message"));
+        }
+    }
+    match expected {
+        Some(e) if e == frames.remaining() => {
+            frames.advance(PREFIX);
+            Ok(frames)
+        }
+        None if frames.remaining() == 0 => Err(Status::internal("missing request message")),
+        _ => Err(Status::internal("the request ends inside its message")),
+    }
+}
+
+/// The length the prefix gives, checked.
+fn message_length(frames: &Frames, max: usize) -> Result<usize, Status> {
+    let mut prefix = [0u8; PREFIX];
+    let mut bytes = frames.frames.iter().flat_map(|f| f.iter().copied());
+    prefix.iter_mut().for_each(|b| *b = bytes.next().unwrap_or(0));
+    if prefix[0] != 0 {
+        return Err(Status::internal("a compressed message without a grpc-encoding"));
+    }
+    let length = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    if length > max {
+        return Err(too_large("message", length, max));
+    }
+    Ok(length)
+}
+
+/// Data frames read as one buffer. A `bytes` field that lies within one frame (a
+/// tensor sent in a frame of its own, or any field of a message sent in one frame)
+/// is decoded as a slice of it, not copied.
+#[derive(Default)]
+struct Frames {
+    frames: VecDeque<Bytes>,
+    remaining: usize,
+}
+
+impl Frames {
+    fn push(&mut self, frame: Bytes) {
+        if !frame.is_empty() {
+            self.remaining += frame.len();
+            self.frames.push_back(frame);
+        }
+    }
+}
+
+impl Buf for Frames {
+    fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.frames.front().map_or(&[], |f| f.as_ref())
+    }
+
+    fn advance(&mut self, mut count: usize) {
+        while count > 0 {
+            let Some(front) = self.frames.front_mut() else { return };
+            let step = count.min(front.len());
+            front.advance(step);
+            self.remaining -= step;
+            count -= step;
+            if front.is_empty() {
+                self.frames.pop_front();
+            }
+        }
+    }
+
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        match self.frames.front_mut() {
+            Some(front) if front.len() >= len => {
+                let bytes = front.split_to(len);
+                self.remaining -= len;
+                if front.is_empty() {
+                    self.frames.pop_front();
+                }
+                bytes
+            }
+            _ => {
+                let mut joined = BytesMut::with_capacity(len);
+                joined.put((&mut *self).take(len));
+                joined.freeze()
+            }
+        }
+    }
+}
+
+/// A body of one data frame, then the trailers.
+struct OneMessage {
+    message: Option<Bytes>,
+    trailers: Option<http::HeaderMap>,
+}
+
+impl Body for OneMessage {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let frame = match self.message.take() {
+            Some(message) => Some(Frame::data(message)),
+            None => self.trailers.take().map(Frame::trailers),
+        };
+        Poll::Ready(frame.map(Ok))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.message.is_none() && self.trailers.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.message.as_ref().map_or(0, |m| m.remaining() as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Waker;
+
+    use super::*;
+    use crate::kserve::proto::model_infer_request::InferInputTensor;
+
+    /// A request body of the given data frames.
+    struct DataFrames(VecDeque<Bytes>);
+
+    impl Body for DataFrames {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(self.0.pop_front().map(|data| Ok(Frame::data(data))))
+        }
+    }
+
+    /// Reads a body whose frames are all there: one poll.
+    fn read(frames: Vec<Bytes>, max: usize) -> Result<ModelInferRequest, Status> {
+        let read = std::pin::pin!(read_message(DataFrames(frames.into()), max));
+        match read.poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(message) => ModelInferRequest::decode(message?).map_err(|e| Status::internal(e.to_string())),
+            Poll::Pending => panic!("a body of ready frames left the read pending"),
+        }
+    }
+
+    fn request(tensor_bytes: usize) -> ModelInferRequest {
+        ModelInferRequest {
+            model_name: "m".into(),
+            inputs: vec![InferInputTensor {
+                name: "x".into(),
+                datatype: "UINT8".into(),
+                shape: vec![tensor_bytes as i64],
+                ..Default::default()
+            }],
+            raw_input_contents: vec![(0..tensor_bytes).map(|i| (i % 251) as u8).collect::<Vec<_>>().into()],
+            ..Default::default()
+        }
+    }
+
+    /// The request as one framed message.
+    fn framed(request: &ModelInferRequest) -> Bytes {
+        let mut framed = BytesMut::new();
+        framed.put_u8(0);
+        framed.put_u32(request.encoded_len() as u32);
+        request.encode(&mut framed).unwrap();
+        framed.freeze()
+    }
+
+    fn lies_within(part: &[u8], whole: &[u8]) -> bool {
+        let (start, end) = (whole.as_ptr() as usize, whole.as_ptr() as usize + whole.len());
+        part.as_ptr() as usize >= start && part.as_ptr() as usize + part.len() <= end
+    }
+
+    #[test]
+    fn a_message_in_one_frame_is_decoded_without_copying_its_tensor() {
+        let sent = request(600_000);
+        let frame = framed(&sent);
+        let received = read(vec![frame.clone()], 1 << 20).unwrap();
+        assert_eq!(received, sent);
+        assert!(lies_within(&received.raw_input_contents[0], &frame), "the tensor was copied");
+    }
+
+    #[test]
+    fn a_tensor_in_a_frame_of_its_own_is_not_copied() {
+        let sent = request(100_000);
+        let frame = framed(&sent);
+        let tensor_at = frame.len() - sent.raw_input_contents[0].len();
+        let (head, tensor) = (frame.slice(..tensor_at), frame.slice(tensor_at..));
+        let received = read(vec![head, tensor.clone()], 1 << 20).unwrap();
+        assert_eq!(received, sent);
+        assert_eq!(received.raw_input_contents[0].as_ptr(), tensor.as_ptr(), "the tensor was copied");
+    }
+
+    #[test]
+    fn a_message_split_anywhere_decodes_the_same() {
+        let sent = request(40_000);
+        let frame = framed(&sent);
+        for size in [1, 3, 5, 7, 1000, 16_384] {
+            let frames = frame.chunks(size).map(|c| frame.slice_ref(c)).collect();
+            assert_eq!(read(frames, 1 << 20).unwrap(), sent, "frames of {size} bytes");
+        }
+    }
+
+    #[test]
+    fn messages_over_the_limit_are_refused_from_their_prefix() {
+        let sent = request(2000);
+        let frame = framed(&sent);
+        // Only the prefix has come: the refusal does not wait for the rest.
+        let refused = read(vec![frame.slice(..PREFIX)], 1000).unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::OutOfRange);
+        assert!(refused.message().contains("limit of 1000 bytes"), "{}", refused.message());
+    }
+
+    #[test]
+    fn compressed_truncated_doubled_and_missing_messages_are_refused() {
+        let frame = framed(&request(100));
+        let mut compressed = BytesMut::from(&frame[..]);
+        compressed[0] = 1;
+        let doubled = [frame.clone(), frame.clone()].concat();
+        for (what, frames) in [
+            ("compressed", vec![compressed.freeze()]),
+            ("truncated", vec![frame.slice(..frame.len() - 1)]),
+            ("doubled", vec![Bytes::from(doubled)]),
+            ("missing", vec![]),
+            ("prefix cut", vec![frame.slice(..3)]),
+        ] {
+            let refused = read(frames, 1 << 20).unwrap_err();
+            assert_eq!(refused.code(), tonic::Code::Internal, "{what}: {refused:?}");
+        }
+    }
+
+    #[test]
+    fn compressed_calls_are_left_to_tonic() {
+        let mut headers = http::HeaderMap::new();
+        assert!(!is_compressed(&headers));
+        headers.insert("grpc-encoding", http::HeaderValue::from_static("identity"));
+        assert!(!is_compressed(&headers));
+        headers.insert("grpc-encoding", http::HeaderValue::from_static("gzip"));
+        assert!(is_compressed(&headers));
+    }
+}
