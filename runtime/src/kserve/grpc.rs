@@ -107,8 +107,8 @@ impl GrpcInferenceService for GrpcEndpoint {
     }
 
     async fn model_infer(&self, request: Request<ModelInferRequest>) -> Answer<ModelInferResponse> {
-        let deadline = request.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(grpc_timeout);
-        Ok(Response::new(self.infer(request.into_inner(), deadline).await?))
+        let (metadata, _, message) = request.into_parts();
+        Ok(Response::new(self.infer(message, call_timeout(&metadata.into_headers())).await?))
     }
 
     async fn model_statistics(&self, request: Request<ModelStatisticsRequest>) -> Answer<ModelStatisticsResponse> {
@@ -258,8 +258,13 @@ fn encode_stats(stats: ModelStats) -> ModelStatistics {
     }
 }
 
+/// The call's `grpc-timeout`, if it has a valid one.
+pub(super) fn call_timeout(headers: &tonic::codegen::http::HeaderMap) -> Option<Duration> {
+    headers.get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(grpc_timeout)
+}
+
 /// The value of a `grpc-timeout` header: digits and a unit (H, M, S, m, u, n).
-pub(super) fn grpc_timeout(value: &str) -> Option<Duration> {
+fn grpc_timeout(value: &str) -> Option<Duration> {
     let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
     let n: u64 = digits.parse().ok()?;
     Some(match unit {

@@ -19,7 +19,7 @@ use tonic::Status;
 use tonic::codegen::{BoxFuture, Service, StdError, http};
 use tonic::server::NamedService;
 
-use super::grpc::{GrpcEndpoint, grpc_timeout};
+use super::grpc::{GrpcEndpoint, call_timeout};
 use super::proto::ModelInferRequest;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 
@@ -69,7 +69,7 @@ where
         }
         let (endpoint, max) = (self.endpoint.clone(), self.max_message);
         Box::pin(async move {
-            let deadline = request.headers().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(grpc_timeout);
+            let deadline = call_timeout(request.headers());
             let answer = infer(&endpoint, request.into_body(), deadline, max).await;
             Ok(answer.unwrap_or_else(|status| status.into_http()))
         })

@@ -29,10 +29,10 @@ fn message_parts(request: &ModelInferRequest) -> Result<Vec<Bytes>> {
     let rest = ModelInferRequest { raw_input_contents: Vec::new(), ..request.clone() };
     let raw_len: usize =
         raw.iter().map(|r| key_len(RAW_INPUT_CONTENTS) + encoded_len_varint(r.len() as u64) + r.len()).sum();
-    let length = rest.encoded_len() + raw_len;
-    let mut head = BytesMut::with_capacity(PREFIX + rest.encoded_len() + 16);
+    let rest_len = rest.encoded_len();
+    let mut head = BytesMut::with_capacity(PREFIX + rest_len + 16);
     head.put_u8(0);
-    head.put_u32(u32::try_from(length)?);
+    head.put_u32(u32::try_from(rest_len + raw_len)?);
     rest.encode(&mut head)?;
     let mut parts = Vec::with_capacity(2 * raw.len() + 1);
     for contents in raw {
