@@ -9,7 +9,9 @@
 //!   whose speed drifts slows both alike. Reported: p50 of each, and the p50 of the
 //!   per-pair differences, the latency gRPC adds.
 //!   The same again with a minimal HTTP/2 client that the calling thread drives
-//!   (`minimal_grpc`), which tells the endpoint's share from tonic's client's.
+//!   (`minimal_grpc`), which tells the endpoint's share from tonic's client's; with
+//!   each of its calls, one carrying the same input over raw TCP (`raw_tcp`), which
+//!   tells the machine's share from the protocol stack's.
 //! - Where the added time goes, at concurrency 1 too: a round trip that carries the
 //!   600 KB input but stops at the model's name (unknown), against one carrying 16
 //!   bytes; and a 16-byte request to a fake model that sleeps 4 ms, in process against
@@ -24,6 +26,7 @@
 
 mod common;
 mod minimal_grpc;
+mod raw_tcp;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,6 +43,7 @@ use modelless::kserve::tonic;
 use modelless::kserve::{ServerConfig, tensors};
 use modelless::profile::percentile;
 use modelless::{BatchingConfig, ModelConfig, Runtime, Tensor};
+use raw_tcp::RawClient;
 use tonic::transport::{Channel, Endpoint};
 
 const MODEL: &str = "mobilenetv2-1.0";
@@ -84,7 +88,7 @@ fn main() -> Result<()> {
             let (runtime, image, request) = (runtime.clone(), image.clone(), request.clone());
             let (tokio, address) = (tokio::runtime::Handle::current(), server.grpc_address());
             // Its own thread: the client blocks it, as a synchronous client blocks its caller.
-            let thread = std::thread::spawn(move || concurrency_one_minimal(&tokio, &runtime, address, &image, &request));
+            let thread = std::thread::spawn(move || concurrency_one_minimal(&tokio, runtime, address, &image, &request));
             tokio::task::spawn_blocking(move || thread.join()).await?.map_err(|_| anyhow::anyhow!("client panicked"))??
         };
         let parts = decomposition(&runtime, &channels[0], &request).await?;
@@ -208,66 +212,91 @@ async fn concurrency_one(
     image: &Tensor,
     request: &ModelInferRequest,
 ) -> Result<String> {
-    let mut pairs = Pairs::new("tonic's client");
+    let mut pairs = Pairs::new("tonic's client", "gRPC");
     while pairs.wanted() {
         let t = Instant::now();
         runtime.infer(MODEL, image.clone()).await?;
         let local = ms_since(t);
         let t = Instant::now();
         let answer = grpc_infer(client, request).await?;
-        pairs.push(local, ms_since(t), &answer)?;
+        pairs.push(local, ms_since(t), answer.raw_output_contents[0].len())?;
     }
     Ok(pairs.report())
 }
 
 /// Concurrency 1 again, with the minimal client on this thread, and the in-process
-/// call blocking it too.
+/// call blocking it too; each in-process call is followed by one over gRPC and one
+/// over raw TCP, in alternating order.
 fn concurrency_one_minimal(
     tokio: &tokio::runtime::Handle,
-    runtime: &Runtime,
+    runtime: Arc<Runtime>,
     address: std::net::SocketAddr,
     image: &Tensor,
     request: &ModelInferRequest,
 ) -> Result<String> {
+    let raw_address = raw_tcp::serve(tokio.clone(), runtime.clone(), MODEL, &tensors::shape_of(image))?;
+    let mut raw = RawClient::connect(raw_address)?;
+    let raw_input = &request.raw_input_contents[0];
     let mut client = MinimalClient::connect(address)?;
     for _ in 0..20 {
         client.infer(request)?;
+        raw.infer(raw_input)?;
     }
-    let mut pairs = Pairs::new("a minimal HTTP/2 client");
-    while pairs.wanted() {
+    let mut grpc = Pairs::new("a minimal HTTP/2 client", "gRPC");
+    let mut floor = Pairs::new("a blocking client of raw TCP, no protocol", "raw TCP");
+    while grpc.wanted() {
         let t = Instant::now();
         tokio.block_on(runtime.infer(MODEL, image.clone()))?;
         let local = ms_since(t);
-        let t = Instant::now();
-        let answer = client.infer(request)?;
-        pairs.push(local, ms_since(t), &answer)?;
+        let grpc_first = grpc.local_ms.len().is_multiple_of(2);
+        for grpc_now in [grpc_first, !grpc_first] {
+            if grpc_now {
+                let t = Instant::now();
+                let answer = client.infer(request)?;
+                grpc.push(local, ms_since(t), answer.raw_output_contents[0].len())?;
+            } else {
+                let t = Instant::now();
+                let answer = raw.infer(raw_input)?;
+                floor.push(local, ms_since(t), answer.len())?;
+            }
+        }
     }
-    Ok(pairs.report())
+    let (grpc_added, floor_added) = (grpc.added_p50(), floor.added_p50());
+    Ok(format!(
+        "{}\n{}\nThe same input over raw TCP (a blocking thread per side, no protocol) adds \
+         {floor_added:.0} µs on this machine at this time, its share; gRPC adds {:.0} µs more.\n",
+        grpc.report(),
+        floor.report(),
+        grpc_added - floor_added
+    ))
 }
 
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-/// Latencies of calls in process and over gRPC by `client`, made in alternation.
+/// Latencies of calls in process and remote ones by `client`, made in alternation.
 struct Pairs {
     client: &'static str,
+    /// What the remote call went over.
+    path: &'static str,
     local_ms: Vec<f64>,
     remote_ms: Vec<f64>,
     added_us: Vec<f64>,
 }
 
 impl Pairs {
-    fn new(client: &'static str) -> Self {
-        Pairs { client, local_ms: Vec::new(), remote_ms: Vec::new(), added_us: Vec::new() }
+    fn new(client: &'static str, path: &'static str) -> Self {
+        Pairs { client, path, local_ms: Vec::new(), remote_ms: Vec::new(), added_us: Vec::new() }
     }
 
     fn wanted(&self) -> bool {
         self.local_ms.len() < pairs()
     }
 
-    fn push(&mut self, local_ms: f64, remote_ms: f64, answer: &ModelInferResponse) -> Result<()> {
-        anyhow::ensure!(answer.raw_output_contents[0].len() == 4000, "unexpected answer");
+    /// Records a pair; `answer_bytes` is the size of the remote call's output.
+    fn push(&mut self, local_ms: f64, remote_ms: f64, answer_bytes: usize) -> Result<()> {
+        anyhow::ensure!(answer_bytes == 4000, "an answer of {answer_bytes} bytes");
         self.local_ms.push(local_ms);
         self.remote_ms.push(remote_ms);
         self.added_us.push((remote_ms - local_ms) * 1e3);
@@ -277,16 +306,23 @@ impl Pairs {
         Ok(())
     }
 
-    /// p50 of each path (ms), and of what gRPC added per pair (µs).
+    /// p50 of what the remote call added per pair (µs).
+    fn added_p50(&self) -> f64 {
+        percentile(&mut self.added_us.clone(), 0.5)
+    }
+
+    /// p50 of each path (ms), and of what the remote call added per pair (µs).
     fn report(mut self) -> String {
         let (l50, r50) = (percentile(&mut self.local_ms, 0.5), percentile(&mut self.remote_ms, 0.5));
         let (a50, a90) = (percentile(&mut self.added_us, 0.5), percentile(&mut self.added_us, 0.9));
         format!(
             "### Concurrency 1, {} ({} pairs, alternating)\n\n\
-             | path | p50 ms |\n|---|---:|\n| in process | {l50:.3} |\n| gRPC loopback | {r50:.3} |\n\n\
-             Added by gRPC, per pair: **p50 {a50:.0} µs**, p90 {a90:.0} µs.\n",
+             | path | p50 ms |\n|---|---:|\n| in process | {l50:.3} |\n| {} over loopback | {r50:.3} |\n\n\
+             Added by {}, per pair: **p50 {a50:.0} µs**, p90 {a90:.0} µs.\n",
             self.client,
-            self.local_ms.len()
+            self.local_ms.len(),
+            self.path,
+            self.path
         )
     }
 }
