@@ -8,7 +8,7 @@
 //!
 //! Framing: an 8-byte little-endian length, then the raw FP32 elements, both ways.
 
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 
@@ -62,13 +62,13 @@ impl RawClient {
 
 fn write_frame(stream: &mut TcpStream, bytes: &[u8]) -> Result<()> {
     let length = (bytes.len() as u64).to_le_bytes();
-    // One write for both: two would leave the length waiting for an acknowledgement.
-    let written = stream.write_vectored(&[std::io::IoSlice::new(&length), std::io::IoSlice::new(bytes)])?;
-    if written < length.len() {
-        stream.write_all(&length[written..])?;
-        stream.write_all(bytes)?;
-    } else {
-        stream.write_all(&bytes[written - length.len()..])?;
+    // Both in one write: the length alone would wait for an acknowledgement.
+    let mut parts = [IoSlice::new(&length), IoSlice::new(bytes)];
+    let mut unsent = &mut parts[..];
+    while !unsent.is_empty() {
+        let written = stream.write_vectored(unsent)?;
+        ensure!(written > 0, "the connection took no more bytes");
+        IoSlice::advance_slices(&mut unsent, written);
     }
     Ok(())
 }
