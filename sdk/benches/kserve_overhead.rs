@@ -19,8 +19,9 @@
 //!   bytes; and a 16-byte request to a fake model that sleeps 4 ms, in process against
 //!   gRPC, which shows what waking the endpoint's idle threads after a gap costs.
 //! - Concurrency 32: 32 callers loop for a few seconds in process, then over gRPC
-//!   (over 4 connections), in alternating rounds. Reported: throughput of each and
-//!   the ratio per pair of rounds.
+//!   (over 4 connections), in short alternating rounds, each way first in half the
+//!   pairs. Reported: throughput of each and the ratio per pair of rounds, and their
+//!   median.
 //!
 //! The client shares the machine with the server: its encoding and decoding are
 //! counted against gRPC, as on an edge box that runs both. Results go to stdout and
@@ -62,10 +63,16 @@ fn pairs() -> usize {
     if quick() { 100 } else { 300 }
 }
 
-/// Rounds each way at concurrency 32, and how long each lasts.
+/// Rounds each way at concurrency 32, and how long each lasts. Many short rounds, not
+/// a few long ones: this machine's speed drifts over seconds, and a pair of rounds
+/// close in time sees the same speed. An odd count, so that the median is one of them.
 fn rounds() -> (usize, Duration) {
-    if quick() { (1, Duration::from_secs(4)) } else { (3, Duration::from_secs(8)) }
+    if quick() { (3, Duration::from_secs(2)) } else { (9, Duration::from_secs(3)) }
 }
+
+/// The start of a closed-loop round that is not counted: the first batches run before
+/// the queue holds a full batch behind them.
+const SETTLE: Duration = Duration::from_millis(250);
 
 fn main() -> Result<()> {
     let model = setup_file("models/mobilenetv2_1.0.onnx")?;
@@ -342,19 +349,29 @@ async fn concurrency_many(
     let mut ratios = Vec::new();
     let (rounds, round_time) = rounds();
     for round in 0..rounds {
-        let (runtime, image) = (runtime.clone(), image.clone());
-        let local = closed_loop(round_time, move || {
+        let in_process = || {
             let (runtime, image) = (runtime.clone(), image.clone());
-            async move { runtime.infer(MODEL, image).await.is_ok() }
-        })
-        .await;
-        let (channels, request) = (channels.to_vec(), request.clone());
-        let remote = closed_loop(round_time, move || {
-            let client = channels[next_connection()].clone();
-            let request = request.clone();
-            async move { grpc_infer(&client, &request).await.is_ok() }
-        })
-        .await;
+            closed_loop(round_time, move || {
+                let (runtime, image) = (runtime.clone(), image.clone());
+                async move { runtime.infer(MODEL, image).await.is_ok() }
+            })
+        };
+        let over_grpc = || {
+            let (channels, request) = (channels.to_vec(), request.clone());
+            closed_loop(round_time, move || {
+                let client = channels[next_connection()].clone();
+                let request = request.clone();
+                async move { grpc_infer(&client, &request).await.is_ok() }
+            })
+        };
+        // Each way goes first in half the pairs, so neither always follows the other.
+        let (local, remote) = if round % 2 == 0 {
+            let local = in_process().await;
+            (local, over_grpc().await)
+        } else {
+            let remote = over_grpc().await;
+            (in_process().await, remote)
+        };
         let ratio = remote / local;
         eprintln!(
             "concurrency {CONCURRENCY}, round {}/{rounds}: in process {local:.1}/s, gRPC {remote:.1}/s",
@@ -378,7 +395,8 @@ fn next_connection() -> usize {
     (NEXT.fetch_add(1, Ordering::Relaxed) as usize) % CONNECTIONS
 }
 
-/// Requests per second answered by `CONCURRENCY` callers looping on `call` for `round`.
+/// Requests per second answered by `CONCURRENCY` callers looping on `call` for `round`,
+/// counted after [`SETTLE`].
 async fn closed_loop<F, Fut>(round: Duration, call: F) -> f64
 where
     F: Fn() -> Fut + Send + Sync + 'static,
@@ -387,7 +405,6 @@ where
     let call = Arc::new(call);
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
     let callers: Vec<_> = (0..CONCURRENCY)
         .map(|_| {
             let (call, stop, done) = (call.clone(), stop.clone(), done.clone());
@@ -401,11 +418,14 @@ where
             })
         })
         .collect();
-    tokio::time::sleep(round).await;
+    tokio::time::sleep(SETTLE).await;
+    let (counted_from, done_before) = (Instant::now(), done.load(Ordering::Relaxed));
+    tokio::time::sleep(round.saturating_sub(SETTLE)).await;
     stop.store(true, Ordering::Relaxed);
-    let elapsed = started.elapsed();
+    let counted = done.load(Ordering::Relaxed) - done_before;
+    let elapsed = counted_from.elapsed();
     for caller in callers {
         let _ = caller.await;
     }
-    done.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64()
+    counted as f64 / elapsed.as_secs_f64()
 }
