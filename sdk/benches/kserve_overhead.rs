@@ -65,7 +65,8 @@ fn pairs() -> usize {
 
 /// Rounds each way at concurrency 32, and how long each lasts. Many short rounds, not
 /// a few long ones: this machine's speed drifts over seconds, and a pair of rounds
-/// close in time sees the same speed. An odd count, so that the median is one of them.
+/// close in time sees the same speed. An odd count, so that the median is the middle
+/// round rather than the lower of two.
 fn rounds() -> (usize, Duration) {
     if quick() { (3, Duration::from_secs(2)) } else { (9, Duration::from_secs(3)) }
 }
