@@ -35,3 +35,12 @@ pub use registry::{
 pub use request::{InferOptions, Inputs, Output, Slo, Timings};
 pub use tensor::{DType, Element, Tensor, TensorData};
 pub use warmup::WarmupConfig;
+
+/// The message a panic carried, for the error that reports it.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

@@ -291,6 +291,12 @@ impl Model {
         &self.counters
     }
 
+    /// The most rows one request may hold: the configured `max_batch_size`, or the
+    /// batch in force if a policy raised it above that.
+    pub fn max_request_rows(&self) -> usize {
+        self.max_request_rows.max(self.batching.load().max_batch_size)
+    }
+
     /// Requests waiting for a batch.
     pub fn queued(&self) -> usize {
         self.queue.len()
@@ -333,8 +339,7 @@ impl Model {
         let admitted_at = Instant::now();
         let batch_rows = self.batching.load().max_batch_size;
         let rejected = |_: &Error| self.counters.failed(FailureReason::Rejected);
-        let admitted =
-            admit(&self.name, &self.metadata, self.max_request_rows.max(batch_rows), inputs).inspect_err(rejected)?;
+        let admitted = admit(&self.name, &self.metadata, self.max_request_rows(), inputs).inspect_err(rejected)?;
         let pending = |part: Admitted| {
             let (reply, answer) = oneshot::channel();
             let pending = Pending {

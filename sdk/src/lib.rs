@@ -27,6 +27,8 @@
 //! [`backend::onnx`] for where it is looked for.
 
 pub mod load;
+#[cfg(feature = "server")]
+mod overrides;
 pub mod plan;
 mod runtime;
 #[cfg(feature = "server")]

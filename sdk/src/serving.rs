@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
 use modelless_runtime::kserve::{
-    Code, InferenceService, Repository, RepositoryEntry, ServeError, Server, ServerConfig, ServerError,
+    Code, InferenceService, OverrideLimits, Repository, RepositoryEntry, ServeError, Server, ServerConfig, ServerError,
     path_under_root, plain_name,
 };
 use modelless_runtime::{ModelConfig, TaskConfig};
 
+use crate::overrides::check_override;
 use crate::runtime::Runtime;
 
 /// Models and tasks the config declares: what repository calls may load besides the
@@ -25,8 +26,15 @@ impl Runtime {
     /// Serves this runtime over KServe V2 (gRPC and HTTP/REST, with `/metrics`) from
     /// the current tokio runtime, until [`Server::shutdown`].
     pub async fn serve(self: Arc<Self>, config: &ServerConfig) -> Result<Server, ServerError> {
-        let repository = RuntimeRepository { runtime: self.clone(), root: config.model_repository.clone() };
-        let service = Arc::new(InferenceService::new(self.registry.clone(), Arc::new(repository)));
+        let repository = RuntimeRepository {
+            runtime: self.clone(),
+            root: config.model_repository.clone(),
+            limits: config.override_limits.clone(),
+        };
+        let service = InferenceService::new(self.registry.clone(), Arc::new(repository))
+            .with_limits(config.request_limits())
+            .with_model_control(config.model_control_mode);
+        let service = Arc::new(service);
         Server::start(service, config).await
     }
 }
@@ -35,6 +43,7 @@ impl Runtime {
 struct RuntimeRepository {
     runtime: Arc<Runtime>,
     root: Option<PathBuf>,
+    limits: OverrideLimits,
 }
 
 /// What a repository name loads.
@@ -77,8 +86,9 @@ impl RuntimeRepository {
         })
     }
 
-    /// Applies a load request's `config` (JSON) over a model's settings. A `path` in it
-    /// is taken inside the repository root and refused anywhere else.
+    /// Applies a load request's `config` (JSON) over a model's settings, within the
+    /// server's bounds on overrides. A `path` in it is taken inside the repository root
+    /// and refused anywhere else.
     fn overridden(&self, model: ModelConfig, config: &str) -> Result<ModelConfig, ServeError> {
         let patch: serde_json::Value =
             serde_json::from_str(config).map_err(|e| ServeError::invalid(format!("parameter `config`: {e}")))?;
@@ -99,7 +109,10 @@ impl RuntimeRepository {
             };
             merged[key] = value;
         }
-        serde_json::from_value(merged).map_err(|e| ServeError::invalid(format!("parameter `config`: {e}")))
+        let overridden =
+            serde_json::from_value(merged).map_err(|e| ServeError::invalid(format!("parameter `config`: {e}")))?;
+        check_override(&model, &overridden, &self.limits)?;
+        Ok(overridden)
     }
 }
 

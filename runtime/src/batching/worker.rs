@@ -122,7 +122,10 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
         None => Err(BackendError::OutputMismatch("requests of one batch disagree on shapes".into())),
         Some(inputs) => {
             let result = catch_unwind(AssertUnwindSafe(|| backend.infer(Batch { inputs })));
-            result.unwrap_or_else(|panic| Err(BackendError::Panicked(panic_message(panic.as_ref()))))
+            result.unwrap_or_else(|panic| {
+                crate::metrics::serving_metrics().request_panicked("batch");
+                Err(BackendError::Panicked(crate::panic_message(panic.as_ref())))
+            })
         }
     };
     let computed = Instant::now();
@@ -184,12 +187,4 @@ fn split_outputs(outputs: Vec<Tensor>, rows: &[usize], expected: usize) -> Resul
         }
     }
     Ok(per_request)
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
 }

@@ -1,9 +1,12 @@
-//! How the endpoints listen: addresses, message limits, HTTP/2 windows, TLS.
+//! How the endpoints listen: addresses, message and tensor limits, read timeouts,
+//! HTTP/2 windows, TLS, and what repository calls may do.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+use super::limits::RequestLimits;
 
 /// The `[server]` section of the config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -18,6 +21,23 @@ pub struct ServerConfig {
     /// Largest request or response message, in MiB; larger requests are refused.
     #[serde(default = "default_max_message_mib")]
     pub max_message_mib: usize,
+    /// Most elements one tensor of a request may claim; a larger shape is refused
+    /// before anything is allocated for it.
+    #[serde(default = "default_max_tensor_elements")]
+    pub max_tensor_elements: usize,
+    /// Most tensors (inputs, and outputs asked for) one request may name.
+    #[serde(default = "default_max_request_tensors")]
+    pub max_request_tensors: usize,
+    /// How long a client may take to send a request, in ms: its headers over HTTP/1,
+    /// its body over HTTP and gRPC. A slower one is cut off.
+    #[serde(default = "default_request_read_timeout_ms")]
+    pub request_read_timeout_ms: u64,
+    /// What repository calls may do (Triton's `--model-control-mode`).
+    #[serde(default)]
+    pub model_control_mode: ModelControlMode,
+    /// Ceilings on what a repository load's `config` override may ask for.
+    #[serde(default)]
+    pub override_limits: OverrideLimits,
     /// HTTP/2 flow-control window of each gRPC stream, in KiB. The default lets a
     /// request of several MiB arrive without waiting for window updates.
     #[serde(default = "default_stream_window_kib")]
@@ -42,6 +62,49 @@ pub struct ServerConfig {
     pub model_repository: Option<PathBuf>,
 }
 
+/// Whether repository calls may load and unload models, as Triton's
+/// `--model-control-mode` says it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelControlMode {
+    /// Load and unload calls are refused (`FAILED_PRECONDITION`); the index is served.
+    /// The default: whoever reaches the port cannot load models or change how they
+    /// are served unless the operator says so.
+    #[default]
+    None,
+    /// Load (with a bounded `config` override) and unload calls are served.
+    Explicit,
+}
+
+/// Ceilings on a repository load's `config` override: a peer asks, the server bounds.
+/// An override beyond one is refused with the bound named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OverrideLimits {
+    /// Largest `batching.max_batch_size` (and warm-up batch); lowered further to the
+    /// memory-safe batch of the model's stored profile where there is one.
+    pub max_batch_size: usize,
+    /// Largest `batching.max_queue_size`.
+    pub max_queue_size: usize,
+    /// Longest `batching.max_queue_delay_us`.
+    pub max_queue_delay_us: u64,
+    /// Most `instances` (and ONNX Runtime threads per session); by default the cores.
+    pub max_instances: Option<usize>,
+}
+
+impl Default for OverrideLimits {
+    fn default() -> Self {
+        OverrideLimits { max_batch_size: 64, max_queue_size: 4096, max_queue_delay_us: 1_000_000, max_instances: None }
+    }
+}
+
+impl OverrideLimits {
+    /// Most instances: the configured ceiling, or the cores of this machine.
+    pub fn instances(&self) -> usize {
+        self.max_instances.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+}
+
 /// Certificate and key of the server, PEM files.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,6 +125,19 @@ fn default_http_address() -> SocketAddr {
 
 fn default_max_message_mib() -> usize {
     64
+}
+
+fn default_max_tensor_elements() -> usize {
+    // 64 MiB of FP32: as large as the default message.
+    16 << 20
+}
+
+fn default_max_request_tensors() -> usize {
+    64
+}
+
+fn default_request_read_timeout_ms() -> u64 {
+    30_000
 }
 
 fn default_stream_window_kib() -> u32 {
@@ -86,6 +162,11 @@ impl Default for ServerConfig {
             grpc_address: default_grpc_address(),
             http_address: default_http_address(),
             max_message_mib: default_max_message_mib(),
+            max_tensor_elements: default_max_tensor_elements(),
+            max_request_tensors: default_max_request_tensors(),
+            request_read_timeout_ms: default_request_read_timeout_ms(),
+            model_control_mode: ModelControlMode::default(),
+            override_limits: OverrideLimits::default(),
             http2_stream_window_kib: default_stream_window_kib(),
             http2_connection_window_kib: default_connection_window_kib(),
             http2_max_frame_kib: default_max_frame_kib(),
@@ -128,6 +209,44 @@ impl ServerConfig {
     pub fn with_tls(mut self, tls: TlsConfig) -> Self {
         self.tls = Some(tls);
         self
+    }
+
+    /// Sets what repository calls may do.
+    pub fn with_model_control_mode(mut self, mode: ModelControlMode) -> Self {
+        self.model_control_mode = mode;
+        self
+    }
+
+    /// Sets the most elements a tensor of a request may claim.
+    pub fn with_max_tensor_elements(mut self, elements: usize) -> Self {
+        self.max_tensor_elements = elements;
+        self
+    }
+
+    /// Sets how long a client may take to send a request, in ms.
+    pub fn with_request_read_timeout_ms(mut self, ms: u64) -> Self {
+        self.request_read_timeout_ms = ms;
+        self
+    }
+
+    /// Sets the ceilings of repository `config` overrides.
+    pub fn with_override_limits(mut self, limits: OverrideLimits) -> Self {
+        self.override_limits = limits;
+        self
+    }
+
+    /// The limits every request is decoded within.
+    pub fn request_limits(&self) -> RequestLimits {
+        RequestLimits {
+            max_message_bytes: self.max_message_bytes(),
+            max_tensor_elements: self.max_tensor_elements,
+            max_request_tensors: self.max_request_tensors,
+        }
+    }
+
+    /// How long a client may take to send a request.
+    pub fn request_read_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.request_read_timeout_ms)
     }
 
     /// Lets repository calls load model files found under `root`.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use prost::bytes::Bytes;
 use tonic::{Request, Response, Status};
 
+use super::limits::InputBounds;
 use super::params::{InferParams, ParamValue};
 use super::proto::grpc_inference_service_server::GrpcInferenceService;
 use super::proto::infer_parameter::ParameterChoice;
@@ -41,7 +42,10 @@ impl GrpcEndpoint {
         request: ModelInferRequest,
         deadline: Option<Duration>,
     ) -> Result<ModelInferResponse, Status> {
-        let mut call = decode_infer(request)?;
+        let (name, version) = (request.model_name.clone(), request.model_version.clone());
+        let bounds = self.service.input_bounds(&name, &version);
+        let decoded = bounds.and_then(|bounds| decode_infer(request, &bounds));
+        let mut call = decoded.map_err(|e| self.service.refused("grpc", &name, &version, e))?;
         call.deadline = deadline.map(|d| Instant::now() + d);
         let answer = self.service.infer(call).await?;
         Ok(encode_infer(answer))
@@ -54,6 +58,7 @@ impl From<ServeError> for Status {
             Code::NotFound => tonic::Code::NotFound,
             Code::InvalidArgument => tonic::Code::InvalidArgument,
             Code::ResourceExhausted => tonic::Code::ResourceExhausted,
+            Code::OutOfRange => tonic::Code::OutOfRange,
             Code::DeadlineExceeded => tonic::Code::DeadlineExceeded,
             Code::Unavailable => tonic::Code::Unavailable,
             Code::PermissionDenied => tonic::Code::PermissionDenied,
@@ -167,21 +172,27 @@ fn param_value(parameter: &InferParameter) -> Option<ParamValue> {
     })
 }
 
-fn decode_infer(request: ModelInferRequest) -> Result<InferCall, ServeError> {
-    let params = request.parameters.iter().filter_map(|(k, v)| Some((k.as_str(), param_value(v)?)));
+/// Decodes a request, checking each input's claim against `bounds` before taking its
+/// contents.
+fn decode_infer(request: ModelInferRequest, bounds: &InputBounds) -> Result<InferCall, ServeError> {
+    let ModelInferRequest { model_name, model_version, id, parameters, inputs, outputs, raw_input_contents } = request;
+    bounds.limits.check_count("inputs", inputs.len())?;
+    bounds.limits.check_count("outputs", outputs.len())?;
+    let params = parameters.iter().filter_map(|(k, v)| Some((k.as_str(), param_value(v)?)));
     let params = InferParams::parse(params)?;
-    let raw = &request.raw_input_contents;
-    if !raw.is_empty() && raw.len() != request.inputs.len() {
+    let raw = &raw_input_contents;
+    if !raw.is_empty() && raw.len() != inputs.len() {
         return Err(ServeError::invalid(format!(
             "{} raw_input_contents for {} inputs: give one per input, or none",
             raw.len(),
-            request.inputs.len()
+            inputs.len()
         )));
     }
-    let mut inputs = Vec::with_capacity(request.inputs.len());
-    for (i, input) in request.inputs.iter().enumerate() {
+    let mut tensors = Vec::with_capacity(inputs.len());
+    for (i, input) in inputs.into_iter().enumerate() {
         let dtype = tensors::parse_datatype(&input.datatype)?;
-        let tensor = match (raw.get(i), &input.contents) {
+        let claim = bounds.check(&input.name, dtype, &input.shape)?;
+        let tensor = match (raw.get(i), input.contents) {
             (Some(_), Some(_)) => {
                 return Err(ServeError::invalid(format!(
                     "input `{}` has both contents and raw_input_contents",
@@ -189,18 +200,18 @@ fn decode_infer(request: ModelInferRequest) -> Result<InferCall, ServeError> {
                 )));
             }
             (Some(bytes), None) => tensors::from_raw(&input.name, dtype, &input.shape, bytes)?,
-            (None, Some(contents)) => tensors::from_contents(&input.name, dtype, &input.shape, contents)?,
+            (None, Some(contents)) => tensors::from_contents(&input.name, dtype, claim, contents)?,
             (None, None) => return Err(ServeError::invalid(format!("input `{}` has no contents", input.name))),
         };
-        inputs.push((input.name.clone(), tensor));
+        tensors.push((input.name, tensor));
     }
     Ok(InferCall {
-        model: request.model_name,
-        version: request.model_version,
-        id: request.id,
+        model: model_name,
+        version: model_version,
+        id,
         params,
-        inputs,
-        outputs: request.outputs.into_iter().map(|o| o.name).collect(),
+        inputs: tensors,
+        outputs: outputs.into_iter().map(|o| o.name).collect(),
         deadline: None,
     })
 }
@@ -305,9 +316,15 @@ mod tests {
             raw_input_contents: vec![Bytes::from(vec![0u8; 4])],
             ..Default::default()
         };
-        assert_eq!(decode_infer(request).unwrap_err().code, Code::InvalidArgument);
+        let bounds = InputBounds {
+            inputs: vec![crate::backend::TensorSpec::new("x", crate::tensor::DType::F32, [None])],
+            batched: true,
+            max_rows: 8,
+            limits: Default::default(),
+        };
+        assert_eq!(decode_infer(request, &bounds).unwrap_err().code, Code::InvalidArgument);
         let typed = ModelInferRequest { inputs: vec![input], ..Default::default() };
-        let call = decode_infer(typed).unwrap();
+        let call = decode_infer(typed, &bounds).unwrap();
         assert_eq!(call.inputs[0].1.as_slice::<f32>(), Some(&[1.0f32][..]));
     }
 }

@@ -4,16 +4,23 @@
 
 use std::sync::Arc;
 
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::body::{InferBody, Parameters};
 use super::grpc::EXTENSIONS;
+use super::limits::InputBounds;
 use super::params::{InferParams, ParamValue};
 use super::repository::load_config;
 use super::service::{InferAnswer, InferCall, InferenceService, ModelStats};
@@ -25,9 +32,11 @@ use crate::metrics::serving_metrics;
 /// Header giving the length of the JSON part of a body that carries binary tensors.
 const HEADER_LENGTH: &str = "inference-header-content-length";
 
-/// The routes of the HTTP endpoint; bodies larger than `max_body_bytes` are refused
-/// with 413.
-pub fn router(service: Arc<InferenceService>, max_body_bytes: usize) -> Router {
+/// The routes of the HTTP endpoint. A body larger than the service's message limit is
+/// refused with 413, one not received within `read_timeout` with 408; a panic while
+/// handling a request answers it 500 and is counted.
+pub fn router(service: Arc<InferenceService>, read_timeout: Duration) -> Router {
+    let max_body_bytes = service.limits().max_message_bytes;
     Router::new()
         .route("/v2", get(server_metadata))
         .route("/v2/health/live", get(|| async { StatusCode::OK }))
@@ -45,8 +54,54 @@ pub fn router(service: Arc<InferenceService>, max_body_bytes: usize) -> Router {
         // repository's check (and is refused 403) instead of missing every route.
         .route("/v2/repository/models/{*call}", post(repository_call))
         .route("/metrics", get(metrics))
+        .layer(middleware::from_fn_with_state((read_timeout, max_body_bytes), read_body_within))
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(contain_panics))
         .with_state(service)
+}
+
+/// Receives the whole body, within the read timeout and the size limit, before the
+/// handler runs: a client that sends slowly holds no handler, and is cut off.
+async fn read_body_within(
+    State((timeout, max_bytes)): State<(Duration, usize)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let received = match tokio::time::timeout(timeout, axum::body::to_bytes(body, max_bytes)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) if is_length_limit(&e) => {
+            let message = format!("request body over the server's limit of {max_bytes} bytes (max_message_mib)");
+            return ServeError::too_large(message).into_response();
+        }
+        Ok(Err(e)) => return ServeError::invalid(format!("request body: {e}")).into_response(),
+        Err(_) => {
+            let message = format!("request body not received within {} ms", timeout.as_millis());
+            return (StatusCode::REQUEST_TIMEOUT, axum::Json(json!({ "error": message }))).into_response();
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(received))).await
+}
+
+/// Whether a body failed for being over its limit.
+fn is_length_limit(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+/// Answers a request whose handling panicked with 500, and counts it; the connection
+/// and the server go on.
+async fn contain_panics(request: Request, next: Next) -> Response {
+    match AssertUnwindSafe(next.run(request)).catch_unwind().await {
+        Ok(response) => response,
+        Err(panic) => ServeError::from_panic("http", panic.as_ref()).into_response(),
+    }
 }
 
 type Shared = State<Arc<InferenceService>>;
@@ -101,35 +156,6 @@ fn describe(State(service): Shared, name: String, version: String) -> Result<axu
     })))
 }
 
-#[derive(Deserialize)]
-struct InferBody {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    parameters: Map<String, Value>,
-    inputs: Vec<InputBody>,
-    #[serde(default)]
-    outputs: Vec<OutputBody>,
-}
-
-#[derive(Deserialize)]
-struct InputBody {
-    name: String,
-    shape: Vec<i64>,
-    datatype: String,
-    #[serde(default)]
-    parameters: Map<String, Value>,
-    #[serde(default)]
-    data: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct OutputBody {
-    name: String,
-    #[serde(default)]
-    parameters: Map<String, Value>,
-}
-
 async fn infer(state: Shared, Path(name): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
     run_infer(state, name, String::new(), headers, body).await
 }
@@ -144,10 +170,11 @@ async fn versioned_infer(
 }
 
 async fn run_infer(State(service): Shared, name: String, version: String, headers: HeaderMap, body: Bytes) -> Response {
-    let decoded = decode_infer(name, version, &headers, &body);
+    let bounds = service.input_bounds(&name, &version);
+    let decoded = bounds.and_then(|b| decode_infer(name.clone(), version.clone(), &headers, &body, &b));
     let (call, binary) = match decoded {
         Ok(decoded) => decoded,
-        Err(e) => return e.into_response(),
+        Err(e) => return service.refused("http", &name, &version, e).into_response(),
     };
     match service.infer(call).await {
         Ok(answer) => encode_infer(answer, &binary),
@@ -167,11 +194,14 @@ impl BinaryOutputs {
     }
 }
 
+/// Decodes an inference request, checking each input's claim against `bounds` before
+/// reading its data.
 fn decode_infer(
     model: String,
     version: String,
     headers: &HeaderMap,
     body: &Bytes,
+    bounds: &InputBounds,
 ) -> Result<(InferCall, BinaryOutputs), ServeError> {
     let header_length = match headers.get(HEADER_LENGTH) {
         None => body.len(),
@@ -184,23 +214,30 @@ fn decode_infer(
     };
     let request: InferBody = serde_json::from_slice(&body[..header_length])
         .map_err(|e| ServeError::invalid(format!("request body is not an inference request: {e}")))?;
+    bounds.limits.check_count("inputs", request.inputs.0.len())?;
+    bounds.limits.check_count("outputs", request.outputs.0.len())?;
     let mut binary = body.slice(header_length..);
-    let params = request.parameters.iter().filter_map(|(k, v)| Some((k.as_str(), ParamValue::from_json(v)?)));
-    let params = InferParams::parse(params)?;
-    let mut inputs = Vec::with_capacity(request.inputs.len());
-    for input in &request.inputs {
+    let params = InferParams::parse(request.parameters.0.iter().map(|(k, v)| (k.as_str(), v.clone())))?;
+    let mut inputs = Vec::with_capacity(request.inputs.0.len());
+    for input in &request.inputs.0 {
         let dtype = tensors::parse_datatype(&input.datatype)?;
+        let claim = bounds.check(&input.name, dtype, &input.shape.0)?;
         let tensor = match (input.parameters.get("binary_data_size"), &input.data) {
             (Some(size), None) => {
-                let size = size
-                    .as_u64()
-                    .map(|s| s as usize)
-                    .filter(|&s| s <= binary.len())
-                    .ok_or_else(|| ServeError::invalid(format!("input `{}`: bad binary_data_size", input.name)))?;
+                let size =
+                    size.as_u64().and_then(|s| usize::try_from(s).ok()).filter(|&s| s <= binary.len()).ok_or_else(
+                        || {
+                            ServeError::invalid(format!(
+                                "input `{}`: binary_data_size is not a length within the {} bytes of binary data left",
+                                input.name,
+                                binary.len()
+                            ))
+                        },
+                    )?;
                 let bytes = binary.split_to(size);
-                tensors::from_raw(&input.name, dtype, &input.shape, &bytes)?
+                tensors::from_raw(&input.name, dtype, &input.shape.0, &bytes)?
             }
-            (None, Some(data)) => tensors::from_json(&input.name, dtype, &input.shape, data)?,
+            (None, Some(data)) => tensors::from_json(&input.name, dtype, claim, data.get())?,
             _ => {
                 return Err(ServeError::invalid(format!(
                     "input `{}` needs either `data` or parameter `binary_data_size`",
@@ -213,13 +250,13 @@ fn decode_infer(
     if !binary.is_empty() {
         return Err(ServeError::invalid(format!("{} bytes of binary data belong to no input", binary.len())));
     }
-    let flag = |parameters: &Map<String, Value>, key: &str| parameters.get(key).and_then(Value::as_bool);
     let binary = BinaryOutputs {
-        all: flag(&request.parameters, "binary_data_output").unwrap_or(false),
+        all: request.parameters.flag("binary_data_output").unwrap_or(false),
         named: request
             .outputs
+            .0
             .iter()
-            .filter_map(|o| Some((o.name.clone(), flag(&o.parameters, "binary_data")?)))
+            .filter_map(|o| Some((o.name.clone(), o.parameters.flag("binary_data")?)))
             .collect(),
     };
     let call = InferCall {
@@ -228,7 +265,7 @@ fn decode_infer(
         id: request.id.unwrap_or_default(),
         params,
         inputs,
-        outputs: request.outputs.into_iter().map(|o| o.name).collect(),
+        outputs: request.outputs.0.into_iter().map(|o| o.name).collect(),
         deadline: None,
     };
     Ok((call, binary))
@@ -340,7 +377,7 @@ async fn repository_index(State(service): Shared, body: Bytes) -> Result<axum::J
 #[derive(Deserialize, Default)]
 struct LoadBody {
     #[serde(default)]
-    parameters: Map<String, Value>,
+    parameters: Parameters,
 }
 
 async fn repository_call(
@@ -360,7 +397,14 @@ async fn repository_call(
     } else {
         serde_json::from_slice(&body).map_err(|e| ServeError::invalid(format!("load request: {e}")))?
     };
-    let config = load_config(request.parameters.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let parameters = request.parameters.0.iter().map(|(key, value)| {
+        let text = match value {
+            ParamValue::Str(s) => Some(s.as_str()),
+            _ => None,
+        };
+        (key.as_str(), text)
+    });
+    let config = load_config(parameters)?;
     service.repository_load(name.to_string(), config).await?;
     Ok(StatusCode::OK)
 }

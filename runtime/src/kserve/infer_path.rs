@@ -8,10 +8,12 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use http_body::{Body, Frame, SizeHint};
 use prost::Message;
 use prost::bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -22,27 +24,31 @@ use tonic::server::NamedService;
 use super::grpc::{GrpcEndpoint, call_timeout};
 use super::proto::ModelInferRequest;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
+use super::status::{Code, ServeError};
 
 /// The method this path serves.
 const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
 /// gRPC's message prefix: a compressed flag, then the length (big-endian u32).
 const PREFIX: usize = 5;
 
-/// The gRPC service: `ModelInfer` here, the rest through tonic.
+/// The gRPC service: `ModelInfer` here, the rest through tonic. A call whose handling
+/// panics is answered INTERNAL and counted; the connection and the server go on.
 #[derive(Clone)]
 pub struct InferenceRoutes {
     tonic: GrpcInferenceServiceServer<GrpcEndpoint>,
     endpoint: GrpcEndpoint,
     max_message: usize,
+    read_timeout: Duration,
 }
 
 impl InferenceRoutes {
-    /// Serves `endpoint`, refusing messages over `max_message` bytes either way.
-    pub fn new(endpoint: GrpcEndpoint, max_message: usize) -> Self {
+    /// Serves `endpoint`, refusing messages over `max_message` bytes either way, and a
+    /// `ModelInfer` whose message has not arrived within `read_timeout`.
+    pub fn new(endpoint: GrpcEndpoint, max_message: usize, read_timeout: Duration) -> Self {
         let tonic = GrpcInferenceServiceServer::new(endpoint.clone())
             .max_decoding_message_size(max_message)
             .max_encoding_message_size(max_message);
-        InferenceRoutes { tonic, endpoint, max_message }
+        InferenceRoutes { tonic, endpoint, max_message, read_timeout }
     }
 }
 
@@ -65,14 +71,24 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         if request.uri().path() != MODEL_INFER || is_compressed(request.headers()) {
-            return self.tonic.call(request);
+            return Box::pin(contain_panics(self.tonic.call(request)));
         }
-        let (endpoint, max) = (self.endpoint.clone(), self.max_message);
-        Box::pin(async move {
+        let (endpoint, max, read_timeout) = (self.endpoint.clone(), self.max_message, self.read_timeout);
+        Box::pin(contain_panics(async move {
             let deadline = call_timeout(request.headers());
-            let answer = infer(&endpoint, request.into_body(), deadline, max).await;
+            let answer = infer(&endpoint, request.into_body(), deadline, max, read_timeout).await;
             Ok(answer.unwrap_or_else(|status| status.into_http()))
-        })
+        }))
+    }
+}
+
+/// Answers INTERNAL where `call` panics.
+async fn contain_panics(
+    call: impl Future<Output = Result<http::Response<tonic::body::Body>, Infallible>>,
+) -> Result<http::Response<tonic::body::Body>, Infallible> {
+    match AssertUnwindSafe(call).catch_unwind().await {
+        Ok(answer) => answer,
+        Err(panic) => Ok(Status::from(ServeError::from_panic("grpc", panic.as_ref())).into_http()),
     }
 }
 
@@ -86,14 +102,23 @@ async fn infer<B>(
     body: B,
     deadline: Option<Duration>,
     max: usize,
+    read_timeout: Duration,
 ) -> Result<http::Response<tonic::body::Body>, Status>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<StdError>,
 {
-    let message = read_message(body, max).await?;
+    let message = tokio::time::timeout(read_timeout, read_message(body, max)).await.map_err(|_| {
+        let refused = ServeError::new(
+            Code::DeadlineExceeded,
+            format!("request message not received within {} ms", read_timeout.as_millis()),
+        );
+        Status::from(refused.counted_by("grpc"))
+    })?;
+    let message = message.inspect_err(count_refusal)?;
     let request = ModelInferRequest::decode(message)
-        .map_err(|e| Status::internal(format!("failed to decode Protobuf message: {e}")))?;
+        .map_err(|e| Status::internal(format!("failed to decode Protobuf message: {e}")))
+        .inspect_err(count_refusal)?;
     let answer = endpoint.infer(request, deadline).await?;
     let length = answer.encoded_len();
     if length > max {
@@ -107,6 +132,12 @@ where
     let mut response = http::Response::new(tonic::body::Body::new(body));
     response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
     Ok(response)
+}
+
+/// Counts a message refused before it was decoded.
+fn count_refusal(status: &Status) {
+    let code = if status.code() == tonic::Code::OutOfRange { "out_of_range" } else { "invalid_message" };
+    crate::metrics::serving_metrics().endpoint_refused("grpc", code);
 }
 
 /// Refused as tonic refuses a message too large on the other methods.

@@ -9,10 +9,12 @@
 //! of a task (served directly), or a plain model. Answers say what served them: the
 //! variant as `model_name` with its version, and in the `variant` parameter.
 
+mod body;
 mod config;
 mod grpc;
 mod http;
 mod infer_path;
+mod limits;
 mod params;
 mod repository;
 mod server;
@@ -27,10 +29,11 @@ pub mod proto {
     tonic::include_proto!("inference");
 }
 
-pub use config::{ServerConfig, TlsConfig};
+pub use config::{ModelControlMode, OverrideLimits, ServerConfig, TlsConfig};
 pub use grpc::GrpcEndpoint;
 pub use http::router;
 pub use infer_path::InferenceRoutes;
+pub use limits::{Claim, InputBounds, MAX_RANK, RequestLimits};
 pub use params::{InferParams, ParamValue};
 pub use repository::{Repository, RepositoryEntry, load_config, path_under_root, plain_name};
 pub use server::{Server, ServerError};

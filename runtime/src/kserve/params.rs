@@ -34,18 +34,13 @@ impl ParamValue {
         }
     }
 
-    /// The value from JSON, if it is a scalar.
-    pub fn from_json(value: &serde_json::Value) -> Option<ParamValue> {
-        Some(match value {
-            serde_json::Value::Bool(b) => ParamValue::Bool(*b),
-            serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-                (Some(i), _) => ParamValue::Int(i),
-                (None, Some(u)) => ParamValue::UInt(u),
-                _ => ParamValue::Double(n.as_f64()?),
-            },
-            serde_json::Value::String(s) => ParamValue::Str(s.clone()),
-            _ => return None,
-        })
+    /// The value as a non-negative integer, if it is one.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            ParamValue::Int(v) => u64::try_from(*v).ok(),
+            ParamValue::UInt(v) => Some(*v),
+            _ => None,
+        }
     }
 
     /// The value as JSON.

@@ -5,6 +5,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -69,8 +73,13 @@ impl Server {
         };
 
         let max = config.max_message_bytes();
-        let grpc_service = InferenceRoutes::new(GrpcEndpoint::new(service.clone()), max);
+        let read_timeout = config.request_read_timeout();
+        let grpc_service = InferenceRoutes::new(GrpcEndpoint::new(service.clone()), max, read_timeout);
+        // A peer that stops answering HTTP/2 pings (a dead client, or one that opened a
+        // connection only to hold it) is disconnected after a read timeout or two.
         let mut builder = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(read_timeout))
+            .http2_keepalive_timeout(Some(read_timeout))
             .initial_stream_window_size(config.http2_stream_window_kib.saturating_mul(1024))
             .initial_connection_window_size(config.http2_connection_window_kib.saturating_mul(1024))
             .max_frame_size(config.http2_max_frame_kib.clamp(16, 16383) * 1024);
@@ -85,13 +94,13 @@ impl Server {
             }
         });
 
-        let routes = router(service.clone(), max);
+        let routes = router(service.clone(), read_timeout);
         let http = match tls {
             Some(tls) => {
                 let listener = tls::TlsListener::spawn(http_listener, tls.http);
-                tokio::spawn(serve_http(listener, routes, until_stopped()))
+                tokio::spawn(serve_http(listener, routes, read_timeout, until_stopped()))
             }
-            None => tokio::spawn(serve_http(http_listener, routes, until_stopped())),
+            None => tokio::spawn(serve_http(http_listener, routes, read_timeout, until_stopped())),
         };
         tracing::info!(%grpc_address, %http_address, "serving KServe V2");
         Ok(Server {
@@ -130,12 +139,35 @@ impl Server {
     }
 }
 
-async fn serve_http<L>(listener: L, routes: axum::Router, stopped: impl Future<Output = ()> + Send + 'static)
-where
+/// Serves HTTP/1 and HTTP/2 connections from `listener` until `stopped`, then lets the
+/// connections finish what they are answering. A client that has not sent a request's
+/// headers within `read_timeout` is disconnected (the body's own timeout is the
+/// router's).
+async fn serve_http<L>(
+    mut listener: L,
+    routes: axum::Router,
+    read_timeout: Duration,
+    stopped: impl Future<Output = ()> + Send + 'static,
+) where
     L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
 {
-    if let Err(e) = axum::serve(listener, routes).with_graceful_shutdown(stopped).await {
-        tracing::error!(error = %e, "HTTP endpoint stopped");
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(read_timeout);
+    let connections = GracefulShutdown::new();
+    let mut stopped = std::pin::pin!(stopped);
+    loop {
+        let (io, _) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut stopped => break,
+        };
+        let service = TowerToHyperService::new(routes.clone());
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+        let connection = connections.watch(connection.into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "HTTP connection ended with an error");
+            }
+        });
     }
+    connections.shutdown().await;
 }

@@ -6,11 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::config::ModelControlMode;
+use super::limits::{InputBounds, RequestLimits};
 use super::params::{InferParams, ParamValue};
 use super::repository::{Repository, RepositoryEntry};
 use super::status::{Code, ServeError};
 use crate::backend::{ModelMetadata, TensorSpec};
-use crate::metrics::{ModelTotals, serving_metrics};
+use crate::metrics::{FailureReason, ModelTotals, serving_metrics};
 use crate::model::Model;
 use crate::registry::{Registry, Task};
 use crate::request::{Inputs, Slo, Timings};
@@ -127,13 +129,52 @@ impl ModelStats {
 pub struct InferenceService {
     registry: Arc<Registry>,
     repository: Arc<dyn Repository>,
+    limits: RequestLimits,
+    model_control: ModelControlMode,
     draining: AtomicBool,
 }
 
 impl InferenceService {
-    /// Serves what `registry` holds; repository calls go to `repository`.
+    /// Serves what `registry` holds within the default limits; repository calls go to
+    /// `repository` once [`with_model_control`](Self::with_model_control) allows them.
     pub fn new(registry: Arc<Registry>, repository: Arc<dyn Repository>) -> Self {
-        InferenceService { registry, repository, draining: AtomicBool::new(false) }
+        InferenceService {
+            registry,
+            repository,
+            limits: RequestLimits::default(),
+            model_control: ModelControlMode::default(),
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    /// Decodes requests within `limits`.
+    pub fn with_limits(mut self, limits: RequestLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Lets repository calls load and unload models (`Explicit`) or not (`None`).
+    pub fn with_model_control(mut self, mode: ModelControlMode) -> Self {
+        self.model_control = mode;
+        self
+    }
+
+    /// The limits requests are decoded within.
+    pub fn limits(&self) -> RequestLimits {
+        self.limits
+    }
+
+    /// What a request to `name` (at `version`) may claim: the inputs of the model that
+    /// serves it now and the rows it takes, within the server's limits.
+    pub fn input_bounds(&self, name: &str, version: &str) -> Result<InputBounds, ServeError> {
+        let target = self.resolve(name)?;
+        let model = self.serving_model(name, &target, version)?;
+        Ok(InputBounds {
+            inputs: model.metadata().inputs.clone(),
+            batched: model.metadata().dynamic_batch(),
+            max_rows: model.max_request_rows(),
+            limits: self.limits,
+        })
     }
 
     /// The registry served.
@@ -280,14 +321,38 @@ impl InferenceService {
         Ok(entries.into_iter().filter(|e| !ready_only || e.state == "READY").collect())
     }
 
+    /// Reports a request to `name` that `endpoint` refused before it reached the model:
+    /// counted as the endpoint's refusal, and as a rejection of the model it was for.
+    pub fn refused(&self, endpoint: &str, name: &str, version: &str, error: ServeError) -> ServeError {
+        let target = self.resolve(name).and_then(|t| self.serving_model(name, &t, version));
+        if let Ok(model) = target {
+            model.counters().failed(FailureReason::Rejected);
+        }
+        error.counted_by(endpoint)
+    }
+
+    /// Refused unless the model control mode lets peers load and unload models.
+    fn check_model_control(&self) -> Result<(), ServeError> {
+        match self.model_control {
+            ModelControlMode::Explicit => Ok(()),
+            ModelControlMode::None => Err(ServeError::new(
+                Code::FailedPrecondition,
+                "loading and unloading models is off on this server (model_control_mode = \"none\"); \
+                 its operator can set model_control_mode = \"explicit\"",
+            )),
+        }
+    }
+
     /// Loads `name` from the repository, with `config` (JSON) overriding its settings.
     pub async fn repository_load(&self, name: String, config: Option<String>) -> Result<(), ServeError> {
+        self.check_model_control()?;
         let repository = self.repository.clone();
         blocking(move || repository.load(&name, config.as_deref())).await
     }
 
     /// Unloads `name`.
     pub async fn repository_unload(&self, name: String) -> Result<(), ServeError> {
+        self.check_model_control()?;
         let repository = self.repository.clone();
         blocking(move || repository.unload(&name)).await
     }

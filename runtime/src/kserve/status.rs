@@ -10,8 +10,10 @@ pub enum Code {
     NotFound,
     /// Wrong input names, shapes, dtypes, parameters or configuration.
     InvalidArgument,
-    /// The queue is full or a message too large.
+    /// The queue is full.
     ResourceExhausted,
+    /// A message, tensor or batch larger than the server's limit (named in the message).
+    OutOfRange,
     /// The request's deadline passed before it ran.
     DeadlineExceeded,
     /// The model is not ready, or the server is shutting down.
@@ -40,9 +42,44 @@ impl ServeError {
         ServeError { code, message: message.into() }
     }
 
+    /// A request over one of the server's limits.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        ServeError::new(Code::OutOfRange, message)
+    }
+
+    /// The answer to a request whose handling panicked at `site`: logged, counted,
+    /// and reported as INTERNAL with the panic's message.
+    pub fn from_panic(site: &str, panic: &(dyn std::any::Any + Send)) -> Self {
+        let message = crate::panic_message(panic);
+        tracing::error!(site, panic = %message, "a request's handling panicked; it is answered INTERNAL");
+        crate::metrics::serving_metrics().request_panicked(site);
+        ServeError::new(Code::Internal, format!("the server failed handling this request: {message}"))
+    }
+
     /// Bad input from the caller.
     pub fn invalid(message: impl Into<String>) -> Self {
         ServeError::new(Code::InvalidArgument, message)
+    }
+
+    /// The code's name in metrics' labels.
+    pub fn code_label(&self) -> &'static str {
+        match self.code {
+            Code::NotFound => "not_found",
+            Code::InvalidArgument => "invalid_argument",
+            Code::ResourceExhausted => "resource_exhausted",
+            Code::OutOfRange => "out_of_range",
+            Code::DeadlineExceeded => "deadline_exceeded",
+            Code::Unavailable => "unavailable",
+            Code::PermissionDenied => "permission_denied",
+            Code::FailedPrecondition => "failed_precondition",
+            Code::Internal => "internal",
+        }
+    }
+
+    /// Counts this error as `endpoint`'s refusal of a request before it reached a model.
+    pub fn counted_by(self, endpoint: &str) -> Self {
+        crate::metrics::serving_metrics().endpoint_refused(endpoint, self.code_label());
+        self
     }
 
     /// The HTTP status of this error.
@@ -51,6 +88,7 @@ impl ServeError {
             Code::NotFound => 404,
             Code::InvalidArgument => 400,
             Code::ResourceExhausted => 429,
+            Code::OutOfRange => 413,
             Code::DeadlineExceeded => 504,
             Code::Unavailable => 503,
             Code::PermissionDenied => 403,
@@ -64,7 +102,8 @@ impl From<Error> for ServeError {
     fn from(error: Error) -> Self {
         let code = match &error {
             Error::UnknownModel(_) | Error::UnknownTask(_) | Error::UnknownVariant { .. } => Code::NotFound,
-            Error::InvalidInput { .. } | Error::RequestTooLarge { .. } | Error::Config(_) => Code::InvalidArgument,
+            Error::InvalidInput { .. } | Error::Config(_) => Code::InvalidArgument,
+            Error::RequestTooLarge { .. } => Code::OutOfRange,
             Error::Overloaded { .. } => Code::ResourceExhausted,
             Error::DeadlineExceeded { .. } => Code::DeadlineExceeded,
             Error::NotReady { .. } | Error::ShuttingDown => Code::Unavailable,

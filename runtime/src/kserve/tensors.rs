@@ -2,7 +2,10 @@
 //! elements as little-endian raw bytes, as typed contents (gRPC) or as JSON (HTTP).
 
 use half::f16;
+use serde::Deserializer;
+use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
 
+use super::limits::Claim;
 use super::proto::InferTensorContents;
 use super::status::ServeError;
 use crate::backend::TensorSpec;
@@ -99,15 +102,14 @@ pub fn from_raw(name: &str, dtype: DType, shape: &[i64], bytes: &[u8]) -> Result
 pub fn from_contents(
     name: &str,
     dtype: DType,
-    shape: &[i64],
-    contents: &InferTensorContents,
+    claim: Claim,
+    contents: InferTensorContents,
 ) -> Result<Tensor, ServeError> {
-    let (dims, _) = parse_shape(name, shape)?;
     let data = match dtype {
-        DType::F32 => TensorData::F32(contents.fp32_contents.clone()),
-        DType::I64 => TensorData::I64(contents.int64_contents.clone()),
-        DType::I32 => TensorData::I32(contents.int_contents.clone()),
-        DType::Bool => TensorData::Bool(contents.bool_contents.clone()),
+        DType::F32 => TensorData::F32(contents.fp32_contents),
+        DType::I64 => TensorData::I64(contents.int64_contents),
+        DType::I32 => TensorData::I32(contents.int_contents),
+        DType::Bool => TensorData::Bool(contents.bool_contents),
         DType::U8 => TensorData::U8(
             contents
                 .uint_contents
@@ -122,7 +124,7 @@ pub fn from_contents(
             )));
         }
     };
-    build(name, dims, data)
+    build(name, claim.dims, data)
 }
 
 /// Elements from little-endian bytes (whose length is a multiple of the element's):
@@ -156,52 +158,166 @@ pub fn to_raw(tensor: &Tensor) -> Vec<u8> {
     }
 }
 
-/// Decodes the `data` of an HTTP/JSON input: a flat or nested array of numbers (of
-/// booleans for BOOL), row-major.
-pub fn from_json(name: &str, dtype: DType, shape: &[i64], data: &serde_json::Value) -> Result<Tensor, ServeError> {
-    let (dims, elements) = parse_shape(name, shape)?;
-    let mut flat = Vec::with_capacity(elements);
-    flatten(data, &mut flat);
-    let bad = |what: &str| ServeError::invalid(format!("input `{name}`: data holds {what}, not {}", datatype(dtype)));
+/// Decodes the `data` of an HTTP/JSON input, given as its JSON text: a flat or nested
+/// array of numbers (of booleans for BOOL), row-major. Elements are read one at a
+/// time into a tensor of the checked `claim`, never past it: no size in the text is
+/// trusted, and no tree of JSON values is built.
+pub fn from_json(name: &str, dtype: DType, claim: Claim, text: &str) -> Result<Tensor, ServeError> {
+    // Every element but the last takes at least two characters ("1,").
+    if claim.elements > text.len().div_ceil(2) {
+        return Err(ServeError::invalid(format!(
+            "input `{name}`: {} bytes of data cannot hold the {} elements its shape claims",
+            text.len(),
+            claim.elements
+        )));
+    }
     let data = match dtype {
-        DType::F32 => TensorData::F32(
-            flat.iter()
-                .map(|v| v.as_f64().map(|x| x as f32))
-                .collect::<Option<_>>()
-                .ok_or_else(|| bad("a non-number"))?,
-        ),
-        DType::F16 => TensorData::F16(
-            flat.iter()
-                .map(|v| v.as_f64().map(f16::from_f64))
-                .collect::<Option<_>>()
-                .ok_or_else(|| bad("a non-number"))?,
-        ),
-        DType::I64 => {
-            TensorData::I64(flat.iter().map(|v| v.as_i64()).collect::<Option<_>>().ok_or_else(|| bad("a non-integer"))?)
-        }
-        DType::I32 => TensorData::I32(
-            flat.iter()
-                .map(|v| v.as_i64().and_then(|x| i32::try_from(x).ok()))
-                .collect::<Option<_>>()
-                .ok_or_else(|| bad("a value out of range"))?,
-        ),
-        DType::U8 => TensorData::U8(
-            flat.iter()
-                .map(|v| v.as_u64().and_then(|x| u8::try_from(x).ok()))
-                .collect::<Option<_>>()
-                .ok_or_else(|| bad("a value out of range"))?,
-        ),
-        DType::Bool => TensorData::Bool(
-            flat.iter().map(|v| v.as_bool()).collect::<Option<_>>().ok_or_else(|| bad("a non-boolean"))?,
-        ),
+        DType::F32 => TensorData::F32(read_json(name, dtype, claim.elements, text)?),
+        DType::F16 => TensorData::F16(read_json(name, dtype, claim.elements, text)?),
+        DType::I64 => TensorData::I64(read_json(name, dtype, claim.elements, text)?),
+        DType::I32 => TensorData::I32(read_json(name, dtype, claim.elements, text)?),
+        DType::U8 => TensorData::U8(read_json(name, dtype, claim.elements, text)?),
+        DType::Bool => TensorData::Bool(read_json(name, dtype, claim.elements, text)?),
     };
-    build(name, dims, data)
+    build(name, claim.dims, data)
 }
 
-fn flatten<'a>(value: &'a serde_json::Value, into: &mut Vec<&'a serde_json::Value>) {
-    match value {
-        serde_json::Value::Array(items) => items.iter().for_each(|item| flatten(item, into)),
-        scalar => into.push(scalar),
+/// Reads exactly `elements` scalars of `T` from nested JSON arrays.
+fn read_json<T: JsonScalar>(name: &str, dtype: DType, elements: usize, text: &str) -> Result<Vec<T>, ServeError> {
+    let mut values = Vec::with_capacity(elements);
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let read =
+        Elements { into: &mut values, cap: elements }.deserialize(&mut deserializer).and_then(|()| deserializer.end());
+    match read {
+        Ok(()) if values.len() == elements => Ok(values),
+        Ok(()) => Err(ServeError::invalid(format!(
+            "input `{name}`: data holds {} elements, its shape claims {elements}",
+            values.len()
+        ))),
+        Err(e) => Err(ServeError::invalid(format!("input `{name}`: data of {}: {e}", datatype(dtype)))),
+    }
+}
+
+/// An element type read from a JSON scalar.
+trait JsonScalar: Sized {
+    /// What the type takes, for messages.
+    const EXPECTED: &'static str;
+    fn from_f64(_: f64) -> Option<Self> {
+        None
+    }
+    fn from_i64(v: i64) -> Option<Self> {
+        Self::from_f64(v as f64)
+    }
+    fn from_u64(v: u64) -> Option<Self> {
+        Self::from_f64(v as f64)
+    }
+    fn from_bool(_: bool) -> Option<Self> {
+        None
+    }
+}
+
+impl JsonScalar for f32 {
+    const EXPECTED: &'static str = "a number";
+    fn from_f64(v: f64) -> Option<Self> {
+        Some(v as f32)
+    }
+}
+
+impl JsonScalar for f16 {
+    const EXPECTED: &'static str = "a number";
+    fn from_f64(v: f64) -> Option<Self> {
+        Some(f16::from_f64(v))
+    }
+}
+
+impl JsonScalar for i64 {
+    const EXPECTED: &'static str = "an integer of 64 bits";
+    fn from_i64(v: i64) -> Option<Self> {
+        Some(v)
+    }
+    fn from_u64(v: u64) -> Option<Self> {
+        i64::try_from(v).ok()
+    }
+}
+
+impl JsonScalar for i32 {
+    const EXPECTED: &'static str = "an integer of 32 bits";
+    fn from_i64(v: i64) -> Option<Self> {
+        i32::try_from(v).ok()
+    }
+    fn from_u64(v: u64) -> Option<Self> {
+        i32::try_from(v).ok()
+    }
+}
+
+impl JsonScalar for u8 {
+    const EXPECTED: &'static str = "an integer from 0 to 255";
+    fn from_i64(v: i64) -> Option<Self> {
+        u8::try_from(v).ok()
+    }
+    fn from_u64(v: u64) -> Option<Self> {
+        u8::try_from(v).ok()
+    }
+}
+
+impl JsonScalar for bool {
+    const EXPECTED: &'static str = "a boolean";
+    fn from_bool(v: bool) -> Option<Self> {
+        Some(v)
+    }
+}
+
+/// Appends the scalars of a (nested) JSON array to `into`, refusing more than `cap`.
+struct Elements<'a, T> {
+    into: &'a mut Vec<T>,
+    cap: usize,
+}
+
+impl<'de, T: JsonScalar> DeserializeSeed<'de> for Elements<'_, T> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<T: JsonScalar> Elements<'_, T> {
+    fn push<E: de::Error>(self, value: Option<T>, got: &dyn std::fmt::Display) -> Result<(), E> {
+        let value = value.ok_or_else(|| E::custom(format_args!("{got} where {} was expected", T::EXPECTED)))?;
+        if self.into.len() == self.cap {
+            return Err(E::custom(format_args!("more elements than the {} its shape claims", self.cap)));
+        }
+        self.into.push(value);
+        Ok(())
+    }
+}
+
+impl<'de, T: JsonScalar> Visitor<'de> for Elements<'_, T> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "an array of {}", T::EXPECTED)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Elements { into: &mut *self.into, cap: self.cap })?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        self.push(T::from_f64(v), &v)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        self.push(T::from_i64(v), &v)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.push(T::from_u64(v), &v)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        self.push(T::from_bool(v), &v)
     }
 }
 
@@ -226,6 +342,15 @@ fn build(name: &str, dims: Vec<usize>, data: TensorData) -> Result<Tensor, Serve
 mod tests {
     use super::*;
 
+    fn claim(shape: &[i64]) -> Claim {
+        let (dims, elements) = parse_shape("x", shape).unwrap();
+        Claim { dims, elements }
+    }
+
+    fn json(dtype: DType, shape: &[i64], data: serde_json::Value) -> Result<Tensor, ServeError> {
+        from_json("x", dtype, claim(shape), &data.to_string())
+    }
+
     fn all_types() -> Vec<Tensor> {
         vec![
             Tensor::new([2, 2], vec![1.5f32, -2.0, 0.25, 3.0]).unwrap(),
@@ -243,7 +368,7 @@ mod tests {
             let (dtype, shape) = (tensor.dtype(), shape_of(&tensor));
             assert_eq!(parse_datatype(datatype(dtype)).unwrap(), dtype);
             assert_eq!(from_raw("x", dtype, &shape, &to_raw(&tensor)).unwrap(), tensor);
-            assert_eq!(from_json("x", dtype, &shape, &to_json(&tensor)).unwrap(), tensor);
+            assert_eq!(json(dtype, &shape, to_json(&tensor)).unwrap(), tensor);
         }
     }
 
@@ -251,13 +376,13 @@ mod tests {
     fn typed_contents_fill_the_field_of_their_type() {
         let contents =
             InferTensorContents { uint_contents: vec![1, 2, 255], int_contents: vec![-1, 5], ..Default::default() };
-        let u8s = from_contents("x", DType::U8, &[3], &contents).unwrap();
+        let u8s = from_contents("x", DType::U8, claim(&[3]), contents.clone()).unwrap();
         assert_eq!(u8s.as_slice::<u8>(), Some(&[1u8, 2, 255][..]));
-        let i32s = from_contents("x", DType::I32, &[1, 2], &contents).unwrap();
+        let i32s = from_contents("x", DType::I32, claim(&[1, 2]), contents.clone()).unwrap();
         assert_eq!(i32s.as_slice::<i32>(), Some(&[-1, 5][..]));
         let too_big = InferTensorContents { uint_contents: vec![256], ..Default::default() };
-        assert!(from_contents("x", DType::U8, &[1], &too_big).is_err());
-        assert!(from_contents("x", DType::F16, &[1], &contents).is_err());
+        assert!(from_contents("x", DType::U8, claim(&[1]), too_big).is_err());
+        assert!(from_contents("x", DType::F16, claim(&[1]), contents).is_err());
     }
 
     #[test]
@@ -265,10 +390,19 @@ mod tests {
         assert!(from_raw("x", DType::F32, &[2], &[0; 7]).is_err());
         assert!(from_raw("x", DType::F32, &[-1], &[]).is_err());
         assert!(from_raw("x", DType::F32, &[i64::MAX, i64::MAX], &[]).is_err());
-        assert!(from_json("x", DType::F32, &[3], &serde_json::json!([1.0, 2.0])).is_err());
-        assert!(from_json("x", DType::Bool, &[1], &serde_json::json!([1])).is_err());
-        let nested = from_json("x", DType::I64, &[2, 2], &serde_json::json!([[1, 2], [3, 4]])).unwrap();
+        assert!(json(DType::F32, &[3], serde_json::json!([1.0, 2.0])).is_err());
+        assert!(json(DType::F32, &[1], serde_json::json!([1.0, 2.0])).is_err());
+        assert!(json(DType::Bool, &[1], serde_json::json!([1])).is_err());
+        assert!(json(DType::F32, &[1], serde_json::json!(["1"])).is_err());
+        assert!(json(DType::U8, &[1], serde_json::json!([256])).is_err());
+        assert!(json(DType::F32, &[1], serde_json::json!([{"a": 1}])).is_err());
+        let nested = json(DType::I64, &[2, 2], serde_json::json!([[1, 2], [3, 4]])).unwrap();
         assert_eq!(nested.as_slice::<i64>(), Some(&[1, 2, 3, 4][..]));
+        let scalar = json(DType::F32, &[1], serde_json::json!(2.5)).unwrap();
+        assert_eq!(scalar.as_slice::<f32>(), Some(&[2.5f32][..]));
+        // A claim the text cannot hold is refused before anything is reserved for it.
+        let huge = from_json("x", DType::F32, Claim { dims: vec![1 << 40], elements: 1 << 40 }, "[1]").unwrap_err();
+        assert!(huge.message.contains("cannot hold"), "{}", huge.message);
         assert!(parse_datatype("BYTES").unwrap_err().message.contains("BYTES"));
     }
 }

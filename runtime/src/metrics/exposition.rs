@@ -69,6 +69,8 @@ pub struct ServingMetrics {
     variant_switches: IntCounterVec,
     policy_decision: Histogram,
     policy_failures: IntCounterVec,
+    endpoint_refusals: IntCounterVec,
+    panics: IntCounterVec,
     policy_on_fallback: IntGauge,
     cpu_utilization: Gauge,
     process_cpu_utilization: Gauge,
@@ -266,6 +268,17 @@ impl ServingMetrics {
                 "Policy decisions discarded, by kind of failure",
                 &["kind"],
             ),
+            endpoint_refusals: counters(
+                "modelless_endpoint_refusals",
+                "Requests an endpoint refused before they reached a model (undecodable, over a limit, \
+                 not matching the model), by endpoint and code",
+                &["endpoint", "code"],
+            ),
+            panics: counters(
+                "modelless_request_panics",
+                "Requests whose handling panicked and was answered INTERNAL, by where it panicked",
+                &["site"],
+            ),
             policy_on_fallback,
             cpu_utilization: gauge("modelless_cpu_utilization", "CPU utilisation of the machine, 0 to 1"),
             process_cpu_utilization: gauge(
@@ -298,6 +311,17 @@ impl ServingMetrics {
     /// Counts a switch of `task` from one variant to another.
     pub fn variant_switched(&self, task: &str, from: &str, to: &str) {
         self.variant_switches.with_label_values(&[task, from, to]).inc();
+    }
+
+    /// Counts a request `endpoint` (`grpc`, `http`) refused with `code` before it
+    /// reached a model.
+    pub fn endpoint_refused(&self, endpoint: &str, code: &str) {
+        self.endpoint_refusals.with_label_values(&[endpoint, code]).inc();
+    }
+
+    /// Counts a request whose handling panicked at `site` (`grpc`, `http`, `batch`).
+    pub fn request_panicked(&self, site: &str) {
+        self.panics.with_label_values(&[site]).inc();
     }
 
     /// Records how long a policy decision took, and why it was discarded if it was.

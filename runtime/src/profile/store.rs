@@ -32,6 +32,15 @@ impl ProfileStore {
         (profile.key == *key).then_some(profile)
     }
 
+    /// The largest batch that fit the memory budget of `variant`'s stored profile, if
+    /// it was measured on the model file whose SHA-256 is `model_sha256` (whatever
+    /// the device and settings).
+    pub fn max_safe_batch(&self, variant: &str, model_sha256: &str) -> Option<usize> {
+        let text = std::fs::read_to_string(self.path(variant)).ok()?;
+        let profile: Profile = serde_json::from_str(&text).ok()?;
+        (profile.key.model_sha256 == model_sha256).then_some(profile.max_safe_batch? as usize)
+    }
+
     /// Stores `profile` as `variant`'s, replacing any before it.
     pub fn save(&self, variant: &str, profile: &Profile) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;

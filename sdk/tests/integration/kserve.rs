@@ -15,7 +15,7 @@ use modelless::kserve::proto::model_infer_request::InferInputTensor;
 use modelless::kserve::proto::{ModelInferRequest, ServerReadyRequest};
 use modelless::kserve::tensors;
 use modelless::kserve::tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
-use modelless::kserve::{ServerConfig, TlsConfig};
+use modelless::kserve::{ModelControlMode, ServerConfig, TlsConfig};
 use modelless::{BatchingConfig, ModelConfig, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig};
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -129,7 +129,10 @@ fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
     ];
 
     let tokio = tokio::runtime::Runtime::new().unwrap();
-    let config = ServerConfig::loopback().with_max_message_mib(MAX_MESSAGE_MIB).with_model_repository(&root);
+    let config = ServerConfig::loopback()
+        .with_max_message_mib(MAX_MESSAGE_MIB)
+        .with_model_repository(&root)
+        .with_model_control_mode(ModelControlMode::Explicit);
     let server = tokio.block_on(runtime.clone().serve(&config)).unwrap();
 
     let plan = json!({

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use modelless::kserve::ServerConfig;
+use modelless::kserve::{ModelControlMode, ServerConfig};
 use modelless::{Runtime, RuntimeBuilder, RuntimeConfig};
 
 #[derive(clap::Args)]
@@ -23,6 +23,18 @@ pub struct Args {
     /// Folder of model files repository calls may load, overriding the config.
     #[arg(long)]
     model_repository: Option<PathBuf>,
+    /// Whether repository calls may load and unload models (`none`, the default, or
+    /// `explicit`), overriding the config; as Triton's --model-control-mode.
+    #[arg(long, value_parser = parse_mode)]
+    model_control_mode: Option<ModelControlMode>,
+}
+
+fn parse_mode(mode: &str) -> Result<ModelControlMode, String> {
+    match mode {
+        "none" => Ok(ModelControlMode::None),
+        "explicit" => Ok(ModelControlMode::Explicit),
+        other => Err(format!("`{other}` is not a model control mode: none or explicit")),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -32,6 +44,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     server.http_address = args.http.unwrap_or(server.http_address);
     if let Some(root) = args.model_repository {
         server.model_repository = Some(root);
+    }
+    server.model_control_mode = args.model_control_mode.unwrap_or(server.model_control_mode);
+    if server.model_repository.is_some() && server.model_control_mode == ModelControlMode::None {
+        eprintln!("note: model_control_mode is none: repository load and unload calls are refused");
     }
     eprintln!("loading {} ...", args.config.display());
     let runtime = Arc::new(RuntimeBuilder::default().with_config(config).build()?);
