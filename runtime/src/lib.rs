@@ -10,6 +10,8 @@ pub mod answered;
 pub mod backend;
 pub mod batching;
 pub mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 #[cfg(feature = "grpc")]
 pub mod kserve;
 pub mod metrics;
@@ -35,6 +37,11 @@ pub use registry::{
 pub use request::{InferOptions, Inputs, Output, Slo, Timings};
 pub use tensor::{DType, Element, Tensor, TensorData};
 pub use warmup::WarmupConfig;
+
+// The unit tests' fuzz targets assert on the largest allocation a decoder makes.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: fuzzing::PeakAllocator = fuzzing::PeakAllocator;
 
 /// The message a panic carried, for the error that reports it.
 pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

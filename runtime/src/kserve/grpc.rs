@@ -174,7 +174,7 @@ fn param_value(parameter: &InferParameter) -> Option<ParamValue> {
 
 /// Decodes a request, checking each input's claim against `bounds` before taking its
 /// contents.
-fn decode_infer(request: ModelInferRequest, bounds: &InputBounds) -> Result<InferCall, ServeError> {
+pub(super) fn decode_infer(request: ModelInferRequest, bounds: &InputBounds) -> Result<InferCall, ServeError> {
     let ModelInferRequest { model_name, model_version, id, parameters, inputs, outputs, raw_input_contents } = request;
     bounds.limits.check_count("inputs", inputs.len())?;
     bounds.limits.check_count("outputs", outputs.len())?;

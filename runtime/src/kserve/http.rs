@@ -413,3 +413,166 @@ async fn metrics(State(service): Shared) -> impl IntoResponse {
     let text = serving_metrics().render(service.registry());
     ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], text)
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzzing::{PeakAllocator, fuzz, hostile};
+    use crate::kserve::Code;
+    use crate::kserve::limits::RequestLimits;
+    use crate::tensor::DType;
+
+    /// A model taking `input` [N,3,2,2] FP32 and `ids` [N,2] INT64, up to 8 rows.
+    fn bounds() -> InputBounds {
+        InputBounds {
+            inputs: vec![
+                TensorSpec::new("input", DType::F32, [None, Some(3), Some(2), Some(2)]),
+                TensorSpec::new("ids", DType::I64, [None, Some(2)]),
+            ],
+            batched: true,
+            max_rows: 8,
+            limits: RequestLimits::default(),
+        }
+    }
+
+    /// One input as a client (or an attacker) writes it: a name, a datatype, a shape
+    /// that fits the model or not, and data as JSON, as binary, or missing.
+    fn input() -> impl Strategy<Value = (Value, Vec<u8>)> {
+        let fitting = (1i64..11).prop_flat_map(|rows| {
+            prop_oneof![Just(("input", "FP32", vec![rows, 3, 2, 2])), Just(("ids", "INT64", vec![rows, 2]))]
+        });
+        let name = prop_oneof![Just("input"), Just("ids"), Just("other")];
+        let datatype = prop_oneof![Just("FP32"), Just("INT64"), Just("BYTES"), Just("UINT8"), Just("fp32"), Just("")];
+        let hostile = (name, datatype, hostile::shape());
+        prop_oneof![5 => fitting, 1 => hostile].prop_flat_map(|(name, datatype, shape)| {
+            let elements = shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d)).unwrap_or(-1);
+            let n = usize::try_from(elements).unwrap_or(3).min(200);
+            let numbers =
+                prop_oneof![6 => vec((-9i64..9).prop_map(Value::from), n..=n), 1 => vec(hostile::scalar(), 0..n + 2)];
+            let json_data = prop_oneof![4 => numbers.prop_map(Value::Array), 1 => hostile::json()];
+            let binary_len = prop_oneof![Just(n * 4), Just(n * 8), 0usize..64];
+            let data = prop_oneof![
+                4 => json_data.prop_map(|data| (Some(data), None)),
+                2 => binary_len.prop_map(|len| (None, Some(len))),
+                1 => Just((None, None)),
+            ];
+            let claimed_size = prop_oneof![4 => Just(None), 1 => any::<u64>().prop_map(Some)];
+            (data, claimed_size, vec(any::<u8>(), 0..8)).prop_map(move |((data, binary), claimed, noise)| {
+                let mut input = json!({ "name": name, "datatype": datatype, "shape": shape });
+                if let Some(data) = data {
+                    input["data"] = data;
+                }
+                let mut bytes = Vec::new();
+                if let Some(len) = binary {
+                    bytes = (0..len).map(|i| i as u8).collect();
+                    input["parameters"] = json!({ "binary_data_size": claimed.unwrap_or(len as u64) });
+                } else if claimed.is_some() {
+                    bytes = noise;
+                }
+                (input, bytes)
+            })
+        })
+    }
+
+    /// A whole request: its JSON (mangled or not), its binary tail, and the header
+    /// that tells where the JSON ends (right, wrong or absent).
+    fn request() -> impl Strategy<Value = (HeaderMap, Bytes)> {
+        let value = prop_oneof![6 => hostile::scalar(), 1 => hostile::json()];
+        let parameters = vec((prop_oneof![Just("latency_ms"), Just("binary_data_output"), Just("x")], value), 0..3);
+        (vec(input(), 1..3), parameters).prop_flat_map(|(inputs, parameters)| {
+            let (inputs, tails): (Vec<Value>, Vec<Vec<u8>>) = inputs.into_iter().unzip();
+            let parameters: Map<String, Value> = parameters.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            let header = json!({ "id": "fuzz", "parameters": parameters, "inputs": inputs }).to_string();
+            let tail = tails.concat();
+            // Where the JSON ends: said right, absent (right only without a binary tail),
+            // or wrong.
+            let header_length = prop_oneof![
+                3 => Just(Some(None)),
+                2 => Just(None),
+                1 => any::<u64>().prop_map(|n| Some(Some(n.to_string()))),
+                1 => Just(Some(Some("-1".to_string()))),
+            ];
+            (hostile::mangled(header), header_length).prop_map(move |(json, header_length)| {
+                let mut headers = HeaderMap::new();
+                let said = header_length.map(|wrong| wrong.unwrap_or_else(|| json.len().to_string()));
+                if let Some(length) = said.and_then(|l| HeaderValue::from_str(&l).ok()) {
+                    headers.insert(HEADER_LENGTH, length);
+                }
+                (headers, Bytes::from([json, tail.clone()].concat()))
+            })
+        })
+    }
+
+    /// Raw bytes, with or without a header length.
+    fn raw_body() -> impl Strategy<Value = (HeaderMap, Bytes)> {
+        (vec(any::<u8>(), 0..512), proptest::option::of(any::<u16>())).prop_map(|(bytes, length)| {
+            let mut headers = HeaderMap::new();
+            if let Some(length) = length {
+                headers.insert(HEADER_LENGTH, HeaderValue::from(length));
+            }
+            (headers, Bytes::from(bytes))
+        })
+    }
+
+    #[test]
+    fn fuzz_http_json_and_binary_bodies() {
+        let bounds = bounds();
+        let body = prop_oneof![4 => request(), 1 => raw_body()];
+        let (accepted, refused) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+        fuzz("http-infer-body", body, |(headers, body)| {
+            PeakAllocator::reset();
+            let decoded = decode_infer("m".into(), String::new(), &headers, &body, &bounds);
+            let largest = PeakAllocator::largest();
+            prop_assert!(
+                largest <= 4 * body.len() + (64 << 10),
+                "decoding {} bytes allocated {largest} bytes at once",
+                body.len()
+            );
+            match decoded {
+                Ok((call, _)) => {
+                    accepted.set(accepted.get() + call.inputs.len());
+                    for (name, tensor) in &call.inputs {
+                        let shape = tensors::shape_of(tensor);
+                        prop_assert!(bounds.check(name, tensor.dtype(), &shape).is_ok(), "{name}: {shape:?}");
+                    }
+                }
+                Err(e) => {
+                    refused.set(refused.get() + 1);
+                    prop_assert!(
+                        matches!(e.code, Code::InvalidArgument | Code::OutOfRange),
+                        "refused as {:?}: {}",
+                        e.code,
+                        e.message
+                    )
+                }
+            }
+            Ok(())
+        });
+        // The generator reaches the data decoders, not only the parser's refusals.
+        assert!(
+            accepted.get() > 0 && refused.get() > 0,
+            "{} inputs accepted, {} bodies refused",
+            accepted.get(),
+            refused.get()
+        );
+    }
+
+    #[test]
+    fn the_claim_that_aborted_the_server_is_refused_naming_the_limit() {
+        let body = r#"{"inputs":[{"name":"input","shape":[1000000000,3,224,224],"datatype":"FP32","data":[1]}]}"#;
+        let bounds = InputBounds {
+            inputs: vec![TensorSpec::new("input", DType::F32, [None, Some(3), Some(224), Some(224)])],
+            ..bounds()
+        };
+        PeakAllocator::reset();
+        let refused = decode_infer("m".into(), String::new(), &HeaderMap::new(), &Bytes::from(body), &bounds);
+        let refused = refused.err().map(|e| (e.http_status(), e.message));
+        assert!(PeakAllocator::largest() < 64 << 10);
+        let (status, message) = refused.unwrap_or_default();
+        assert_eq!(status, 413, "{message}");
+        assert!(message.contains("max_tensor_elements"), "{message}");
+    }
+}

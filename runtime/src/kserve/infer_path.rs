@@ -405,4 +405,134 @@ mod tests {
         headers.insert("grpc-encoding", http::HeaderValue::from_static("gzip"));
         assert!(is_compressed(&headers));
     }
+
+    mod fuzz {
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::backend::TensorSpec;
+        use crate::fuzzing::{PeakAllocator, fuzz, hostile};
+        use crate::kserve::grpc::decode_infer;
+        use crate::kserve::limits::{InputBounds, RequestLimits};
+        use crate::kserve::proto::InferTensorContents;
+        use crate::kserve::status::Code;
+        use crate::tensor::DType;
+
+        fn bounds() -> InputBounds {
+            InputBounds {
+                inputs: vec![TensorSpec::new("input", DType::F32, [None, Some(3), Some(2), Some(2)])],
+                batched: true,
+                max_rows: 8,
+                limits: RequestLimits::default(),
+            }
+        }
+
+        /// An input, its contents typed, raw (of the right length or not), or missing.
+        fn input() -> impl Strategy<Value = (InferInputTensor, Option<Vec<u8>>)> {
+            let fitting = (1i64..11).prop_map(|rows| ("input", "FP32", vec![rows, 3, 2, 2]));
+            let name = prop_oneof![Just("input"), Just("other")];
+            let datatype = prop_oneof![Just("FP32"), Just("INT32"), Just("FP16"), Just("UINT8"), Just("BYTES")];
+            let hostile = (name, datatype, hostile::shape());
+            prop_oneof![3 => fitting, 1 => hostile].prop_flat_map(|(name, datatype, shape)| {
+                let elements = shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d)).unwrap_or(-1);
+                let n = usize::try_from(elements).unwrap_or(3).min(200);
+                let raw = prop_oneof![3 => Just(n * 4), 1 => 0usize..64].prop_map(|len| vec![7u8; len]);
+                let typed = prop_oneof![
+                    vec(any::<f32>(), n..=n)
+                        .prop_map(|v| InferTensorContents { fp32_contents: v, ..Default::default() }),
+                    vec(any::<u32>(), 0..n + 2)
+                        .prop_map(|v| InferTensorContents { uint_contents: v, ..Default::default() }),
+                ];
+                let contents = prop_oneof![
+                    3 => raw.prop_map(|raw| (None, Some(raw))),
+                    2 => typed.prop_map(|typed| (Some(typed), None)),
+                    1 => Just((None, None)),
+                ];
+                contents.prop_map(move |(contents, raw)| {
+                    let tensor = InferInputTensor {
+                        name: name.into(),
+                        datatype: datatype.into(),
+                        shape: shape.clone(),
+                        contents,
+                        ..Default::default()
+                    };
+                    (tensor, raw)
+                })
+            })
+        }
+
+        /// A request, framed, then perhaps corrupted, and cut into frames anywhere.
+        fn frames() -> impl Strategy<Value = Vec<Bytes>> {
+            let request = vec(input(), 0..3).prop_map(|inputs| {
+                let (inputs, raw): (Vec<_>, Vec<_>) = inputs.into_iter().unzip();
+                let raw = if raw.iter().all(Option::is_some) {
+                    raw.into_iter().flatten().map(Bytes::from).collect()
+                } else {
+                    Vec::new()
+                };
+                framed(&ModelInferRequest {
+                    model_name: "m".into(),
+                    inputs,
+                    raw_input_contents: raw,
+                    ..Default::default()
+                })
+            });
+            let message = prop_oneof![4 => request, 1 => vec(any::<u8>(), 0..256).prop_map(Bytes::from)];
+            let corruption =
+                prop_oneof![4 => Just(None), 1 => (any::<prop::sample::Index>(), any::<u8>()).prop_map(Some)];
+            (message, corruption, vec(1usize..600, 0..4)).prop_map(|(message, corruption, cuts)| {
+                let mut bytes = message.to_vec();
+                if let (Some((at, value)), false) = (corruption, bytes.is_empty()) {
+                    let at = at.index(bytes.len());
+                    bytes[at] = value;
+                }
+                let bytes = Bytes::from(bytes);
+                let mut frames = Vec::new();
+                let mut start = 0;
+                for cut in cuts {
+                    let end = (start + cut).min(bytes.len());
+                    frames.push(bytes.slice(start..end));
+                    start = end;
+                }
+                frames.push(bytes.slice(start..));
+                frames
+            })
+        }
+
+        #[test]
+        fn fuzz_grpc_model_infer_messages() {
+            let bounds = bounds();
+            let accepted = std::cell::Cell::new(0);
+            fuzz("grpc-model-infer", frames(), |frames| {
+                let length: usize = frames.iter().map(Bytes::len).sum();
+                PeakAllocator::reset();
+                let decoded = read(frames, 1 << 20).map_err(|s| s.code()).and_then(|request| {
+                    decode_infer(request, &bounds).map_err(|e| match e.code {
+                        Code::InvalidArgument => tonic::Code::InvalidArgument,
+                        Code::OutOfRange => tonic::Code::OutOfRange,
+                        other => panic!("refused as {other:?}: {}", e.message),
+                    })
+                });
+                let largest = PeakAllocator::largest();
+                // Protobuf decodes a repeated 64-bit integer of one byte into eight.
+                prop_assert!(largest <= 8 * length + (64 << 10), "{length} bytes allocated {largest} at once");
+                match decoded {
+                    Ok(call) => {
+                        accepted.set(accepted.get() + call.inputs.len());
+                        for (name, tensor) in &call.inputs {
+                            let shape = crate::kserve::tensors::shape_of(tensor);
+                            prop_assert!(bounds.check(name, tensor.dtype(), &shape).is_ok(), "{name}: {shape:?}");
+                        }
+                    }
+                    Err(code) => prop_assert!(
+                        matches!(code, tonic::Code::InvalidArgument | tonic::Code::OutOfRange | tonic::Code::Internal),
+                        "refused as {code:?}"
+                    ),
+                }
+                Ok(())
+            });
+            assert!(accepted.get() > 0, "no generated input reached the tensor decoders");
+        }
+    }
 }

@@ -81,7 +81,7 @@ impl InferParams {
                 })
             };
             match name {
-                "latency_ms" => parsed.latency = Some(millis(number()?)),
+                "latency_ms" => parsed.latency = Some(millis(name, number()?)?),
                 "min_accuracy" => parsed.min_accuracy = Some(number()?),
                 "timeout" => parsed.timeout = Some(Duration::from_micros(number()? as u64)),
                 "priority" => parsed.priority = priority(&value)?,
@@ -105,9 +105,11 @@ fn priority(value: &ParamValue) -> Result<Priority, ServeError> {
     }
 }
 
-/// A latency from a parameter given in milliseconds.
-fn millis(ms: f64) -> Duration {
-    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+/// A latency from parameter `name`, given in milliseconds; one too long for a
+/// `Duration` is refused.
+fn millis(name: &str, ms: f64) -> Result<Duration, ServeError> {
+    Duration::try_from_secs_f64(ms.max(0.0) / 1000.0)
+        .map_err(|_| ServeError::invalid(format!("parameter `{name}` of {ms} ms is out of range")))
 }
 
 #[cfg(test)]
@@ -135,5 +137,6 @@ mod tests {
         assert!(InferParams::parse([("latency_ms", ParamValue::Bool(true))]).is_err());
         assert!(InferParams::parse([("latency_ms", ParamValue::Double(-1.0))]).is_err());
         assert!(InferParams::parse([("priority", ParamValue::Str("urgent".into()))]).is_err());
+        assert!(InferParams::parse([("latency_ms", ParamValue::Double(9.6e173))]).is_err());
     }
 }

@@ -315,11 +315,7 @@ impl PolicyInstance {
     /// The decision for a snapshot already encoded as JSON.
     pub fn decide_json(&mut self, snapshot: &[u8]) -> Result<Decision, PolicyError> {
         let out = self.call_with_input(self.decide.clone(), snapshot)?;
-        match serde_json::from_slice::<PolicyOutput>(&out) {
-            Ok(PolicyOutput::Decision(decision)) => Ok(decision),
-            Ok(PolicyOutput::Error { error }) => Err(PolicyError::Reported(error)),
-            Err(e) => Err(PolicyError::InvalidOutput(format!("not a decision: {e}"))),
-        }
+        decision_from_output(&out)
     }
 
     /// The policy's own state, when it exports `save_state` and has any.
@@ -422,6 +418,15 @@ fn classify(error: &wasmtime::Error, config: &HostConfig) -> PolicyError {
             PolicyError::MemoryLimit { limit_bytes: config.memory_limit_bytes }
         }
         _ => PolicyError::Trap(message(error)),
+    }
+}
+
+/// The decision a module's `decide` wrote, or the error it reported.
+pub(crate) fn decision_from_output(out: &[u8]) -> Result<Decision, PolicyError> {
+    match serde_json::from_slice::<PolicyOutput>(out) {
+        Ok(PolicyOutput::Decision(decision)) => Ok(decision),
+        Ok(PolicyOutput::Error { error }) => Err(PolicyError::Reported(error)),
+        Err(e) => Err(PolicyError::InvalidOutput(format!("not a decision: {e}"))),
     }
 }
 
