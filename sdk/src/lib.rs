@@ -36,6 +36,11 @@ mod serving;
 pub mod simulate;
 mod steering;
 
+// The fuzz targets assert on the largest allocation a decoder makes.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: modelless_runtime::fuzzing::PeakAllocator = modelless_runtime::fuzzing::PeakAllocator;
+
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
 /// KServe V2 endpoints (feature `server`): see [`Runtime::serve`].
 #[cfg(feature = "server")]

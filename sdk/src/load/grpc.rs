@@ -59,9 +59,7 @@ impl Grpc {
                     ..Default::default()
                 });
             }
-            let slo_ms = load
-                .slo_ms
-                .ok_or_else(|| LoadError::invalid(format!("task `{}`: set `slo_ms` for a gRPC target", load.task)))?;
+            let slo_ms = load.slo_ms_or(None)?;
             let mut parameters = HashMap::from([("latency_ms".to_string(), double(slo_ms))]);
             if let Some(accuracy) = load.min_accuracy {
                 parameters.insert("min_accuracy".into(), double(accuracy));

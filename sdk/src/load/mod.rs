@@ -71,6 +71,13 @@ impl LoadError {
     }
 }
 
+/// The longest run a load may describe, s (a week).
+pub const MAX_RUN_S: u32 = 7 * 86_400;
+/// The most requests a run may send.
+pub const MAX_REQUESTS: f64 = 50e6;
+/// The longest latency SLO, ms (a day).
+pub const MAX_SLO_MS: f64 = 86_400_000.0;
+
 /// A run: the tasks to load, each with its pattern and SLO.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -112,9 +119,16 @@ pub struct TaskLoad {
 impl TaskLoad {
     /// Its latency SLO: the load's, else `configured` (the task's own), in ms.
     pub fn slo_ms_or(&self, configured: Option<f64>) -> Result<f64, LoadError> {
-        self.slo_ms.or(configured).ok_or_else(|| {
+        let slo_ms = self.slo_ms.or(configured).ok_or_else(|| {
             LoadError::invalid(format!("task `{}` has no latency SLO: set `slo_ms` in the load", self.task))
-        })
+        })?;
+        if !(slo_ms > 0.0 && slo_ms <= MAX_SLO_MS) {
+            return Err(LoadError::invalid(format!(
+                "task `{}`: `slo_ms` must be in (0, {MAX_SLO_MS}], not {slo_ms}",
+                self.task
+            )));
+        }
+        Ok(slo_ms)
     }
 }
 
@@ -154,6 +168,7 @@ impl LoadSpec {
         self.tasks
             .iter()
             .map(|task| {
+                pattern::within_run("`start_s`", task.start_s as usize)?;
                 let mut rates = vec![0.0; task.start_s as usize];
                 rates.extend(task.pattern.rates()?.into_iter().map(|rate| rate * self.rate_scale));
                 Ok(rates)
@@ -165,6 +180,12 @@ impl LoadSpec {
     /// task's pattern ends).
     pub fn schedule(&self) -> Result<Schedule, LoadError> {
         let rates = self.rates()?;
+        let expected: f64 = rates.iter().flatten().sum();
+        if expected > MAX_REQUESTS {
+            return Err(LoadError::invalid(format!(
+                "the run sends {expected:.0} requests, over the most of {MAX_REQUESTS}"
+            )));
+        }
         let mut arrivals: Vec<Arrival> = rates
             .iter()
             .enumerate()
@@ -190,6 +211,8 @@ pub struct Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use modelless_runtime::fuzzing::{PeakAllocator, fuzz};
+    use proptest::prelude::*;
 
     #[test]
     fn a_spec_reads_from_toml_and_schedules_every_task_in_time_order() {
@@ -239,5 +262,86 @@ mod tests {
             spec.rate_scale = wrong;
             assert!(matches!(spec.rates(), Err(LoadError::Invalid(m)) if m.contains("rate_scale")), "{wrong}");
         }
+    }
+
+    /// A TOML float, `inf` and `nan` included.
+    fn toml_float(x: f64) -> String {
+        if x.is_nan() {
+            "nan".into()
+        } else if x.is_infinite() {
+            format!("{}inf", if x < 0.0 { "-" } else { "" })
+        } else {
+            format!("{x:?}")
+        }
+    }
+
+    fn hostile_float() -> impl Strategy<Value = f64> {
+        prop_oneof![3 => 0.0f64..500.0, 1 => any::<f64>(), 1 => Just(f64::NAN), 1 => Just(1e-300), 1 => Just(-1.0)]
+    }
+
+    fn hostile_u32() -> impl Strategy<Value = u32> {
+        prop_oneof![3 => 0u32..100, 1 => any::<u32>()]
+    }
+
+    /// A load file: each kind of pattern with hostile numbers, perhaps cut short.
+    fn load_file() -> impl Strategy<Value = String> {
+        let f = hostile_float;
+        let pattern = prop_oneof![
+            (f(), hostile_u32()).prop_map(|(rate, d)| format!(
+                r#"{{ kind = "constant", rate = {}, duration_s = {d} }}"#,
+                toml_float(rate)
+            )),
+            (f(), f(), hostile_u32(), f()).prop_map(|(start, step, i, stop)| format!(
+                r#"{{ kind = "linear", start = {}, step = {}, interval_s = {i}, stop = {} }}"#,
+                toml_float(start),
+                toml_float(step),
+                toml_float(stop)
+            )),
+            (f(), f(), hostile_u32(), f()).prop_map(|(start, factor, i, stop)| format!(
+                r#"{{ kind = "exponential", start = {}, factor = {}, interval_s = {i}, stop = {} }}"#,
+                toml_float(start),
+                toml_float(factor),
+                toml_float(stop)
+            )),
+            (hostile_u32(), f(), hostile_u32(), f()).prop_map(|(d, mean, spikes, noise)| format!(
+                r#"{{ kind = "trace", synthetic = {{ duration_s = {d}, mean = {}, spikes = {spikes}, noise = {} }} }}"#,
+                toml_float(mean),
+                toml_float(noise)
+            )),
+        ];
+        (any::<u64>(), f(), pattern, f(), hostile_u32(), any::<prop::sample::Index>(), any::<bool>()).prop_map(
+            |(seed, scale, pattern, slo, start, cut, whole)| {
+                let text = format!(
+                    "seed = {seed}\nrate_scale = {}\n[[tasks]]\ntask = \"t\"\nslo_ms = {}\nstart_s = {start}\npattern = {pattern}\n",
+                    toml_float(scale),
+                    toml_float(slo)
+                );
+                if whole { text } else { text[..cut.index(text.len() + 1)].to_string() }
+            },
+        )
+    }
+
+    #[test]
+    fn fuzz_load_files() {
+        fuzz("load-file", load_file(), |text| {
+            PeakAllocator::reset();
+            let Ok(spec) = toml::from_str::<LoadSpec>(&text) else { return Ok(()) };
+            // Runs of up to MAX_REQUESTS are allowed; drawing that many arrivals takes
+            // seconds, so only small ones are drawn here.
+            let small = spec.rates().is_ok_and(|rates| rates.iter().flatten().sum::<f64>() <= 1e5);
+            let schedule = if small {
+                spec.schedule()
+            } else {
+                spec.rates().map(|_| Schedule { arrivals: Vec::new(), duration_s: 0 })
+            };
+            let slo = spec.tasks[0].slo_ms_or(None).map(|ms| std::time::Duration::from_secs_f64(ms / 1e3));
+            let largest = PeakAllocator::largest();
+            prop_assert!(largest <= 256 << 20, "a load file of {} bytes allocated {largest} at once", text.len());
+            if let Ok(schedule) = schedule {
+                prop_assert!(schedule.arrivals.len() as f64 <= 2.0 * MAX_REQUESTS);
+            }
+            prop_assert!(slo.is_ok() || spec.tasks[0].slo_ms.is_some_and(|ms| !(ms > 0.0 && ms <= MAX_SLO_MS)));
+            Ok(())
+        });
     }
 }

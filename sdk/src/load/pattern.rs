@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::LoadError;
 use super::trace::TraceConfig;
+use super::{LoadError, MAX_RUN_S};
 
 /// A load pattern. Each yields a finite run: `rates()` gives its requests per second,
 /// one figure per second.
@@ -52,6 +52,7 @@ impl Pattern {
         match self {
             Pattern::Constant { rate, duration_s } => {
                 non_negative("rate", *rate)?;
+                within_run("constant: `duration_s`", *duration_s as usize)?;
                 Ok(vec![*rate; *duration_s as usize])
             }
             Pattern::Linear { start, step, interval_s, stop } => {
@@ -83,10 +84,19 @@ fn steps(start: f64, interval_s: u32, stop: f64, next: impl Fn(f64) -> f64) -> R
     let mut rate = start;
     // A relative tolerance, so that 0.1 + 0.2-style sums still reach `stop`.
     while rate <= stop * (1.0 + 1e-9) {
+        within_run("the steps up to `stop`", rates.len() + interval_s as usize)?;
         rates.extend(std::iter::repeat_n(rate, interval_s as usize));
         rate = next(rate);
     }
     Ok(rates)
+}
+
+/// Refuses a pattern longer than a run may be, before its rates are made.
+pub(super) fn within_run(what: &str, seconds: usize) -> Result<(), LoadError> {
+    if seconds > MAX_RUN_S as usize {
+        return Err(LoadError::invalid(format!("{what} makes a run of {seconds} s, over the most of {MAX_RUN_S} s")));
+    }
+    Ok(())
 }
 
 pub(super) fn non_negative(what: &str, value: f64) -> Result<(), LoadError> {

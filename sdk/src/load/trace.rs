@@ -12,7 +12,7 @@ use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
 use super::LoadError;
-use super::pattern::non_negative;
+use super::pattern::{non_negative, within_run};
 
 /// A trace and what is done to it, in this order: cut to `duration_s`, scaled to
 /// `scale_to_mean`, sinusoids added, the warm-up ramp applied; rates below 0 become 0.
@@ -135,6 +135,10 @@ impl SyntheticTrace {
         non_negative("noise", self.noise)?;
         if !(0.0..=1.0).contains(&self.diurnal_amplitude) || self.spike_factor < 1.0 {
             return Err(LoadError::invalid("synthetic: `diurnal_amplitude` must be in 0..=1, `spike_factor` ≥ 1"));
+        }
+        within_run("synthetic: `duration_s`", self.duration_s as usize)?;
+        if self.spikes > self.duration_s {
+            return Err(LoadError::invalid("synthetic: more `spikes` than seconds"));
         }
         let n = self.duration_s as usize;
         let period = self.diurnal_period_s.unwrap_or(f64::from(self.duration_s)).max(1.0);
