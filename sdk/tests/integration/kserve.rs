@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
 use modelless::kserve::proto::model_infer_request::InferInputTensor;
-use modelless::kserve::proto::{ModelInferRequest, ServerReadyRequest};
+use modelless::kserve::proto::{InferTensorContents, ModelInferRequest, ServerReadyRequest};
 use modelless::kserve::tensors;
 use modelless::kserve::tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use modelless::kserve::{ModelControlMode, ServerConfig, TlsConfig};
@@ -261,4 +261,97 @@ fn both_endpoints_serve_over_tls_with_the_configured_certificate() {
         assert!(refused, "a plain-text client was answered");
         server.shutdown().await;
     });
+}
+
+/// POSTs `body` to `path` over HTTP/1.1; the status and the body of the answer.
+async fn post(address: std::net::SocketAddr, path: &str, body: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let status = answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, answer.split("\r\n\r\n").nth(1).unwrap_or_default().to_string())
+}
+
+/// This process's resident memory, MiB.
+fn rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok());
+    kib.unwrap_or(0u64) / 1024
+}
+
+#[test]
+fn the_requests_that_killed_the_server_are_refused_and_it_keeps_serving() {
+    let models = models_dir();
+    let (_dir, root, _) = repository(&models);
+    let mut config = RuntimeConfig::default();
+    config.models.push(ModelConfig::new("m", models.join("mobilenetv2_1.0.onnx")));
+    config.models.push(ModelConfig::new("tiny", models.join("tiny.onnx")));
+    let runtime = Arc::new(Runtime::builder().with_config(config).build().unwrap());
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let server_config =
+        ServerConfig::loopback().with_model_repository(&root).with_model_control_mode(ModelControlMode::Explicit);
+    let server = tokio.block_on(runtime.clone().serve(&server_config)).unwrap();
+    let http = server.http_address();
+    let good =
+        json!({"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}).to_string();
+    tokio.block_on(async {
+        let before = rss_mib();
+        let claim = r#"{"inputs":[{"name":"input","shape":[1000000000,3,224,224],"datatype":"FP32","data":[1]}]}"#;
+        let (status, body) = post(http, "/v2/models/m/infer", claim).await;
+        assert_eq!(status, 413, "{body}");
+        assert!(body.contains("max_tensor_elements of 16777216"), "{body}");
+        // Within the element limit, beyond the model's batch.
+        let rows = r#"{"inputs":[{"name":"input","shape":[9,3,224,224],"datatype":"FP32","data":[1]}]}"#;
+        let (status, body) = post(http, "/v2/models/m/infer", rows).await;
+        assert_eq!(status, 413, "{body}");
+        assert!(body.contains("max_batch_size of 8"), "{body}");
+
+        // The same claim over gRPC, typed and raw.
+        let url = format!("http://{}", server.grpc_address());
+        let mut client = GrpcInferenceServiceClient::connect(url).await.unwrap();
+        for raw in [false, true] {
+            let input = InferInputTensor {
+                name: "input".into(),
+                datatype: "FP32".into(),
+                shape: vec![1_000_000_000, 3, 224, 224],
+                contents: (!raw).then(|| InferTensorContents { fp32_contents: vec![1.0], ..Default::default() }),
+                ..Default::default()
+            };
+            let raw_input_contents = if raw { vec![vec![0u8; 4].into()] } else { Vec::new() };
+            let request = ModelInferRequest {
+                model_name: "m".into(),
+                inputs: vec![input],
+                raw_input_contents,
+                ..Default::default()
+            };
+            let refused = client.model_infer(request).await.unwrap_err();
+            assert_eq!(refused.code(), modelless::kserve::tonic::Code::OutOfRange, "raw {raw}: {refused:?}");
+            assert!(refused.message().contains("max_tensor_elements"), "{}", refused.message());
+        }
+
+        // A repository override asking for a billion-row batch, or 100 000 instances.
+        for (config, bound) in [
+            (
+                r#"{\"batching\":{\"max_batch_size\":1000000000}}"#,
+                "max_batch_size = 1000000000 is over this server's bound of 64",
+            ),
+            (r#"{\"instances\":100000}"#, "instances = 100000"),
+        ] {
+            let load = format!(r#"{{"parameters":{{"config":"{config}"}}}}"#);
+            let (status, body) = post(http, "/v2/repository/models/tiny/load", &load).await;
+            assert_eq!(status, 413, "{body}");
+            assert!(body.contains(bound), "{body}");
+        }
+        let (status, body) = post(http, "/v2/models/tiny/infer", &good).await;
+        assert_eq!(status, 200, "the server stopped serving: {body}");
+        let grown = rss_mib().saturating_sub(before);
+        assert!(grown < 200, "memory grew by {grown} MiB");
+    });
+    tokio.block_on(server.shutdown());
 }
