@@ -84,6 +84,26 @@ impl ModelConfig {
     }
 }
 
+/// The most sessions one model runs: each is a thread and a copy of the weights,
+/// and more than this is a mistake in a config, not a way to serve faster.
+pub const MAX_INSTANCES: usize = 256;
+
+/// Refuses 0 instances and more than [`MAX_INSTANCES`].
+pub(crate) fn check_instances(name: &str, instances: usize) -> Result<(), Error> {
+    if !(1..=MAX_INSTANCES).contains(&instances) {
+        return Err(Error::Config(format!("`{name}`: instances {instances} is outside 1..={MAX_INSTANCES}")));
+    }
+    Ok(())
+}
+
+impl ModelConfig {
+    /// Checks the instances and the batching knobs.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_instances(&self.name, self.instances)?;
+        self.batching.validate()
+    }
+}
+
 /// What a model is doing before it serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoadPhase {
@@ -168,9 +188,7 @@ impl Model {
         batching: BatchingConfig,
         options: StartOptions,
     ) -> Result<Model, Error> {
-        if instances == 0 {
-            return Err(Error::Config(format!("model `{name}`: instances must be at least 1")));
-        }
+        check_instances(name, instances)?;
         batching.validate()?;
         let load_error = |source: BackendError| Error::Load { model: name.to_string(), source: Arc::new(source) };
         let phase = |p: LoadPhase| {

@@ -6,17 +6,47 @@
 
 use std::path::Path;
 
-use modelless_runtime::kserve::{OverrideLimits, ServeError};
+use modelless_runtime::kserve::{Code, OverrideLimits, ServeError, path_under_root};
 use modelless_runtime::profile::{file_sha256, store_beside};
 use modelless_runtime::{BatchingConfig, ModelConfig};
 
+/// Applies a load request's `config` (JSON) over a model's settings, within the
+/// server's bounds on overrides. A `path` in it is taken inside the repository `root`
+/// and refused anywhere else, or when there is no root.
+pub(crate) fn overridden(
+    model: ModelConfig,
+    config: &str,
+    root: Option<&Path>,
+    limits: &OverrideLimits,
+) -> Result<ModelConfig, ServeError> {
+    let invalid = |e: &dyn std::fmt::Display| ServeError::invalid(format!("parameter `config`: {e}"));
+    let patch: serde_json::Value = serde_json::from_str(config).map_err(|e| invalid(&e))?;
+    let serde_json::Value::Object(patch) = patch else {
+        return Err(ServeError::invalid("parameter `config` must be a JSON object"));
+    };
+    let mut merged = serde_json::to_value(&model).map_err(|e| invalid(&e))?;
+    for (key, value) in patch {
+        let value = match (key.as_str(), value) {
+            ("name", _) => continue,
+            ("path", serde_json::Value::String(path)) => {
+                let root = root.ok_or_else(|| {
+                    ServeError::new(Code::PermissionDenied, "no model repository is configured to load paths from")
+                })?;
+                serde_json::json!(path_under_root(root, Path::new(&path))?)
+            }
+            (_, value) => value,
+        };
+        merged[key] = value;
+    }
+    let overridden: ModelConfig = serde_json::from_value(merged).map_err(|e| invalid(&e))?;
+    check_override(&model, &overridden, limits)?;
+    overridden.validate().map_err(|e| invalid(&e))?;
+    Ok(overridden)
+}
+
 /// Checks what `overridden` changes from `declared` against `limits`; the largest batch
 /// is lowered further to the memory-safe batch of the model's stored profile.
-pub(crate) fn check_override(
-    declared: &ModelConfig,
-    overridden: &ModelConfig,
-    limits: &OverrideLimits,
-) -> Result<(), ServeError> {
+fn check_override(declared: &ModelConfig, overridden: &ModelConfig, limits: &OverrideLimits) -> Result<(), ServeError> {
     let max_batch = limits.max_batch_size.min(memory_safe_batch(&overridden.name, &overridden.path));
     let (was, now) = (&declared.batching, &overridden.batching);
     if now.max_batch_size != was.max_batch_size {
@@ -76,9 +106,91 @@ fn at_most(setting: &str, value: u64, bound: u64) -> Result<(), ServeError> {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
     use modelless_runtime::WarmupConfig;
+    use modelless_runtime::fuzzing::{PeakAllocator, fuzz, hostile};
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
 
     use super::*;
+
+    /// A load request's `config` as a client might send it: settings of every size
+    /// and kind, paths in and out of the repository, keys that do not exist.
+    fn override_config() -> impl Strategy<Value = String> {
+        let number = || {
+            prop_oneof![
+                3 => (0u64..10).prop_map(Value::from),
+                1 => Just(json!(64)),
+                1 => Just(json!(1_000_000_000u64)),
+                2 => hostile::scalar(),
+            ]
+        };
+        let batching =
+            (number(), number(), number(), vec(number(), 0..4)).prop_map(|(batch, delay, queue, preferred)| {
+                json!({ "max_batch_size": batch, "max_queue_delay_us": delay, "max_queue_size": queue,
+                    "preferred_batch_sizes": preferred })
+            });
+        let warmup = (any::<bool>(), vec(number(), 0..6))
+            .prop_map(|(enabled, sizes)| json!({ "enabled": enabled, "batch_sizes": sizes }));
+        let onnx = (number(), number())
+            .prop_map(|(intra, inter)| json!({ "intra_op_threads": intra, "inter_op_threads": inter }));
+        let path =
+            prop_oneof![Just("m.onnx"), Just("sub/model.onnx"), Just("../outside.onnx"), Just("/etc/passwd"), Just("")];
+        let setting = prop_oneof![
+            3 => batching.prop_map(|v| ("batching", v)),
+            2 => number().prop_map(|v| ("instances", v)),
+            1 => warmup.prop_map(|v| ("warmup", v)),
+            1 => onnx.prop_map(|v| ("onnx", v)),
+            1 => path.prop_map(|p| ("path", json!(p))),
+            1 => hostile::json().prop_map(|v| ("name", v)),
+            1 => hostile::json().prop_map(|v| ("unknown", v)),
+        ];
+        let patch = vec(setting, 0..4).prop_map(|settings| {
+            let settings = settings.into_iter().map(|(k, v)| (k.to_string(), v));
+            Value::Object(settings.collect()).to_string()
+        });
+        prop_oneof![8 => patch.prop_flat_map(hostile::mangled), 1 => hostile::json().prop_map(|v| v.to_string().into_bytes())]
+            .prop_map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    #[test]
+    fn fuzz_repository_overrides() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("m.onnx"), b"not read here").unwrap();
+        let declared = ModelConfig::new("m", root.path().join("m.onnx"));
+        let limits = OverrideLimits { max_instances: Some(2), ..OverrideLimits::default() };
+        let (accepted, refused) = (Cell::new(0), Cell::new(0));
+        fuzz("repository-override", override_config(), |config| {
+            PeakAllocator::reset();
+            let result = overridden(declared.clone(), &config, Some(root.path()), &limits);
+            let largest = PeakAllocator::largest();
+            prop_assert!(largest <= 16 * config.len() + (64 << 10), "{} bytes allocated {largest}", config.len());
+            match result {
+                Ok(model) => {
+                    accepted.set(accepted.get() + 1);
+                    prop_assert!(model.validate().is_ok());
+                    prop_assert!(model.batching.max_batch_size <= limits.max_batch_size);
+                    prop_assert!(
+                        model.batching.max_queue_size <= limits.max_queue_size.max(declared.batching.max_queue_size)
+                    );
+                    prop_assert!(model.instances <= 2);
+                    let largest_warmup = model.warmup.batch_sizes.iter().flatten().max().copied().unwrap_or(0);
+                    prop_assert!(largest_warmup <= model.batching.max_batch_size, "warm-up at {largest_warmup}");
+                    prop_assert!(model.path.starts_with(root.path()), "{}", model.path.display());
+                    prop_assert_eq!(&model.name, "m");
+                }
+                Err(e) => {
+                    refused.set(refused.get() + 1);
+                    let expected = [Code::InvalidArgument, Code::OutOfRange, Code::PermissionDenied];
+                    prop_assert!(expected.contains(&e.code), "{:?}: {}", e.code, e.message);
+                }
+            }
+            Ok(())
+        });
+        assert!(accepted.get() > 0 && refused.get() > 0, "{} accepted, {} refused", accepted.get(), refused.get());
+    }
 
     #[test]
     fn overrides_beyond_the_bounds_are_refused_naming_the_bound() {

@@ -40,8 +40,23 @@ impl RuntimeConfig {
     /// key is an error that names it.
     pub fn from_toml(text: &str, base: &Path) -> Result<Self, Error> {
         let mut config: RuntimeConfig = toml::from_str(text).map_err(|e| Error::Config(e.to_string()))?;
+        config.validate()?;
         config.resolve_paths(base);
         Ok(config)
+    }
+
+    /// Checks every value against its bounds, before anything is loaded: models'
+    /// instances and batching, tasks, the policy's sandbox and the server's limits.
+    /// The error names the setting.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.models.iter().try_for_each(ModelConfig::validate)?;
+        self.tasks.iter().try_for_each(TaskConfig::validate)?;
+        self.policy.as_ref().map_or(Ok(()), PolicyConfig::validate)?;
+        #[cfg(feature = "server")]
+        if let Some(server) = &self.server {
+            server.validate().map_err(Error::Config)?;
+        }
+        Ok(())
     }
 
     /// Reads and parses a TOML config file; relative paths are taken from its folder.
@@ -127,6 +142,7 @@ impl RuntimeBuilder {
     /// Loads every model (blocking until all are ready) and returns the runtime. The
     /// first model that fails to load fails the build.
     pub fn build(self) -> Result<Runtime, Error> {
+        self.config.validate()?;
         let runtime = Runtime {
             onnxruntime: self.config.onnxruntime,
             registry: Arc::new(Registry::new()),
@@ -391,3 +407,100 @@ const _: fn() = || {
     shareable::<Runtime>();
     shareable::<Arc<Runtime>>();
 };
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use modelless_runtime::fuzzing::{PeakAllocator, fuzz, hostile};
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A TOML number where the config wants one: typical, zero, negative, enormous,
+    /// fractional, not a number, or not a number at all.
+    fn number() -> impl Strategy<Value = String> + Clone {
+        prop_oneof![
+            4 => (0i64..10).prop_map(|n| n.to_string()),
+            1 => any::<i64>().prop_map(|n| n.to_string()),
+            1 => Just("9223372036854775807".to_string()),
+            1 => Just("4294967296".to_string()),
+            1 => any::<f64>().prop_map(|f| format!("{f:?}")),
+            1 => prop_oneof![Just("nan"), Just("inf"), Just("-inf"), Just("-0.0"), Just("\"8\""), Just("[]")]
+                .prop_map(str::to_string),
+        ]
+    }
+
+    /// One section of a config, with every number drawn from [`number`].
+    fn section() -> impl Strategy<Value = String> {
+        let n = number;
+        let model = (n(), n(), n(), n(), vec(n(), 0..3)).prop_map(|(instances, batch, delay, queue, warmup)| {
+            format!(
+                "[[models]]\nname = \"m\"\npath = \"m.onnx\"\ninstances = {instances}\n\
+                 batching = {{ max_batch_size = {batch}, max_queue_delay_us = {delay}, max_queue_size = {queue} }}\n\
+                 warmup = {{ batch_sizes = [{}] }}\n",
+                warmup.join(", ")
+            )
+        });
+        let task = (n(), n(), n(), n()).prop_map(|(slo, keep, accuracy, instances)| {
+            format!(
+                "[[tasks]]\nname = \"t\"\nactive = \"v\"\nlatency_slo_ms = {slo}\nkeep_warm_mib = {keep}\n\
+                 [[tasks.variants]]\nname = \"v\"\npath = \"v.onnx\"\naccuracy = {accuracy}\ninstances = {instances}\n"
+            )
+        });
+        let policy = (n(), n(), n(), n()).prop_map(|(tick, deadline, memory, gap)| {
+            format!(
+                "[policy]\nmodule = \"p.wasm\"\ntick_ms = {tick}\ndeadline_ms = {deadline}\n\
+                 memory_limit_mib = {memory}\nearly_tick_gap_ms = {gap}\n"
+            )
+        });
+        let server = (n(), n(), n(), n(), n(), n()).prop_map(|(mib, elements, tensors, timeout, window, batch)| {
+            format!(
+                "[server]\nmax_message_mib = {mib}\nmax_tensor_elements = {elements}\nmax_request_tensors = {tensors}\n\
+                 request_read_timeout_ms = {timeout}\nhttp2_stream_window_kib = {window}\n\
+                 [server.override_limits]\nmax_batch_size = {batch}\n"
+            )
+        });
+        prop_oneof![model, task, policy, server]
+    }
+
+    #[test]
+    fn fuzz_runtime_config_files() {
+        let base = Path::new("/configs");
+        let text = vec(section(), 1..4).prop_map(|sections| sections.concat());
+        let config_file = prop_oneof![8 => text.prop_flat_map(hostile::mangled), 1 => vec(any::<u8>(), 0..256)];
+        let (accepted, refused) = (Cell::new(0), Cell::new(0));
+        fuzz("runtime-config", config_file, |bytes| {
+            let text = String::from_utf8_lossy(&bytes);
+            PeakAllocator::reset();
+            let parsed = RuntimeConfig::from_toml(&text, base);
+            let largest = PeakAllocator::largest();
+            // The TOML parser keeps a few words per level of nesting: linear, if wider
+            // than the JSON decoders.
+            prop_assert!(largest <= 64 * text.len() + (64 << 10), "{} bytes allocated {largest}", text.len());
+            let Ok(config) = parsed else {
+                refused.set(refused.get() + 1);
+                return Ok(());
+            };
+            accepted.set(accepted.get() + 1);
+            // What is accepted is within bounds everywhere it is used, and reads back
+            // the same when written out.
+            prop_assert!(config.validate().is_ok());
+            if let Some(policy) = &config.policy {
+                let host = policy.host_config();
+                prop_assert!(host.memory_limit_bytes >= 1 << 20 && host.deadline.as_millis() >= 1);
+            }
+            if let Some(server) = &config.server {
+                let limits = server.request_limits();
+                prop_assert!(limits.max_message_bytes >= 1 << 20 && limits.max_tensor_elements >= 1);
+                prop_assert!(!server.request_read_timeout().is_zero());
+            }
+            let written = toml::to_string(&config).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let read_back = RuntimeConfig::from_toml(&written, base);
+            prop_assert_eq!(read_back.as_ref().ok(), Some(&config), "{}", written);
+            Ok(())
+        });
+        assert!(accepted.get() > 0 && refused.get() > 0, "{} accepted, {} refused", accepted.get(), refused.get());
+    }
+}

@@ -11,7 +11,7 @@ use modelless_runtime::kserve::{
 };
 use modelless_runtime::{ModelConfig, TaskConfig};
 
-use crate::overrides::check_override;
+use crate::overrides::overridden;
 use crate::runtime::Runtime;
 
 /// Models and tasks the config declares: what repository calls may load besides the
@@ -85,35 +85,6 @@ impl RuntimeRepository {
             ServeError::new(Code::NotFound, format!("no model `{name}` in the config or the model repository"))
         })
     }
-
-    /// Applies a load request's `config` (JSON) over a model's settings, within the
-    /// server's bounds on overrides. A `path` in it is taken inside the repository root
-    /// and refused anywhere else.
-    fn overridden(&self, model: ModelConfig, config: &str) -> Result<ModelConfig, ServeError> {
-        let patch: serde_json::Value =
-            serde_json::from_str(config).map_err(|e| ServeError::invalid(format!("parameter `config`: {e}")))?;
-        let serde_json::Value::Object(patch) = patch else {
-            return Err(ServeError::invalid("parameter `config` must be a JSON object"));
-        };
-        let mut merged = serde_json::to_value(&model).map_err(|e| ServeError::invalid(e.to_string()))?;
-        for (key, value) in patch {
-            let value = match (key.as_str(), value) {
-                ("name", _) => continue,
-                ("path", serde_json::Value::String(path)) => {
-                    let root = self.root.as_deref().ok_or_else(|| {
-                        ServeError::new(Code::PermissionDenied, "no model repository is configured to load paths from")
-                    })?;
-                    serde_json::json!(path_under_root(root, Path::new(&path))?)
-                }
-                (_, value) => value,
-            };
-            merged[key] = value;
-        }
-        let overridden =
-            serde_json::from_value(merged).map_err(|e| ServeError::invalid(format!("parameter `config`: {e}")))?;
-        check_override(&model, &overridden, &self.limits)?;
-        Ok(overridden)
-    }
 }
 
 impl Repository for RuntimeRepository {
@@ -163,7 +134,7 @@ impl Repository for RuntimeRepository {
             Source::Variant { task } => self.runtime.load_variant(&task, name)?,
             Source::Model(model) => {
                 let model = match config {
-                    Some(config) => self.overridden(model, config)?,
+                    Some(config) => overridden(model, config, self.root.as_deref(), &self.limits)?,
                     None => model,
                 };
                 // A model loaded with new settings replaces the one serving.

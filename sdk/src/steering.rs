@@ -47,6 +47,13 @@ pub struct PolicyConfig {
     pub early_tick_gap_ms: u64,
 }
 
+/// The longest tick (and early-tick gap): an hour.
+const MAX_TICK_MS: u64 = 3_600_000;
+/// The longest a decision may take: a minute.
+const MAX_DEADLINE_MS: u64 = 60_000;
+/// A 32-bit module addresses 4 GiB at most.
+const MAX_MEMORY_MIB: u64 = 4096;
+
 fn default_early_tick_gap_ms() -> u64 {
     200
 }
@@ -77,6 +84,28 @@ impl PolicyConfig {
             early_tick_queue_length: None,
             early_tick_gap_ms: default_early_tick_gap_ms(),
         }
+    }
+
+    /// Checks that the tick, the deadline, the memory and the early-tick gap are
+    /// within bounds a sandboxed module can run with; the error names the setting.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bounds = [
+            ("tick_ms", self.tick_ms, MAX_TICK_MS),
+            ("deadline_ms", self.deadline_ms, MAX_DEADLINE_MS),
+            ("memory_limit_mib", self.memory_limit_mib as u64, MAX_MEMORY_MIB),
+            ("early_tick_gap_ms", self.early_tick_gap_ms, MAX_TICK_MS),
+        ];
+        match bounds.iter().find(|(_, value, most)| !(1..=*most).contains(value)) {
+            Some((name, value, most)) => Err(Error::Config(format!("policy.{name} {value} is outside 1..={most}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// The sandbox it asks for.
+    pub fn host_config(&self) -> HostConfig {
+        HostConfig::default()
+            .with_deadline(Duration::from_millis(self.deadline_ms.clamp(1, MAX_DEADLINE_MS)))
+            .with_memory_limit((self.memory_limit_mib as u64).clamp(1, MAX_MEMORY_MIB) as usize * (1 << 20))
     }
 
     /// The early ticks it asks for, if any.
@@ -125,10 +154,8 @@ impl Runtime {
     /// it). The configured knobs each task has now are what the native fallback keeps
     /// should the module fail repeatedly.
     pub fn start_policy(&self, config: PolicyConfig) -> Result<(), Error> {
-        let host = HostConfig::default()
-            .with_deadline(Duration::from_millis(config.deadline_ms.max(1)))
-            .with_memory_limit(config.memory_limit_mib << 20);
-        let engine = PolicyEngine::new(host).map_err(policy_error)?;
+        config.validate()?;
+        let engine = PolicyEngine::new(config.host_config()).map_err(policy_error)?;
         let module = engine.compile_file(&config.module).map_err(policy_error)?;
         let tasks: ListTasks = {
             let registry = self.registry.clone();

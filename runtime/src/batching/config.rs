@@ -4,6 +4,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
+/// The longest queue delay a batcher takes, in µs: a minute. Longer than any latency
+/// target, and a bound on how long a request can be held by a knob set too high
+/// (whether by a config, an override or a policy).
+pub const MAX_QUEUE_DELAY_US: u64 = 60_000_000;
+
 /// How requests of one model are gathered into batches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -69,6 +74,12 @@ impl BatchingConfig {
         }
         if self.max_queue_size == 0 {
             return Err(Error::Config("max_queue_size must be at least 1".into()));
+        }
+        if self.max_queue_delay_us > MAX_QUEUE_DELAY_US {
+            return Err(Error::Config(format!(
+                "max_queue_delay_us {} is over the bound of {MAX_QUEUE_DELAY_US} (a minute)",
+                self.max_queue_delay_us
+            )));
         }
         if let Some(bad) = self.preferred_batch_sizes.iter().find(|&&p| p == 0 || p > self.max_batch_size) {
             return Err(Error::Config(format!("preferred batch size {bad} is outside 1..={}", self.max_batch_size)));

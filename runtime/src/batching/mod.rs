@@ -7,5 +7,5 @@ pub(crate) mod queue;
 pub mod state;
 pub(crate) mod worker;
 
-pub use config::BatchingConfig;
+pub use config::{BatchingConfig, MAX_QUEUE_DELAY_US};
 pub use state::State;

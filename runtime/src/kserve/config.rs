@@ -259,4 +259,32 @@ impl ServerConfig {
     pub fn max_message_bytes(&self) -> usize {
         self.max_message_mib.saturating_mul(1 << 20)
     }
+
+    /// Checks that every setting is one the endpoints can run with: limits of at
+    /// least 1, a read timeout, and HTTP/2 windows within the 2 GiB the protocol
+    /// allows. The error names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        let at_least_one = [
+            ("max_message_mib", self.max_message_mib as u64),
+            ("max_tensor_elements", self.max_tensor_elements as u64),
+            ("max_request_tensors", self.max_request_tensors as u64),
+            ("request_read_timeout_ms", self.request_read_timeout_ms),
+            ("override_limits.max_batch_size", self.override_limits.max_batch_size as u64),
+            ("override_limits.max_queue_size", self.override_limits.max_queue_size as u64),
+        ];
+        if let Some((name, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
+            return Err(format!("server.{name} must be at least 1"));
+        }
+        let windows = [
+            ("http2_stream_window_kib", self.http2_stream_window_kib),
+            ("http2_connection_window_kib", self.http2_connection_window_kib),
+        ];
+        if let Some((name, kib)) = windows.iter().find(|(_, kib)| *kib > MAX_WINDOW_KIB) {
+            return Err(format!("server.{name} = {kib} is over HTTP/2's largest window, {MAX_WINDOW_KIB} KiB"));
+        }
+        Ok(())
+    }
 }
+
+/// HTTP/2's largest flow-control window, 2^31 - 1 bytes, in whole KiB.
+const MAX_WINDOW_KIB: u32 = ((1u32 << 31) - 1) / 1024;

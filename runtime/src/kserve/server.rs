@@ -36,6 +36,9 @@ pub enum ServerError {
     /// The TLS certificate or key could not be used.
     #[error("TLS: {0}")]
     Tls(String),
+    /// A setting is out of range.
+    #[error("config: {0}")]
+    Config(String),
 }
 
 /// The running endpoints.
@@ -52,6 +55,7 @@ impl Server {
     /// Binds both addresses and serves `service` on them from the current tokio
     /// runtime.
     pub async fn start(service: Arc<InferenceService>, config: &ServerConfig) -> Result<Server, ServerError> {
+        config.validate().map_err(ServerError::Config)?;
         let bind = |address: SocketAddr| async move {
             TcpListener::bind(address).await.map_err(|source| ServerError::Bind { address, source })
         };

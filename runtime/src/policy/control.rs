@@ -1,18 +1,19 @@
 //! The control loop: every tick a snapshot of every task and of the machine goes to the
-//! policy, and its decision is checked and applied: batching knobs at once (the batch
-//! size clamped to what the variant was configured for), variant switches through the
-//! task, on a thread of their own so that a switch that loads a variant never holds up
-//! the next tick. What cannot be applied is reported, never fatal.
+//! policy, and its decision is checked and applied ([`super::apply`]): batching knobs
+//! at once, variant switches on a thread of their own so that a switch that loads a
+//! variant never holds up the next tick. What cannot be applied is reported, never
+//! fatal.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use modelless_policy_abi::{ABI_VERSION, Decision, Snapshot, SystemSnapshot, TaskDecision};
+use modelless_policy_abi::{ABI_VERSION, Decision, Snapshot, SystemSnapshot};
 
+use super::apply::Applier;
 use super::error::PolicyError;
 use super::guard::{Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 use super::host::{PolicyEngine, PolicyModule};
@@ -169,7 +170,7 @@ impl ControlLoop {
             shadow: None,
             recorder,
             status: status.clone(),
-            switching: Arc::default(),
+            applier: Applier::new(status.clone()),
             config,
         };
         let thread = std::thread::Builder::new()
@@ -251,8 +252,7 @@ struct LoopState {
     shadow: Option<Box<GuardedPolicy>>,
     recorder: Option<Recorder>,
     status: Arc<Mutex<ControlStatus>>,
-    /// Tasks with a switch under way.
-    switching: Arc<Mutex<HashSet<String>>>,
+    applier: Applier,
     config: ControlConfig,
 }
 
@@ -305,7 +305,7 @@ impl LoopState {
                         Ok(json) => self.decide(&snapshot, &json),
                         Err(e) => (self.policy.decide(&snapshot), None, vec![format!("snapshot not encoded: {e}")]),
                     };
-                    reports.extend(self.apply(&tasks, &decided.decision));
+                    reports.extend(self.applier.apply(&tasks, &decided.decision));
                     let mut status = self.lock_status();
                     status.ticks = tick + 1;
                     status.early_ticks += u64::from(early);
@@ -354,70 +354,6 @@ impl LoopState {
 
     fn lock_status(&self) -> std::sync::MutexGuard<'_, ControlStatus> {
         self.status.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Applies a decision; returns what could not be applied.
-    fn apply(&self, tasks: &[Arc<Task>], decision: &Decision) -> Vec<String> {
-        let mut reports = Vec::new();
-        for wanted in &decision.tasks {
-            let Some(task) = tasks.iter().find(|t| t.name() == wanted.task) else {
-                reports.push(format!("unknown task `{}` ignored", wanted.task));
-                continue;
-            };
-            reports.extend(self.apply_task(task, wanted));
-        }
-        reports
-    }
-
-    fn apply_task(&self, task: &Arc<Task>, wanted: &TaskDecision) -> Vec<String> {
-        let mut reports = Vec::new();
-        if wanted.max_batch_size.is_some() || wanted.max_queue_delay_us.is_some() {
-            match task.configure_active(wanted.max_batch_size, wanted.max_queue_delay_us) {
-                Ok(applied) if wanted.max_batch_size.is_some_and(|b| b as usize != applied.max_batch_size) => {
-                    reports.push(format!(
-                        "task `{}`: max_batch_size {} clamped to {}",
-                        task.name(),
-                        wanted.max_batch_size.unwrap_or_default(),
-                        applied.max_batch_size
-                    ));
-                }
-                Ok(_) => {}
-                Err(e) => reports.push(format!("task `{}`: knobs not applied: {e}", task.name())),
-            }
-        }
-        if wanted.instances.is_some() {
-            reports.push(format!("task `{}`: changing instances is not supported; ignored", task.name()));
-        }
-        if let Some(variant) = &wanted.variant {
-            reports.extend(self.switch(task, variant));
-        }
-        reports
-    }
-
-    /// Starts a switch on a thread of its own, unless the task has one under way.
-    fn switch(&self, task: &Arc<Task>, variant: &str) -> Option<String> {
-        if task.serving().0.variant == variant {
-            return None;
-        }
-        let name = task.name().to_string();
-        if !self.switching.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone()) {
-            return Some(format!("task `{name}`: a switch is under way; `{variant}` waits for a later tick"));
-        }
-        self.lock_status().switches += 1;
-        let (task, variant, switching, status) =
-            (task.clone(), variant.to_string(), self.switching.clone(), self.status.clone());
-        let spawned = std::thread::Builder::new().name(format!("modelless-switch-{name}")).spawn(move || {
-            if let Err(e) = task.switch_to(&variant) {
-                let report = format!("task `{}`: switch to `{variant}` failed: {e}", task.name());
-                tracing::warn!(%report);
-                status.lock().unwrap_or_else(PoisonError::into_inner).reports.push(report);
-            }
-            switching.lock().unwrap_or_else(PoisonError::into_inner).remove(task.name());
-        });
-        spawned.err().map(|e| {
-            self.switching.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
-            format!("task `{name}`: cannot start a switch: {e}")
-        })
     }
 }
 

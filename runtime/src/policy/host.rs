@@ -436,7 +436,7 @@ fn message(error: &wasmtime::Error) -> String {
 }
 
 /// `{}` from `init` or `load_state` means it took what it was given.
-fn status(out: &[u8]) -> Result<(), PolicyError> {
+pub(crate) fn status(out: &[u8]) -> Result<(), PolicyError> {
     match serde_json::from_slice::<serde_json::Value>(out) {
         Ok(serde_json::Value::Object(o)) => match o.get("error") {
             Some(error) => Err(PolicyError::Reported(error.as_str().unwrap_or_default().to_string())),

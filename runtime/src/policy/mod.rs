@@ -4,6 +4,7 @@
 //! mattering ([`GuardedPolicy`]): a policy that fails never stops serving, and the
 //! loop that asks it every tick and applies what it decides ([`ControlLoop`]).
 
+mod apply;
 mod control;
 mod error;
 mod guard;

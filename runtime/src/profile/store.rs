@@ -8,6 +8,10 @@ use modelless_policy_abi::{Profile, ProfileKey};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+/// The largest profile file read: a profile of every batch size up to thousands,
+/// with its first runs, is a few hundred KiB.
+const MAX_PROFILE_BYTES: u64 = 16 << 20;
+
 /// A folder of profiles.
 #[derive(Clone, Debug)]
 pub struct ProfileStore {
@@ -27,8 +31,7 @@ impl ProfileStore {
 
     /// The stored profile of `variant`, if there is one measured for `key`.
     pub fn load(&self, variant: &str, key: &ProfileKey) -> Option<Profile> {
-        let text = std::fs::read_to_string(self.path(variant)).ok()?;
-        let profile: Profile = serde_json::from_str(&text).ok()?;
+        let profile = self.read(variant)?;
         (profile.key == *key).then_some(profile)
     }
 
@@ -36,9 +39,21 @@ impl ProfileStore {
     /// it was measured on the model file whose SHA-256 is `model_sha256` (whatever
     /// the device and settings).
     pub fn max_safe_batch(&self, variant: &str, model_sha256: &str) -> Option<usize> {
-        let text = std::fs::read_to_string(self.path(variant)).ok()?;
-        let profile: Profile = serde_json::from_str(&text).ok()?;
+        let profile = self.read(variant)?;
         (profile.key.model_sha256 == model_sha256).then_some(profile.max_safe_batch? as usize)
+    }
+
+    /// The profile file of `variant`, if it is one: a file that is missing, larger
+    /// than a profile can be, or corrupt counts as no profile (it is measured again).
+    fn read(&self, variant: &str) -> Option<Profile> {
+        let file = std::fs::File::open(self.path(variant)).ok()?;
+        let mut text = Vec::new();
+        file.take(MAX_PROFILE_BYTES + 1).read_to_end(&mut text).ok()?;
+        if text.len() as u64 > MAX_PROFILE_BYTES {
+            tracing::warn!(variant, "profile file over {MAX_PROFILE_BYTES} bytes ignored");
+            return None;
+        }
+        serde_json::from_slice(&text).ok()
     }
 
     /// Stores `profile` as `variant`'s, replacing any before it.
@@ -78,7 +93,17 @@ pub fn profile_key(model: &Path, device: &str, settings: &impl Serialize) -> std
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
     use super::*;
+    use crate::batching::BatchingConfig;
+    use crate::fuzzing::{PeakAllocator, fuzz, hostile};
+    use crate::profile::WarmupFeatures;
+    use crate::registry::memory_capped;
 
     fn profile(key: ProfileKey) -> Profile {
         Profile {
@@ -124,5 +149,84 @@ mod tests {
         let file = dir.path().join("abc");
         std::fs::write(&file, b"abc").unwrap();
         assert_eq!(file_sha256(&file).unwrap(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    /// A profile file as a disk, a crash or a hand edit may leave it: numbers of every
+    /// size and kind where the runtime expects counts, times and bytes.
+    fn profile_file(key: ProfileKey) -> impl Strategy<Value = Vec<u8>> {
+        let number = || {
+            prop_oneof![
+                4 => (0u64..100).prop_map(Value::from),
+                1 => any::<u32>().prop_map(Value::from),
+                1 => any::<u64>().prop_map(Value::from),
+                1 => (-1e300f64..1e300).prop_map(Value::from),
+                1 => hostile::scalar(),
+            ]
+        };
+        let point = (number(), number(), number(), number(), number()).prop_map(|(batch, first, p50, p99, memory)| {
+            json!({ "batch_size": batch, "first_run_ms": first, "warm_p50_ms": p50, "warm_p99_ms": p99,
+                    "warm_runs": 3, "memory_bytes": memory })
+        });
+        let fit = (number(), number(), number()).prop_map(|(a, c, r2)| json!({ "a_ms": a, "c_ms": c, "r2": r2 }));
+        let first_run =
+            (number(), number(), number(), number(), number()).prop_map(|(b, before, switches, memory, ms)| {
+                json!({ "batch_size": b, "largest_before": before, "involuntary_switches": switches,
+                    "memory_in_use_bytes": memory, "first_run_ms": ms })
+            });
+        let file = (vec(point, 0..6), proptest::option::of(fit), proptest::option::of(number()), vec(first_run, 0..4))
+            .prop_map(move |(points, fit, max_safe_batch, first_runs)| {
+                json!({ "key": key, "points": points, "fit": fit, "max_throughput": null,
+                        "memory_budget_bytes": 1 << 30, "max_safe_batch": max_safe_batch, "first_runs": first_runs })
+                .to_string()
+            });
+        prop_oneof![8 => file.prop_flat_map(hostile::mangled), 1 => vec(any::<u8>(), 0..256)]
+    }
+
+    #[test]
+    fn fuzz_profile_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::new(dir.path());
+        let key = ProfileKey { model_sha256: "ab".into(), device: "cpu".into(), settings: "{}".into() };
+        let (read, refused) = (Cell::new(0), Cell::new(0));
+        fuzz("profile-file", profile_file(key.clone()), |bytes| {
+            std::fs::write(store.path("v"), &bytes).unwrap();
+            PeakAllocator::reset();
+            let profile = store.load("v", &key);
+            let safe_batch = store.max_safe_batch("v", "ab");
+            let largest = PeakAllocator::largest();
+            prop_assert!(largest <= 16 * bytes.len() + (64 << 10), "{} bytes allocated {largest}", bytes.len());
+            let Some(profile) = profile else {
+                refused.set(refused.get() + 1);
+                return Ok(());
+            };
+            read.set(read.get() + 1);
+            prop_assert_eq!(safe_batch, profile.max_safe_batch.map(|b| b as usize));
+            // Whatever the file says, batches stay between 1 and what was configured,
+            // and every estimate drawn from it is a number.
+            let capped = memory_capped(BatchingConfig::default().with_max_batch_size(8), Some(&profile));
+            prop_assert!((1..=8).contains(&capped.max_batch_size), "capped to {}", capped.max_batch_size);
+            if let Some(fit) = &profile.fit {
+                for sample in &profile.first_runs {
+                    let features = WarmupFeatures::of(sample, fit, &profile.points);
+                    prop_assert!(!features.warm_ms.is_nan() || fit.a_ms.is_nan() || fit.c_ms.is_nan());
+                }
+            }
+            Ok(())
+        });
+        assert!(read.get() > 0 && refused.get() > 0, "{} read, {} refused", read.get(), refused.get());
+    }
+
+    #[test]
+    fn a_profile_file_larger_than_any_profile_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::new(dir.path());
+        let key = ProfileKey { model_sha256: "ab".into(), device: "cpu".into(), settings: "{}".into() };
+        let mut text = serde_json::to_vec(&profile(key.clone())).unwrap();
+        text.resize(MAX_PROFILE_BYTES as usize, b' ');
+        std::fs::write(store.path("v"), &text).unwrap();
+        assert!(store.load("v", &key).is_some(), "a profile padded to the bound is read");
+        text.push(b' ');
+        std::fs::write(store.path("v"), &text).unwrap();
+        assert!(store.load("v", &key).is_none(), "one byte over it is not");
     }
 }

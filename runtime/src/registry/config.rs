@@ -108,11 +108,14 @@ impl TaskConfig {
         self.variants.iter().position(|v| v.name == name)
     }
 
-    /// Checks names, accuracies and the active variant.
+    /// Checks names, accuracies, the latency target, batching and the active variant.
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |what: String| Err(Error::Config(format!("task `{}`: {what}", self.name)));
         if self.variants.is_empty() {
             return bad("has no variants".into());
+        }
+        if let Some(slo) = self.latency_slo_ms.filter(|slo| !(slo.is_finite() && *slo > 0.0)) {
+            return bad(format!("latency_slo_ms {slo} is not a positive number of ms"));
         }
         for (i, v) in self.variants.iter().enumerate() {
             if self.variants[..i].iter().any(|w| w.name == v.name) {
@@ -121,9 +124,7 @@ impl TaskConfig {
             if !v.accuracy.is_finite() {
                 return bad(format!("variant `{}` has no finite accuracy", v.name));
             }
-            if v.instances == 0 {
-                return bad(format!("variant `{}` needs at least one instance", v.name));
-            }
+            crate::model::check_instances(&v.name, v.instances)?;
             v.batching.validate()?;
         }
         match &self.active {

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 
 pub use config::{Device, ModelFormat, ProfileMode, TaskConfig, VariantConfig};
+#[cfg(test)]
+pub(crate) use task::memory_capped;
 pub use task::{FindProfile, MakeBackend, SwitchReport, Task, TaskStatus, VariantState, VariantStatus, VersionStatus};
 
 use crate::error::Error;

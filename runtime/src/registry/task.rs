@@ -19,7 +19,7 @@ use modelless_policy_abi::{LatencyFit, Profile, RunTotals, ServingKnobs, Variant
 use super::config::{TaskConfig, VariantConfig};
 use super::route::choose;
 use crate::backend::BackendFactory;
-use crate::batching::BatchingConfig;
+use crate::batching::{BatchingConfig, MAX_QUEUE_DELAY_US};
 use crate::error::Error;
 use crate::metrics::{TaskTraffic, serving_metrics};
 use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
@@ -381,8 +381,8 @@ impl Task {
     }
 
     /// Changes the active variant's batch size and queue delay, the batch size clamped
-    /// to between 1 and the variant's configured one (what its memory was sized for);
-    /// returns the knobs in force.
+    /// to between 1 and the variant's configured one (what its memory was sized for),
+    /// the delay to [`MAX_QUEUE_DELAY_US`]; returns the knobs in force.
     pub fn configure_active(
         &self,
         max_batch_size: Option<u32>,
@@ -403,7 +403,7 @@ impl Task {
             batching.preferred_batch_sizes.retain(|&b| b <= batching.max_batch_size);
         }
         if let Some(delay) = max_queue_delay_us {
-            batching.max_queue_delay_us = delay;
+            batching.max_queue_delay_us = delay.min(MAX_QUEUE_DELAY_US);
         }
         model.configure(batching.clone())?;
         Ok(batching)
@@ -711,7 +711,7 @@ fn mark_drained(inner: &mut Inner) {
 /// `batching` with its largest batch no larger than the largest that fits the device
 /// memory `profile` measured: a batch predicted not to fit is never formed, and a
 /// request with more rows than that (within the configured `max_batch_size`) runs split.
-fn memory_capped(mut batching: BatchingConfig, profile: Option<&Profile>) -> BatchingConfig {
+pub(crate) fn memory_capped(mut batching: BatchingConfig, profile: Option<&Profile>) -> BatchingConfig {
     if let Some(fits) = profile.and_then(|p| p.max_safe_batch).map(|b| b.max(1) as usize)
         && fits < batching.max_batch_size
     {

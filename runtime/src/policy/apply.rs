@@ -1,0 +1,206 @@
+//! Applying a policy's decision to the tasks: batching knobs at once, clamped to what
+//! the variant was configured for and to the batcher's own bounds, variant switches on
+//! a thread of their own. A decision is a peer's input like any other: whatever it
+//! holds is either applied within bounds or reported, never fatal.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use modelless_policy_abi::{Decision, TaskDecision};
+
+use super::control::ControlStatus;
+use crate::registry::Task;
+
+/// Applies decisions, counting switches and their failures in `status`.
+pub(super) struct Applier {
+    status: Arc<Mutex<ControlStatus>>,
+    /// Tasks with a switch under way.
+    switching: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Applier {
+    pub(super) fn new(status: Arc<Mutex<ControlStatus>>) -> Self {
+        Applier { status, switching: Arc::default() }
+    }
+
+    /// Applies a decision; returns what could not be applied as it was asked.
+    pub(super) fn apply(&self, tasks: &[Arc<Task>], decision: &Decision) -> Vec<String> {
+        let mut reports = Vec::new();
+        for wanted in &decision.tasks {
+            let Some(task) = tasks.iter().find(|t| t.name() == wanted.task) else {
+                reports.push(format!("unknown task `{}` ignored", short(&wanted.task)));
+                continue;
+            };
+            reports.extend(self.apply_task(task, wanted));
+        }
+        reports
+    }
+
+    fn apply_task(&self, task: &Arc<Task>, wanted: &TaskDecision) -> Vec<String> {
+        let mut reports = Vec::new();
+        if wanted.max_batch_size.is_some() || wanted.max_queue_delay_us.is_some() {
+            match task.configure_active(wanted.max_batch_size, wanted.max_queue_delay_us) {
+                Ok(applied) => {
+                    let clamped = [
+                        ("max_batch_size", wanted.max_batch_size.map(u64::from), applied.max_batch_size as u64),
+                        ("max_queue_delay_us", wanted.max_queue_delay_us, applied.max_queue_delay_us),
+                    ];
+                    for (knob, asked, got) in clamped {
+                        if let Some(asked) = asked.filter(|&asked| asked != got) {
+                            reports.push(format!("task `{}`: {knob} {asked} clamped to {got}", task.name()));
+                        }
+                    }
+                }
+                Err(e) => reports.push(format!("task `{}`: knobs not applied: {e}", task.name())),
+            }
+        }
+        if wanted.instances.is_some() {
+            reports.push(format!("task `{}`: changing instances is not supported; ignored", task.name()));
+        }
+        if let Some(variant) = &wanted.variant {
+            reports.extend(self.switch(task, variant));
+        }
+        reports
+    }
+
+    /// Starts a switch on a thread of its own, unless the task has one under way.
+    fn switch(&self, task: &Arc<Task>, variant: &str) -> Option<String> {
+        if task.serving().0.variant == variant {
+            return None;
+        }
+        let name = task.name().to_string();
+        if !self.switching.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone()) {
+            return Some(format!("task `{name}`: a switch is under way; `{}` waits for a later tick", short(variant)));
+        }
+        self.status.lock().unwrap_or_else(PoisonError::into_inner).switches += 1;
+        let (task, variant, switching, status) =
+            (task.clone(), variant.to_string(), self.switching.clone(), self.status.clone());
+        let spawned = std::thread::Builder::new().name(format!("modelless-switch-{name}")).spawn(move || {
+            if let Err(e) = task.switch_to(&variant) {
+                let report = format!("task `{}`: switch to `{}` failed: {e}", task.name(), short(&variant));
+                tracing::warn!(%report);
+                status.lock().unwrap_or_else(PoisonError::into_inner).reports.push(report);
+            }
+            switching.lock().unwrap_or_else(PoisonError::into_inner).remove(task.name());
+        });
+        spawned.err().map(|e| {
+            self.switching.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
+            format!("task `{name}`: cannot start a switch: {e}")
+        })
+    }
+
+    /// Whether a switch started by this applier is still under way.
+    #[cfg(test)]
+    pub(super) fn switching(&self) -> bool {
+        !self.switching.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+    }
+}
+
+/// A name a policy wrote, cut for a report: the policy may write megabytes of it.
+fn short(name: &str) -> &str {
+    const MAX_CHARS: usize = 64;
+    name.char_indices().nth(MAX_CHARS).map_or(name, |(at, _)| &name[..at])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+    use crate::batching::MAX_QUEUE_DELAY_US;
+    use crate::fuzzing::{PeakAllocator, fuzz, hostile};
+    use crate::policy::host::{decision_from_output, status};
+    use crate::registry::{MakeBackend, TaskConfig, VariantConfig};
+    use crate::request::{Inputs, Slo};
+    use crate::tensor::Tensor;
+    use crate::warmup::WarmupConfig;
+
+    /// Task `classify`: v0 (active) and v1, both fake, batches of up to 8.
+    fn task() -> Arc<Task> {
+        let make: MakeBackend = Arc::new(|_, _| FakeBackend::factory(FakeConfig::default(), BatchLog::default()));
+        let variant =
+            |name: &str, accuracy| VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
+        let config = TaskConfig::new("classify").with_variant(variant("v0", 60.0)).with_variant(variant("v1", 70.0));
+        Arc::new(Task::start(config, make).unwrap())
+    }
+
+    /// One task's decision as a hostile policy might write it: knobs of every size and
+    /// of the wrong kinds, names long, unknown or of no task.
+    fn task_decision() -> impl Strategy<Value = Value> {
+        let name = prop_oneof![4 => Just("classify".to_string()), 1 => "\\PC{0,12}", 1 => Just("x".repeat(100_000))];
+        let variant = prop_oneof![Just(json!("v0")), Just(json!("v1")), Just(json!("v9")), hostile::scalar()];
+        let number = prop_oneof![
+            3 => (0u64..20).prop_map(Value::from),
+            1 => any::<u64>().prop_map(Value::from),
+            1 => Just(json!(MAX_QUEUE_DELAY_US + 1)),
+            1 => hostile::scalar(),
+        ];
+        let knob = |value| proptest::option::weighted(0.6, value);
+        let variant = proptest::option::weighted(0.6, variant);
+        (name, variant, knob(number.clone()), knob(number.clone()), knob(number)).prop_map(
+            |(task, variant, batch, delay, instances)| {
+                let mut decision = json!({ "task": task });
+                let knobs = [("variant", variant), ("max_batch_size", batch), ("max_queue_delay_us", delay)];
+                for (knob, value) in knobs.into_iter().chain([("instances", instances)]) {
+                    if let Some(value) = value {
+                        decision[knob] = value;
+                    }
+                }
+                decision
+            },
+        )
+    }
+
+    /// What `decide` (or `init`, `load_state`) wrote: a decision, an error, any JSON,
+    /// mangled, or raw bytes.
+    fn policy_output() -> impl Strategy<Value = Vec<u8>> {
+        let decision = vec(task_decision(), 0..4).prop_map(|tasks| json!({ "tasks": tasks }).to_string());
+        let error = "\\PC{0,20}".prop_map(|e| json!({ "error": e }).to_string());
+        let any_json = hostile::json().prop_map(|v| v.to_string());
+        let text = prop_oneof![6 => decision, 1 => error, 1 => any_json];
+        prop_oneof![8 => text.prop_flat_map(hostile::mangled), 1 => vec(any::<u8>(), 0..256)]
+    }
+
+    #[test]
+    fn fuzz_policy_outputs_decoded_and_applied() {
+        let task = task();
+        let applier = Applier::new(Arc::default());
+        let (applied, refused) = (Cell::new(0), Cell::new(0));
+        fuzz("policy-output", policy_output(), |out| {
+            PeakAllocator::reset();
+            let decision = decision_from_output(&out);
+            let _ = status(&out);
+            let largest = PeakAllocator::largest();
+            prop_assert!(largest <= 16 * out.len() + (64 << 10), "{} bytes decoded allocated {largest}", out.len());
+            let Ok(decision) = decision else {
+                refused.set(refused.get() + 1);
+                return Ok(());
+            };
+            applied.set(applied.get() + 1);
+            for report in applier.apply(std::slice::from_ref(&task), &decision) {
+                prop_assert!(report.len() < 512, "a report of {} bytes", report.len());
+            }
+            let (knobs, _) = task.serving();
+            prop_assert!((1..=8).contains(&knobs.max_batch_size), "batch {}", knobs.max_batch_size);
+            prop_assert!(knobs.max_queue_delay_us <= MAX_QUEUE_DELAY_US, "delay {}", knobs.max_queue_delay_us);
+            // Whatever was applied, the task still answers. A full batch leaves at
+            // once, whatever queue delay the policy set.
+            let rows = knobs.max_batch_size as usize;
+            let inputs = Inputs::from(Tensor::new([rows, 4], vec![1.0f32; rows * 4]).unwrap());
+            let answered = task.submit(inputs, &Slo::default()).and_then(|t| t.wait());
+            prop_assert!(answered.is_ok(), "{answered:?}");
+            Ok(())
+        });
+        let until = Instant::now() + Duration::from_secs(10);
+        while applier.switching() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(applied.get() > 0 && refused.get() > 0, "{} applied, {} refused", applied.get(), refused.get());
+    }
+}
