@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use prost::bytes::Bytes;
 use tonic::{Request, Response, Status};
 
-use super::limits::InputBounds;
+use super::limits::{InputBounds, RequestLimits};
 use super::params::{InferParams, ParamValue};
 use super::proto::grpc_inference_service_server::GrpcInferenceService;
 use super::proto::infer_parameter::ParameterChoice;
@@ -34,6 +34,11 @@ impl GrpcEndpoint {
     /// Serves `service` over gRPC.
     pub fn new(service: Arc<InferenceService>) -> Self {
         GrpcEndpoint { service }
+    }
+
+    /// The limits requests are held to.
+    pub(super) fn limits(&self) -> RequestLimits {
+        self.service.limits()
     }
 
     /// Runs one `ModelInfer`; `deadline` is the call's `grpc-timeout`.

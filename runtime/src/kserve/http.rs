@@ -68,19 +68,30 @@ async fn read_body_within(
     next: Next,
 ) -> Response {
     let (parts, body) = request.into_parts();
+    let too_large = || {
+        let message = format!("request body over the server's limit of {max_bytes} bytes (max_message_mib)");
+        ServeError::too_large(message).counted_by("http").into_response()
+    };
+    // A body announced over the limit is refused at once, not after waiting for it.
+    if declared_length(&parts.headers).is_some_and(|length| length > max_bytes as u64) {
+        return too_large();
+    }
     let received = match tokio::time::timeout(timeout, axum::body::to_bytes(body, max_bytes)).await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) if is_length_limit(&e) => {
-            let message = format!("request body over the server's limit of {max_bytes} bytes (max_message_mib)");
-            return ServeError::too_large(message).into_response();
-        }
-        Ok(Err(e)) => return ServeError::invalid(format!("request body: {e}")).into_response(),
+        Ok(Err(e)) if is_length_limit(&e) => return too_large(),
+        Ok(Err(e)) => return ServeError::invalid(format!("request body: {e}")).counted_by("http").into_response(),
         Err(_) => {
+            serving_metrics().endpoint_refused("http", "request_timeout");
             let message = format!("request body not received within {} ms", timeout.as_millis());
             return (StatusCode::REQUEST_TIMEOUT, axum::Json(json!({ "error": message }))).into_response();
         }
     };
     next.run(Request::from_parts(parts, Body::from(received))).await
+}
+
+/// The body's length as its `Content-Length` header gives it.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
 }
 
 /// Whether a body failed for being over its limit.

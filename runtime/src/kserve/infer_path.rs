@@ -25,6 +25,7 @@ use super::grpc::{GrpcEndpoint, call_timeout};
 use super::proto::ModelInferRequest;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::status::{Code, ServeError};
+use super::wire_scan::check_infer_request;
 
 /// The method this path serves.
 const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
@@ -116,6 +117,8 @@ where
         Status::from(refused.counted_by("grpc"))
     })?;
     let message = message.inspect_err(count_refusal)?;
+    check_infer_request(message.clone(), &endpoint.limits())
+        .map_err(|refused| Status::from(refused.counted_by("grpc")))?;
     let request = ModelInferRequest::decode(message)
         .map_err(|e| Status::internal(format!("failed to decode Protobuf message: {e}")))
         .inspect_err(count_refusal)?;
@@ -199,7 +202,7 @@ fn message_length(frames: &Frames, max: usize) -> Result<usize, Status> {
 /// Data frames read as one buffer. A `bytes` field that lies within one frame (a
 /// tensor sent in a frame of its own, or any field of a message sent in one frame)
 /// is decoded as a slice of it, not copied.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Frames {
     frames: VecDeque<Bytes>,
     remaining: usize,
@@ -287,6 +290,7 @@ mod tests {
     use std::task::Waker;
 
     use super::*;
+    use crate::kserve::limits::RequestLimits;
     use crate::kserve::proto::model_infer_request::InferInputTensor;
 
     /// A request body of the given data frames.
@@ -301,11 +305,17 @@ mod tests {
         }
     }
 
-    /// Reads a body whose frames are all there: one poll.
+    /// Reads a body whose frames are all there (one poll), scans it and decodes it, as
+    /// `infer` does.
     fn read(frames: Vec<Bytes>, max: usize) -> Result<ModelInferRequest, Status> {
         let read = std::pin::pin!(read_message(DataFrames(frames.into()), max));
+        let limits = RequestLimits { max_message_bytes: max, ..RequestLimits::default() };
         match read.poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(message) => ModelInferRequest::decode(message?).map_err(|e| Status::internal(e.to_string())),
+            Poll::Ready(message) => {
+                let message = message?;
+                check_infer_request(message.clone(), &limits).map_err(Status::from)?;
+                ModelInferRequest::decode(message).map_err(|e| Status::internal(e.to_string()))
+            }
             Poll::Pending => panic!("a body of ready frames left the read pending"),
         }
     }

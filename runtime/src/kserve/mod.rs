@@ -22,6 +22,7 @@ mod service;
 mod status;
 pub mod tensors;
 mod tls;
+mod wire_scan;
 
 /// The protocol's messages, and the client and server stubs tonic generates for it.
 #[allow(missing_docs, clippy::all)]

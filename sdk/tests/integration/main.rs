@@ -3,12 +3,15 @@
 //! (`scripts/setup.sh` makes them; `make test` runs it first), and the policy modules
 //! it builds, run through the Wasm host and compared with the same policies called
 //! natively; variants placed on devices the machine lacks; TorchScript variants on
-//! libtorch (feature `tch`); and the KServe V2 endpoints against the real Python clients.
+//! libtorch (feature `tch`); the KServe V2 endpoints against the real Python clients;
+//! and the `modelless serve` binary under a barrage of hostile clients.
 
 mod common;
 mod devices;
 mod fake_backend;
 mod gpu;
+#[cfg(feature = "cli")]
+mod hostile_clients;
 #[cfg(feature = "server")]
 mod kserve;
 mod load;
