@@ -71,6 +71,12 @@ impl ModelConfig {
         self
     }
 
+    /// Checks the instances and the batching knobs.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_instances(&self.name, self.instances)?;
+        self.batching.validate()
+    }
+
     /// Sets the batching knobs.
     pub fn with_batching(mut self, batching: BatchingConfig) -> Self {
         self.batching = batching;
@@ -94,14 +100,6 @@ pub(crate) fn check_instances(name: &str, instances: usize) -> Result<(), Error>
         return Err(Error::Config(format!("`{name}`: instances {instances} is outside 1..={MAX_INSTANCES}")));
     }
     Ok(())
-}
-
-impl ModelConfig {
-    /// Checks the instances and the batching knobs.
-    pub fn validate(&self) -> Result<(), Error> {
-        check_instances(&self.name, self.instances)?;
-        self.batching.validate()
-    }
 }
 
 /// What a model is doing before it serves.

@@ -24,7 +24,7 @@ use super::limits::InputBounds;
 use super::params::{InferParams, ParamValue};
 use super::repository::load_config;
 use super::service::{InferAnswer, InferCall, InferenceService, ModelStats};
-use super::status::ServeError;
+use super::status::{Code, ServeError};
 use super::tensors;
 use crate::backend::TensorSpec;
 use crate::metrics::serving_metrics;
@@ -81,9 +81,10 @@ async fn read_body_within(
         Ok(Err(e)) if is_length_limit(&e) => return too_large(),
         Ok(Err(e)) => return ServeError::invalid(format!("request body: {e}")).counted_by("http").into_response(),
         Err(_) => {
-            serving_metrics().endpoint_refused("http", "request_timeout");
+            // Counted as gRPC counts the same event; answered 408, as HTTP clients expect.
             let message = format!("request body not received within {} ms", timeout.as_millis());
-            return (StatusCode::REQUEST_TIMEOUT, axum::Json(json!({ "error": message }))).into_response();
+            let refused = ServeError::new(Code::DeadlineExceeded, message).counted_by("http");
+            return (StatusCode::REQUEST_TIMEOUT, axum::Json(json!({ "error": refused.message }))).into_response();
         }
     };
     next.run(Request::from_parts(parts, Body::from(received))).await

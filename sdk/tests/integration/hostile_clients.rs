@@ -537,7 +537,7 @@ fn a_hostile_barrage_is_refused_case_by_case_while_good_clients_are_answered() {
     for (endpoint, code) in [
         ("http", "invalid_argument"),
         ("http", "out_of_range"),
-        ("http", "request_timeout"),
+        ("http", "deadline_exceeded"),
         ("grpc", "invalid_argument"),
         ("grpc", "out_of_range"),
     ] {
