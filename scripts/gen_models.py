@@ -17,7 +17,7 @@ import zlib
 
 # Bump whenever the produced files would change: it is the only thing the
 # up-to-date check looks at.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 SEED = 20180113  # MobileNetV2 arXiv date; any fixed value keeps output deterministic
 OPSET = 17
 # onnx 1.23 stamps IR version 14 by default, which ORT 1.31 rejects (it reads up
@@ -31,6 +31,18 @@ WIDTHS = [(0.35, 60.3), (0.5, 65.4), (0.75, 69.8), (1.0, 71.8), (1.4, 75.0)]
 BLOCKS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
           (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
 TINY = ["tiny.onnx", "tiny_fixed.onnx", "tiny_multi.onnx", "tiny_f16.onnx", "tiny_types.onnx"]
+# One task's variants as model zoos export them: the same job (image [N,3,8,8] -> 10
+# scores) under other tensor names, output shapes, extra outputs and batch dimensions;
+# zoo_misfit gives 12 scores and fits no such task.
+# (file, input name, batch, outputs as (name, kind) where kind is "scores", "scores_4d",
+# "scores_3d", "scores12" or "features")
+ZOO = [
+    ("zoo_a.onnx", "data_0", "N", [("prob", "scores")]),
+    ("zoo_b.onnx", "gpu_0/data_0", "N", [("softmaxout_1", "scores_4d")]),
+    ("zoo_c.onnx", "input", "N", [("features", "features"), ("logits", "scores_3d")]),
+    ("zoo_d.onnx", "data_0", 1, [("prob", "scores")]),
+    ("zoo_misfit.onnx", "data_0", "N", [("prob", "scores12")]),
+]
 
 
 def log(msg):
@@ -48,7 +60,7 @@ def up_to_date(out):
             m = json.load(f)
     except (OSError, ValueError):
         return False
-    files = TINY + [mnv2_file(w) for w, _ in WIDTHS]
+    files = TINY + [z[0] for z in ZOO] + [mnv2_file(w) for w, _ in WIDTHS]
     return (m.get("generator_version") == GENERATOR_VERSION
             and all(os.path.isfile(os.path.join(out, p)) for p in files))
 
@@ -136,6 +148,61 @@ def build_tiny(out):
         [vi("i32_next", T.INT32, ["N", 2]), vi("u8_out", T.UINT8, ["N", 2]), vi("flag_not", T.BOOL, ["N", 2])],
         [nh.from_array(np.array(1, np.int32), "one32")])
     save(make_model(g), os.path.join(out, "tiny_types.onnx"))
+
+
+# ---------------------------------------------------------------- model zoo
+def zoo_weights(file, classes):
+    import numpy as np
+    rng = rng_for(file)
+    return rng.standard_normal((3, classes), dtype=np.float32), rng.standard_normal(classes, dtype=np.float32)
+
+
+def build_zoo(out):
+    """Mean colour of the image -> affine -> scores, each variant with its own weights."""
+    import numpy as np
+    from onnx import TensorProto as T, helper, numpy_helper as nh
+    vi = helper.make_tensor_value_info
+    for file, input_name, batch, outputs in ZOO:
+        classes = 12 if any(kind == "scores12" for _, kind in outputs) else 10
+        w, b = zoo_weights(file, classes)
+        nodes = [helper.make_node("ReduceMean", [input_name], ["mean"], axes=[2, 3], keepdims=0),
+                 helper.make_node("MatMul", ["mean", "W"], ["xw"]),
+                 helper.make_node("Add", ["xw", "b"], ["scores"])]
+        inits = [nh.from_array(w, "W"), nh.from_array(b, "b")]
+        graph_outputs = []
+        for name, kind in outputs:
+            if kind == "features":
+                nodes.append(helper.make_node("Identity", ["mean"], [name]))
+                graph_outputs.append(vi(name, T.FLOAT, [batch, 3]))
+            elif kind == "scores_4d":
+                inits.append(nh.from_array(np.array([2, 3], np.int64), "axes23"))
+                nodes.append(helper.make_node("Unsqueeze", ["scores", "axes23"], [name]))
+                graph_outputs.append(vi(name, T.FLOAT, [batch, classes, 1, 1]))
+            elif kind == "scores_3d":
+                inits.append(nh.from_array(np.array([1], np.int64), "axis1"))
+                nodes.append(helper.make_node("Unsqueeze", ["scores", "axis1"], [name]))
+                graph_outputs.append(vi(name, T.FLOAT, [batch, 1, classes]))
+            else:
+                nodes.append(helper.make_node("Identity", ["scores"], [name]))
+                graph_outputs.append(vi(name, T.FLOAT, [batch, classes]))
+        g = helper.make_graph(nodes, file[:-5], [vi(input_name, T.FLOAT, [batch, 3, 8, 8])], graph_outputs, inits)
+        save(make_model(g), os.path.join(out, file))
+
+
+def validate_zoo(out, session, expect):
+    import numpy as np
+    rng = np.random.default_rng(1)
+    for file, input_name, batch, outputs in ZOO:
+        n = 1 if batch == 1 else 3
+        x = rng.standard_normal((n, 3, 8, 8), dtype=np.float32)
+        got = session(file).run(None, {input_name: x})
+        classes = 12 if any(kind == "scores12" for _, kind in outputs) else 10
+        w, b = zoo_weights(file, classes)
+        want = x.mean(axis=(2, 3)) @ w + b
+        for (name, kind), y in zip(outputs, got):
+            if kind != "features":
+                expect(np.allclose(y.reshape(n, classes), want, atol=1e-5), f"{file} output {name}")
+    log(f"zoo models ok: {', '.join(z[0] for z in ZOO)}")
 
 
 # ---------------------------------------------------------------- MobileNetV2
@@ -229,7 +296,7 @@ def build_mobilenetv2(width, path):
 def validate(out, manifest):
     import numpy as np
     import onnx
-    for f in manifest["tiny"] + [v["file"] for v in manifest["variants"]]:
+    for f in manifest["tiny"] + manifest["zoo"] + [v["file"] for v in manifest["variants"]]:
         onnx.checker.check_model(os.path.join(out, f), full_check=True)
     try:
         import onnxruntime as ort
@@ -273,6 +340,7 @@ def validate(out, manifest):
         expect(i2.dtype == np.int32 and (i2 == i + 1).all() and (u2 == u).all() and (f2 == ~f).all(),
                "tiny_types.onnx")
     log(f"tiny models ok: {', '.join(manifest['tiny'])}")
+    validate_zoo(out, session, expect)
 
     for v in manifest["variants"]:
         s = session(v["file"])
@@ -318,6 +386,7 @@ def main():
     if os.path.exists(manifest_path):
         os.remove(manifest_path)  # written last, so its presence means "complete"
     build_tiny(out)
+    build_zoo(out)
     variants = []
     for width, top1 in WIDTHS:
         log(f"building {mnv2_file(width)}")
@@ -336,6 +405,7 @@ def main():
                            "here, so accuracy is registered metadata only",
         "variants": variants,
         "tiny": TINY,
+        "zoo": [z[0] for z in ZOO],
         # Exact f32 values of W [4,3] and b [3] shared by tiny/tiny_fixed/tiny_multi,
         # so tests in other languages can compute expected outputs.
         "tiny_weights": {"W": w.tolist(), "b": b.tolist()},
@@ -345,7 +415,7 @@ def main():
         json.dump(manifest, f, indent=2)
         f.write("\n")
     os.replace(manifest_path + ".tmp", manifest_path)
-    log(f"wrote {len(TINY) + len(variants)} models and manifest.json to {out}")
+    log(f"wrote {len(TINY) + len(ZOO) + len(variants)} models and manifest.json to {out}")
 
 
 if __name__ == "__main__":

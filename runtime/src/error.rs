@@ -65,6 +65,9 @@ pub enum BackendError {
     /// The model answered with something that does not fit the batch it was given.
     #[error("model output does not match its batch: {0}")]
     OutputMismatch(String),
+    /// The model does not fit the signature of the task it was loaded for.
+    #[error("{0}")]
+    DoesNotFitTask(Box<crate::signature::SignatureMismatch>),
     /// The backend panicked; the panic was contained and the backend keeps serving.
     #[error("backend panicked: {0}")]
     Panicked(String),
@@ -136,6 +139,10 @@ pub enum Error {
         #[source]
         source: Arc<BackendError>,
     },
+    /// A variant does not fit its task's signature: it was not loaded, and it is
+    /// never routed to nor switched to.
+    #[error("{0}")]
+    DoesNotFitTask(Arc<crate::signature::SignatureMismatch>),
     /// No task of that name exists.
     #[error("unknown task `{0}`")]
     UnknownTask(String),

@@ -20,6 +20,7 @@ pub mod policy;
 pub mod profile;
 pub mod registry;
 pub mod request;
+pub mod signature;
 pub mod tensor;
 pub mod warmup;
 
@@ -35,6 +36,7 @@ pub use registry::{
     VariantConfig, VariantState, VariantStatus, VersionStatus,
 };
 pub use request::{InferOptions, Inputs, Output, Slo, Timings};
+pub use signature::{SignatureConfig, SignatureMismatch, TensorDeclaration, TensorMaps};
 pub use tensor::{DType, Element, Tensor, TensorData};
 pub use warmup::WarmupConfig;
 

@@ -8,16 +8,22 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     /// 32-bit float.
+    #[serde(alias = "FP32")]
     F32,
     /// 16-bit IEEE float.
+    #[serde(alias = "FP16")]
     F16,
     /// 64-bit signed integer.
+    #[serde(alias = "INT64")]
     I64,
     /// 32-bit signed integer.
+    #[serde(alias = "INT32")]
     I32,
     /// 8-bit unsigned integer.
+    #[serde(alias = "UINT8")]
     U8,
     /// Boolean, one byte per element.
+    #[serde(alias = "BOOL")]
     Bool,
 }
 
@@ -205,6 +211,11 @@ impl Tensor {
     /// Takes the shape and elements apart.
     pub fn into_parts(self) -> (Vec<usize>, TensorData) {
         (self.shape, self.data)
+    }
+
+    /// The same elements in another shape holding as many; nothing is copied.
+    pub fn reshape(self, shape: impl Into<Vec<usize>>) -> Result<Tensor, ShapeError> {
+        Tensor::new(shape, self.data)
     }
 
     /// The elements as a slice of `T`, or `None` when the dtype differs.

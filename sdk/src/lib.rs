@@ -49,10 +49,10 @@ pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
 pub use modelless_runtime::{
     BackendError, BackendFactory, BatchingConfig, DType, Device, Element, Error, InferOptions, Inputs, MakeBackend,
-    Model, ModelConfig, ModelFormat, ModelMetadata, Output, Priority, ProfileMode, Slo, StartOptions, SwitchReport,
-    TaskConfig, TaskStatus, Tensor, TensorData, TensorSpec, Ticket, Timings, VariantConfig, VariantState,
-    VariantStatus, VersionStatus, WarmupConfig,
+    Model, ModelConfig, ModelFormat, ModelMetadata, Output, Priority, ProfileMode, SignatureConfig, SignatureMismatch,
+    Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration, TensorMaps,
+    TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
 };
-pub use modelless_runtime::{backend, metrics, policy, profile};
+pub use modelless_runtime::{backend, metrics, policy, profile, signature};
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 pub use steering::PolicyConfig;

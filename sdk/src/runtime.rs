@@ -300,10 +300,10 @@ impl Runtime {
         Ok(self.registry.task(task)?.status())
     }
 
-    /// Inputs and outputs of the variant serving `task` (every variant of a task takes
-    /// the same inputs).
+    /// What `task` takes and gives, whatever variant serves it: its declared signature,
+    /// or its first variant's.
     pub fn task_metadata(&self, task: &str) -> Result<ModelMetadata, Error> {
-        Ok(self.registry.task(task)?.active_model()?.metadata().clone())
+        self.registry.task(task)?.signature()
     }
 
     /// What a policy sees of `task`'s variants: accuracy, state and profiled cost.
@@ -341,6 +341,18 @@ impl Runtime {
     /// Checks and queues a request to a task without waiting for it.
     pub fn submit_task(&self, task: &str, inputs: impl Into<Inputs>, slo: Slo) -> Result<Ticket, Error> {
         self.registry.task(task)?.submit(inputs.into(), &slo)
+    }
+
+    /// Checks and queues a request to one variant of a task, bypassing routing: in the
+    /// task's signature, answered in it.
+    pub fn submit_variant(
+        &self,
+        task: &str,
+        variant: &str,
+        inputs: impl Into<Inputs>,
+        slo: Slo,
+    ) -> Result<Ticket, Error> {
+        self.registry.task(task)?.submit_to(variant, inputs.into(), &slo)
     }
 
     /// Asks `task` for an answer meeting `slo`; the runtime picks the variant.

@@ -169,9 +169,10 @@ impl InferenceService {
     pub fn input_bounds(&self, name: &str, version: &str) -> Result<InputBounds, ServeError> {
         let target = self.resolve(name)?;
         let model = self.serving_model(name, &target, version)?;
+        let metadata = self.described(&target, &model)?;
         Ok(InputBounds {
-            inputs: model.metadata().inputs.clone(),
-            batched: model.metadata().dynamic_batch(),
+            batched: metadata.dynamic_batch(),
+            inputs: metadata.inputs,
             max_rows: model.max_request_rows(),
             limits: self.limits,
         })
@@ -232,12 +233,21 @@ impl InferenceService {
     pub fn metadata(&self, name: &str, version: &str) -> Result<ModelDescription, ServeError> {
         let target = self.resolve(name)?;
         let model = self.serving_model(name, &target, version)?;
-        let ModelMetadata { inputs, outputs } = model.metadata().clone();
+        let ModelMetadata { inputs, outputs } = self.described(&target, &model)?;
         let (platform, versions) = match target {
             Target::Task(_) => ("modelless_task", Vec::new()),
             _ => ("onnxruntime_onnx", vec![model.version().to_string()]),
         };
         Ok(ModelDescription { name: name.to_string(), versions, platform, inputs, outputs })
+    }
+
+    /// What `target` takes and gives: a task's signature, whatever variant serves it;
+    /// else what `model` (the one serving `target`) does.
+    fn described(&self, target: &Target, model: &Model) -> Result<ModelMetadata, ServeError> {
+        match target {
+            Target::Task(task) => Ok(task.signature()?),
+            _ => Ok(model.metadata().clone()),
+        }
     }
 
     /// Runs one inference.
@@ -247,7 +257,7 @@ impl InferenceService {
         }
         let target = self.resolve(&call.model)?;
         let model = self.serving_model(&call.model, &target, &call.version)?;
-        let wanted = wanted_outputs(&call.model, model.metadata(), &call.outputs)?;
+        let wanted = wanted_outputs(&call.model, &self.described(&target, &model)?, &call.outputs)?;
         let slo = self.slo(&call);
         let inputs: Inputs = call.inputs.into_iter().collect();
         let ticket = match &target {

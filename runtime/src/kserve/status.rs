@@ -107,7 +107,7 @@ impl From<Error> for ServeError {
             Error::Overloaded { .. } => Code::ResourceExhausted,
             Error::DeadlineExceeded { .. } => Code::DeadlineExceeded,
             Error::NotReady { .. } | Error::ShuttingDown => Code::Unavailable,
-            Error::NoVariantMeetsSlo { .. } => Code::FailedPrecondition,
+            Error::NoVariantMeetsSlo { .. } | Error::DoesNotFitTask(_) => Code::FailedPrecondition,
             // Loading a model that is loaded already is no failure to a repository
             // client; the repository answers it before this mapping is reached.
             Error::AlreadyLoaded(_) => Code::InvalidArgument,

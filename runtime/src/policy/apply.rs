@@ -69,6 +69,13 @@ impl Applier {
             return None;
         }
         let name = task.name().to_string();
+        if let Err(e) = task.can_serve(variant) {
+            return Some(format!(
+                "task `{name}`: switch to `{}` refused: {}",
+                short(variant),
+                short_report(&e.to_string())
+            ));
+        }
         if !self.switching.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone()) {
             return Some(format!("task `{name}`: a switch is under way; `{}` waits for a later tick", short(variant)));
         }
@@ -94,6 +101,12 @@ impl Applier {
     pub(super) fn switching(&self) -> bool {
         !self.switching.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
     }
+}
+
+/// A report cut to a length logs and statuses can carry.
+fn short_report(report: &str) -> &str {
+    const MAX_CHARS: usize = 400;
+    report.char_indices().nth(MAX_CHARS).map_or(report, |(at, _)| &report[..at])
 }
 
 /// A name a policy wrote, cut for a report: the policy may write megabytes of it.
@@ -128,6 +141,37 @@ mod tests {
             |name: &str, accuracy| VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
         let config = TaskConfig::new("classify").with_variant(variant("v0", 60.0)).with_variant(variant("v1", 70.0));
         Arc::new(Task::start(config, make).unwrap())
+    }
+
+    #[test]
+    fn a_switch_to_a_variant_that_does_not_fit_the_task_is_refused_and_reported() {
+        // v1 answers rows of 5 where the task (v0's signature) has 4.
+        let make: MakeBackend = Arc::new(|variant, _| {
+            let width = if variant.name == "v1" { 5 } else { 4 };
+            FakeBackend::factory(FakeConfig { width, ..FakeConfig::default() }, BatchLog::default())
+        });
+        let variant =
+            |name: &str, accuracy| VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
+        let config = TaskConfig::new("classify").with_variant(variant("v0", 60.0)).with_variant(variant("v1", 70.0));
+        let task = Arc::new(Task::start(config, make).unwrap());
+        let status: Arc<Mutex<ControlStatus>> = Arc::default();
+        let applier = Applier::new(status.clone());
+        let decision: Decision =
+            serde_json::from_value(json!({ "tasks": [{ "task": "classify", "variant": "v1" }] })).unwrap();
+        // The first switch loads v1, which fails to bind: the switch fails, reported.
+        assert!(applier.apply(std::slice::from_ref(&task), &decision).is_empty());
+        let until = Instant::now() + Duration::from_secs(10);
+        while applier.switching() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let failed = status.lock().unwrap().reports.clone();
+        assert!(failed.iter().any(|r| r.contains("does not fit task `classify`")), "{failed:?}");
+        // From then on it is refused at once, no switch started.
+        let refused = applier.apply(std::slice::from_ref(&task), &decision);
+        assert!(refused.len() == 1 && refused[0].contains("switch to `v1` refused"), "{refused:?}");
+        assert!(refused[0].contains("input `input`"), "{refused:?}");
+        assert_eq!(status.lock().unwrap().switches, 1);
+        assert_eq!(task.serving().0.variant, "v0");
     }
 
     /// One task's decision as a hostile policy might write it: knobs of every size and

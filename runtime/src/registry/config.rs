@@ -1,5 +1,6 @@
 //! Configuration of tasks and their variants.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,7 @@ use crate::backend::onnx::{self, OrtBackend, OrtEnvironmentConfig, OrtSessionCon
 use crate::backend::torchscript::{self, TorchScriptConfig};
 use crate::batching::BatchingConfig;
 use crate::error::Error;
+use crate::signature::{SignatureConfig, TensorMaps};
 use crate::warmup::WarmupConfig;
 
 /// What kind of model file a variant serves, and so which runtime runs it.
@@ -61,7 +63,14 @@ pub struct TaskConfig {
     /// The latency target its callers expect, in ms: what policies steer towards.
     #[serde(default)]
     pub latency_slo_ms: Option<f64>,
+    /// What its callers send and get, whatever variant serves: every variant is bound
+    /// onto it or refused. Without one, the variant that serves first sets it.
+    #[serde(default)]
+    pub signature: Option<SignatureConfig>,
 }
+
+/// The most tensors a variant's name map may list.
+const MAX_MAPPED: usize = 256;
 
 fn default_keep_warm_mib() -> u64 {
     1024
@@ -76,7 +85,14 @@ impl TaskConfig {
             active: None,
             keep_warm_mib: default_keep_warm_mib(),
             latency_slo_ms: None,
+            signature: None,
         }
+    }
+
+    /// Declares what the task's callers send and get.
+    pub fn with_signature(mut self, signature: SignatureConfig) -> Self {
+        self.signature = Some(signature);
+        self
     }
 
     /// Adds a variant, costlier than those before it.
@@ -114,6 +130,9 @@ impl TaskConfig {
         if self.variants.is_empty() {
             return bad("has no variants".into());
         }
+        if let Some(signature) = &self.signature {
+            signature.validate(&self.name)?;
+        }
         if let Some(slo) = self.latency_slo_ms.filter(|slo| !(slo.is_finite() && *slo > 0.0)) {
             return bad(format!("latency_slo_ms {slo} is not a positive number of ms"));
         }
@@ -125,6 +144,9 @@ impl TaskConfig {
                 return bad(format!("variant `{}` has no finite accuracy", v.name));
             }
             crate::model::check_instances(&v.name, v.instances)?;
+            if v.input_map.len().max(v.output_map.len()) > MAX_MAPPED {
+                return bad(format!("variant `{}` maps more than {MAX_MAPPED} tensors", v.name));
+            }
             v.batching.validate()?;
         }
         match &self.active {
@@ -183,6 +205,12 @@ pub struct VariantConfig {
     /// What loading it does about its profile.
     #[serde(default)]
     pub profile: ProfileMode,
+    /// Its own input names → the task's, where they differ and position cannot tell.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub input_map: BTreeMap<String, String>,
+    /// Its own output names → the task's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub output_map: BTreeMap<String, String>,
 }
 
 fn one() -> usize {
@@ -207,7 +235,26 @@ impl VariantConfig {
             warmup: WarmupConfig::default(),
             preload: false,
             profile: ProfileMode::Stored,
+            input_map: BTreeMap::new(),
+            output_map: BTreeMap::new(),
         }
+    }
+
+    /// Maps its input `own` onto the task's input `task`.
+    pub fn with_input_map(mut self, own: impl Into<String>, task: impl Into<String>) -> Self {
+        self.input_map.insert(own.into(), task.into());
+        self
+    }
+
+    /// Maps its output `own` onto the task's output `task`.
+    pub fn with_output_map(mut self, own: impl Into<String>, task: impl Into<String>) -> Self {
+        self.output_map.insert(own.into(), task.into());
+        self
+    }
+
+    /// Its name maps, as binding takes them.
+    pub fn tensor_maps(&self) -> TensorMaps {
+        TensorMaps { input_map: self.input_map.clone(), output_map: self.output_map.clone() }
     }
 
     /// Sets the batching knobs.

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -18,12 +18,13 @@ use modelless_policy_abi::{LatencyFit, Profile, RunTotals, ServingKnobs, Variant
 
 use super::config::{TaskConfig, VariantConfig};
 use super::route::choose;
-use crate::backend::BackendFactory;
+use crate::backend::{BackendFactory, ModelMetadata};
 use crate::batching::{BatchingConfig, MAX_QUEUE_DELAY_US};
-use crate::error::Error;
+use crate::error::{BackendError, Error};
 use crate::metrics::{TaskTraffic, serving_metrics};
 use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
 use crate::request::{InferOptions, Inputs, Slo};
+use crate::signature::{SignatureMismatch, bound_factory};
 
 /// Makes the backend factory of a variant's version (its config, and the model file
 /// of that version).
@@ -146,6 +147,9 @@ struct VariantSlot {
     versions: BTreeMap<u64, VersionEntry>,
     next_version: u64,
     last_active: Instant,
+    /// Why its model does not fit the task, once a load found it does not: it is then
+    /// neither routed nor switched to until a new version that fits is loaded.
+    misfit: Option<Arc<SignatureMismatch>>,
 }
 
 struct Inner {
@@ -161,6 +165,8 @@ pub struct Task {
     find_profile: Option<FindProfile>,
     traffic: Arc<TaskTraffic>,
     latency_slo_ms: Option<f64>,
+    /// What callers send and get: declared, or the first variant's once it loads.
+    signature: Arc<OnceLock<ModelMetadata>>,
     routes: ArcSwapOption<Routes>,
     inner: Arc<Mutex<Inner>>,
     /// One control operation (switch, load, unload) at a time.
@@ -196,8 +202,13 @@ impl Task {
                 versions: BTreeMap::new(),
                 next_version: 1,
                 last_active: now,
+                misfit: None,
             })
             .collect();
+        let signature = Arc::new(OnceLock::new());
+        if let Some(declared) = &config.signature {
+            let _ = signature.set(declared.metadata());
+        }
         let task = Task {
             name: Arc::from(config.name.as_str()),
             keep_warm_bytes: config.keep_warm_mib.saturating_mul(1 << 20),
@@ -205,6 +216,7 @@ impl Task {
             find_profile,
             traffic: Arc::new(TaskTraffic::default()),
             latency_slo_ms: config.latency_slo_ms,
+            signature,
             routes: ArcSwapOption::empty(),
             inner: Arc::new(Mutex::new(Inner { active, variants })),
             control: Mutex::new(()),
@@ -226,6 +238,22 @@ impl Task {
     /// The task's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What its callers send and get, whatever variant serves: the declared signature,
+    /// or the first variant's (with its batch dimension open).
+    pub fn signature(&self) -> Result<ModelMetadata, Error> {
+        self.signature.get().cloned().ok_or(Error::ShuttingDown)
+    }
+
+    /// Whether `variant` can serve the task: known, and not found to misfit its
+    /// signature. A policy's switch to one that cannot is refused with this error.
+    pub fn can_serve(&self, variant: &str) -> Result<(), Error> {
+        let index = self.index_of(variant)?;
+        match &self.lock().variants[index].misfit {
+            Some(mismatch) => Err(Error::DoesNotFitTask(mismatch.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Checks and queues a request: the active variant serves it, or, when it asks for
@@ -292,6 +320,7 @@ impl Task {
     pub fn switch_to(&self, variant: &str) -> Result<SwitchReport, Error> {
         let start = Instant::now();
         let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        self.can_serve(variant)?;
         let index = self.index_of(variant)?;
         let ready = self.lock().variants[index].current.is_some();
         let mut warmup = None;
@@ -333,6 +362,7 @@ impl Task {
     /// Loads `variant` (if it is not) without making it active.
     pub fn load_variant(&self, variant: &str) -> Result<(), Error> {
         let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        self.can_serve(variant)?;
         let index = self.index_of(variant)?;
         if self.lock().variants[index].current.is_none() {
             let version = self.load(index, None)?;
@@ -435,10 +465,15 @@ impl Task {
                         run_ms: totals.batch_run.as_secs_f64() * 1e3,
                     }
                 });
+                let state = match (entry, &slot.misfit) {
+                    (Some(e), _) => e.state,
+                    (None, Some(_)) => VariantState::Failed,
+                    (None, None) => VariantState::Unloaded,
+                };
                 VariantSnapshot {
                     name: slot.config.name.clone(),
                     accuracy: slot.config.accuracy,
-                    state: entry.map_or(VariantState::Unloaded, |e| e.state),
+                    state,
                     // Where it runs if loaded (a variant may have fallen back to the CPU).
                     device: entry.and_then(|e| e.model.as_ref()).map_or(slot.config.device, |m| m.device()).name(),
                     profile: known.then_some(cost),
@@ -565,15 +600,29 @@ impl Task {
         };
         // Before the model starts, so that a profile measured now has the cores to itself.
         let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
-        let factory = (self.make_backend)(&config, &path);
+        let factory = bound_factory(
+            (self.make_backend)(&config, &path),
+            self.name.clone(),
+            config.name.clone(),
+            config.tensor_maps(),
+            self.signature.clone(),
+        );
         let loading = Instant::now();
         let batching = memory_capped(config.batching.clone(), profile.as_deref());
         let started = Model::start_with(&config.name, factory, config.instances, batching, options);
         let load_time = loading.elapsed();
         let mut inner = self.lock();
         let slot = &mut inner.variants[index];
+        let started = started.map_err(|e| match misfit_of(&e) {
+            Some(mismatch) => {
+                slot.misfit = Some(mismatch.clone());
+                Error::DoesNotFitTask(mismatch)
+            }
+            None => e,
+        });
         if started.is_ok() {
             slot.latest = slot.latest.max(Some(version));
+            slot.misfit = None;
         }
         let entry = slot.versions.get_mut(&version).ok_or(Error::ShuttingDown)?;
         match started {
@@ -696,6 +745,16 @@ fn retire_current(slot: &mut VariantSlot) {
         entry.drain = Some(model.drain_handle());
         entry.state = VariantState::Draining;
     }
+}
+
+/// The mismatch a load failed with, if it failed because the model does not fit.
+fn misfit_of(error: &Error) -> Option<Arc<SignatureMismatch>> {
+    if let Error::Load { source, .. } = error
+        && let BackendError::DoesNotFitTask(mismatch) = &**source
+    {
+        return Some(Arc::new((**mismatch).clone()));
+    }
+    None
 }
 
 /// Versions that finished draining become unloaded.

@@ -17,6 +17,7 @@ mod kserve;
 mod load;
 mod onnx;
 mod policies;
+mod signature;
 mod simulate;
 mod tasks;
 #[cfg(feature = "tch")]

@@ -118,17 +118,23 @@ fn a_corrupt_module_or_a_wrong_declaration_fails_clearly_and_the_task_keeps_serv
     let task = TaskConfig::new("ts-bad")
         .with_variant(tiny_variant("good", "tiny.pt", good.clone(), 1))
         .with_variant(tiny_variant("corrupt", "tiny.pt", good, 1).with_path(&corrupt))
-        .with_variant(tiny_variant("wrong-type", "tiny.pt", wrong_type, 1));
+        .with_variant(tiny_variant("wrong-type", "tiny.pt", wrong_type.clone(), 1));
     let rt = Runtime::builder().with_task(task).build().unwrap();
 
     let refused = rt.switch_variant("ts-bad", "corrupt").unwrap_err();
     let Error::Load { source, .. } = &refused else { panic!("{refused:?}") };
     assert!(matches!(source.as_ref(), BackendError::Torch { .. }), "{source:?}");
 
-    // A module whose output is not the declared type loads (nothing says so before a
-    // run) and fails its warm-up-free first request with the mismatch named.
-    rt.switch_variant("ts-bad", "wrong-type").unwrap();
-    let failed = rt.infer_task_blocking("ts-bad", Tensor::new([1, 4], row(1)).unwrap(), Slo::default()).unwrap_err();
+    // Declared with another output type than the task's (its first variant's), it
+    // does not fit the task and is refused before it loads.
+    let misfit = rt.switch_variant("ts-bad", "wrong-type").unwrap_err();
+    assert!(matches!(&misfit, Error::DoesNotFitTask(m) if m.tensor == "output `output`"), "{misfit}");
+
+    // Alone in a task, a module whose output is not the declared type loads (nothing
+    // says so before a run) and fails its first request with the mismatch named.
+    let alone = TaskConfig::new("ts-wrong").with_variant(tiny_variant("wrong-type", "tiny.pt", wrong_type, 1));
+    rt.add_task(alone).unwrap();
+    let failed = rt.infer_task_blocking("ts-wrong", Tensor::new([1, 4], row(1)).unwrap(), Slo::default()).unwrap_err();
     assert!(failed.to_string().contains("output `output` is Float, declared I32"), "{failed}");
 
     rt.switch_variant("ts-bad", "good").unwrap();

@@ -19,10 +19,9 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "tch")]
 pub use session::TchBackend;
 
-use super::{BackendFactory, Device, TensorSpec};
+use super::{BackendFactory, Device};
 #[cfg(not(feature = "tch"))]
 use crate::error::BackendError;
-use crate::tensor::DType;
 
 /// A factory of sessions of the TorchScript module at `path` on `device`; where the
 /// device cannot be had, on the CPU if `fallback_to_cpu`, else none. In a build
@@ -52,30 +51,7 @@ pub fn device_to_load(device: Device, fallback_to_cpu: bool) -> Device {
     if missing && fallback_to_cpu { Device::Cpu } else { device }
 }
 
-/// One declared input or output of a TorchScript module.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TensorDeclaration {
-    /// Its name in requests and answers.
-    pub name: String,
-    /// Element type: `f32`, `f16`, `i64`, `i32`, `u8` or `bool`.
-    pub dtype: DType,
-    /// Dimensions, `-1` where open; the first is the batch dimension.
-    pub shape: Vec<i64>,
-}
-
-impl TensorDeclaration {
-    /// A declaration from its parts.
-    pub fn new(name: impl Into<String>, dtype: DType, shape: impl Into<Vec<i64>>) -> Self {
-        TensorDeclaration { name: name.into(), dtype, shape: shape.into() }
-    }
-
-    #[cfg_attr(not(feature = "tch"), allow(dead_code))]
-    pub(crate) fn spec(&self) -> TensorSpec {
-        let shape = self.shape.iter().map(|&d| usize::try_from(d).ok()).collect::<Vec<_>>();
-        TensorSpec::new(self.name.clone(), self.dtype, shape)
-    }
-}
+pub use crate::signature::TensorDeclaration;
 
 /// What a TorchScript variant takes and gives, and how its module runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

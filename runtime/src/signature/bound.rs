@@ -1,0 +1,156 @@
+//! A variant's sessions seen through its task's signature: requests come in the task's
+//! order and names, answers leave in them, reshaped where the variant's outputs carry
+//! other dimensions of size 1. Reshaping moves no element.
+
+use std::sync::{Arc, OnceLock};
+
+use super::{Binding, TensorMaps, bind, signature_of};
+use crate::backend::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata};
+use crate::error::BackendError;
+use crate::tensor::Tensor;
+
+/// Sessions made by `factory`, for variant `variant` of task `task`, bound onto the
+/// task's signature: the one in `signature`, or, while it holds none, the variant's
+/// own (the task's first variant sets it). A variant that does not fit fails to load
+/// with [`BackendError::DoesNotFitTask`].
+pub fn bound_factory(
+    factory: BackendFactory,
+    task: Arc<str>,
+    variant: String,
+    maps: TensorMaps,
+    signature: Arc<OnceLock<ModelMetadata>>,
+) -> BackendFactory {
+    Arc::new(move || {
+        let backend = factory()?;
+        let signature = signature.get_or_init(|| signature_of(backend.metadata()));
+        let binding =
+            bind(&task, &variant, signature, backend.metadata(), &maps).map_err(BackendError::DoesNotFitTask)?;
+        if binding.is_identity(backend.metadata()) {
+            return Ok(backend);
+        }
+        Ok(Box::new(BoundBackend { inner: backend, binding }))
+    })
+}
+
+/// A session behind the mapping of its [`Binding`].
+struct BoundBackend {
+    inner: Box<dyn Backend + Send>,
+    binding: Binding,
+}
+
+impl Backend for BoundBackend {
+    fn metadata(&self) -> &ModelMetadata {
+        &self.binding.presented
+    }
+
+    fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
+        let mut slots: Vec<Option<Tensor>> = (0..self.binding.inputs.len()).map(|_| None).collect();
+        for (tensor, &m) in batch.inputs.into_iter().zip(&self.binding.inputs) {
+            if let Some(slot) = slots.get_mut(m) {
+                *slot = Some(tensor);
+            }
+        }
+        let inputs = slots
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| BackendError::OutputMismatch("a batch lacks an input of the variant".into()))?;
+        let rows = inputs.first().map_or(1, Tensor::rows);
+        let outputs = if self.binding.one_row && rows > 1 { self.row_by_row(inputs, rows)? } else { self.run(inputs)? };
+        let mut outputs: Vec<Option<Tensor>> = outputs.into_iter().map(Some).collect();
+        let mut answer = Vec::with_capacity(self.binding.outputs.len());
+        for (&(m, reshape), spec) in self.binding.outputs.iter().zip(&self.binding.presented.outputs) {
+            let tensor = outputs.get_mut(m).and_then(Option::take).ok_or_else(|| {
+                BackendError::OutputMismatch(format!("the variant gave no output for `{}`", spec.name))
+            })?;
+            let tensor = if reshape { reshaped(tensor, &spec.shape, &spec.name)? } else { tensor };
+            answer.push(tensor);
+        }
+        Ok(BatchOutput::new(answer))
+    }
+
+    fn warmup_batch_sizes(&self, max_batch_size: usize) -> Vec<usize> {
+        self.inner.warmup_batch_sizes(max_batch_size)
+    }
+
+    fn device(&self) -> Device {
+        self.inner.device()
+    }
+
+    fn takes_turns(&self) -> bool {
+        self.inner.takes_turns()
+    }
+}
+
+impl BoundBackend {
+    /// One run of the variant, its tensors in its own order.
+    fn run(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, BackendError> {
+        Ok(self.inner.infer(Batch { inputs })?.outputs)
+    }
+
+    /// Runs of one row each, for a variant whose batch dimension is fixed at 1, their
+    /// outputs joined in row order.
+    fn row_by_row(&mut self, inputs: Vec<Tensor>, rows: usize) -> Result<Vec<Tensor>, BackendError> {
+        let uneven = || BackendError::OutputMismatch("inputs of one batch disagree on rows".into());
+        let ones = vec![1; rows];
+        let mut per_input = Vec::with_capacity(inputs.len());
+        for tensor in inputs {
+            per_input.push(tensor.split_rows(&ones).ok_or_else(uneven)?.into_iter());
+        }
+        let mut columns: Vec<Vec<Tensor>> = Vec::new();
+        for _ in 0..rows {
+            let row = per_input.iter_mut().map(Iterator::next).collect::<Option<Vec<_>>>().ok_or_else(uneven)?;
+            let outputs = self.run(row)?;
+            columns.resize_with(outputs.len(), || Vec::with_capacity(rows));
+            for (column, output) in columns.iter_mut().zip(outputs) {
+                column.push(output);
+            }
+        }
+        let joined = columns.into_iter().map(Tensor::concat_rows).collect::<Option<Vec<_>>>();
+        joined.ok_or_else(|| BackendError::OutputMismatch("the variant's runs disagree on output shapes".into()))
+    }
+}
+
+/// `tensor` in the task's `shape` (open dimensions filled from the tensor's own, in
+/// order, once dimensions of size 1 are set aside on both sides).
+fn reshaped(tensor: Tensor, shape: &[Option<usize>], name: &str) -> Result<Tensor, BackendError> {
+    let mismatch = |have: &[usize]| {
+        BackendError::OutputMismatch(format!("output `{name}` of shape {have:?} cannot take the task's {shape:?}"))
+    };
+    let have = tensor.shape().to_vec();
+    let Some((&rows, rest)) = have.split_first() else { return Err(mismatch(&have)) };
+    let mut sized = rest.iter().copied().filter(|&d| d != 1);
+    let mut target = Vec::with_capacity(shape.len());
+    target.push(rows);
+    for &want in shape.iter().skip(1) {
+        match want {
+            Some(1) => target.push(1),
+            want => match sized.next() {
+                Some(d) if want.is_none_or(|w| w == d) => target.push(d),
+                _ => return Err(mismatch(&have)),
+            },
+        }
+    }
+    if sized.next().is_some() {
+        return Err(mismatch(&have));
+    }
+    tensor.reshape(target).map_err(|_| mismatch(&have))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::DType;
+
+    #[test]
+    fn outputs_take_the_task_shape_without_copying() {
+        let logits = Tensor::new([2, 3, 1, 1], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        let before = logits.as_slice::<f32>().unwrap().as_ptr();
+        let flat = reshaped(logits, &[None, Some(3)], "logits").unwrap();
+        assert_eq!(flat.shape(), &[2, 3]);
+        assert_eq!(flat.as_slice::<f32>().unwrap().as_ptr(), before);
+        let widened = reshaped(flat, &[None, Some(1), Some(3)], "logits").unwrap();
+        assert_eq!(widened.shape(), &[2, 1, 3]);
+        assert!(reshaped(widened, &[None, Some(4)], "logits").is_err());
+        assert!(reshaped(Tensor::zeros(DType::F32, [2, 3, 2]), &[None, Some(3)], "x").is_err());
+    }
+}

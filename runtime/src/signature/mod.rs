@@ -1,0 +1,155 @@
+//! A task's signature: the inputs and outputs its callers see, whatever variant
+//! serves. Each variant is bound onto it when it loads (names mapped, size-1
+//! dimensions of outputs dropped or added) or refused with a [`SignatureMismatch`]
+//! that names the tensor and both signatures.
+
+mod bind;
+mod bound;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use bind::{Binding, bind};
+pub use bound::bound_factory;
+
+use crate::backend::{ModelMetadata, TensorSpec};
+use crate::error::Error;
+use crate::tensor::DType;
+
+/// One declared input or output: of a task's signature, or of a TorchScript module.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorDeclaration {
+    /// Its name in requests and answers.
+    pub name: String,
+    /// Element type: `f32`, `f16`, `i64`, `i32`, `u8` or `bool` (or KServe's `FP32`, …).
+    #[serde(alias = "datatype")]
+    pub dtype: DType,
+    /// Dimensions, `-1` where open; the first is the batch dimension.
+    pub shape: Vec<i64>,
+}
+
+impl TensorDeclaration {
+    /// A declaration from its parts.
+    pub fn new(name: impl Into<String>, dtype: DType, shape: impl Into<Vec<i64>>) -> Self {
+        TensorDeclaration { name: name.into(), dtype, shape: shape.into() }
+    }
+
+    /// As the runtime describes tensors: `None` for an open dimension.
+    pub fn spec(&self) -> TensorSpec {
+        let shape = self.shape.iter().map(|&d| usize::try_from(d).ok()).collect::<Vec<_>>();
+        TensorSpec::new(self.name.clone(), self.dtype, shape)
+    }
+}
+
+/// The largest rank and dimension a declared signature may name.
+const MAX_RANK: usize = 16;
+const MAX_DIMENSION: i64 = 1 << 31;
+
+/// What a task takes and gives, declared once for all its variants.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignatureConfig {
+    /// Inputs, in the order answers and metadata list them.
+    pub inputs: Vec<TensorDeclaration>,
+    /// Outputs, in order.
+    pub outputs: Vec<TensorDeclaration>,
+}
+
+impl SignatureConfig {
+    /// A signature with these inputs and outputs.
+    pub fn new(inputs: Vec<TensorDeclaration>, outputs: Vec<TensorDeclaration>) -> Self {
+        SignatureConfig { inputs, outputs }
+    }
+
+    /// Refuses empty lists, repeated names, and shapes without a batch dimension or
+    /// with dimensions below -1 or beyond 2³¹.
+    pub fn validate(&self, task: &str) -> Result<(), Error> {
+        let bad = |what: String| Err(Error::Config(format!("task `{task}`: signature: {what}")));
+        for (kind, list) in [("inputs", &self.inputs), ("outputs", &self.outputs)] {
+            if list.is_empty() {
+                return bad(format!("no {kind}"));
+            }
+            for (i, t) in list.iter().enumerate() {
+                if list[..i].iter().any(|u| u.name == t.name) {
+                    return bad(format!("{kind}: `{}` is declared twice", t.name));
+                }
+                if t.shape.is_empty() || t.shape.len() > MAX_RANK {
+                    return bad(format!("`{}`: a shape of 1 to {MAX_RANK} dimensions, batch first", t.name));
+                }
+                if let Some(d) = t.shape.iter().find(|&&d| !(-1..=MAX_DIMENSION).contains(&d) || d == 0) {
+                    return bad(format!("`{}`: dimension {d} is neither -1 nor 1..=2^31", t.name));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// As the runtime describes models.
+    pub fn metadata(&self) -> ModelMetadata {
+        ModelMetadata {
+            inputs: self.inputs.iter().map(TensorDeclaration::spec).collect(),
+            outputs: self.outputs.iter().map(TensorDeclaration::spec).collect(),
+        }
+    }
+}
+
+/// How a variant's own tensor names map onto its task's, as Triton's ensembles write
+/// it: the variant's name as key, the task's as value. Tensors left out are matched by
+/// name, or else by position where the variant has as many as the task.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorMaps {
+    /// Variant input → task input.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub input_map: BTreeMap<String, String>,
+    /// Variant output → task output.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub output_map: BTreeMap<String, String>,
+}
+
+/// The signature a task without a declared one takes from its first variant: the
+/// variant's own, with the batch dimension open.
+pub fn signature_of(model: &ModelMetadata) -> ModelMetadata {
+    let open_batch = |spec: &TensorSpec| {
+        let mut spec = spec.clone();
+        if let Some(first) = spec.shape.first_mut() {
+            *first = None;
+        }
+        spec
+    };
+    ModelMetadata {
+        inputs: model.inputs.iter().map(open_batch).collect(),
+        outputs: model.outputs.iter().map(open_batch).collect(),
+    }
+}
+
+/// A signature as people read it: `inputs image f32 [N, 3, 224, 224]; outputs …`.
+pub fn describe(signature: &ModelMetadata) -> String {
+    let list = |specs: &[TensorSpec]| {
+        specs.iter().map(|s| format!("{} {} {}", s.name, s.dtype, s.shape_display())).collect::<Vec<_>>().join(", ")
+    };
+    format!("inputs {}; outputs {}", list(&signature.inputs), list(&signature.outputs))
+}
+
+/// A variant that cannot serve its task: which tensor, why, and both signatures.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "variant `{variant}` does not fit task `{task}`: {tensor}: {reason} \
+     (task: {task_signature}; variant: {variant_signature})"
+)]
+pub struct SignatureMismatch {
+    /// The task.
+    pub task: String,
+    /// The variant.
+    pub variant: String,
+    /// The tensor that does not fit, as `input `x`` or `output `y``.
+    pub tensor: String,
+    /// What does not fit.
+    pub reason: String,
+    /// The task's signature, described.
+    pub task_signature: String,
+    /// The variant's own, described.
+    pub variant_signature: String,
+}
