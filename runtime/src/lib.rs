@@ -17,6 +17,7 @@ pub mod kserve;
 pub mod metrics;
 pub mod model;
 pub mod policy;
+pub mod preprocess;
 pub mod profile;
 pub mod registry;
 pub mod request;

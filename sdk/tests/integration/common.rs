@@ -79,3 +79,14 @@ pub fn fixture_snapshots(name: &str) -> Vec<modelless::policy_abi::Snapshot> {
     let text = std::fs::read_to_string(fixture_path(name)).unwrap();
     text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
 }
+
+/// The exported EfficientNet-Lite models, their labels and manifest.
+pub fn efficientnet_dir() -> PathBuf {
+    generated("efficientnet", "manifest.json", "scripts/setup.sh")
+}
+
+/// The sample photographs setup copies out of scikit-image's wheel.
+pub fn photo(name: &str) -> Vec<u8> {
+    let path = sdk_dir().join("../.modelless/photos").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", path.display()))
+}

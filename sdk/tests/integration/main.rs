@@ -17,6 +17,7 @@ mod kserve;
 mod load;
 mod onnx;
 mod policies;
+mod pretrained;
 mod signature;
 mod simulate;
 mod tasks;

