@@ -9,6 +9,7 @@ mod admission;
 pub mod answered;
 pub mod backend;
 pub mod batching;
+pub mod classify;
 pub mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;

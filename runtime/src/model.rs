@@ -131,6 +131,8 @@ pub struct StartOptions {
     /// `max_batch_size` (which the device's memory lowered): larger requests are
     /// refused, those between the two split into batches that fit.
     pub max_request_rows: Option<usize>,
+    /// Class labels its answers classify with.
+    pub labels: Option<Arc<[String]>>,
 }
 
 impl Default for StartOptions {
@@ -142,6 +144,7 @@ impl Default for StartOptions {
             on_phase: None,
             on_answer: None,
             max_request_rows: None,
+            labels: None,
         }
     }
 }
@@ -235,6 +238,7 @@ impl Model {
             outputs: metadata.outputs.iter().map(|o| o.name.clone()).collect(),
             on_answer: options.on_answer.clone(),
             counters: counters.clone(),
+            labels: options.labels.clone(),
         });
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..instances).map(|_| crossbeam_channel::bounded(1)).unzip();
         let queue =

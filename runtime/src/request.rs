@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::batching::state::Priority;
+use crate::classify::{Class, top_k};
 use crate::error::{BackendError, Error};
 use crate::tensor::Tensor;
 
@@ -140,6 +141,8 @@ pub struct Output {
     pub version: u64,
     /// The task, when it was asked of a task.
     pub task: Option<Arc<str>>,
+    /// The task's class labels, for [`Output::classes`].
+    pub labels: Option<Arc<[String]>>,
     /// Rows in the batch it ran in (its own rows included).
     pub batch_size: usize,
     /// Where the time went.
@@ -160,6 +163,16 @@ impl Output {
     /// The first output (the only one, for most models).
     pub fn first(&self) -> Option<&Tensor> {
         self.tensors.first()
+    }
+
+    /// The `k` highest scores of each row of output `name`, with their class index and
+    /// label (the task's label file), as Triton's classification extension answers.
+    pub fn classes(&self, name: &str, k: usize) -> Result<Vec<Vec<Class>>, Error> {
+        let output = self.get(name).ok_or_else(|| Error::InvalidInput {
+            model: self.model.to_string(),
+            reason: format!("no output `{name}` to classify; outputs: {}", self.names.join(", ")),
+        })?;
+        top_k(output, k, self.labels.as_deref())
     }
 
     /// The outputs, in the model's order.
@@ -207,6 +220,7 @@ mod tests {
             model: Arc::from("m"),
             version: 1,
             task: None,
+            labels: None,
             batch_size: rows,
             timings: Timings { total: Duration::from_millis(total_ms), ..Timings::default() },
         }

@@ -78,6 +78,7 @@ impl RuntimeConfig {
         }
         self.models.iter_mut().for_each(|m| resolve(&mut m.path));
         self.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()).for_each(|v| resolve(&mut v.path));
+        self.tasks.iter_mut().filter_map(|t| t.labels.as_mut()).for_each(resolve);
         #[cfg(feature = "server")]
         if let Some(server) = self.server.as_mut() {
             server.model_repository.iter_mut().for_each(&resolve);

@@ -56,6 +56,7 @@ pub(crate) struct ModelNames {
     pub outputs: Arc<[String]>,
     pub on_answer: Option<AnswerHook>,
     pub counters: Arc<ModelCounters>,
+    pub labels: Option<Arc<[String]>>,
 }
 
 /// Runs the batches it is handed, and after each the next one the queue has for it,
@@ -147,6 +148,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
                     model: names.model.clone(),
                     version: names.version,
                     task: names.task.clone(),
+                    labels: names.labels.clone(),
                     batch_size,
                     timings,
                 };

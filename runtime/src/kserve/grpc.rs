@@ -16,7 +16,7 @@ use super::proto::model_metadata_response::TensorMetadata;
 use super::proto::model_repository_parameter::ParameterChoice as RepositoryChoice;
 use super::proto::*;
 use super::repository::load_config;
-use super::service::{InferAnswer, InferCall, InferenceService, ModelStats};
+use super::service::{InferAnswer, InferCall, InferenceService, ModelStats, RequestedOutput};
 use super::status::{Code, ServeError};
 use super::tensors;
 use crate::backend::TensorSpec;
@@ -216,7 +216,13 @@ pub(super) fn decode_infer(request: ModelInferRequest, bounds: &InputBounds) -> 
         id,
         params,
         inputs: tensors,
-        outputs: outputs.into_iter().map(|o| o.name).collect(),
+        outputs: outputs
+            .into_iter()
+            .map(|o| {
+                let classification = o.parameters.get("classification").and_then(param_value);
+                RequestedOutput::parse(o.name, classification.as_ref())
+            })
+            .collect::<Result<_, _>>()?,
         deadline: None,
     })
 }
@@ -242,12 +248,12 @@ fn encode_infer(answer: InferAnswer) -> ModelInferResponse {
         .map(|(name, tensor)| {
             let output = model_infer_response::InferOutputTensor {
                 name: name.clone(),
-                datatype: tensors::datatype(tensor.dtype()).into(),
-                shape: tensors::shape_of(tensor),
+                datatype: tensor.datatype().into(),
+                shape: tensor.shape(),
                 parameters: HashMap::new(),
                 contents: None,
             };
-            (output, Bytes::from(tensors::to_raw(tensor)))
+            (output, Bytes::from(tensor.to_raw()))
         })
         .unzip();
     ModelInferResponse {

@@ -23,7 +23,7 @@ use super::grpc::EXTENSIONS;
 use super::limits::InputBounds;
 use super::params::{InferParams, ParamValue};
 use super::repository::load_config;
-use super::service::{InferAnswer, InferCall, InferenceService, ModelStats};
+use super::service::{InferAnswer, InferCall, InferenceService, ModelStats, RequestedOutput};
 use super::status::{Code, ServeError};
 use super::tensors;
 use crate::backend::TensorSpec;
@@ -277,7 +277,15 @@ fn decode_infer(
         id: request.id.unwrap_or_default(),
         params,
         inputs,
-        outputs: request.outputs.0.into_iter().map(|o| o.name).collect(),
+        outputs: request
+            .outputs
+            .0
+            .into_iter()
+            .map(|o| {
+                let classification = o.parameters.get("classification").cloned();
+                RequestedOutput::parse(o.name, classification.as_ref())
+            })
+            .collect::<Result<_, _>>()?,
         deadline: None,
     };
     Ok((call, binary))
@@ -291,15 +299,15 @@ fn encode_infer(answer: InferAnswer, binary: &BinaryOutputs) -> Response {
         .map(|(name, tensor)| {
             let mut output = json!({
                 "name": name,
-                "datatype": tensors::datatype(tensor.dtype()),
-                "shape": tensors::shape_of(tensor),
+                "datatype": tensor.datatype(),
+                "shape": tensor.shape(),
             });
             if binary.wants(name) {
-                let raw = tensors::to_raw(tensor);
+                let raw = tensor.to_raw();
                 output["parameters"] = json!({ "binary_data_size": raw.len() });
                 blobs.push(raw);
             } else {
-                output["data"] = tensors::to_json(tensor);
+                output["data"] = tensor.to_json();
             }
             output
         })

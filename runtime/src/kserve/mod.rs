@@ -38,7 +38,10 @@ pub use limits::{Claim, InputBounds, MAX_RANK, RequestLimits};
 pub use params::{InferParams, ParamValue};
 pub use repository::{Repository, RepositoryEntry, load_config, path_under_root, plain_name};
 pub use server::{Server, ServerError};
-pub use service::{InferAnswer, InferCall, InferenceService, ModelDescription, ModelStats};
+pub use service::{
+    AnswerTensor, InferAnswer, InferCall, InferenceService, MAX_CLASSIFICATION, ModelDescription, ModelStats,
+    RequestedOutput,
+};
 pub use status::{Code, ServeError};
 /// The gRPC library of the endpoints and of the generated client, for building
 /// connections (`tonic::transport::Endpoint`).

@@ -11,6 +11,7 @@ use super::limits::{InputBounds, RequestLimits};
 use super::params::{InferParams, ParamValue};
 use super::repository::{Repository, RepositoryEntry};
 use super::status::{Code, ServeError};
+use super::tensors;
 use crate::backend::{ModelMetadata, TensorSpec};
 use crate::metrics::{FailureReason, ModelTotals, serving_metrics};
 use crate::model::Model;
@@ -42,7 +43,7 @@ pub struct InferCall {
     /// Named inputs.
     pub inputs: Vec<(String, Tensor)>,
     /// Outputs wanted; empty for all.
-    pub outputs: Vec<String>,
+    pub outputs: Vec<RequestedOutput>,
     /// The transport's deadline (gRPC's `grpc-timeout`).
     pub deadline: Option<Instant>,
 }
@@ -63,7 +64,97 @@ pub struct InferAnswer {
     /// Where its time went.
     pub timings: Timings,
     /// Named outputs, in the model's order.
-    pub outputs: Vec<(String, Tensor)>,
+    pub outputs: Vec<(String, AnswerTensor)>,
+}
+
+/// An output a request asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestedOutput {
+    /// Its name.
+    pub name: String,
+    /// With parameter `classification: k`: the top `k` classes of each row, as BYTES.
+    pub classification: Option<usize>,
+}
+
+/// The most classes one classification answer lists per row.
+pub const MAX_CLASSIFICATION: usize = 1 << 16;
+
+impl RequestedOutput {
+    /// The output `name`, with its parameter `classification` if given.
+    pub fn parse(name: String, classification: Option<&ParamValue>) -> Result<Self, ServeError> {
+        let count = match classification {
+            None => None,
+            Some(ParamValue::Int(k)) => usize::try_from(*k).ok(),
+            Some(ParamValue::UInt(k)) => usize::try_from(*k).ok(),
+            Some(_) => None,
+        };
+        match (classification, count) {
+            (None, _) => Ok(RequestedOutput { name, classification: None }),
+            (Some(_), Some(k)) if (1..=MAX_CLASSIFICATION).contains(&k) => {
+                Ok(RequestedOutput { name, classification: Some(k) })
+            }
+            (Some(value), _) => Err(ServeError::invalid(format!(
+                "output `{name}`: classification {} is not a count of classes in 1..={MAX_CLASSIFICATION}",
+                value.to_json()
+            ))),
+        }
+    }
+}
+
+/// One output of an answer: a tensor, or classification strings (BYTES).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnswerTensor {
+    /// The model's output as it is.
+    Tensor(Tensor),
+    /// `score:index:label` per class, `[rows, k]`.
+    Classes {
+        /// Its shape.
+        shape: Vec<i64>,
+        /// The strings, row-major.
+        strings: Vec<String>,
+    },
+}
+
+impl AnswerTensor {
+    /// Its datatype as the protocol names it.
+    pub fn datatype(&self) -> &'static str {
+        match self {
+            AnswerTensor::Tensor(t) => tensors::datatype(t.dtype()),
+            AnswerTensor::Classes { .. } => "BYTES",
+        }
+    }
+
+    /// Its shape.
+    pub fn shape(&self) -> Vec<i64> {
+        match self {
+            AnswerTensor::Tensor(t) => tensors::shape_of(t),
+            AnswerTensor::Classes { shape, .. } => shape.clone(),
+        }
+    }
+
+    /// Its raw bytes: little-endian elements, or each string after its 4-byte
+    /// little-endian length, as the protocol carries BYTES.
+    pub fn to_raw(&self) -> Vec<u8> {
+        match self {
+            AnswerTensor::Tensor(t) => tensors::to_raw(t),
+            AnswerTensor::Classes { strings, .. } => {
+                let mut raw = Vec::with_capacity(strings.iter().map(|s| 4 + s.len()).sum());
+                for s in strings {
+                    raw.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                    raw.extend_from_slice(s.as_bytes());
+                }
+                raw
+            }
+        }
+    }
+
+    /// Its elements as JSON, flat.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            AnswerTensor::Tensor(t) => tensors::to_json(t),
+            AnswerTensor::Classes { strings, .. } => serde_json::json!(strings),
+        }
+    }
 }
 
 /// What a name serves, for metadata calls.
@@ -258,6 +349,7 @@ impl InferenceService {
         let target = self.resolve(&call.model)?;
         let model = self.serving_model(&call.model, &target, &call.version)?;
         let wanted = wanted_outputs(&call.model, &self.described(&target, &model)?, &call.outputs)?;
+        let classify = |name: &str| call.outputs.iter().find(|o| o.name == name).and_then(|o| o.classification);
         let slo = self.slo(&call);
         let inputs: Inputs = call.inputs.into_iter().collect();
         let ticket = match &target {
@@ -268,13 +360,23 @@ impl InferenceService {
         let output = ticket.await_answer().await?;
         let (model, version, task) = (output.model.to_string(), output.version, output.task.clone());
         let (batch_size, timings) = (output.batch_size, output.timings);
-        let names = output.names.clone();
-        let outputs = names
-            .iter()
-            .zip(output.into_tensors())
-            .filter(|(name, _)| wanted.as_ref().is_none_or(|w| w.contains(name)))
-            .map(|(name, tensor)| (name.clone(), tensor))
-            .collect();
+        let mut outputs = Vec::with_capacity(output.names.len());
+        for (name, tensor) in
+            output.iter().filter(|(name, _)| wanted.as_ref().is_none_or(|w| w.iter().any(|n| n == name)))
+        {
+            let answer = match classify(name) {
+                None => AnswerTensor::Tensor(tensor.clone()),
+                Some(k) => {
+                    let classes = output.classes(name, k).map_err(ServeError::from)?;
+                    let per_row = classes.first().map_or(0, Vec::len);
+                    AnswerTensor::Classes {
+                        shape: vec![classes.len() as i64, per_row as i64],
+                        strings: classes.iter().flatten().map(|c| c.to_triton()).collect(),
+                    }
+                }
+            };
+            outputs.push((name.to_string(), answer));
+        }
         Ok(InferAnswer {
             model,
             version,
@@ -378,11 +480,15 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// The outputs asked for, checked against the model's; `None` for all.
-fn wanted_outputs(name: &str, metadata: &ModelMetadata, asked: &[String]) -> Result<Option<Vec<String>>, ServeError> {
+fn wanted_outputs(
+    name: &str,
+    metadata: &ModelMetadata,
+    asked: &[RequestedOutput],
+) -> Result<Option<Vec<String>>, ServeError> {
     if asked.is_empty() {
         return Ok(None);
     }
-    for output in asked {
+    for RequestedOutput { name: output, .. } in asked {
         if !metadata.outputs.iter().any(|o| &o.name == output) {
             let known: Vec<&str> = metadata.outputs.iter().map(|o| o.name.as_str()).collect();
             return Err(ServeError::invalid(format!(
@@ -391,5 +497,5 @@ fn wanted_outputs(name: &str, metadata: &ModelMetadata, asked: &[String]) -> Res
             )));
         }
     }
-    Ok(Some(asked.to_vec()))
+    Ok(Some(asked.iter().map(|o| o.name.clone()).collect()))
 }

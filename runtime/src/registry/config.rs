@@ -67,6 +67,9 @@ pub struct TaskConfig {
     /// onto it or refused. Without one, the variant that serves first sets it.
     #[serde(default)]
     pub signature: Option<SignatureConfig>,
+    /// Class labels, one per line (line n names class n), for classification answers.
+    #[serde(default)]
+    pub labels: Option<PathBuf>,
 }
 
 /// The most tensors a variant's name map may list.
@@ -86,7 +89,14 @@ impl TaskConfig {
             keep_warm_mib: default_keep_warm_mib(),
             latency_slo_ms: None,
             signature: None,
+            labels: None,
         }
+    }
+
+    /// Names the label file of classification answers.
+    pub fn with_labels(mut self, path: impl Into<PathBuf>) -> Self {
+        self.labels = Some(path.into());
+        self
     }
 
     /// Declares what the task's callers send and get.

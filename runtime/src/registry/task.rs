@@ -20,6 +20,7 @@ use super::config::{TaskConfig, VariantConfig};
 use super::route::choose;
 use crate::backend::{BackendFactory, ModelMetadata};
 use crate::batching::{BatchingConfig, MAX_QUEUE_DELAY_US};
+use crate::classify::read_labels;
 use crate::error::{BackendError, Error};
 use crate::metrics::{TaskTraffic, serving_metrics};
 use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
@@ -165,6 +166,8 @@ pub struct Task {
     find_profile: Option<FindProfile>,
     traffic: Arc<TaskTraffic>,
     latency_slo_ms: Option<f64>,
+    /// Class labels for classification answers.
+    labels: Option<Arc<[String]>>,
     /// What callers send and get: declared, or the first variant's once it loads.
     signature: Arc<OnceLock<ModelMetadata>>,
     routes: ArcSwapOption<Routes>,
@@ -216,6 +219,7 @@ impl Task {
             find_profile,
             traffic: Arc::new(TaskTraffic::default()),
             latency_slo_ms: config.latency_slo_ms,
+            labels: config.labels.as_deref().map(read_labels).transpose()?,
             signature,
             routes: ArcSwapOption::empty(),
             inner: Arc::new(Mutex::new(Inner { active, variants })),
@@ -244,6 +248,11 @@ impl Task {
     /// or the first variant's (with its batch dimension open).
     pub fn signature(&self) -> Result<ModelMetadata, Error> {
         self.signature.get().cloned().ok_or(Error::ShuttingDown)
+    }
+
+    /// Its class labels, if it has a label file.
+    pub fn labels(&self) -> Option<Arc<[String]>> {
+        self.labels.clone()
     }
 
     /// Whether `variant` can serve the task: known, and not found to misfit its
@@ -597,6 +606,7 @@ impl Task {
             on_phase: Some(on_phase),
             on_answer: Some(self.traffic.answer_hook()),
             max_request_rows: Some(config.batching.max_batch_size),
+            labels: self.labels.clone(),
         };
         // Before the model starts, so that a profile measured now has the cores to itself.
         let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);

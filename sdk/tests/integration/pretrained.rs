@@ -99,3 +99,60 @@ fn the_onnx_export_answers_pytorchs_logits_within_1e_3() {
         assert!(worst <= 1e-3, "{name}: logits differ from PyTorch's by {worst}");
     }
 }
+
+#[test]
+fn tritonclient_gets_classification_labels_over_grpc_and_http() {
+    use modelless::kserve::ServerConfig;
+    use std::process::Command;
+
+    let labels = labels();
+    let task = efficientnet_task().with_labels(efficientnet_dir().join("imagenet_labels.txt"));
+    let runtime = std::sync::Arc::new(Runtime::builder().with_task(task).build().unwrap());
+    // Through the SDK: typed classes.
+    let lite0 = &manifest()["variants"][0];
+    let image = image_tensor(&photo("chelsea.png"), &preprocess_of(lite0)).unwrap();
+    let out = runtime.infer_task_blocking("classify-photo", image.clone(), Slo::default()).unwrap();
+    let classes = out.classes("logits", 3).unwrap();
+    assert_eq!((classes.len(), classes[0].len()), (1, 3));
+    let best = &classes[0][0];
+    assert!(CATS.contains(&best.index), "{classes:?}");
+    assert_eq!(best.label.as_deref(), Some(labels[best.index].as_str()));
+
+    // Through tritonclient, both protocols.
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let server = tokio.block_on(runtime.clone().serve(&ServerConfig::loopback())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let input_file = dir.path().join("chelsea.f32");
+    let raw: Vec<u8> = image.as_slice::<f32>().unwrap().iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(&input_file, raw).unwrap();
+    let plan = serde_json::json!({
+        "grpc": server.grpc_address().to_string(),
+        "http": server.http_address().to_string(),
+        "model": "classify-photo",
+        "input": "image",
+        "input_file": input_file,
+        "input_shape": image.shape(),
+        "output": "logits",
+        "classes": 3,
+    });
+    let (plan_path, report_path) = (dir.path().join("plan.json"), dir.path().join("report.json"));
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    let python = crate::common::sdk_dir().join("../.modelless/venv/bin/python");
+    let script = crate::common::sdk_dir().join("tests/classification_client.py");
+    let run = Command::new(&python).arg(&script).arg(&plan_path).arg(&report_path).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    for protocol in ["grpc", "http"] {
+        let answer = &report[protocol];
+        assert_eq!(answer["shape"], serde_json::json!([1, 3]), "{protocol}: {answer}");
+        let first = answer["classes"][0].as_str().unwrap();
+        let (score, rest) = first.split_once(':').unwrap();
+        let (index, label) = rest.split_once(':').unwrap();
+        let index: usize = index.parse().unwrap();
+        assert!(CATS.contains(&index) && label == labels[index], "{protocol}: {first}");
+        assert!((score.parse::<f64>().unwrap() - best.score).abs() < 1e-4, "{protocol}: {first} vs {best:?}");
+        assert_eq!(answer["variant"], "efficientnet-lite0", "{protocol}");
+        eprintln!("{protocol}: {}", answer["classes"]);
+    }
+    tokio.block_on(server.shutdown());
+}
