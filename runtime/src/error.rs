@@ -76,6 +76,30 @@ pub enum BackendError {
     Injected(String),
 }
 
+impl Error {
+    /// What kind of failure it is, as a short name for logs, metrics and summaries:
+    /// `invalid_input`, `overloaded`, `does_not_fit_task`, …
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::UnknownModel(_) => "unknown_model",
+            Error::InvalidInput { .. } => "invalid_input",
+            Error::RequestTooLarge { .. } => "request_too_large",
+            Error::Overloaded { .. } => "overloaded",
+            Error::DeadlineExceeded { .. } => "deadline_exceeded",
+            Error::Load { .. } => "load_failed",
+            Error::Backend { .. } => "backend_failed",
+            Error::DoesNotFitTask(_) => "does_not_fit_task",
+            Error::UnknownTask(_) => "unknown_task",
+            Error::UnknownVariant { .. } => "unknown_variant",
+            Error::NoVariantMeetsSlo { .. } => "no_variant_meets_slo",
+            Error::NotReady { .. } => "not_ready",
+            Error::AlreadyLoaded(_) => "already_loaded",
+            Error::Config(_) => "config",
+            Error::ShuttingDown => "shutting_down",
+        }
+    }
+}
+
 fn display_paths(paths: &[PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }

@@ -92,6 +92,18 @@ fn status_of(code: Code) -> Status {
     }
 }
 
+/// A gRPC code as a failure kind: `InvalidArgument` → `invalid_argument`.
+fn code_name(code: Code) -> String {
+    let mut name = String::new();
+    for (i, c) in format!("{code:?}").chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_lowercase());
+    }
+    name
+}
+
 impl Target for Grpc {
     fn targets(&self) -> Vec<TaskTarget> {
         self.tasks.iter().map(|t| t.0.clone()).collect()
@@ -116,9 +128,14 @@ impl Target for Grpc {
                     if let Ok(mut last) = last_variant.lock() {
                         last[task].clone_from(&variant);
                     }
-                    Answer { status: Status::Ok, variant, batch_size }
+                    Answer { status: Status::Ok, variant, batch_size, reason: None }
                 }
-                Err(status) => Answer { status: status_of(status.code()), variant: None, batch_size: None },
+                Err(status) => Answer {
+                    status: status_of(status.code()),
+                    variant: None,
+                    batch_size: None,
+                    reason: Some(super::record::reason(&code_name(status.code()), status.message())),
+                },
             }
         })
     }

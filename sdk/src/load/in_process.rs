@@ -68,7 +68,8 @@ fn status_of(error: &Error) -> Status {
 }
 
 fn failed(error: &Error) -> Answer {
-    Answer { status: status_of(error), variant: None, batch_size: None }
+    let reason = super::record::reason(error.kind(), &error.to_string());
+    Answer { status: status_of(error), variant: None, batch_size: None, reason: Some(reason) }
 }
 
 impl Target for InProcess {
@@ -87,6 +88,7 @@ impl Target for InProcess {
                         status: Status::Ok,
                         variant: Some(output.model.to_string()),
                         batch_size: Some(output.batch_size as u32),
+                        reason: None,
                     },
                     Err(e) => failed(&e),
                 },

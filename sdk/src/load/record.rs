@@ -50,6 +50,28 @@ pub struct RequestRecord {
     /// Rows in the batch it ran in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_size: Option<u32>,
+    /// Why it was not answered: its error's kind, a colon, and the error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl RequestRecord {
+    /// The kind of its failure (the `reason` up to its first colon), if it failed.
+    pub fn failure_kind(&self) -> Option<&str> {
+        self.reason.as_deref().map(|r| r.split_once(':').map_or(r, |(kind, _)| kind))
+    }
+}
+
+/// A failure's reason as records carry it, cut to 300 characters: `kind: message`.
+pub fn reason(kind: &str, message: &str) -> String {
+    const MAX_CHARS: usize = 300;
+    let message = message.char_indices().nth(MAX_CHARS).map_or(message, |(at, _)| &message[..at]);
+    format!("{kind}: {message}")
+}
+
+/// A CSV field, quoted where it holds a comma, quote or line break.
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text.to_string() }
 }
 
 /// The file format of a request log, from its extension: `.csv`, or JSON Lines.
@@ -63,17 +85,18 @@ pub fn write_log(path: &Path, records: &[RequestRecord]) -> Result<(), LoadError
     let mut out = std::io::BufWriter::new(file);
     let written: std::io::Result<()> = (|| {
         if is_csv(path) {
-            writeln!(out, "task,sent_s,status,latency_ms,variant,batch_size")?;
+            writeln!(out, "task,sent_s,status,latency_ms,variant,batch_size,reason")?;
             for r in records {
                 writeln!(
                     out,
-                    "{},{:.6},{},{:.3},{},{}",
+                    "{},{:.6},{},{:.3},{},{},{}",
                     r.task,
                     r.sent_s,
                     r.status.as_str(),
                     r.latency_ms,
                     r.variant.as_deref().unwrap_or(""),
-                    r.batch_size.map_or(String::new(), |b| b.to_string())
+                    r.batch_size.map_or(String::new(), |b| b.to_string()),
+                    csv_field(r.reason.as_deref().unwrap_or(""))
                 )?;
             }
         } else {
@@ -114,6 +137,7 @@ mod tests {
                 latency_ms: 12.5,
                 variant: Some("v1".into()),
                 batch_size: Some(4),
+                reason: None,
             },
             RequestRecord {
                 task: "t".into(),
@@ -122,6 +146,7 @@ mod tests {
                 latency_ms: 0.1,
                 variant: None,
                 batch_size: None,
+                reason: Some(reason("overloaded", "model `v1` is overloaded, \"queue\" full")),
             },
         ];
         let dir = tempfile::tempdir().unwrap();
@@ -131,7 +156,8 @@ mod tests {
         let csv = dir.path().join("requests.csv");
         write_log(&csv, &records).unwrap();
         let text = std::fs::read_to_string(&csv).unwrap();
-        assert_eq!(text.lines().nth(1), Some("t,0.250000,ok,12.500,v1,4"));
-        assert_eq!(text.lines().nth(2), Some("t,0.500000,rejected,0.100,,"));
+        assert_eq!(text.lines().nth(1), Some("t,0.250000,ok,12.500,v1,4,"));
+        let reason = r#""overloaded: model `v1` is overloaded, ""queue"" full""#;
+        assert_eq!(text.lines().nth(2), Some(format!("t,0.500000,rejected,0.100,,,{reason}").as_str()));
     }
 }

@@ -25,6 +25,8 @@ pub struct Answer {
     pub variant: Option<String>,
     /// Rows in the batch it ran in.
     pub batch_size: Option<u32>,
+    /// Why it was not answered, as [`super::record::reason`] writes it.
+    pub reason: Option<String>,
 }
 
 /// What a run sends requests to.
@@ -144,6 +146,7 @@ pub async fn run(
                 latency_ms,
                 variant: answer.variant,
                 batch_size: answer.batch_size,
+                reason: answer.reason,
             };
             if let Ok(mut ended) = ended.lock() {
                 ended[index] = Some(record);
@@ -172,6 +175,7 @@ pub async fn run(
                 latency_ms: DRAIN.as_secs_f64() * 1e3,
                 variant: None,
                 batch_size: None,
+                reason: Some(super::record::reason("unanswered", "no answer before the run's drain ended")),
             })
         })
         .collect();

@@ -71,6 +71,9 @@ pub struct Summary {
     pub expired: u64,
     /// Other errors.
     pub failed: u64,
+    /// Requests not answered, by their failure's kind (`overloaded`, `invalid_input`, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures_by_reason: BTreeMap<String, u64>,
     /// Not answered within the SLO (late, refused, expired or failed).
     pub slo_violations: u64,
     /// `slo_violations` as a share of `sent`, %.
@@ -150,6 +153,10 @@ fn summary<'a>(
         rejected: count(Status::Rejected),
         expired: count(Status::Expired),
         failed: count(Status::Failed),
+        failures_by_reason: records.iter().filter_map(|r| r.failure_kind()).fold(BTreeMap::new(), |mut by, kind| {
+            *by.entry(kind.to_string()).or_default() += 1;
+            by
+        }),
         slo_violations: sent - in_slo,
         slo_violation_pct: if sent == 0 { 0.0 } else { 100.0 * (sent - in_slo) as f64 / sent as f64 },
         p50_ms,
@@ -267,17 +274,25 @@ pub fn timeline_csv(rows: &[Second]) -> String {
     out
 }
 
+/// Failures by kind as a table cell: `overloaded 3, invalid_input 1`, or `-`.
+fn failures(by_reason: &BTreeMap<String, u64>) -> String {
+    if by_reason.is_empty() {
+        return "-".into();
+    }
+    by_reason.iter().map(|(kind, n)| format!("{kind} {n}")).collect::<Vec<_>>().join(", ")
+}
+
 /// Summaries as a Markdown table, each row headed by its label (a policy, a run).
 pub fn markdown_table(rows: &[(String, Summary)]) -> String {
     let mut out = String::from(
-        "| run | task | sent | SLO violations % | p50 ms | p99 ms | goodput/s | eff. accuracy | norm. accuracy | switches | rejected | max queue |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | task | sent | SLO violations % | p50 ms | p99 ms | goodput/s | eff. accuracy | norm. accuracy | switches | rejected | max queue | failures |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     for (label, s) in rows {
         let _ = writeln!(
             out,
-            "| {label} | {} | {} | {:.3} | {} | {} | {:.1} | {:.2} | {:.3} | {} | {} | {} |",
+            "| {label} | {} | {} | {:.3} | {} | {} | {:.1} | {:.2} | {:.3} | {} | {} | {} | {} |",
             s.task,
             s.sent,
             s.slo_violation_pct,
@@ -289,6 +304,7 @@ pub fn markdown_table(rows: &[(String, Summary)]) -> String {
             s.variant_switches,
             s.rejected,
             s.max_queue_length.map_or("-".to_string(), |q| q.to_string()),
+            failures(&s.failures_by_reason),
         );
     }
     out
@@ -306,6 +322,11 @@ mod tests {
             latency_ms,
             variant: variant.map(Into::into),
             batch_size: None,
+            reason: match status {
+                Status::Ok => None,
+                Status::Rejected => Some(crate::load::record::reason("overloaded", "queue full")),
+                _ => Some(crate::load::record::reason("deadline_exceeded", "expired")),
+            },
         }
     }
 
@@ -346,6 +367,8 @@ mod tests {
         ];
         let s = &summarize(&records, std::slice::from_ref(&a), &samples, 2.0)[0];
         assert_eq!((s.sent, s.completed, s.rejected, s.expired, s.failed), (5, 3, 1, 1, 0));
+        let by_reason: Vec<(&str, u64)> = s.failures_by_reason.iter().map(|(k, &n)| (k.as_str(), n)).collect();
+        assert_eq!(by_reason, [("deadline_exceeded", 1), ("overloaded", 1)]);
         assert_eq!(s.slo_violations, 3);
         assert!((s.slo_violation_pct - 60.0).abs() < 1e-9);
         assert_eq!(s.p50_ms, Some(90.0));

@@ -173,6 +173,7 @@ pub fn simulate(
                 latency_ms: DRAIN_US as f64 / 1e3,
                 variant: None,
                 batch_size: None,
+                reason: Some(crate::load::record::reason("unanswered", "no answer before the run's drain ended")),
             })
         })
         .collect();
@@ -256,6 +257,13 @@ impl Sim<'_> {
             latency_ms: end.1.saturating_sub(queued.arrived_us) as f64 / 1e3,
             variant: batch.map(|(variant, _)| self.model.tasks[task].variants[variant].name.clone()),
             batch_size: batch.map(|(_, rows)| rows),
+            reason: match end.0 {
+                Status::Rejected => Some(crate::load::record::reason("overloaded", "the simulated queue is full")),
+                Status::Expired => {
+                    Some(crate::load::record::reason("deadline_exceeded", "expired in the simulated queue"))
+                }
+                _ => None,
+            },
         });
     }
 
