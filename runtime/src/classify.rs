@@ -44,7 +44,8 @@ pub fn read_labels(path: &Path) -> Result<Arc<[String]>, Error> {
 
 /// The `k` highest scores of every row (dimension 0) of `output`, highest first; ties
 /// go to the lower index. `k` larger than a row is cut to the row.
-pub fn top_k(output: &Tensor, k: usize, labels: Option<&[String]>) -> Result<Vec<Vec<Class>>, Error> {
+/// Refused for a bool output, which holds no scores; `model` names it in the error.
+pub fn top_k(model: &str, output: &Tensor, k: usize, labels: Option<&[String]>) -> Result<Vec<Vec<Class>>, Error> {
     let scores: Vec<f64> = match output.data() {
         TensorData::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
         TensorData::F16(v) => v.iter().map(|&x| f64::from(x.to_f32())).collect(),
@@ -53,7 +54,7 @@ pub fn top_k(output: &Tensor, k: usize, labels: Option<&[String]>) -> Result<Vec
         TensorData::U8(v) => v.iter().map(|&x| f64::from(x)).collect(),
         TensorData::Bool(_) => {
             return Err(Error::InvalidInput {
-                model: String::new(),
+                model: model.to_string(),
                 reason: "a bool output has no scores to classify".into(),
             });
         }
@@ -83,11 +84,11 @@ mod tests {
     fn each_row_gives_its_highest_scores_with_their_labels() {
         let logits = Tensor::new([2, 4], vec![0.1f32, 0.9, 0.5, 0.9, 3.0, -1.0, 2.0, 0.0]).unwrap();
         let labels: Vec<String> = ["cat", "dog", "fox"].map(String::from).to_vec();
-        let classes = top_k(&logits, 2, Some(&labels)).unwrap();
+        let classes = top_k("m", &logits, 2, Some(&labels)).unwrap();
         let picked: Vec<Vec<usize>> = classes.iter().map(|r| r.iter().map(|c| c.index).collect()).collect();
         assert_eq!(picked, vec![vec![1, 3], vec![0, 2]]);
         assert_eq!(classes[0][0].to_triton(), "0.900000:1:dog");
         assert_eq!(classes[0][1].to_triton(), "0.900000:3", "no label on line 3");
-        assert_eq!(top_k(&logits, 10, None).unwrap()[1].len(), 4);
+        assert_eq!(top_k("m", &logits, 10, None).unwrap()[1].len(), 4);
     }
 }

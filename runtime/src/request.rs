@@ -172,7 +172,7 @@ impl Output {
             model: self.model.to_string(),
             reason: format!("no output `{name}` to classify; outputs: {}", self.names.join(", ")),
         })?;
-        top_k(output, k, self.labels.as_deref())
+        top_k(&self.model, output, k, self.labels.as_deref())
     }
 
     /// The outputs, in the model's order.

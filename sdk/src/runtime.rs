@@ -304,7 +304,7 @@ impl Runtime {
     /// What `task` takes and gives, whatever variant serves it: its declared signature,
     /// or its first variant's.
     pub fn task_metadata(&self, task: &str) -> Result<ModelMetadata, Error> {
-        self.registry.task(task)?.signature()
+        self.registry.task(task)?.signature().cloned()
     }
 
     /// What a policy sees of `task`'s variants: accuracy, state and profiled cost.

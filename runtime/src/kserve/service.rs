@@ -260,10 +260,10 @@ impl InferenceService {
     pub fn input_bounds(&self, name: &str, version: &str) -> Result<InputBounds, ServeError> {
         let target = self.resolve(name)?;
         let model = self.serving_model(name, &target, version)?;
-        let metadata = self.described(&target, &model)?;
+        let metadata = described(&target, &model)?;
         Ok(InputBounds {
             batched: metadata.dynamic_batch(),
-            inputs: metadata.inputs,
+            inputs: metadata.inputs.clone(),
             max_rows: model.max_request_rows(),
             limits: self.limits,
         })
@@ -324,21 +324,12 @@ impl InferenceService {
     pub fn metadata(&self, name: &str, version: &str) -> Result<ModelDescription, ServeError> {
         let target = self.resolve(name)?;
         let model = self.serving_model(name, &target, version)?;
-        let ModelMetadata { inputs, outputs } = self.described(&target, &model)?;
+        let ModelMetadata { inputs, outputs } = described(&target, &model)?.clone();
         let (platform, versions) = match target {
             Target::Task(_) => ("modelless_task", Vec::new()),
             _ => ("onnxruntime_onnx", vec![model.version().to_string()]),
         };
         Ok(ModelDescription { name: name.to_string(), versions, platform, inputs, outputs })
-    }
-
-    /// What `target` takes and gives: a task's signature, whatever variant serves it;
-    /// else what `model` (the one serving `target`) does.
-    fn described(&self, target: &Target, model: &Model) -> Result<ModelMetadata, ServeError> {
-        match target {
-            Target::Task(task) => Ok(task.signature()?),
-            _ => Ok(model.metadata().clone()),
-        }
     }
 
     /// Runs one inference.
@@ -348,7 +339,7 @@ impl InferenceService {
         }
         let target = self.resolve(&call.model)?;
         let model = self.serving_model(&call.model, &target, &call.version)?;
-        let wanted = wanted_outputs(&call.model, &self.described(&target, &model)?, &call.outputs)?;
+        let wanted = wanted_outputs(&call.model, described(&target, &model)?, &call.outputs)?;
         let classify = |name: &str| call.outputs.iter().find(|o| o.name == name).and_then(|o| o.classification);
         let slo = self.slo(&call);
         let inputs: Inputs = call.inputs.into_iter().collect();
@@ -360,23 +351,27 @@ impl InferenceService {
         let output = ticket.await_answer().await?;
         let (model, version, task) = (output.model.to_string(), output.version, output.task.clone());
         let (batch_size, timings) = (output.batch_size, output.timings);
-        let mut outputs = Vec::with_capacity(output.names.len());
-        for (name, tensor) in
-            output.iter().filter(|(name, _)| wanted.as_ref().is_none_or(|w| w.iter().any(|n| n == name)))
-        {
-            let answer = match classify(name) {
-                None => AnswerTensor::Tensor(tensor.clone()),
-                Some(k) => {
-                    let classes = output.classes(name, k).map_err(ServeError::from)?;
-                    let per_row = classes.first().map_or(0, Vec::len);
-                    AnswerTensor::Classes {
-                        shape: vec![classes.len() as i64, per_row as i64],
-                        strings: classes.iter().flatten().map(|c| c.to_triton()).collect(),
-                    }
-                }
-            };
-            outputs.push((name.to_string(), answer));
+        // Classified first, while the output is whole; the tensors then move out uncopied.
+        let mut classified = Vec::new();
+        for (name, k) in output.names.iter().filter_map(|name| Some((name, classify(name)?))) {
+            let classes = output.classes(name, k)?;
+            let per_row = classes.first().map_or(0, Vec::len);
+            let strings = classes.iter().flatten().map(|c| c.to_triton()).collect();
+            classified.push((
+                name.clone(),
+                AnswerTensor::Classes { shape: vec![classes.len() as i64, per_row as i64], strings },
+            ));
         }
+        let names = output.names.clone();
+        let outputs = names
+            .iter()
+            .zip(output.into_tensors())
+            .filter(|(name, _)| wanted.as_ref().is_none_or(|w| w.contains(name)))
+            .map(|(name, tensor)| match classified.iter().position(|(c, _)| c == name) {
+                Some(i) => classified.swap_remove(i),
+                None => (name.clone(), AnswerTensor::Tensor(tensor)),
+            })
+            .collect();
         Ok(InferAnswer {
             model,
             version,
@@ -467,6 +462,15 @@ impl InferenceService {
         self.check_model_control()?;
         let repository = self.repository.clone();
         blocking(move || repository.unload(&name)).await
+    }
+}
+
+/// What `target` takes and gives: a task's signature, whatever variant serves it;
+/// else what `model` (the one serving `target`) does.
+fn described<'a>(target: &'a Target, model: &'a Model) -> Result<&'a ModelMetadata, ServeError> {
+    match target {
+        Target::Task(task) => Ok(task.signature()?),
+        _ => Ok(model.metadata()),
     }
 }
 

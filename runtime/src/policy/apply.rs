@@ -73,7 +73,7 @@ impl Applier {
             return Some(format!(
                 "task `{name}`: switch to `{}` refused: {}",
                 short(variant),
-                short_report(&e.to_string())
+                cut(&e.to_string(), 400)
             ));
         }
         if !self.switching.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone()) {
@@ -103,16 +103,14 @@ impl Applier {
     }
 }
 
-/// A report cut to a length logs and statuses can carry.
-fn short_report(report: &str) -> &str {
-    const MAX_CHARS: usize = 400;
-    report.char_indices().nth(MAX_CHARS).map_or(report, |(at, _)| &report[..at])
-}
-
 /// A name a policy wrote, cut for a report: the policy may write megabytes of it.
 fn short(name: &str) -> &str {
-    const MAX_CHARS: usize = 64;
-    name.char_indices().nth(MAX_CHARS).map_or(name, |(at, _)| &name[..at])
+    cut(name, 64)
+}
+
+/// `text` cut to `max_chars` characters.
+fn cut(text: &str, max_chars: usize) -> &str {
+    text.char_indices().nth(max_chars).map_or(text, |(at, _)| &text[..at])
 }
 
 #[cfg(test)]

@@ -246,8 +246,8 @@ impl Task {
 
     /// What its callers send and get, whatever variant serves: the declared signature,
     /// or the first variant's (with its batch dimension open).
-    pub fn signature(&self) -> Result<ModelMetadata, Error> {
-        self.signature.get().cloned().ok_or(Error::ShuttingDown)
+    pub fn signature(&self) -> Result<&ModelMetadata, Error> {
+        self.signature.get().ok_or(Error::ShuttingDown)
     }
 
     /// Its class labels, if it has a label file.
@@ -258,10 +258,15 @@ impl Task {
     /// Whether `variant` can serve the task: known, and not found to misfit its
     /// signature. A policy's switch to one that cannot is refused with this error.
     pub fn can_serve(&self, variant: &str) -> Result<(), Error> {
+        self.servable_index(variant).map(drop)
+    }
+
+    /// The index of `variant`, unless it is unknown or known not to fit.
+    fn servable_index(&self, variant: &str) -> Result<usize, Error> {
         let index = self.index_of(variant)?;
         match &self.lock().variants[index].misfit {
             Some(mismatch) => Err(Error::DoesNotFitTask(mismatch.clone())),
-            None => Ok(()),
+            None => Ok(index),
         }
     }
 
@@ -329,8 +334,7 @@ impl Task {
     pub fn switch_to(&self, variant: &str) -> Result<SwitchReport, Error> {
         let start = Instant::now();
         let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
-        self.can_serve(variant)?;
-        let index = self.index_of(variant)?;
+        let index = self.servable_index(variant)?;
         let ready = self.lock().variants[index].current.is_some();
         let mut warmup = None;
         if !ready {
@@ -371,8 +375,7 @@ impl Task {
     /// Loads `variant` (if it is not) without making it active.
     pub fn load_variant(&self, variant: &str) -> Result<(), Error> {
         let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
-        self.can_serve(variant)?;
-        let index = self.index_of(variant)?;
+        let index = self.servable_index(variant)?;
         if self.lock().variants[index].current.is_none() {
             let version = self.load(index, None)?;
             self.promote(index, version);
