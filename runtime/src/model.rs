@@ -16,7 +16,7 @@ use crate::batching::BatchingConfig;
 use crate::batching::queue::{Queue, timer_task};
 use crate::batching::worker::{ModelNames, Pending, worker_task};
 use crate::error::{BackendError, Error};
-use crate::metrics::{FailureReason, ModelCounters, serving_metrics};
+use crate::metrics::{ModelCounters, serving_metrics};
 use crate::request::{InferOptions, Inputs, Output};
 use crate::warmup::{WarmupConfig, warm_up};
 
@@ -358,7 +358,7 @@ impl Model {
     pub fn submit(&self, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
         let admitted_at = Instant::now();
         let batch_rows = self.batching.load().max_batch_size;
-        let rejected = |_: &Error| self.counters.failed(FailureReason::Rejected);
+        let rejected = |e: &Error| self.counters.failed(e);
         let admitted = admit(&self.name, &self.metadata, self.max_request_rows(), inputs).inspect_err(rejected)?;
         let pending = |part: Admitted| {
             let (reply, answer) = oneshot::channel();

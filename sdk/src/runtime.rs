@@ -216,6 +216,12 @@ impl Runtime {
         Runtime::builder().with_config(RuntimeConfig::from_file(path)?).build()
     }
 
+    /// The process's metrics in Prometheus' text format, as `/metrics` serves them:
+    /// for an application that exposes them on its own endpoint.
+    pub fn metrics_text(&self) -> String {
+        modelless_runtime::metrics::serving_metrics().render(&self.registry)
+    }
+
     /// Loads an ONNX model, warms it up and starts serving it; blocks until its
     /// instances are ready. A model that fails to load leaves the others serving.
     pub fn load_model(&self, config: ModelConfig) -> Result<ModelInfo, Error> {

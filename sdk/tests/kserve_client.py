@@ -304,10 +304,10 @@ def metrics():
         "success": delta(key("modelless_inference_request_success")),
         "inferences": delta(key("modelless_inference_count")),
         "executions": delta(key("modelless_inference_exec_count")),
-        "rejected": delta(key("modelless_inference_request_failure", "rejected")),
+        "invalid_input": delta(key("modelless_inference_request_failure", "invalid_input")),
         "latency observations": delta(key("modelless_inference_request_latency_seconds_count")),
     }
-    wanted = {"success": 5, "inferences": 10, "executions": 5, "rejected": 1, "latency observations": 5}
+    wanted = {"success": 5, "inferences": 10, "executions": 5, "invalid_input": 1, "latency observations": 5}
     expect(moved == wanted, f"counters moved {moved}, expected {wanted}")
     expect(delta(key("modelless_inference_request_duration_us")) > 0, "request duration did not grow")
     expect(delta(key("modelless_inference_compute_infer_duration_us")) > 0, "compute duration did not grow")

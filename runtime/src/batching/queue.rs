@@ -14,7 +14,7 @@ use super::state::{DeadReason, Next, State};
 use super::worker::Pending;
 use crate::answered::{AnswerHook, Answered};
 use crate::error::Error;
-use crate::metrics::{FailureReason, ModelCounters};
+use crate::metrics::ModelCounters;
 
 /// The shared queue.
 pub(crate) struct Queue {
@@ -73,8 +73,9 @@ impl Queue {
         }
         let max_queue_size = inner.state.config().max_queue_size;
         if inner.state.len() + parts.len() > max_queue_size {
-            self.counters.failed(FailureReason::Rejected);
-            return Err(Error::Overloaded { model: self.model.to_string(), max_queue_size });
+            let error = Error::Overloaded { model: self.model.to_string(), max_queue_size };
+            self.counters.failed(&error);
+            return Err(error);
         }
         let now = Instant::now();
         for pending in parts {
@@ -116,8 +117,9 @@ impl Queue {
     pub fn refuse(&self, refused: Vec<Pending>) {
         let max_queue_size = self.lock().state.config().max_queue_size;
         for pending in refused {
-            let _ = pending.reply.send(Err(Error::Overloaded { model: self.model.to_string(), max_queue_size }));
-            self.counters.failed(FailureReason::Rejected);
+            let error = Error::Overloaded { model: self.model.to_string(), max_queue_size };
+            self.counters.failed(&error);
+            let _ = pending.reply.send(Err(error));
             if let Some(on_answer) = &self.on_answer {
                 on_answer(Answered::Failed);
             }
@@ -221,12 +223,13 @@ impl Queue {
         for d in dead {
             let answered = match d.reason {
                 DeadReason::Expired => {
-                    let _ = d.item.reply.send(Err(Error::DeadlineExceeded { model: self.model.to_string() }));
-                    self.counters.failed(FailureReason::Expired);
+                    let error = Error::DeadlineExceeded { model: self.model.to_string() };
+                    self.counters.failed(&error);
+                    let _ = d.item.reply.send(Err(error));
                     Answered::Expired
                 }
                 DeadReason::Abandoned => {
-                    self.counters.failed(FailureReason::Canceled);
+                    self.counters.canceled();
                     Answered::Abandoned
                 }
             };

@@ -15,7 +15,7 @@ use crate::answered::{AnswerHook, Answered};
 use crate::backend::turns::RUN_TURNS;
 use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
-use crate::metrics::{FailureReason, ModelCounters};
+use crate::metrics::ModelCounters;
 use crate::request::{Output, Timings};
 use crate::tensor::Tensor;
 
@@ -101,7 +101,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     };
     let (requests, abandoned): (Vec<Pending>, Vec<Pending>) = requests.into_iter().partition(|p| !p.reply.is_closed());
     for _ in &abandoned {
-        names.counters.failed(FailureReason::Canceled);
+        names.counters.canceled();
         tell(Answered::Abandoned);
     }
     let Some(first) = requests.first() else {
@@ -159,10 +159,9 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
             }
         }
         Err(source) => {
-            tracing::warn!(model = %names.model, error = %source, batch_size, "batch failed");
             let error = Error::Backend { model: names.model.to_string(), source: Arc::new(source) };
             for (reply, ..) in waiters {
-                names.counters.failed(FailureReason::Backend);
+                names.counters.failed(&error);
                 tell(Answered::Failed);
                 let _ = reply.send(Err(error.clone()));
             }

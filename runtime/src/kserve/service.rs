@@ -13,7 +13,7 @@ use super::repository::{Repository, RepositoryEntry};
 use super::status::{Code, ServeError};
 use super::tensors;
 use crate::backend::{ModelMetadata, TensorSpec};
-use crate::metrics::{FailureReason, ModelTotals, serving_metrics};
+use crate::metrics::{ModelTotals, serving_metrics};
 use crate::model::Model;
 use crate::registry::{Registry, Task};
 use crate::request::{Inputs, Slo, Timings};
@@ -433,7 +433,11 @@ impl InferenceService {
     pub fn refused(&self, endpoint: &str, name: &str, version: &str, error: ServeError) -> ServeError {
         let target = self.resolve(name).and_then(|t| self.serving_model(name, &t, version));
         if let Ok(model) = target {
-            model.counters().failed(FailureReason::Rejected);
+            let reason = match error.code {
+                Code::OutOfRange => "request_too_large",
+                _ => "invalid_input",
+            };
+            model.counters().refused(reason, &error);
         }
         error.counted_by(endpoint)
     }

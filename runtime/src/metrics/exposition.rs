@@ -20,36 +20,10 @@ use prometheus::{
 use modelless_policy_abi::GpuSnapshot;
 
 use super::cpu::CpuSample;
+use super::failures::ModelFailures;
+use crate::error::Error;
 use crate::registry::Registry;
 use crate::request::Timings;
-
-/// Why a request admitted, or offered, to a model got no answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureReason {
-    /// Refused at admission: wrong inputs, too many rows, queue full.
-    Rejected,
-    /// Its deadline passed before it ran.
-    Expired,
-    /// Its caller went away before it ran.
-    Canceled,
-    /// Its batch failed in the backend.
-    Backend,
-}
-
-impl FailureReason {
-    /// The `reason` label.
-    pub fn label(self) -> &'static str {
-        match self {
-            FailureReason::Rejected => "rejected",
-            FailureReason::Expired => "expired",
-            FailureReason::Canceled => "canceled",
-            FailureReason::Backend => "backend",
-        }
-    }
-}
-
-const REASONS: [FailureReason; 4] =
-    [FailureReason::Rejected, FailureReason::Expired, FailureReason::Canceled, FailureReason::Backend];
 
 /// Every metric the process exports.
 pub struct ServingMetrics {
@@ -296,7 +270,7 @@ impl ServingMetrics {
         let labels = [task, variant];
         ModelCounters {
             success: self.request_success.with_label_values(&labels),
-            failures: REASONS.map(|r| self.request_failure.with_label_values(&[task, variant, r.label()])),
+            failures: ModelFailures::new(&self.request_failure, task, variant),
             inferences: self.inference_count.with_label_values(&labels),
             executions: self.exec_count.with_label_values(&labels),
             request_us: self.request_duration_us.with_label_values(&labels),
@@ -306,6 +280,12 @@ impl ServingMetrics {
             batch_run_us: self.batch_run_duration_us.with_label_values(&labels),
             latency: self.request_latency.with_label_values(&labels),
         }
+    }
+
+    /// Counters of the requests `task` refuses before any variant takes them; their
+    /// `variant` label is empty.
+    pub fn task_refusals(&self, task: &str) -> ModelFailures {
+        ModelFailures::unbound(&self.request_failure, task, "")
     }
 
     /// Counts a switch of `task` from one variant to another.
@@ -378,7 +358,7 @@ impl ServingMetrics {
 /// One model's counters, bound to its labels.
 pub struct ModelCounters {
     success: IntCounter,
-    failures: [IntCounter; 4],
+    failures: ModelFailures,
     inferences: IntCounter,
     executions: IntCounter,
     request_us: IntCounter,
@@ -407,17 +387,32 @@ impl ModelCounters {
         self.latency.observe(timings.total.as_secs_f64());
     }
 
-    /// Counts a request that got no answer.
-    pub fn failed(&self, reason: FailureReason) {
-        // `REASONS` lists the reasons in declaration order.
-        self.failures[reason as usize].inc();
+    /// Counts and logs (rate-limited) a request that failed with `error`.
+    pub fn failed(&self, error: &Error) {
+        self.failures.failed(error);
+    }
+
+    /// Counts and logs (rate-limited) a request refused for `reason` before it became
+    /// an [`Error`] (an endpoint could not decode it), as `message` says.
+    pub fn refused(&self, reason: &'static str, message: &dyn std::fmt::Display) {
+        self.failures.failed_with(reason, message);
+    }
+
+    /// Counts a request whose caller went away before it ran.
+    pub fn canceled(&self) {
+        self.failures.canceled();
+    }
+
+    /// Failures so far of `reason` (an [`Error::kind`], or `canceled`).
+    pub fn failures_of(&self, reason: &str) -> u64 {
+        self.failures.of(reason)
     }
 
     /// The totals so far.
     pub fn totals(&self) -> ModelTotals {
         ModelTotals {
             success: self.success.get(),
-            failure: self.failures.iter().map(IntCounter::get).sum(),
+            failure: self.failures.total(),
             inferences: self.inferences.get(),
             executions: self.executions.get(),
             request: Duration::from_micros(self.request_us.get()),
@@ -470,7 +465,7 @@ mod tests {
         counters.served(3, &timings);
         counters.served(1, &timings);
         counters.executed(Duration::from_micros(850));
-        counters.failed(FailureReason::Expired);
+        counters.failed(&Error::DeadlineExceeded { model: "v1".into() });
         let totals = counters.totals();
         assert_eq!((totals.success, totals.inferences, totals.executions, totals.failure), (2, 4, 1, 1));
         assert_eq!(totals.compute, Duration::from_micros(1800));
@@ -478,7 +473,8 @@ mod tests {
         let text = metrics.render(&Registry::new());
         let line = r#"modelless_inference_count{task="exposition-test",variant="v1"} 4"#;
         assert!(text.contains(line), "{text}");
-        let line = r#"modelless_inference_request_failure{reason="expired",task="exposition-test",variant="v1"} 1"#;
+        let line =
+            r#"modelless_inference_request_failure{reason="deadline_exceeded",task="exposition-test",variant="v1"} 1"#;
         assert!(text.contains(line), "{text}");
     }
 

@@ -22,7 +22,7 @@ use crate::backend::{BackendFactory, ModelMetadata};
 use crate::batching::{BatchingConfig, MAX_QUEUE_DELAY_US};
 use crate::classify::read_labels;
 use crate::error::{BackendError, Error};
-use crate::metrics::{TaskTraffic, serving_metrics};
+use crate::metrics::{ModelFailures, TaskTraffic, serving_metrics};
 use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
 use crate::request::{InferOptions, Inputs, Slo};
 use crate::signature::{SignatureMismatch, bound_factory};
@@ -165,6 +165,8 @@ pub struct Task {
     make_backend: MakeBackend,
     find_profile: Option<FindProfile>,
     traffic: Arc<TaskTraffic>,
+    /// Requests the task refused before any variant took them.
+    refusals: ModelFailures,
     latency_slo_ms: Option<f64>,
     /// Class labels for classification answers.
     labels: Option<Arc<[String]>>,
@@ -218,6 +220,7 @@ impl Task {
             make_backend,
             find_profile,
             traffic: Arc::new(TaskTraffic::default()),
+            refusals: serving_metrics().task_refusals(&config.name),
             latency_slo_ms: config.latency_slo_ms,
             labels: config.labels.as_deref().map(read_labels).transpose()?,
             signature,
@@ -278,11 +281,13 @@ impl Task {
         let routes = routes.as_ref().ok_or(Error::ShuttingDown)?;
         let Some(chosen) = choose(&routes.accuracies, routes.costs.as_deref(), routes.active, slo.min_accuracy) else {
             self.traffic.refused();
-            return Err(Error::NoVariantMeetsSlo {
+            let error = Error::NoVariantMeetsSlo {
                 task: self.name.to_string(),
                 min_accuracy: slo.min_accuracy.unwrap_or(f64::NAN),
                 available: routes.names.iter().cloned().zip(routes.accuracies.iter().copied()).collect(),
-            });
+            };
+            self.refusals.failed(&error);
+            return Err(error);
         };
         self.submit_counted(&routes.ready[chosen], inputs, slo.options(now))
     }

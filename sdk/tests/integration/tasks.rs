@@ -74,6 +74,51 @@ fn the_latency_target_is_the_deadline_unless_the_caller_says_otherwise() {
     assert_eq!(log.leaders(), vec![0.0, 2.0], "the expired request never ran");
 }
 
+/// The value of `metric` labelled `labels` (in the order Prometheus writes them) in
+/// `text`, 0 when absent.
+fn metric_value(text: &str, metric: &str, labels: &str) -> f64 {
+    let prefix = format!("{metric}{{{labels}}} ");
+    text.lines().find_map(|l| l.strip_prefix(&prefix)).map_or(0.0, |v| v.parse().unwrap())
+}
+
+#[test]
+fn failed_requests_show_in_the_metrics_under_their_own_reason() {
+    let log = BatchLog::default();
+    let slow = FakeConfig { per_batch: Duration::from_millis(150), ..FakeConfig::default() };
+    let (mut task, make) = fake_task(&[60.0], slow, &log);
+    // Metrics live as long as the process: a name of its own keeps other tests' out.
+    task.name = "failure-reasons".into();
+    task.variants[0].batching = task.variants[0].batching.clone().with_max_queue_size(1);
+    let rt = Runtime::builder().build().unwrap();
+    rt.add_task_with(task, make).unwrap();
+    let busy = rt.submit_task("failure-reasons", row(0.0), Slo::default()).unwrap();
+    wait_for(|| log.sizes().len() == 1);
+    let late = rt.submit_task("failure-reasons", row(1.0), Slo::default().with_latency(Duration::from_millis(10)));
+    let full = rt.submit_task("failure-reasons", row(2.0), Slo::default()).err();
+    assert!(matches!(full, Some(Error::Overloaded { .. })), "{full:?}");
+    assert!(matches!(late.unwrap().wait(), Err(Error::DeadlineExceeded { .. })));
+    assert!(busy.wait().is_ok());
+    let wrong_shape = Tensor::new([1, 3], vec![0.0; 3]).unwrap();
+    let invalid = rt.submit_task("failure-reasons", wrong_shape, Slo::default()).err();
+    assert!(matches!(invalid, Some(Error::InvalidInput { .. })), "{invalid:?}");
+    let broken = rt.infer_task_blocking("failure-reasons", row(modelless::backend::fake::FAIL_ROW), Slo::default());
+    assert!(matches!(broken, Err(Error::Backend { .. })), "{broken:?}");
+    let unmet = rt.submit_task("failure-reasons", row(3.0), Slo::default().with_min_accuracy(99.0)).err();
+    assert!(matches!(unmet, Some(Error::NoVariantMeetsSlo { .. })), "{unmet:?}");
+
+    let text = rt.metrics_text();
+    let failures = |variant: &str, reason: &str| {
+        let labels = format!(r#"reason="{reason}",task="failure-reasons",variant="{variant}""#);
+        metric_value(&text, "modelless_inference_request_failure", &labels)
+    };
+    for reason in ["overloaded", "deadline_exceeded", "invalid_input", "backend_failed"] {
+        assert_eq!(failures("v0", reason), 1.0, "{reason} in\n{text}");
+    }
+    assert_eq!(failures("v0", "canceled"), 0.0, "bound in advance, at zero");
+    assert!(text.contains(r#"reason="canceled",task="failure-reasons",variant="v0""#), "{text}");
+    assert_eq!(failures("", "no_variant_meets_slo"), 1.0, "the task's own refusal has no variant: {text}");
+}
+
 #[test]
 fn high_priority_requests_are_batched_first() {
     let log = BatchLog::default();
