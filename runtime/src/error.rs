@@ -9,13 +9,13 @@ use std::sync::Arc;
 pub enum BackendError {
     /// No ONNX Runtime library was found in any of the places searched.
     #[error(
-        "ONNX Runtime library not found (searched: {}); run scripts/setup.sh, or set \
-         `library_path` in the config or ORT_DYLIB_PATH",
-        display_paths(searched)
+        "ONNX Runtime library not found; searched, in order:\n{}\nto fix: {}",
+        searched.iter().map(|place| format!("  - {place}")).collect::<Vec<_>>().join("\n"),
+        crate::backend::onnx_library::FIX
     )]
     LibraryNotFound {
-        /// Paths that were tried, in order.
-        searched: Vec<PathBuf>,
+        /// The places tried, in order, and why each was not taken.
+        searched: Vec<crate::backend::onnx_library::SearchedPlace>,
     },
     /// The model file does not exist or cannot be read.
     #[error("cannot read model file {path}: {source}")]
@@ -76,6 +76,12 @@ pub enum BackendError {
     Injected(String),
 }
 
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
 impl Error {
     /// What kind of failure it is, as a short name for logs, metrics and summaries:
     /// `invalid_input`, `overloaded`, `does_not_fit_task`, …
@@ -100,13 +106,10 @@ impl Error {
     }
 }
 
-fn display_paths(paths: &[PathBuf]) -> String {
-    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-}
-
 /// An error a caller of the runtime sees. Cheap to clone: one backend failure reaches
-/// every request of the batch it broke.
-#[derive(Debug, Clone, thiserror::Error)]
+/// every request of the batch it broke. Its `Debug` is its message, so that an
+/// application whose `main` returns it prints what went wrong and how to fix it.
+#[derive(Clone, thiserror::Error)]
 pub enum Error {
     /// No model of that name is loaded.
     #[error("unknown model `{0}`")]

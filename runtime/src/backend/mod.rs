@@ -7,6 +7,7 @@ pub mod fake;
 #[cfg(feature = "tch")]
 mod freed_memory;
 pub mod onnx;
+pub mod onnx_library;
 pub mod torchscript;
 pub(crate) mod turns;
 

@@ -9,9 +9,7 @@
 //! (or loads on the CPU, when its config says `fallback_to_cpu`).
 //!
 //! ONNX Runtime is loaded at run time from a shared library (`ort`'s `load-dynamic`),
-//! found in this order: [`OrtEnvironmentConfig::library_path`], the `ORT_DYLIB_PATH`
-//! variable, then `.modelless/onnxruntime/lib/libonnxruntime.so` in the working
-//! directory or the nearest of its ancestors (where `scripts/setup.sh` puts it).
+//! found where users install it: see [`super::onnx_library`] for the order.
 //!
 //! ONNX Runtime allows one environment per process, so the first runtime to need it
 //! fixes its settings. Sessions share that environment's intra-op thread pool unless
@@ -31,9 +29,6 @@ use serde::{Deserialize, Serialize};
 use super::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorSpec, load_with_fallback};
 use crate::error::BackendError;
 use crate::tensor::{DType, Element, Tensor, with_elements};
-
-/// Where the setup script puts the library, relative to the project root.
-pub const DEFAULT_LIBRARY: &str = ".modelless/onnxruntime/lib/libonnxruntime.so";
 
 /// Process-wide ONNX Runtime settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,7 +125,7 @@ pub fn environment(config: &OrtEnvironmentConfig) -> Result<ort::environment::En
     if let Some(env) = slot.as_ref() {
         return Ok(env.clone());
     }
-    let library = find_library(config.library_path.as_deref())?;
+    let library = super::onnx_library::find_library(config.library_path.as_deref())?;
     let ort_err = |context: &str| {
         let context = context.to_string();
         move |source: ort::Error| BackendError::Ort { context, source }
@@ -154,28 +149,6 @@ pub fn environment(config: &OrtEnvironmentConfig) -> Result<ort::environment::En
     ONE_RUN_AT_A_TIME.store(config.one_run_at_a_time, std::sync::atomic::Ordering::Relaxed);
     *slot = Some(env.clone());
     Ok(env)
-}
-
-/// Finds the ONNX Runtime library: `explicit`, then `ORT_DYLIB_PATH`, then
-/// [`DEFAULT_LIBRARY`] under the working directory and its ancestors.
-pub fn find_library(explicit: Option<&Path>) -> Result<PathBuf, BackendError> {
-    let mut searched = Vec::new();
-    let from_env = std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from);
-    for candidate in explicit.map(Path::to_path_buf).into_iter().chain(from_env) {
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-        searched.push(candidate);
-    }
-    let cwd = std::env::current_dir().unwrap_or_default();
-    for dir in cwd.ancestors() {
-        let candidate = dir.join(DEFAULT_LIBRARY);
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-    }
-    searched.push(cwd.join(DEFAULT_LIBRARY));
-    Err(BackendError::LibraryNotFound { searched })
 }
 
 /// One ONNX Runtime session.

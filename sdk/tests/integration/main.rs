@@ -4,10 +4,13 @@
 //! it builds, run through the Wasm host and compared with the same policies called
 //! natively; variants placed on devices the machine lacks; TorchScript variants on
 //! libtorch (feature `tch`); the KServe V2 endpoints against the real Python clients;
-//! and the `modelless serve` binary under a barrage of hostile clients.
+//! the `modelless serve` binary under a barrage of hostile clients; and the README's
+//! examples built as an application outside the workspace.
 
 mod common;
 mod devices;
+#[cfg(feature = "cli")]
+mod embedding;
 mod fake_backend;
 mod gpu;
 #[cfg(feature = "cli")]

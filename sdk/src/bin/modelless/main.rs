@@ -9,6 +9,7 @@ mod plot;
 mod policy;
 mod profile;
 mod serve;
+mod setup;
 mod simulate;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,9 @@ enum Command {
     /// Capacity planning from profiled costs: the fewest devices that finish N items
     /// by a deadline, or the most items a set of devices finishes by it.
     Plan(plan::Args),
+    /// Install ONNX Runtime in the per-user directory, where every application that
+    /// links modelless finds it: from a Python environment, a file, or PyPI.
+    Setup(setup::Args),
     /// Check policy modules.
     #[command(subcommand)]
     Policy(policy::Command),
@@ -58,5 +62,6 @@ fn main() -> anyhow::Result<()> {
         Command::Loadgen(args) => loadgen::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Setup(args) => setup::run(args),
     }
 }
