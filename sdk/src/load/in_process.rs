@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use modelless_runtime::policy_abi::RunTotals;
-use modelless_runtime::{Error, Slo, Tensor};
+use modelless_runtime::{Error, Inputs, Slo, Tensor};
 
 use super::record::Status;
 use super::runner::{Answer, Target};
@@ -24,7 +24,13 @@ struct Prepared {
     target: TaskTarget,
     inputs: Vec<(String, Tensor)>,
     slo: Slo,
+    made: Option<RequestMaker>,
 }
+
+/// Makes each request of a task: its inputs and, where it names one, the variant to
+/// run them on. For a client that prepares its inputs for the variant serving (each
+/// variant of an image task taking its own resolution), and sends them there.
+pub type RequestMaker = Arc<dyn Fn(&Runtime) -> (Option<String>, Inputs) + Send + Sync>;
 
 impl InProcess {
     /// Prepares a request for each task of `spec`: one row of zeros per input of the
@@ -51,10 +57,19 @@ impl InProcess {
                     slo = slo.with_min_accuracy(accuracy);
                 }
                 let accuracies = status.variants.iter().map(|v| (v.name.clone(), v.accuracy)).collect();
-                Ok(Prepared { target: TaskTarget { task: load.task.clone(), slo_ms, accuracies }, inputs, slo })
+                let target = TaskTarget { task: load.task.clone(), slo_ms, accuracies };
+                Ok(Prepared { target, inputs, slo, made: None })
             })
             .collect::<Result<_, LoadError>>()?;
         Ok(InProcess { runtime, tasks })
+    }
+
+    /// Makes the requests of `task` with `make` instead of rows of zeros.
+    pub fn with_requests(mut self, task: &str, make: RequestMaker) -> Result<Self, LoadError> {
+        let prepared = self.tasks.iter_mut().find(|t| t.target.task == task);
+        let prepared = prepared.ok_or_else(|| LoadError::Target(format!("task `{task}` is not in the load")))?;
+        prepared.made = Some(make);
+        Ok(self)
     }
 }
 
@@ -79,8 +94,15 @@ impl Target for InProcess {
 
     fn send(&self, task: usize) -> Pin<Box<dyn Future<Output = Answer> + Send + 'static>> {
         let prepared = &self.tasks[task];
-        let inputs: modelless_runtime::Inputs = prepared.inputs.iter().cloned().collect();
-        let ticket = self.runtime.submit_task(&prepared.target.task, inputs, prepared.slo);
+        let (variant, inputs) = match &prepared.made {
+            Some(make) => make(&self.runtime),
+            None => (None, prepared.inputs.iter().cloned().collect()),
+        };
+        let name = &prepared.target.task;
+        let ticket = match variant {
+            Some(variant) => self.runtime.submit_variant(name, &variant, inputs, prepared.slo),
+            None => self.runtime.submit_task(name, inputs, prepared.slo),
+        };
         Box::pin(async move {
             match ticket {
                 Ok(ticket) => match ticket.await_answer().await {

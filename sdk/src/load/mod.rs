@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 pub use arrivals::{arrivals, stream_seed};
 #[cfg(feature = "server")]
 pub use grpc::Grpc;
-pub use in_process::InProcess;
+pub use in_process::{InProcess, RequestMaker};
 pub use pattern::Pattern;
 pub use record::{RequestRecord, Status};
 pub use runner::{Answer, Progress, RunResult, Target, run};

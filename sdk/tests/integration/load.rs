@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
-use modelless::load::{InProcess, LoadSpec, Pattern, Status, TaskLoad, run};
-use modelless::{BatchingConfig, MakeBackend, Runtime, TaskConfig, VariantConfig, WarmupConfig};
+use modelless::load::{InProcess, LoadSpec, Pattern, RequestMaker, Status, TaskLoad, run};
+use modelless::{BatchingConfig, MakeBackend, Runtime, TaskConfig, Tensor, VariantConfig, WarmupConfig};
 
 /// A task of one fake variant that takes `per_batch` per batch of up to `max_batch`.
 fn fake_task(name: &str, per_batch: Duration, batching: BatchingConfig) -> (TaskConfig, MakeBackend) {
@@ -92,4 +92,31 @@ fn an_unknown_task_or_a_task_without_an_slo_is_refused_before_anything_is_sent()
     rt.add_task_with(task, make).unwrap();
     let spec = LoadSpec { seed: 1, tasks: vec![constant("quiet", 1.0, 1)], rate_scale: 1.0 };
     assert!(matches!(InProcess::new(rt, &spec), Err(modelless::load::LoadError::Invalid(m)) if m.contains("slo_ms")));
+}
+
+#[test]
+fn a_request_maker_sends_its_own_inputs_to_the_variant_it_names() {
+    let rt = Arc::new(Runtime::builder().build().unwrap());
+    let log = BatchLog::default();
+    let mut task = TaskConfig::new("made").with_latency_slo_ms(1000.0);
+    for name in ["v0", "v1"] {
+        let variant = VariantConfig::new(name, "fake", 60.0).with_warmup(WarmupConfig::disabled()).with_preload(true);
+        task = task.with_variant(variant);
+    }
+    let fake = FakeConfig::default();
+    let batches = log.clone();
+    let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(fake.clone(), batches.clone()));
+    rt.add_task_with(task, make).unwrap();
+    let spec = LoadSpec { seed: 3, tasks: vec![constant("made", 20.0, 1)], rate_scale: 1.0 };
+    let maker: RequestMaker = Arc::new(|_: &Runtime| {
+        let row = Tensor::new([1, 4], vec![7.0f32, 0.0, 0.0, 0.0]).unwrap();
+        (Some("v1".to_string()), row.into())
+    });
+    let target = InProcess::new(rt.clone(), &spec).unwrap().with_requests("made", maker.clone()).unwrap();
+    let result = tokio::runtime::Runtime::new().unwrap().block_on(run(Arc::new(target), &spec, &mut |_| {})).unwrap();
+    assert!(!result.records.is_empty());
+    assert!(result.records.iter().all(|r| r.status == Status::Ok && r.variant.as_deref() == Some("v1")));
+    assert!(log.leaders().iter().all(|&first| first == 7.0), "the maker's rows ran: {:?}", log.leaders());
+    let unknown = InProcess::new(rt, &spec).unwrap().with_requests("other", maker);
+    assert!(matches!(unknown, Err(modelless::load::LoadError::Target(_))));
 }
