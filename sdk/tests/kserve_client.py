@@ -75,6 +75,20 @@ def in_background(protocol, model, inputs):
     return lambda: done.wait(30)
 
 
+def pending(model):
+    """Requests waiting in `model`'s queue, as `/metrics` says."""
+    text = urllib.request.urlopen(f"http://{plan['http']}/metrics", timeout=10).read().decode()
+    line = re.search(r'modelless_inference_pending_request_count\{task="%s",variant="%s"\} (\S+)' % (model, model), text)
+    return float(line.group(1)) if line else 0.0
+
+
+def wait_until(condition, what, limit_s=10):
+    deadline = time.time() + limit_s
+    while not condition():
+        expect(time.time() < deadline, f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
 def inputs_of(module, tensors, binary=True):
     made = []
     for t in tensors:
@@ -233,10 +247,9 @@ for protocol, (client, module) in CLIENTS.items():
         # One request runs (the slow model takes 400 ms), one waits (queue of 1),
         # the third is refused.
         x = [tensor("input", "FP32", [1, 4])]
-        waits = []
-        for _ in range(2):
-            waits.append(in_background(protocol, plan["slow"], inputs_of(module, x)))
-            time.sleep(0.1)
+        waits = [in_background(protocol, plan["slow"], inputs_of(module, x)) for _ in range(2)]
+        # One waits only while the other runs: then the queue is full.
+        wait_until(lambda: pending(plan["slow"]) == 1, "a request waiting behind one running")
         fails_with(lambda: client.infer(plan["slow"], inputs_of(module, x)), protocol, CODES["queue full"])
         for wait in waits:
             wait()
@@ -244,12 +257,21 @@ for protocol, (client, module) in CLIENTS.items():
 
     def deadline(client=client, module=module, protocol=protocol):
         x = [tensor("input", "FP32", [1, 4])]
-        busy = in_background(protocol, plan["slow"], inputs_of(module, x))
-        time.sleep(0.1)
-        # Triton's `timeout` (µs): the request cannot start within 50 ms.
-        fails_with(lambda: client.infer(plan["slow"], inputs_of(module, x), timeout=50_000), protocol,
-                   CODES["deadline"])
-        busy()
+        # Triton's `timeout` (µs): behind a request that runs 400 ms, one cannot start
+        # within 50 ms. On a busy machine the first may not have reached the server
+        # yet when the second is sent (and the second then runs): wait longer and retry.
+        for attempt in range(4):
+            busy = in_background(protocol, plan["slow"], inputs_of(module, x))
+            time.sleep(0.1 * 2 ** attempt)
+            try:
+                client.infer(plan["slow"], inputs_of(module, x), timeout=50_000)
+            except InferenceServerException as e:
+                wanted = [str(c) for c in [CODES["deadline"][protocol]]]
+                expect(status_of(e) in wanted, f"status {status_of(e)} ({e.message()}), expected {wanted}")
+                busy()
+                return
+            busy()
+        raise AssertionError(f"no error, expected {CODES['deadline'][protocol]}")
     check(f"{protocol}: deadline exceeded", deadline)
 
 # ---------------------------------------------------------------- repository
