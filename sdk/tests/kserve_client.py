@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.request
 
+import gevent
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.service_pb2 as pb
@@ -86,7 +87,8 @@ def wait_until(condition, what, limit_s=10):
     deadline = time.time() + limit_s
     while not condition():
         expect(time.time() < deadline, f"timed out waiting for {what}")
-        time.sleep(0.005)
+        # The HTTP client's requests are greenlets: they are sent only while this yields.
+        gevent.sleep(0.005)
 
 
 def inputs_of(module, tensors, binary=True):
