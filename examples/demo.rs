@@ -20,7 +20,7 @@
 //! ```
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -113,7 +113,7 @@ fn demo() -> anyhow::Result<u64> {
         }
     }
 
-    burst(&rt, &manifest, &capacity, inputs, &root.join("target/demo"))
+    burst(&rt, &manifest, &capacity, inputs, &root)
 }
 
 /// The task: image [N, 3, H, W] → logits [N, 1000], ImageNet labels; every variant
@@ -171,20 +171,21 @@ fn photo_tensors(dir: &Path, manifest: &Manifest) -> anyhow::Result<HashMap<Stri
 }
 
 /// Sends the burst while `slo-predictive` steers the task; prints each second and the
-/// summary, writes the run under `out`. Returns how many requests failed.
+/// summary, writes the run under `root`'s `target/demo`. Returns how many requests failed.
 fn burst(
     rt: &Arc<Runtime>,
     manifest: &Manifest,
     capacity: &HashMap<String, f64>,
     inputs: HashMap<String, Vec<Tensor>>,
-    out: &Path,
+    root: &Path,
 ) -> anyhow::Result<u64> {
+    let out = &root.join("target/demo");
     let best = rt.active_variant(TASK)?;
-    let cheapest = capacity.values().copied().fold(0.0, f64::max);
+    let fastest = capacity.values().copied().fold(0.0, f64::max);
     let rates: Vec<f64> = BURST
         .iter()
         .flat_map(|&(seconds, share)| {
-            let rate = (capacity[&best] * share).min(cheapest * CHEAPEST_SHARE);
+            let rate = (capacity[&best] * share).min(fastest * CHEAPEST_SHARE);
             std::iter::repeat_n(rate, seconds as usize)
         })
         .collect();
@@ -196,7 +197,10 @@ fn burst(
     let load = TaskLoad { task: TASK.into(), pattern, slo_ms: Some(SLO_MS), min_accuracy: None, start_s: 0 };
     let spec = LoadSpec { seed: 7, tasks: vec![load], rate_scale: 1.0 };
 
-    let policy = root_policy()?;
+    let policy = root.join(".modelless/policies/slo-predictive.wasm");
+    if !policy.is_file() {
+        bail!("{} is missing: run scripts/setup.sh first", policy.display());
+    }
     rt.start_policy(PolicyConfig::new(policy).with_tick(Duration::from_millis(250)))?;
     println!(
         "\nBurst: {:.0} → {:.0} → {:.0} requests/s for {} s, SLO {SLO_MS:.0} ms, slo-predictive steering:",
@@ -231,15 +235,6 @@ fn burst(
         }
     }
     Ok(summary.rejected + summary.expired + summary.failed)
-}
-
-/// The policy module `scripts/setup.sh` builds.
-fn root_policy() -> anyhow::Result<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.modelless/policies/slo-predictive.wasm");
-    if !path.is_file() {
-        bail!("{} is missing: run scripts/setup.sh first", path.display());
-    }
-    Ok(path)
 }
 
 /// Requests as a client that prepares photos for the variant serving makes them: the

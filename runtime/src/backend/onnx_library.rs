@@ -70,14 +70,16 @@ pub struct SearchRoots {
     /// Python environments, most specific first: each a prefix holding
     /// `lib/python3.*/site-packages`, or a site-packages directory itself.
     pub python: Vec<PathBuf>,
-    /// Libraries the system's dynamic loader would find, tried last.
-    pub loader: Vec<PathBuf>,
+    /// Whether to try, last, what the system's dynamic loader would find.
+    pub ask_loader: bool,
+    /// `LD_LIBRARY_PATH`, for the loader.
+    pub loader_path: Option<PathBuf>,
 }
 
 impl SearchRoots {
     /// The roots of this process: its environment variables, working directory and home.
     pub fn of_process(configured: Option<&Path>) -> Self {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let var = env_path;
         let home = var("HOME");
         let mut python: Vec<PathBuf> = [var("VIRTUAL_ENV"), var("CONDA_PREFIX")].into_iter().flatten().collect();
         python.extend(home.iter().map(|h| h.join(".local")));
@@ -88,15 +90,20 @@ impl SearchRoots {
             working_dir: std::env::current_dir().unwrap_or_default(),
             user_dir: user_library_dir(),
             python,
-            loader: loader_candidates(var("LD_LIBRARY_PATH")),
+            ask_loader: true,
+            loader_path: var("LD_LIBRARY_PATH"),
         }
     }
 }
 
+/// The environment variable `name` as a path, unless unset or empty.
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
 /// The per-user directory `modelless setup` installs the library into.
 pub fn user_library_dir() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let data = var("XDG_DATA_HOME").or_else(|| var("HOME").map(|h| h.join(".local/share")))?;
+    let data = env_path("XDG_DATA_HOME").or_else(|| env_path("HOME").map(|h| h.join(".local/share")))?;
     Some(data.join("modelless/onnxruntime/lib"))
 }
 
@@ -109,13 +116,6 @@ pub fn find_library(configured: Option<&Path>) -> Result<PathBuf, BackendError> 
 /// Finds the library from `roots`, in the order of the module docs.
 pub fn find_library_from(roots: &SearchRoots) -> Result<PathBuf, BackendError> {
     let mut searched = Vec::new();
-    let mut take = |source: &'static str, path: PathBuf| match usable(source, path) {
-        Ok(found) => Some(found),
-        Err(place) => {
-            searched.push(place);
-            None
-        }
-    };
     let project =
         roots.working_dir.ancestors().map(|d| d.join(PROJECT_LIBRARY_DIR).join(LIBRARY_NAME)).find(|p| p.is_file());
     let project = project.unwrap_or_else(|| roots.working_dir.join(PROJECT_LIBRARY_DIR).join(LIBRARY_NAME));
@@ -125,49 +125,52 @@ pub fn find_library_from(roots: &SearchRoots) -> Result<PathBuf, BackendError> {
         ("the project's .modelless (scripts/setup.sh)", Some(project)),
         ("the per-user directory (modelless setup)", roots.user_dir.as_ref().map(|d| d.join(LIBRARY_NAME))),
     ];
-    for (source, path) in fixed {
-        if let Some(found) = path.and_then(|p| take(source, p)) {
-            return Ok(found);
-        }
+    let fixed = fixed.into_iter().filter_map(|(source, path)| Some((source, path?)));
+    if let Some(found) = first_usable(fixed, &mut searched) {
+        return Ok(found);
     }
-    let python = roots.python.iter().map(|root| (root, python_libraries(root)));
-    for (root, libraries) in python {
-        if libraries.is_empty() {
-            take(PYTHON, package_pattern(root));
-        }
-        for library in libraries {
-            if let Some(found) = take(PYTHON, library) {
-                return Ok(found);
-            }
-        }
+    match find_in_python(roots) {
+        Ok(found) => return Ok(found),
+        Err(passed_over) => searched.extend(passed_over),
     }
-    for library in &roots.loader {
-        if let Some(found) = take(LOADER, library.clone()) {
+    // Asked last, and only when reached: it runs `ldconfig`.
+    if roots.ask_loader {
+        let loader = loader_candidates(roots.loader_path.as_deref()).into_iter().map(|path| (LOADER, path));
+        if let Some(found) = first_usable(loader, &mut searched) {
             return Ok(found);
         }
     }
     Err(BackendError::LibraryNotFound { searched })
 }
 
+/// The first of `candidates` this build can load; those passed over go to `searched`.
+fn first_usable(
+    candidates: impl IntoIterator<Item = (&'static str, PathBuf)>,
+    searched: &mut Vec<SearchedPlace>,
+) -> Option<PathBuf> {
+    for (source, path) in candidates {
+        match usable(source, path) {
+            Ok(found) => return Some(found),
+            Err(place) => searched.push(place),
+        }
+    }
+    None
+}
+
 /// The newest usable library in the Python environments of `roots`, the most specific
-/// environment first; with the places passed over.
+/// environment first; else the places passed over.
 pub fn find_in_python(roots: &SearchRoots) -> Result<PathBuf, Vec<SearchedPlace>> {
     let mut searched = Vec::new();
     for root in &roots.python {
-        for library in python_libraries(root) {
-            match usable(PYTHON, library) {
-                Ok(found) => return Ok(found),
-                Err(place) => searched.push(place),
-            }
+        let libraries = package_libraries(root);
+        if libraries.is_empty() {
+            searched.push(SearchedPlace { source: PYTHON, path: package_pattern(root), outcome: "not there".into() });
+        }
+        if let Some(found) = first_usable(libraries.into_iter().map(|l| (PYTHON, l)), &mut searched) {
+            return Ok(found);
         }
     }
     Err(searched)
-}
-
-/// The ONNX Runtime libraries (newest first) of an unpacked `onnxruntime` wheel, or of
-/// a site-packages directory.
-pub fn libraries_in_package_root(root: &Path) -> Vec<PathBuf> {
-    python_libraries(root)
 }
 
 /// Where under `root` an `onnxruntime` package would be, as the error names it.
@@ -198,14 +201,14 @@ const LOADER: &str = "the system's dynamic loader";
 /// The libraries the system's dynamic loader would find by name: in the directories
 /// of `library_path` (`LD_LIBRARY_PATH`), in `ldconfig`'s cache, in the default
 /// directories.
-fn loader_candidates(library_path: Option<PathBuf>) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = library_path.iter().flat_map(std::env::split_paths).collect();
+fn loader_candidates(library_path: Option<&Path>) -> Vec<PathBuf> {
+    let mut candidates: Vec<PathBuf> =
+        library_path.iter().flat_map(std::env::split_paths).map(|d| d.join(LIBRARY_NAME)).collect();
     let cached = ["/sbin/ldconfig", "/usr/sbin/ldconfig"]
         .iter()
         .find_map(|ldconfig| std::process::Command::new(ldconfig).arg("-p").output().ok())
         .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
         .unwrap_or_default();
-    let mut candidates: Vec<PathBuf> = dirs.drain(..).map(|d| d.join(LIBRARY_NAME)).collect();
     // Lines of `ldconfig -p` read `\tlibonnxruntime.so.1 (libc6,x86-64) => /usr/lib/libonnxruntime.so.1`.
     candidates.extend(
         cached
@@ -218,9 +221,10 @@ fn loader_candidates(library_path: Option<PathBuf>) -> Vec<PathBuf> {
     candidates
 }
 
-/// The ONNX Runtime libraries of the `onnxruntime` packages under `root`: a
-/// site-packages directory, or a prefix with `lib/python3.*/{site,dist}-packages`.
-fn python_libraries(root: &Path) -> Vec<PathBuf> {
+/// The ONNX Runtime libraries, newest first, of the `onnxruntime` packages under
+/// `root`: a site-packages directory (or an unpacked wheel), or a prefix with
+/// `lib/python3.*/{site,dist}-packages`.
+pub fn package_libraries(root: &Path) -> Vec<PathBuf> {
     let mut sites = vec![root.to_path_buf()];
     if let Ok(entries) = std::fs::read_dir(root.join("lib")) {
         let mut pythons: Vec<PathBuf> = entries

@@ -403,11 +403,6 @@ impl ModelCounters {
         self.failures.canceled();
     }
 
-    /// Failures so far of `reason` (an [`Error::kind`], or `canceled`).
-    pub fn failures_of(&self, reason: &str) -> u64 {
-        self.failures.of(reason)
-    }
-
     /// The totals so far.
     pub fn totals(&self) -> ModelTotals {
         ModelTotals {

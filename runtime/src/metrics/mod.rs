@@ -12,7 +12,7 @@ mod window;
 
 pub use cpu::{CpuSample, CpuUtilisation};
 pub use exposition::{ModelCounters, ModelTotals, ServingMetrics, serving_metrics};
-pub use failures::{MODEL_FAILURE_REASONS, ModelFailures, WARNING_INTERVAL, WarningGate};
+pub use failures::ModelFailures;
 pub use gpu::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
 pub use memory::{machine_memory, machine_page_faults, pages_faulted_by_this_thread};
 pub use traffic::{TaskTraffic, TrafficReading};

@@ -7,8 +7,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use modelless::OrtEnvironmentConfig;
 use modelless::backend::onnx_library::{
-    LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, find_in_python, libraries_in_package_root,
-    user_library_dir,
+    LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, find_in_python, package_libraries, user_library_dir,
 };
 
 #[derive(clap::Args)]
@@ -71,7 +70,7 @@ fn source_library(args: &Args, scratch: &Path) -> anyhow::Result<PathBuf> {
         .context("pip downloaded no wheel")?;
     let unpacked = scratch.join("unpacked");
     python(&["-m", "zipfile", "-e"], &wheel, &unpacked.display().to_string())?;
-    libraries_in_package_root(&unpacked).into_iter().next().context("the wheel holds no ONNX Runtime library")
+    package_libraries(&unpacked).into_iter().next().context("the wheel holds no ONNX Runtime library")
 }
 
 /// Runs `python3 ARGS PATH EXTRA`, failing with its output.
