@@ -103,4 +103,8 @@ for photo in chelsea.png coffee.png astronaut.png rocket.jpg; do
     cmp -s "$skimage_data/$photo" "$PHOTOS/$photo" || cp "$skimage_data/$photo" "$PHOTOS/$photo"
 done
 
+# Images of every format served, with Pillow's decode of each, and photo-like JPEGs of
+# the sizes the image benchmark uses.
+"$VENV/bin/python" "$ROOT/scripts/gen_images.py" --photos "$PHOTOS" --out "$STATE/images"
+
 log "done (ORT_DYLIB_PATH=$ORT_LIB/libonnxruntime.so)"

@@ -85,6 +85,12 @@ pub fn efficientnet_dir() -> PathBuf {
     generated("efficientnet", "manifest.json", "scripts/setup.sh")
 }
 
+/// The images `scripts/gen_images.py` made: every format served with Pillow's decode of
+/// each, and the benchmark's JPEGs.
+pub fn images_dir() -> PathBuf {
+    generated("images", "manifest.json", "scripts/setup.sh")
+}
+
 /// The sample photographs setup copies out of scikit-image's wheel.
 pub fn photo(name: &str) -> Vec<u8> {
     let path = sdk_dir().join("../.modelless/photos").join(name);
