@@ -52,7 +52,6 @@ pub(crate) fn admit(
     }
     let dynamic = metadata.dynamic_batch();
     let mut tensors = Vec::with_capacity(slots.len());
-    let mut key = Vec::new();
     let mut rows = None;
     for (spec, slot) in metadata.inputs.iter().zip(slots) {
         let tensor = slot.ok_or_else(|| invalid(format!("missing input `{}`", spec.name)))?;
@@ -82,15 +81,26 @@ pub(crate) fn admit(
                 return Err(invalid(format!("inputs disagree on dimension 0 ({} vs {n})", rows.unwrap_or(n))));
             }
         }
-        key.push(shape.len());
-        key.extend_from_slice(shape.get(1..).unwrap_or_default());
         tensors.push(tensor);
     }
     let rows = if dynamic { rows.unwrap_or(1) } else { 1 };
     if rows > max_batch_size {
         return Err(Error::RequestTooLarge { model: model.to_string(), rows, max_batch_size });
     }
+    let key = batch_key(&tensors);
     Ok(Admitted { tensors, rows, key })
+}
+
+/// What requests must share to be batched together: every input's rank and trailing
+/// dimensions.
+pub(crate) fn batch_key(tensors: &[Tensor]) -> Vec<usize> {
+    let mut key = Vec::new();
+    for tensor in tensors {
+        let shape = tensor.shape();
+        key.push(shape.len());
+        key.extend_from_slice(shape.get(1..).unwrap_or_default());
+    }
+    key
 }
 
 impl Admitted {

@@ -10,13 +10,15 @@ use tokio::sync::oneshot;
 
 use crate::admission::{Admitted, admit};
 use crate::answered::AnswerHook;
+use crate::answered::Answered;
 use crate::backend::onnx::OrtSessionConfig;
 use crate::backend::{Backend, BackendFactory, Device, ModelMetadata};
 use crate::batching::BatchingConfig;
 use crate::batching::queue::{Queue, timer_task};
-use crate::batching::worker::{ModelNames, Pending, worker_task};
+use crate::batching::worker::{ModelNames, Pending, Prepared, worker_task};
 use crate::error::{BackendError, Error};
 use crate::metrics::{ModelCounters, serving_metrics};
+use crate::preprocess::{ImagePreprocess, ImageSource};
 use crate::request::{InferOptions, Inputs, Output};
 use crate::warmup::{WarmupConfig, warm_up};
 
@@ -133,6 +135,8 @@ pub struct StartOptions {
     pub max_request_rows: Option<usize>,
     /// Class labels its answers classify with.
     pub labels: Option<Arc<[String]>>,
+    /// How images are made into its image input, where it takes images.
+    pub preprocess: Option<Arc<ImagePreprocess>>,
 }
 
 impl Default for StartOptions {
@@ -145,6 +149,7 @@ impl Default for StartOptions {
             on_answer: None,
             max_request_rows: None,
             labels: None,
+            preprocess: None,
         }
     }
 }
@@ -163,6 +168,7 @@ pub struct Model {
     max_request_rows: usize,
     queue: Arc<Queue>,
     counters: Arc<ModelCounters>,
+    preprocess: Option<Arc<ImagePreprocess>>,
 }
 
 impl Model {
@@ -262,6 +268,7 @@ impl Model {
             max_request_rows,
             queue,
             counters,
+            preprocess: options.preprocess.clone(),
         })
     }
 
@@ -322,24 +329,66 @@ impl Model {
         self.queue.len()
     }
 
+    /// How images are made into its image input, where it takes images.
+    pub fn preprocess(&self) -> Option<&Arc<ImagePreprocess>> {
+        self.preprocess.as_ref()
+    }
+
     /// Moves the requests waiting in this model's queue to `to`'s, when both take the
     /// same inputs; those `to` cannot run (too many rows for its batches, no room)
     /// stay here. Returns how many moved.
     pub fn move_waiting_to(&self, to: &Model) -> usize {
-        if self.metadata.inputs != to.metadata.inputs {
+        self.move_waiting(to, None)
+    }
+
+    /// Like [`Model::move_waiting_to`]; requests whose image input was made for this
+    /// model's preprocessing, when `to`'s differs, go to `remake` (with their place
+    /// in time) to be made again for `to`, or stay here without it.
+    pub(crate) fn move_waiting(&self, to: &Model, mut remake: Option<&mut dyn FnMut(Pending, Instant)>) -> usize {
+        let same_inputs = self.metadata.inputs == to.metadata.inputs;
+        let same_images = self.preprocess == to.preprocess;
+        if !same_inputs && remake.is_none() {
             return 0;
         }
         let max_rows = to.batching.load().max_batch_size;
-        let (fit, mut stay): (Vec<_>, Vec<_>) =
-            self.queue.take_waiting().into_iter().partition(|(p, _)| p.rows <= max_rows);
+        let (mut fit, mut stay, mut redo) = (Vec::new(), Vec::new(), Vec::new());
+        for (pending, enqueued) in self.queue.take_waiting() {
+            let made_for_this = pending.source.is_some() && !same_images;
+            if pending.rows > max_rows {
+                stay.push((pending, enqueued));
+            } else if made_for_this && remake.is_some() {
+                redo.push((pending, enqueued));
+            } else if same_inputs && !made_for_this {
+                fit.push((pending, enqueued));
+            } else {
+                stay.push((pending, enqueued));
+            }
+        }
         let moved = fit.len();
         let refused = to.queue.take_over(fit);
-        let moved = moved - refused.len();
+        let moved = moved - refused.len() + redo.len();
         stay.extend(refused);
         // Back where they were; only arrivals routed here meanwhile can have taken the room.
         let lost = self.queue.take_over(stay);
         self.queue.refuse(lost.into_iter().map(|(pending, _)| pending).collect());
+        if let Some(remake) = remake.as_mut() {
+            redo.into_iter().for_each(|(pending, enqueued)| remake(pending, enqueued));
+        }
         moved
+    }
+
+    /// Queues requests made again for this model, each keeping its place in time;
+    /// those it has no room for are refused as overloaded.
+    pub(crate) fn requeue(&self, moved: Vec<(Pending, Instant)>) {
+        let refused = self.queue.take_over(moved);
+        self.queue.refuse(refused.into_iter().map(|(pending, _)| pending).collect());
+    }
+
+    /// Answers a request taken from its queue that cannot run after all.
+    pub(crate) fn fail_taken(&self, pending: Pending, error: Error) {
+        self.counters.failed(&error);
+        self.queue.tell(Answered::Failed);
+        let _ = pending.reply.send(Err(error));
     }
 
     /// Changes the batching knobs; they apply from the next batch on.
@@ -356,11 +405,31 @@ impl Model {
     /// rows than the batch in force runs as several batches (each part counts as a
     /// request in the model's counters) and is answered once all have run.
     pub fn submit(&self, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
-        let admitted_at = Instant::now();
+        if inputs.has_images() {
+            let error = Error::InvalidInput {
+                model: self.name.to_string(),
+                reason: "images go to a task whose variants declare `preprocess`; a model takes tensors".into(),
+            };
+            self.counters.failed(&error);
+            return Err(error);
+        }
+        self.submit_prepared(inputs, options, Instant::now(), Prepared::default(), None)
+    }
+
+    /// Like [`Model::submit`], for a request that arrived at `arrived` and whose
+    /// images took `prepared` to become its image input (made from `source`).
+    pub(crate) fn submit_prepared(
+        &self,
+        inputs: Inputs,
+        options: InferOptions,
+        arrived: Instant,
+        prepared: Prepared,
+        source: Option<Arc<ImageSource>>,
+    ) -> Result<Ticket, Error> {
         let batch_rows = self.batching.load().max_batch_size;
         let rejected = |e: &Error| self.counters.failed(e);
         let admitted = admit(&self.name, &self.metadata, self.max_request_rows(), inputs).inspect_err(rejected)?;
-        let pending = |part: Admitted| {
+        let pending = |part: Admitted, source: Option<Arc<ImageSource>>| {
             let (reply, answer) = oneshot::channel();
             let pending = Pending {
                 tensors: part.tensors,
@@ -368,23 +437,26 @@ impl Model {
                 key: part.key,
                 deadline: options.deadline,
                 priority: options.priority,
-                admitted: admitted_at,
+                admitted: arrived,
+                prepared,
+                source,
                 reply,
             };
             (pending, answer)
         };
         // Most requests fit a batch: they allocate nothing for parts.
         if admitted.rows <= batch_rows {
-            let (whole, answer) = pending(admitted);
+            let (whole, answer) = pending(admitted, source);
             self.queue.submit(std::iter::once(whole))?;
-            return Ok(Ticket { first: answer, rest: Vec::new() });
+            return Ok(Ticket::queued(answer, Vec::new()));
         }
         let invalid = || Error::InvalidInput { model: self.name.to_string(), reason: "inputs disagree on rows".into() };
         let parts = admitted.into_parts(batch_rows).ok_or_else(invalid).inspect_err(rejected)?;
-        let (parts, mut answers): (Vec<_>, Vec<_>) = parts.into_iter().map(pending).unzip();
+        // A part is not made again for another variant: it stays where it queued.
+        let (parts, mut answers): (Vec<_>, Vec<_>) = parts.into_iter().map(|part| pending(part, None)).unzip();
         let first = answers.remove(0);
         self.queue.submit(parts.into_iter())?;
-        Ok(Ticket { first, rest: answers })
+        Ok(Ticket::queued(first, answers))
     }
 
     /// Runs one request and waits for its answer.
@@ -485,34 +557,72 @@ fn effective_batching(name: &str, metadata: &ModelMetadata, mut batching: Batchi
 /// if it has not run yet.
 #[must_use = "dropping a ticket withdraws its request"]
 pub struct Ticket {
-    /// The answer to the request, or to its first part where it was split.
-    first: Answer,
-    /// The other parts' answers, in row order.
-    rest: Vec<Answer>,
+    state: TicketState,
+}
+
+enum TicketState {
+    /// Queued on a model.
+    Queued {
+        /// The answer to the request, or to its first part where it was split.
+        first: Answer,
+        /// The other parts' answers, in row order.
+        rest: Vec<Answer>,
+    },
+    /// Its images are being preprocessed; then it is queued and this is its ticket.
+    Preprocessing(oneshot::Receiver<Result<Ticket, Error>>),
 }
 
 type Answer = oneshot::Receiver<Result<Output, Error>>;
 
 impl Ticket {
+    fn queued(first: Answer, rest: Vec<Answer>) -> Ticket {
+        Ticket { state: TicketState::Queued { first, rest } }
+    }
+
+    /// The ticket of a request handed to the preprocessing pool, which sends the
+    /// ticket of the queued request (or why it could not be queued) on `queued`.
+    pub(crate) fn preprocessing(queued: oneshot::Receiver<Result<Ticket, Error>>) -> Ticket {
+        Ticket { state: TicketState::Preprocessing(queued) }
+    }
+
     /// Waits for the answer.
     pub async fn await_answer(self) -> Result<Output, Error> {
-        let first = self.first.await.map_err(|_| Error::ShuttingDown)??;
-        let mut rest = Vec::with_capacity(self.rest.len());
-        for answer in self.rest {
-            rest.push(answer.await.map_err(|_| Error::ShuttingDown)??);
+        let mut state = self.state;
+        loop {
+            match state {
+                TicketState::Preprocessing(queued) => {
+                    state = queued.await.map_err(|_| Error::ShuttingDown)??.state;
+                }
+                TicketState::Queued { first, rest } => {
+                    let first = first.await.map_err(|_| Error::ShuttingDown)??;
+                    let mut others = Vec::with_capacity(rest.len());
+                    for answer in rest {
+                        others.push(answer.await.map_err(|_| Error::ShuttingDown)??);
+                    }
+                    return joined(first, others);
+                }
+            }
         }
-        joined(first, rest)
     }
 
     /// Waits for the answer, blocking the thread. Do not call it on an async executor.
     pub fn wait(self) -> Result<Output, Error> {
-        let first = self.first.blocking_recv().map_err(|_| Error::ShuttingDown)??;
-        let rest = self
-            .rest
-            .into_iter()
-            .map(|answer| answer.blocking_recv().map_err(|_| Error::ShuttingDown)?)
-            .collect::<Result<Vec<_>, _>>()?;
-        joined(first, rest)
+        let mut state = self.state;
+        loop {
+            match state {
+                TicketState::Preprocessing(queued) => {
+                    state = queued.blocking_recv().map_err(|_| Error::ShuttingDown)??.state;
+                }
+                TicketState::Queued { first, rest } => {
+                    let first = first.blocking_recv().map_err(|_| Error::ShuttingDown)??;
+                    let others = rest
+                        .into_iter()
+                        .map(|answer| answer.blocking_recv().map_err(|_| Error::ShuttingDown)?)
+                        .collect::<Result<Vec<_>, _>>()?;
+                    return joined(first, others);
+                }
+            }
+        }
     }
 }
 

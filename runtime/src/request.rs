@@ -6,13 +6,17 @@ use std::time::{Duration, Instant};
 use crate::batching::state::Priority;
 use crate::classify::{Class, top_k};
 use crate::error::{BackendError, Error};
+use crate::preprocess::ImageData;
 use crate::tensor::Tensor;
 
 /// The inputs of one request. A model with a single input also takes one unnamed
-/// tensor (`Inputs::from(tensor)`).
+/// tensor (`Inputs::from(tensor)`). A task whose variants declare `preprocess` also
+/// takes images for that input, one per row, which are decoded and preprocessed for
+/// the variant that serves the request.
 #[derive(Clone, Debug, Default)]
 pub struct Inputs {
     pub(crate) tensors: Vec<(Option<String>, Tensor)>,
+    pub(crate) images: Vec<(Option<String>, Vec<ImageData>)>,
 }
 
 impl Inputs {
@@ -26,17 +30,37 @@ impl Inputs {
         self.tensors.push((Some(name.into()), tensor));
         self
     }
+
+    /// One image (JPEG or PNG bytes, or [`ImageData::Rgb`]) for the task's image input.
+    pub fn image(image: impl Into<ImageData>) -> Self {
+        Inputs { tensors: Vec::new(), images: vec![(None, vec![image.into()])] }
+    }
+
+    /// Images for the input `name`, one row each.
+    pub fn with_images<I: Into<ImageData>>(
+        mut self,
+        name: impl Into<String>,
+        images: impl IntoIterator<Item = I>,
+    ) -> Self {
+        self.images.push((Some(name.into()), images.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// Whether it carries images, which a task preprocesses before batching.
+    pub fn has_images(&self) -> bool {
+        !self.images.is_empty()
+    }
 }
 
 impl From<Tensor> for Inputs {
     fn from(tensor: Tensor) -> Self {
-        Inputs { tensors: vec![(None, tensor)] }
+        Inputs { tensors: vec![(None, tensor)], images: Vec::new() }
     }
 }
 
 impl<S: Into<String>> FromIterator<(S, Tensor)> for Inputs {
     fn from_iter<I: IntoIterator<Item = (S, Tensor)>>(iter: I) -> Self {
-        Inputs { tensors: iter.into_iter().map(|(name, t)| (Some(name.into()), t)).collect() }
+        Inputs { tensors: iter.into_iter().map(|(name, t)| (Some(name.into()), t)).collect(), images: Vec::new() }
     }
 }
 
@@ -117,16 +141,23 @@ impl Slo {
     }
 }
 
-/// Where the time of one request went.
+/// Where the time of one request went, stage by stage. The stages add up to about
+/// `total`; a request without images spends nothing decoding or preprocessing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Timings {
-    /// From admission until its batch started.
+    /// Decoding its images.
+    pub decode: Duration,
+    /// Resizing and normalising its images.
+    pub preprocess: Duration,
+    /// Waiting: for a preprocessing thread, then for its batch to start.
     pub queue: Duration,
-    /// Joining the batch's inputs and splitting its outputs.
-    pub processing: Duration,
-    /// The backend's run of the whole batch.
+    /// Joining the batch's inputs (Triton's `compute_input`).
+    pub compute_input: Duration,
+    /// The backend's run of the whole batch (`compute_infer`).
     pub compute: Duration,
-    /// From admission until the answer reached the caller.
+    /// Splitting the batch's outputs into answers (`compute_output`).
+    pub postprocess: Duration,
+    /// From arrival until the answer was ready.
     pub total: Duration,
 }
 

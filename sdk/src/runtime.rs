@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
+use modelless_runtime::preprocess::{PreprocessConfig, PreprocessPool};
 use modelless_runtime::profile::{Profile, variant_profile};
 use modelless_runtime::{
     BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
@@ -26,6 +27,9 @@ pub struct RuntimeConfig {
     /// Tasks, each served by one of its variants.
     #[serde(default)]
     pub tasks: Vec<TaskConfig>,
+    /// The pool that decodes and preprocesses the images requests carry.
+    #[serde(default)]
+    pub preprocessing: PreprocessConfig,
     /// The scheduling policy steering the tasks, if any.
     #[serde(default)]
     pub policy: Option<PolicyConfig>,
@@ -51,6 +55,7 @@ impl RuntimeConfig {
     pub fn validate(&self) -> Result<(), Error> {
         self.models.iter().try_for_each(ModelConfig::validate)?;
         self.tasks.iter().try_for_each(TaskConfig::validate)?;
+        self.preprocessing.validate()?;
         self.policy.as_ref().map_or(Ok(()), PolicyConfig::validate)?;
         #[cfg(feature = "server")]
         if let Some(server) = &self.server {
@@ -128,6 +133,12 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Sets the preprocessing pool.
+    pub fn with_preprocessing(mut self, config: PreprocessConfig) -> Self {
+        self.config.preprocessing = config;
+        self
+    }
+
     /// Adds a model served by a backend of your own.
     pub fn with_backend(
         mut self,
@@ -146,6 +157,7 @@ impl RuntimeBuilder {
         self.config.validate()?;
         let runtime = Runtime {
             onnxruntime: self.config.onnxruntime,
+            preprocessing: PreprocessPool::start(&self.config.preprocessing)?,
             registry: Arc::new(Registry::new()),
             policy: Mutex::new(None),
             #[cfg(feature = "server")]
@@ -198,6 +210,7 @@ impl ModelInfo {
 /// tasks; every call takes `&self`.
 pub struct Runtime {
     onnxruntime: OrtEnvironmentConfig,
+    preprocessing: Arc<PreprocessPool>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) policy: Mutex<Option<RunningPolicy>>,
     /// What the config declared, for the model repository.
@@ -275,13 +288,14 @@ impl Runtime {
                 .flatten()
         });
         let name = config.name.clone();
-        self.start_task(&name, || Task::start_profiled(config, make, Some(find)))
+        let pool = self.preprocessing.clone();
+        self.start_task(&name, || Task::start_with_pool(config, make, Some(find), pool))
     }
 
     /// Adds a task whose variants' backends `make` creates (without profiles).
     pub fn add_task_with(&self, config: TaskConfig, make: MakeBackend) -> Result<TaskStatus, Error> {
-        let name = config.name.clone();
-        self.start_task(&name, || Task::start(config, make))
+        let (name, pool) = (config.name.clone(), self.preprocessing.clone());
+        self.start_task(&name, || Task::start_with_pool(config, make, None, pool))
     }
 
     fn start_task(&self, name: &str, start: impl FnOnce() -> Result<Task, Error>) -> Result<TaskStatus, Error> {

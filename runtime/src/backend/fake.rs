@@ -1,5 +1,5 @@
 //! A fake backend for tests of batching, concurrency and failure handling: it echoes
-//! its f32 input `input` [N, width] as `output`, takes a configurable time per batch,
+//! its f32 input `input` [N, width] (or rows of another shape) as `output`, takes a configurable time per batch,
 //! records the batch sizes it ran, and fails or panics on marked rows.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -33,6 +33,8 @@ pub struct FakeConfig {
     pub memory_per_row: u64,
     /// Whether its runs take the process's turns, as sessions that run one at a time do.
     pub takes_turns: bool,
+    /// Dimensions of a row, when not `[width]` (an image's `[3, H, W]`, say).
+    pub row_shape: Option<Vec<usize>>,
 }
 
 impl Default for FakeConfig {
@@ -45,6 +47,7 @@ impl Default for FakeConfig {
             fail_load: false,
             memory_per_row: 0,
             takes_turns: false,
+            row_shape: None,
         }
     }
 }
@@ -102,7 +105,9 @@ impl FakeBackend {
                 return Err(BackendError::Injected("fake load failure".into()));
             }
             let dim0 = if config.dynamic_batch { None } else { Some(1) };
-            let spec = |name: &str| TensorSpec::new(name, DType::F32, vec![dim0, Some(config.width)]);
+            let row = config.row_shape.clone().unwrap_or_else(|| vec![config.width]);
+            let shape: Vec<Option<usize>> = std::iter::once(dim0).chain(row.into_iter().map(Some)).collect();
+            let spec = |name: &str| TensorSpec::new(name, DType::F32, shape.clone());
             let metadata = ModelMetadata { inputs: vec![spec("input")], outputs: vec![spec("output")] };
             let instance = created.fetch_add(1, Ordering::Relaxed);
             Ok(Box::new(FakeBackend { config: config.clone(), metadata, log: log.clone(), instance }))

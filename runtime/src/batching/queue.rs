@@ -120,9 +120,7 @@ impl Queue {
             let error = Error::Overloaded { model: self.model.to_string(), max_queue_size };
             self.counters.failed(&error);
             let _ = pending.reply.send(Err(error));
-            if let Some(on_answer) = &self.on_answer {
-                on_answer(Answered::Failed);
-            }
+            self.tell(Answered::Failed);
         }
     }
 
@@ -233,9 +231,14 @@ impl Queue {
                     Answered::Abandoned
                 }
             };
-            if let Some(on_answer) = &self.on_answer {
-                on_answer(answered);
-            }
+            self.tell(answered);
+        }
+    }
+
+    /// Tells the model's answer hook how a request ended.
+    pub fn tell(&self, answered: Answered) {
+        if let Some(on_answer) = &self.on_answer {
+            on_answer(answered);
         }
     }
 }

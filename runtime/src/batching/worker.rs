@@ -4,7 +4,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use tokio::sync::oneshot;
@@ -16,6 +16,7 @@ use crate::backend::turns::RUN_TURNS;
 use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
 use crate::metrics::ModelCounters;
+use crate::preprocess::ImageSource;
 use crate::request::{Output, Timings};
 use crate::tensor::Tensor;
 
@@ -26,8 +27,20 @@ pub(crate) struct Pending {
     pub key: Vec<usize>,
     pub deadline: Option<Instant>,
     pub priority: Priority,
+    /// When it arrived (before any preprocessing).
     pub admitted: Instant,
+    /// Time its images took to decode and preprocess before it queued.
+    pub prepared: Prepared,
+    /// The images its image input was made from, to make it again for another variant.
+    pub source: Option<Arc<ImageSource>>,
     pub reply: oneshot::Sender<Result<Output, Error>>,
+}
+
+/// Time spent on a request's images before it queued.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Prepared {
+    pub decode: Duration,
+    pub preprocess: Duration,
 }
 
 impl Queued for Pending {
@@ -113,7 +126,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
         for (column, tensor) in columns.iter_mut().zip(request.tensors) {
             column.push(tensor);
         }
-        waiters.push((request.reply, request.rows, request.admitted, request.deadline));
+        waiters.push((request.reply, request.rows, request.admitted, request.deadline, request.prepared));
     }
     let rows: Vec<usize> = waiters.iter().map(|w| w.1).collect();
     let batch_size = rows.iter().sum();
@@ -135,11 +148,16 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     match per_request {
         Ok(per_request) => {
             names.counters.executed(computed - assembled);
-            for ((reply, rows, admitted, deadline), tensors) in waiters.into_iter().zip(per_request) {
+            for ((reply, rows, admitted, deadline, prepared), tensors) in waiters.into_iter().zip(per_request) {
                 let timings = Timings {
-                    queue: started.saturating_duration_since(admitted),
-                    processing: (assembled - started) + (finished - computed),
+                    decode: prepared.decode,
+                    preprocess: prepared.preprocess,
+                    queue: started
+                        .saturating_duration_since(admitted)
+                        .saturating_sub(prepared.decode + prepared.preprocess),
+                    compute_input: assembled - started,
                     compute: computed - assembled,
+                    postprocess: finished - computed,
                     total: finished.saturating_duration_since(admitted),
                 };
                 let output = Output {

@@ -38,6 +38,10 @@ pub struct ServingMetrics {
     compute_io_duration_us: IntCounterVec,
     batch_run_duration_us: IntCounterVec,
     request_latency: HistogramVec,
+    stage_durations: [HistogramVec; STAGES.len()],
+    preprocess_queue: IntGauge,
+    preprocess_threads: IntGauge,
+    preprocess_busy_seconds: Gauge,
     pending_requests: IntGaugeVec,
     active_variant: IntGaugeVec,
     variant_switches: IntCounterVec,
@@ -64,6 +68,21 @@ struct GpuGauges {
 }
 
 const GPU_LABELS: [&str; 2] = ["gpu", "name"];
+
+/// The stages of a request, each with a histogram named after Triton's cumulative
+/// counters: decode and preprocess (its images), queue, compute input, infer, output.
+const STAGES: [(&str, &str); 6] = [
+    ("modelless_inference_decode_duration_seconds", "Time decoding a request's images"),
+    ("modelless_inference_preprocess_duration_seconds", "Time resizing and normalising a request's images"),
+    ("modelless_inference_queue_wait_duration_seconds", "Time a request waited for preprocessing and its batch"),
+    ("modelless_inference_compute_input_duration_seconds", "Time joining a request's batch inputs"),
+    ("modelless_inference_compute_infer_duration_seconds", "Time the backend ran a request's batch"),
+    ("modelless_inference_compute_output_duration_seconds", "Time splitting a request's batch outputs"),
+];
+
+/// Buckets of the stage histograms, in seconds: 20 µs to 5 s.
+const STAGE_BUCKETS: [f64; 15] =
+    [0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0, 5.0];
 
 impl GpuGauges {
     fn new(registry: &PromRegistry) -> Self {
@@ -160,6 +179,18 @@ impl ServingMetrics {
                 &MODEL_LABELS,
             ),
         );
+        let stage_durations = STAGES.map(|(name, help)| {
+            let opts = HistogramOpts::new(name, help).buckets(STAGE_BUCKETS.to_vec());
+            register(&registry, HistogramVec::new(opts, &MODEL_LABELS))
+        });
+        let int_gauge = |name: &str, help: &str| register(&registry, IntGauge::new(name, help));
+        let preprocess_queue =
+            int_gauge("modelless_preprocess_queue_length", "Requests waiting for a preprocessing thread");
+        let preprocess_threads = int_gauge("modelless_preprocess_threads", "Threads of the preprocessing pool");
+        let preprocess_busy_seconds = gauge(
+            "modelless_preprocess_busy_seconds_total",
+            "Time the preprocessing pool's threads have spent working (its rate over threads is their utilisation)",
+        );
         let policy_decision = register(
             &registry,
             Histogram::with_opts(
@@ -221,6 +252,10 @@ impl ServingMetrics {
                 &MODEL_LABELS,
             ),
             request_latency,
+            stage_durations,
+            preprocess_queue,
+            preprocess_threads,
+            preprocess_busy_seconds,
             pending_requests: gauges(
                 "modelless_inference_pending_request_count",
                 "Requests waiting in the queue",
@@ -279,6 +314,7 @@ impl ServingMetrics {
             io_us: self.compute_io_duration_us.with_label_values(&labels),
             batch_run_us: self.batch_run_duration_us.with_label_values(&labels),
             latency: self.request_latency.with_label_values(&labels),
+            stages: self.stage_durations.each_ref().map(|h| h.with_label_values(&labels)),
         }
     }
 
@@ -333,6 +369,12 @@ impl ServingMetrics {
                 self.pending_requests.with_label_values(&[&name, &name]).set(model.queued() as i64);
             }
         }
+        if let Some(task) = registry.tasks().first() {
+            let pool = task.preprocess_pool().read();
+            self.preprocess_queue.set(pool.queued as i64);
+            self.preprocess_threads.set(pool.threads as i64);
+            self.preprocess_busy_seconds.set(pool.busy_seconds);
+        }
         for task in registry.tasks() {
             let status = task.status();
             for variant in &status.variants {
@@ -367,6 +409,8 @@ pub struct ModelCounters {
     io_us: IntCounter,
     batch_run_us: IntCounter,
     latency: Histogram,
+    /// In the order of [`STAGES`].
+    stages: [Histogram; STAGES.len()],
 }
 
 impl ModelCounters {
@@ -383,8 +427,19 @@ impl ModelCounters {
         self.request_us.inc_by(timings.total.as_micros() as u64);
         self.queue_us.inc_by(timings.queue.as_micros() as u64);
         self.compute_us.inc_by(timings.compute.as_micros() as u64);
-        self.io_us.inc_by(timings.processing.as_micros() as u64);
+        self.io_us.inc_by((timings.compute_input + timings.postprocess).as_micros() as u64);
         self.latency.observe(timings.total.as_secs_f64());
+        let stages = [
+            timings.decode,
+            timings.preprocess,
+            timings.queue,
+            timings.compute_input,
+            timings.compute,
+            timings.postprocess,
+        ];
+        for (histogram, took) in self.stages.iter().zip(stages) {
+            histogram.observe(took.as_secs_f64());
+        }
     }
 
     /// Counts and logs (rate-limited) a request that failed with `error`.
@@ -452,10 +507,13 @@ mod tests {
         let metrics = serving_metrics();
         let counters = metrics.model_counters("exposition-test", "v1");
         let timings = Timings {
+            decode: Duration::from_micros(3000),
+            preprocess: Duration::from_micros(700),
             queue: Duration::from_micros(100),
-            processing: Duration::from_micros(10),
+            compute_input: Duration::from_micros(6),
             compute: Duration::from_micros(900),
-            total: Duration::from_micros(1010),
+            postprocess: Duration::from_micros(4),
+            total: Duration::from_micros(4710),
         };
         counters.served(3, &timings);
         counters.served(1, &timings);
@@ -471,6 +529,10 @@ mod tests {
         let line =
             r#"modelless_inference_request_failure{reason="deadline_exceeded",task="exposition-test",variant="v1"} 1"#;
         assert!(text.contains(line), "{text}");
+        // Both decodes took 3 ms: in the 5 ms bucket, not the 2 ms one.
+        let decode = r#"modelless_inference_decode_duration_seconds_bucket{task="exposition-test",variant="v1",le="#;
+        assert!(text.contains(&format!(r#"{decode}"0.002"}} 0"#)), "{text}");
+        assert!(text.contains(&format!(r#"{decode}"0.005"}} 2"#)), "{text}");
     }
 
     #[test]

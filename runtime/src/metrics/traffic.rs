@@ -63,15 +63,21 @@ impl TaskTraffic {
     pub fn answer_hook(self: &Arc<Self>) -> AnswerHook {
         let traffic = Arc::downgrade(self);
         Arc::new(move |answered| {
-            let Some(traffic) = traffic.upgrade() else { return };
-            traffic.in_flight.fetch_sub(1, Ordering::Relaxed);
-            let mut window = traffic.lock();
-            match answered {
-                Answered::Served { latency, late } => window.answered(latency.as_secs_f64() * 1e3, late),
-                Answered::Expired => window.expired(),
-                Answered::Failed | Answered::Abandoned => {}
+            if let Some(traffic) = traffic.upgrade() {
+                traffic.ended(answered);
             }
         })
+    }
+
+    /// An admitted request ended as `answered`.
+    pub fn ended(&self, answered: Answered) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let mut window = self.lock();
+        match answered {
+            Answered::Served { latency, late } => window.answered(latency.as_secs_f64() * 1e3, late),
+            Answered::Expired => window.expired(),
+            Answered::Failed | Answered::Abandoned => {}
+        }
     }
 
     /// Demand now, requests in flight, and what happened since the last reading.

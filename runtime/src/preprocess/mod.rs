@@ -5,11 +5,16 @@
 
 mod config;
 mod decode;
+mod images;
 mod pixels;
+pub mod pool;
 
 pub use config::{ChannelOrder, ImagePreprocess, ImageSize, Interpolation, Layout, ResizeMode};
 pub use decode::{DEFAULT_MAX_PIXELS, DecodeLimits, Decoded, decode};
+pub(crate) use images::ImageSource;
+pub use images::{ImageData, Prepared, prepare};
 pub use pixels::to_tensor;
+pub use pool::{PoolReading, PreprocessConfig, PreprocessPool};
 
 use crate::tensor::Tensor;
 
@@ -38,16 +43,45 @@ pub fn image_tensor(encoded: &[u8], preprocess: &ImagePreprocess) -> Result<Tens
     to_tensor(&decoded, preprocess)
 }
 
+/// Images for the tests of this crate.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
+pub(crate) mod test_images {
+    /// A PNG of `width`×`height` pixels coloured by `pixel`.
+    pub fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
         let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb(pixel(x, y)));
         let mut out = std::io::Cursor::new(Vec::new());
         img.write_to(&mut out, image::ImageFormat::Png).unwrap();
         out.into_inner()
     }
+
+    /// A valid PNG header claiming `width`×`height` pixels, with one pixel behind it: a
+    /// decompression bomb's start.
+    pub fn png_claiming(width: u32, height: u32) -> Vec<u8> {
+        let mut bomb = png(1, 1, |_, _| [0; 3]);
+        bomb[16..20].copy_from_slice(&width.to_be_bytes());
+        bomb[20..24].copy_from_slice(&height.to_be_bytes());
+        let crc = crc32(&bomb[12..29]);
+        bomb[29..33].copy_from_slice(&crc.to_be_bytes());
+        bomb
+    }
+
+    /// PNG's chunk checksum (CRC-32, IEEE).
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            }
+        }
+        !crc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_images::{png, png_claiming};
+    use super::*;
 
     #[test]
     fn a_photo_becomes_a_normalised_nchw_crop_of_its_centre() {
@@ -62,18 +96,6 @@ mod tests {
         assert!(blue.iter().all(|&b| (b - 1.0).abs() < 1e-3), "{blue:?}");
     }
 
-    /// PNG's chunk checksum (CRC-32, IEEE).
-    fn crc32(bytes: &[u8]) -> u32 {
-        let mut crc = !0u32;
-        for &b in bytes {
-            crc ^= u32::from(b);
-            for _ in 0..8 {
-                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-            }
-        }
-        !crc
-    }
-
     #[test]
     fn corrupt_images_and_bombs_are_refused_with_their_reason() {
         let p = ImagePreprocess::new(8, [0.0; 3], [1.0; 3]);
@@ -81,13 +103,7 @@ mod tests {
         let mut truncated = png(64, 64, |x, y| [x as u8, y as u8, 0]);
         truncated.truncate(truncated.len() / 2);
         assert!(matches!(image_tensor(&truncated, &p), Err(PreprocessError::Decode(_))));
-        // A PNG header claiming 100000×100000 pixels, nothing behind it.
-        let mut bomb = png(1, 1, |_, _| [0; 3]);
-        bomb[16..20].copy_from_slice(&100_000u32.to_be_bytes());
-        bomb[20..24].copy_from_slice(&100_000u32.to_be_bytes());
-        let crc = crc32(&bomb[12..29]);
-        bomb[29..33].copy_from_slice(&crc.to_be_bytes());
-        let refused = image_tensor(&bomb, &p).unwrap_err();
+        let refused = image_tensor(&png_claiming(100_000, 100_000), &p).unwrap_err();
         assert!(matches!(refused, PreprocessError::TooLarge(_)), "{refused}");
         assert!(image_tensor(&png(4, 4, |_, _| [0; 3]), &ImagePreprocess::new(0, [0.0; 3], [1.0; 3])).is_err());
     }

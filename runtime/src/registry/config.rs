@@ -11,6 +11,7 @@ use crate::backend::onnx::{self, OrtBackend, OrtEnvironmentConfig, OrtSessionCon
 use crate::backend::torchscript::{self, TorchScriptConfig};
 use crate::batching::BatchingConfig;
 use crate::error::Error;
+use crate::preprocess::ImagePreprocess;
 use crate::signature::{SignatureConfig, TensorMaps};
 use crate::warmup::WarmupConfig;
 
@@ -158,6 +159,17 @@ impl TaskConfig {
                 return bad(format!("variant `{}` maps more than {MAX_MAPPED} tensors", v.name));
             }
             v.batching.validate()?;
+            if let Some(preprocess) = &v.preprocess {
+                preprocess
+                    .validate()
+                    .map_err(|e| Error::Config(format!("task `{}`: variant `{}`: {e}", self.name, v.name)))?;
+            }
+        }
+        let with_images = self.variants.iter().filter(|v| v.preprocess.is_some()).count();
+        if with_images != 0 && with_images != self.variants.len() {
+            return bad("either every variant declares `preprocess` or none does: a request with images may be \
+                        routed or moved to any of them"
+                .into());
         }
         match &self.active {
             Some(active) if self.variant_index(active).is_none() => {
@@ -221,6 +233,10 @@ pub struct VariantConfig {
     /// Its own output names → the task's.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub output_map: BTreeMap<String, String>,
+    /// How images become its image input: requests to the task may then send images
+    /// (JPEG or PNG) instead of tensors, preprocessed for the variant that serves them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preprocess: Option<ImagePreprocess>,
 }
 
 fn one() -> usize {
@@ -247,7 +263,14 @@ impl VariantConfig {
             profile: ProfileMode::Stored,
             input_map: BTreeMap::new(),
             output_map: BTreeMap::new(),
+            preprocess: None,
         }
+    }
+
+    /// Takes images, made into its input as `preprocess` says.
+    pub fn with_preprocess(mut self, preprocess: ImagePreprocess) -> Self {
+        self.preprocess = Some(preprocess);
+        self
     }
 
     /// Maps its input `own` onto the task's input `task`.

@@ -2,6 +2,7 @@
 //! `ArcSwap` snapshot and take no lock; loads and unloads replace the snapshot.
 
 mod config;
+mod images;
 mod route;
 mod task;
 

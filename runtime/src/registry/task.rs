@@ -17,6 +17,7 @@ pub use modelless_policy_abi::VariantState;
 use modelless_policy_abi::{LatencyFit, Profile, RunTotals, ServingKnobs, VariantCost, VariantSnapshot};
 
 use super::config::{TaskConfig, VariantConfig};
+use super::images::{self, ImageServices};
 use super::route::choose;
 use crate::backend::{BackendFactory, ModelMetadata};
 use crate::batching::{BatchingConfig, MAX_QUEUE_DELAY_US};
@@ -24,6 +25,7 @@ use crate::classify::read_labels;
 use crate::error::{BackendError, Error};
 use crate::metrics::{ModelFailures, TaskTraffic, serving_metrics};
 use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
+use crate::preprocess::PreprocessPool;
 use crate::request::{InferOptions, Inputs, Slo};
 use crate::signature::{SignatureMismatch, bound_factory};
 
@@ -172,6 +174,8 @@ pub struct Task {
     labels: Option<Arc<[String]>>,
     /// What callers send and get: declared, or the first variant's once it loads.
     signature: Arc<OnceLock<ModelMetadata>>,
+    /// Where requests that carry images are preprocessed.
+    images: ImageServices,
     routes: ArcSwapOption<Routes>,
     inner: Arc<Mutex<Inner>>,
     /// One control operation (switch, load, unload) at a time.
@@ -194,6 +198,16 @@ impl Task {
         make_backend: MakeBackend,
         find_profile: Option<FindProfile>,
     ) -> Result<Task, Error> {
+        Task::start_with_pool(config, make_backend, find_profile, PreprocessPool::shared_default()?)
+    }
+
+    /// Like [`Task::start_profiled`]; requests that carry images are preprocessed on `pool`.
+    pub fn start_with_pool(
+        config: TaskConfig,
+        make_backend: MakeBackend,
+        find_profile: Option<FindProfile>,
+        pool: Arc<PreprocessPool>,
+    ) -> Result<Task, Error> {
         config.validate()?;
         let active = config.active.as_deref().and_then(|a| config.variant_index(a)).unwrap_or(0);
         let now = Instant::now();
@@ -214,12 +228,14 @@ impl Task {
         if let Some(declared) = &config.signature {
             let _ = signature.set(declared.metadata());
         }
+        let traffic = Arc::new(TaskTraffic::default());
         let task = Task {
             name: Arc::from(config.name.as_str()),
             keep_warm_bytes: config.keep_warm_mib.saturating_mul(1 << 20),
             make_backend,
             find_profile,
-            traffic: Arc::new(TaskTraffic::default()),
+            images: ImageServices { pool, traffic: traffic.clone() },
+            traffic,
             refusals: serving_metrics().task_refusals(&config.name),
             latency_slo_ms: config.latency_slo_ms,
             labels: config.labels.as_deref().map(read_labels).transpose()?,
@@ -292,8 +308,12 @@ impl Task {
         self.submit_counted(&routes.ready[chosen], inputs, slo.options(now))
     }
 
-    /// Queues a request on `model`, counted in the task's traffic.
-    fn submit_counted(&self, model: &Model, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
+    /// Queues a request on `model`, counted in the task's traffic; one that carries
+    /// images goes through the preprocessing pool first.
+    fn submit_counted(&self, model: &Arc<Model>, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
+        if inputs.has_images() {
+            return images::submit(&self.images, model.clone(), inputs, options);
+        }
         // Counted in flight before it can be answered, so the count never dips below zero.
         self.traffic.admitted();
         let submitted = model.submit(inputs, options);
@@ -500,6 +520,11 @@ impl Task {
             .collect()
     }
 
+    /// The pool its requests' images are preprocessed on.
+    pub fn preprocess_pool(&self) -> &Arc<PreprocessPool> {
+        &self.images.pool
+    }
+
     /// The task's traffic: demand, requests in flight, and each tick's answers.
     pub fn traffic(&self) -> &TaskTraffic {
         &self.traffic
@@ -615,6 +640,7 @@ impl Task {
             on_answer: Some(self.traffic.answer_hook()),
             max_request_rows: Some(config.batching.max_batch_size),
             labels: self.labels.clone(),
+            preprocess: config.preprocess.clone().map(Arc::new),
         };
         // Before the model starts, so that a profile measured now has the cores to itself.
         let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
@@ -627,7 +653,13 @@ impl Task {
         );
         let loading = Instant::now();
         let batching = memory_capped(config.batching.clone(), profile.as_deref());
-        let started = Model::start_with(&config.name, factory, config.instances, batching, options);
+        let started =
+            Model::start_with(&config.name, factory, config.instances, batching, options).and_then(|model| match model
+                .preprocess()
+            {
+                Some(preprocess) => images::check_fits(&model, preprocess).map(|()| model),
+                None => Ok(model),
+            });
         let load_time = loading.elapsed();
         let mut inner = self.lock();
         let slot = &mut inner.variants[index];
@@ -725,7 +757,11 @@ impl Task {
             (model(&inner.variants[from]), model(&inner.variants[to]))
         };
         match (from, to) {
-            (Some(from), Some(to)) => from.move_waiting_to(&to),
+            (Some(from), Some(to)) => {
+                let target = to.clone();
+                let mut remake = |pending, enqueued| images::remake(&self.images, target.clone(), pending, enqueued);
+                from.move_waiting(&to, Some(&mut remake))
+            }
             _ => 0,
         }
     }

@@ -1,0 +1,104 @@
+//! The images one request carries, and their tensor for one variant.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::{DecodeLimits, Decoded, ImagePreprocess, PreprocessError, decode, to_tensor};
+use crate::tensor::Tensor;
+
+/// One image of a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageData {
+    /// A JPEG or PNG file's bytes.
+    Encoded(Bytes),
+    /// Pixels already decoded: 8-bit RGB, row-major, upright.
+    Rgb {
+        /// Width in pixels.
+        width: u32,
+        /// Height in pixels.
+        height: u32,
+        /// `width × height × 3` bytes.
+        pixels: Bytes,
+    },
+}
+
+impl From<Vec<u8>> for ImageData {
+    fn from(encoded: Vec<u8>) -> Self {
+        ImageData::Encoded(Bytes::from(encoded))
+    }
+}
+
+impl From<Bytes> for ImageData {
+    fn from(encoded: Bytes) -> Self {
+        ImageData::Encoded(encoded)
+    }
+}
+
+impl From<&'static [u8]> for ImageData {
+    fn from(encoded: &'static [u8]) -> Self {
+        ImageData::Encoded(Bytes::from_static(encoded))
+    }
+}
+
+/// The images a queued request's image input was made from, kept so that a switch can
+/// make it again for another variant.
+#[derive(Debug)]
+pub(crate) struct ImageSource {
+    /// One per row.
+    pub images: Vec<ImageData>,
+    /// The input they fill.
+    pub input: String,
+}
+
+/// Images as one tensor for a variant, and where the time went.
+#[derive(Debug)]
+pub struct Prepared {
+    /// One row per image, in order.
+    pub tensor: Tensor,
+    /// Decoding them.
+    pub decode: Duration,
+    /// Resizing and normalising them.
+    pub preprocess: Duration,
+}
+
+/// Decodes `images` within `limits` and makes them the tensor `preprocess` describes.
+/// The error names the image (from 0) that failed.
+pub fn prepare(
+    images: &[ImageData],
+    preprocess: &ImagePreprocess,
+    limits: &DecodeLimits,
+) -> Result<Prepared, (usize, PreprocessError)> {
+    let (mut decode_time, mut preprocess_time) = (Duration::ZERO, Duration::ZERO);
+    let mut rows = Vec::with_capacity(images.len());
+    for (index, image) in images.iter().enumerate() {
+        let started = Instant::now();
+        let decoded = decoded(image, preprocess, limits).map_err(|e| (index, e))?;
+        let decoded_at = Instant::now();
+        rows.push(to_tensor(&decoded, preprocess).map_err(|e| (index, e))?);
+        decode_time += decoded_at - started;
+        preprocess_time += decoded_at.elapsed();
+    }
+    let tensor = if rows.len() == 1 { rows.pop() } else { Tensor::concat_rows(rows) };
+    let tensor = tensor.ok_or((0, PreprocessError::Invalid("no images to join".into())))?;
+    Ok(Prepared { tensor, decode: decode_time, preprocess: preprocess_time })
+}
+
+fn decoded(image: &ImageData, preprocess: &ImagePreprocess, limits: &DecodeLimits) -> Result<Decoded, PreprocessError> {
+    match image {
+        ImageData::Encoded(bytes) => decode(bytes, limits, Some(preprocess)),
+        ImageData::Rgb { width, height, pixels } => {
+            let expected = u64::from(*width) * u64::from(*height) * 3;
+            if expected != pixels.len() as u64 || expected == 0 {
+                return Err(PreprocessError::Decode(format!(
+                    "{width}x{height} RGB pixels take {expected} bytes, not {}",
+                    pixels.len()
+                )));
+            }
+            if u64::from(*width) * u64::from(*height) > limits.max_pixels {
+                return Err(PreprocessError::TooLarge(format!("{width}x{height} is more than the pixel limit")));
+            }
+            Ok(Decoded { width: *width, height: *height, rgb: pixels.to_vec(), shrink: 1 })
+        }
+    }
+}
