@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Images for preprocessing tests and benchmarks, made from the sample photos.
 
+bad/:     what a server must refuse: an empty file, a truncated and a corrupt JPEG, a
+          GIF, and PNG and JPEG headers claiming 60000x60000 pixels (bombs).
 bench/:   photo-like JPEGs of the sizes AbouElhamayed et al. measured on Triton:
           small 60x70 (~4 KB), medium 500x375 (~121 KB), large 3564x2880 (~9.5 MB).
 formats/: one photo in each format and colour mode served (greyscale, alpha,
@@ -19,7 +21,7 @@ import os
 import numpy as np
 from PIL import Image, ImageOps
 
-VERSION = 2
+VERSION = 3
 
 # The tensor references: a 64x64 centre crop of 87.5 %, bicubic, values 0..255.
 TENSOR_SIDE = 64
@@ -152,6 +154,37 @@ def reference_rgb(data: bytes, sixteen_bit) -> np.ndarray:
     return np.asarray(img.convert("RGB"), dtype=np.uint8)
 
 
+def write_bad(out: str, medium_jpeg: bytes) -> list:
+    """Files that are not images a server can serve, each with what it is."""
+    import struct
+    import zlib
+
+    os.makedirs(out, exist_ok=True)
+    tiny = Image.new("RGB", (8, 8), (90, 60, 30))
+    png = encoded(tiny, "PNG")
+    # IHDR's width and height, then its CRC, rewritten.
+    ihdr = png[12:16] + struct.pack(">II", 60000, 60000) + png[24:29]
+    png_bomb = png[:12] + ihdr + struct.pack(">I", zlib.crc32(ihdr)) + png[33:]
+    jpeg = bytearray(encoded(tiny, "JPEG"))
+    sof = jpeg.index(b"\xff\xc0")
+    jpeg[sof + 5:sof + 9] = struct.pack(">HH", 60000, 60000)
+    corrupt = bytearray(medium_jpeg)
+    start = len(corrupt) // 3
+    corrupt[start:] = bytes((i * 37) % 256 for i in range(len(corrupt) - start))
+    cases = {
+        "empty.jpg": b"",
+        "truncated.jpg": medium_jpeg[: len(medium_jpeg) // 2],
+        "corrupt.jpg": bytes(corrupt[:200]) + b"\x00" * 64,
+        "unsupported.gif": encoded(tiny, "GIF"),
+        "bomb.png": png_bomb,
+        "bomb.jpg": bytes(jpeg),
+    }
+    for name, data in cases.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+    return sorted(cases)
+
+
 def reference_tensor(rgb: np.ndarray) -> np.ndarray:
     """Pillow's resize of the centre region an ImageNet crop keeps, as CHW float32."""
     height, width, _ = rgb.shape
@@ -175,8 +208,10 @@ def main() -> None:
         pass
     bench = write_bench(args.photos, os.path.join(args.out, "bench"))
     formats = write_formats(args.photos, os.path.join(args.out, "formats"))
+    with open(os.path.join(args.out, "bench", "medium.jpg"), "rb") as f:
+        bad = write_bad(os.path.join(args.out, "bad"), f.read())
     with open(manifest_path, "w") as f:
-        json.dump({"version": VERSION, "bench": bench, "formats": formats}, f, indent=1)
+        json.dump({"version": VERSION, "bench": bench, "formats": formats, "bad": bad}, f, indent=1)
     for b in bench:
         print(f"gen_images: {b['file']} {b['width']}x{b['height']} {b['bytes']} bytes")
 

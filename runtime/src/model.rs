@@ -334,6 +334,17 @@ impl Model {
         self.preprocess.as_ref()
     }
 
+    /// The input its images fill: the one its preprocessing names, else its only one;
+    /// `None` where it takes no images (or cannot tell which input they fill).
+    pub fn image_input(&self) -> Option<&str> {
+        let preprocess = self.preprocess.as_ref()?;
+        match (&preprocess.input, self.metadata.inputs.as_slice()) {
+            (Some(name), _) => Some(name),
+            (None, [only]) => Some(&only.name),
+            (None, _) => None,
+        }
+    }
+
     /// Moves the requests waiting in this model's queue to `to`'s, when both take the
     /// same inputs; those `to` cannot run (too many rows for its batches, no room)
     /// stay here. Returns how many moved.

@@ -102,14 +102,13 @@ impl GrpcInferenceService for GrpcEndpoint {
     async fn model_metadata(&self, request: Request<ModelMetadataRequest>) -> Answer<ModelMetadataResponse> {
         let request = request.into_inner();
         let described = self.service.metadata(&request.name, &request.version)?;
-        let metadata = |spec: &TensorSpec| TensorMetadata {
-            name: spec.name.clone(),
-            datatype: tensors::datatype(spec.dtype).into(),
-            shape: tensors::spec_shape(spec),
+        let metadata = |spec: &TensorSpec| {
+            let (datatype, shape) = described.presented(spec);
+            TensorMetadata { name: spec.name.clone(), datatype: datatype.into(), shape }
         };
         Ok(Response::new(ModelMetadataResponse {
-            name: described.name,
-            versions: described.versions,
+            name: described.name.clone(),
+            versions: described.versions.clone(),
             platform: described.platform.into(),
             inputs: described.inputs.iter().map(metadata).collect(),
             outputs: described.outputs.iter().map(metadata).collect(),
@@ -194,7 +193,25 @@ pub(super) fn decode_infer(request: ModelInferRequest, bounds: &InputBounds) -> 
         )));
     }
     let mut tensors = Vec::with_capacity(inputs.len());
+    let mut images = Vec::new();
     for (i, input) in inputs.into_iter().enumerate() {
+        if input.datatype == "BYTES" {
+            let count = bounds.check_images(&input.name, &input.shape)?;
+            let elements = match (raw.get(i), input.contents) {
+                (Some(bytes), None) => tensors::bytes_elements(&input.name, count, bytes)?,
+                (None, Some(contents)) if contents.bytes_contents.len() == count => {
+                    contents.bytes_contents.into_iter().map(bytes::Bytes::from).collect()
+                }
+                _ => {
+                    return Err(ServeError::invalid(format!(
+                        "input `{}`: give its {count} images in raw_input_contents or as bytes_contents",
+                        input.name
+                    )));
+                }
+            };
+            images.push((input.name, elements));
+            continue;
+        }
         let dtype = tensors::parse_datatype(&input.datatype)?;
         let claim = bounds.check(&input.name, dtype, &input.shape)?;
         let tensor = match (raw.get(i), input.contents) {
@@ -216,6 +233,7 @@ pub(super) fn decode_infer(request: ModelInferRequest, bounds: &InputBounds) -> 
         id,
         params,
         inputs: tensors,
+        images,
         outputs: outputs
             .into_iter()
             .map(|o| {
@@ -328,6 +346,7 @@ mod tests {
             ..Default::default()
         };
         let bounds = InputBounds {
+            image_input: None,
             inputs: vec![crate::backend::TensorSpec::new("x", crate::tensor::DType::F32, [None])],
             batched: true,
             max_rows: 8,

@@ -158,7 +158,10 @@ async fn versioned_metadata(
 
 fn describe(State(service): Shared, name: String, version: String) -> Result<axum::Json<Value>, ServeError> {
     let described = service.metadata(&name, &version)?;
-    let spec = |s: &TensorSpec| json!({ "name": s.name, "datatype": tensors::datatype(s.dtype), "shape": tensors::spec_shape(s) });
+    let spec = |s: &TensorSpec| {
+        let (datatype, shape) = described.presented(s);
+        json!({ "name": s.name, "datatype": datatype, "shape": shape })
+    };
     Ok(axum::Json(json!({
         "name": described.name,
         "versions": described.versions,
@@ -231,21 +234,33 @@ fn decode_infer(
     let mut binary = body.slice(header_length..);
     let params = InferParams::parse(request.parameters.0.iter().map(|(k, v)| (k.as_str(), v.clone())))?;
     let mut inputs = Vec::with_capacity(request.inputs.0.len());
+    let mut images = Vec::new();
     for input in &request.inputs.0 {
+        let binary_size = |binary: &Bytes| {
+            let size = input.parameters.get("binary_data_size")?;
+            Some(size.as_u64().and_then(|s| usize::try_from(s).ok()).filter(|&s| s <= binary.len()).ok_or_else(|| {
+                ServeError::invalid(format!(
+                    "input `{}`: binary_data_size is not a length within the {} bytes of binary data left",
+                    input.name,
+                    binary.len()
+                ))
+            }))
+        };
+        if input.datatype == "BYTES" {
+            let count = bounds.check_images(&input.name, &input.shape.0)?;
+            let Some(size) = binary_size(&binary).transpose()? else {
+                return Err(ServeError::invalid(format!(
+                    "input `{}`: images go as binary data (parameter `binary_data_size`), not JSON",
+                    input.name
+                )));
+            };
+            images.push((input.name.clone(), tensors::bytes_elements(&input.name, count, &binary.split_to(size))?));
+            continue;
+        }
         let dtype = tensors::parse_datatype(&input.datatype)?;
         let claim = bounds.check(&input.name, dtype, &input.shape.0)?;
-        let tensor = match (input.parameters.get("binary_data_size"), &input.data) {
+        let tensor = match (binary_size(&binary).transpose()?, &input.data) {
             (Some(size), None) => {
-                let size =
-                    size.as_u64().and_then(|s| usize::try_from(s).ok()).filter(|&s| s <= binary.len()).ok_or_else(
-                        || {
-                            ServeError::invalid(format!(
-                                "input `{}`: binary_data_size is not a length within the {} bytes of binary data left",
-                                input.name,
-                                binary.len()
-                            ))
-                        },
-                    )?;
                 let bytes = binary.split_to(size);
                 tensors::from_raw(&input.name, dtype, &input.shape.0, &bytes)?
             }
@@ -277,6 +292,7 @@ fn decode_infer(
         id: request.id.unwrap_or_default(),
         params,
         inputs,
+        images,
         outputs: request
             .outputs
             .0
@@ -448,6 +464,7 @@ mod tests {
     /// A model taking `input` [N,3,2,2] FP32 and `ids` [N,2] INT64, up to 8 rows.
     fn bounds() -> InputBounds {
         InputBounds {
+            image_input: None,
             inputs: vec![
                 TensorSpec::new("input", DType::F32, [None, Some(3), Some(2), Some(2)]),
                 TensorSpec::new("ids", DType::I64, [None, Some(2)]),
@@ -584,6 +601,7 @@ mod tests {
     fn the_claim_that_aborted_the_server_is_refused_naming_the_limit() {
         let body = r#"{"inputs":[{"name":"input","shape":[1000000000,3,224,224],"datatype":"FP32","data":[1]}]}"#;
         let bounds = InputBounds {
+            image_input: None,
             inputs: vec![TensorSpec::new("input", DType::F32, [None, Some(3), Some(224), Some(224)])],
             ..bounds()
         };

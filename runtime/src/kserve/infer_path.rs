@@ -431,6 +431,7 @@ mod tests {
 
         fn bounds() -> InputBounds {
             InputBounds {
+                image_input: None,
                 inputs: vec![TensorSpec::new("input", DType::F32, [None, Some(3), Some(2), Some(2)])],
                 batched: true,
                 max_rows: 8,

@@ -52,6 +52,8 @@ pub struct InputBounds {
     pub max_rows: usize,
     /// The server's limits.
     pub limits: RequestLimits,
+    /// The input that takes images as BYTES (one encoded image per element), if any.
+    pub image_input: Option<String>,
 }
 
 /// A tensor's shape as a request claims it, checked.
@@ -64,6 +66,32 @@ pub struct Claim {
 }
 
 impl InputBounds {
+    /// Checks the claim of BYTES input `name`: the image input, shaped `[N]` or
+    /// `[N, 1]` with 1 ≤ N ≤ the rows a request may hold. Returns N.
+    pub fn check_images(&self, name: &str, shape: &[i64]) -> Result<usize, ServeError> {
+        if self.image_input.as_deref() != Some(name) {
+            let takes = match &self.image_input {
+                Some(input) => format!("only `{input}` takes BYTES (encoded images)"),
+                None => "the model takes no BYTES inputs".to_string(),
+            };
+            return Err(ServeError::invalid(format!("input `{name}` is BYTES, but {takes}")));
+        }
+        let images = match *shape {
+            [n] | [n, 1] => usize::try_from(n).ok().filter(|&n| n >= 1),
+            _ => None,
+        };
+        let images = images.ok_or_else(|| {
+            ServeError::invalid(format!("input `{name}`: shape {shape:?}; images are sent as [N] or [N, 1], N ≥ 1"))
+        })?;
+        if images > self.max_rows {
+            return Err(ServeError::too_large(format!(
+                "input `{name}`: {images} images, over the model's max_batch_size of {}",
+                self.max_rows
+            )));
+        }
+        Ok(images)
+    }
+
     /// Checks the claim of input `name`: its datatype and shape against the model's
     /// input of that name and the server's limits.
     pub fn check(&self, name: &str, dtype: DType, shape: &[i64]) -> Result<Claim, ServeError> {
@@ -116,7 +144,21 @@ mod tests {
             batched: true,
             max_rows: 8,
             limits: RequestLimits::default(),
+            image_input: Some("image".into()),
         }
+    }
+
+    #[test]
+    fn images_are_taken_for_the_image_input_one_per_element() {
+        let bounds = bounds();
+        assert_eq!(bounds.check_images("image", &[3]).unwrap(), 3);
+        assert_eq!(bounds.check_images("image", &[2, 1]).unwrap(), 2);
+        for shape in [vec![0], vec![2, 2], vec![-1], vec![]] {
+            let refused = bounds.check_images("image", &shape).unwrap_err();
+            assert_eq!(refused.code, super::super::Code::InvalidArgument, "{shape:?}");
+        }
+        assert_eq!(bounds.check_images("image", &[9]).unwrap_err().code, super::super::Code::OutOfRange);
+        assert!(bounds.check_images("input", &[1]).unwrap_err().message.contains("only `image`"));
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct InferCall {
     pub params: InferParams,
     /// Named inputs.
     pub inputs: Vec<(String, Tensor)>,
+    /// Named inputs of encoded images (BYTES), one image per element.
+    pub images: Vec<(String, Vec<bytes::Bytes>)>,
     /// Outputs wanted; empty for all.
     pub outputs: Vec<RequestedOutput>,
     /// The transport's deadline (gRPC's `grpc-timeout`).
@@ -170,6 +172,18 @@ pub struct ModelDescription {
     pub inputs: Vec<TensorSpec>,
     /// Outputs.
     pub outputs: Vec<TensorSpec>,
+    /// The input that takes encoded images, presented as BYTES `[-1]`.
+    pub image_input: Option<String>,
+}
+
+impl ModelDescription {
+    /// The protocol's datatype and shape of `spec`, one of its inputs or outputs.
+    pub fn presented(&self, spec: &TensorSpec) -> (&'static str, Vec<i64>) {
+        if self.image_input.as_deref() == Some(spec.name.as_str()) {
+            return ("BYTES", vec![-1]);
+        }
+        (tensors::datatype(spec.dtype), tensors::spec_shape(spec))
+    }
 }
 
 impl InferAnswer {
@@ -262,6 +276,7 @@ impl InferenceService {
         let model = self.serving_model(name, &target, version)?;
         let metadata = described(&target, &model)?;
         Ok(InputBounds {
+            image_input: model.image_input().map(str::to_string),
             batched: metadata.dynamic_batch(),
             inputs: metadata.inputs.clone(),
             max_rows: model.max_request_rows(),
@@ -329,7 +344,8 @@ impl InferenceService {
             Target::Task(_) => ("modelless_task", Vec::new()),
             _ => ("onnxruntime_onnx", vec![model.version().to_string()]),
         };
-        Ok(ModelDescription { name: name.to_string(), versions, platform, inputs, outputs })
+        let image_input = model.image_input().map(str::to_string);
+        Ok(ModelDescription { name: name.to_string(), versions, platform, inputs, outputs, image_input })
     }
 
     /// Runs one inference.
@@ -342,7 +358,10 @@ impl InferenceService {
         let wanted = wanted_outputs(&call.model, described(&target, &model)?, &call.outputs)?;
         let classify = |name: &str| call.outputs.iter().find(|o| o.name == name).and_then(|o| o.classification);
         let slo = self.slo(&call);
-        let inputs: Inputs = call.inputs.into_iter().collect();
+        let mut inputs: Inputs = call.inputs.into_iter().collect();
+        for (name, images) in call.images {
+            inputs = inputs.with_images(name, images);
+        }
         let ticket = match &target {
             Target::Task(task) => task.submit(inputs, &slo)?,
             Target::Variant(task, variant) => task.submit_to(variant, inputs, &slo)?,

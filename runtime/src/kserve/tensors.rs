@@ -40,6 +40,34 @@ pub fn parse_datatype(name: &str) -> Result<DType, ServeError> {
     })
 }
 
+/// The elements of a BYTES tensor in raw contents: each a 4-byte little-endian length
+/// and that many bytes. Slices of `raw`, not copies.
+pub fn bytes_elements(name: &str, count: usize, raw: &bytes::Bytes) -> Result<Vec<bytes::Bytes>, ServeError> {
+    let mut elements = Vec::with_capacity(count.min(raw.len() / 4 + 1));
+    let mut at = 0;
+    while at < raw.len() {
+        let length = raw
+            .get(at..at + 4)
+            .map(|l| u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize)
+            .filter(|&length| length <= raw.len() - at - 4)
+            .ok_or_else(|| {
+                ServeError::invalid(format!("input `{name}`: BYTES element {} is cut short", elements.len()))
+            })?;
+        elements.push(raw.slice(at + 4..at + 4 + length));
+        at += 4 + length;
+        if elements.len() > count {
+            break;
+        }
+    }
+    if elements.len() != count {
+        let held = if elements.len() > count { format!("more than {count}") } else { elements.len().to_string() };
+        return Err(ServeError::invalid(format!(
+            "input `{name}`: its shape claims {count} BYTES elements, its contents hold {held}"
+        )));
+    }
+    Ok(elements)
+}
+
 /// Bytes one element takes in raw contents.
 fn element_size(dtype: DType) -> usize {
     match dtype {

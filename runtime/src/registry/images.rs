@@ -25,22 +25,19 @@ pub(super) struct ImageServices {
 }
 
 /// The input a variant's images fill: the one its `preprocess` names, else its only one.
-fn image_input(model: &Model, preprocess: &ImagePreprocess) -> Result<String, Error> {
-    let inputs = &model.metadata().inputs;
-    match (&preprocess.input, inputs.as_slice()) {
-        (Some(name), _) => Ok(name.clone()),
-        (None, [only]) => Ok(only.name.clone()),
-        (None, _) => Err(Error::Config(format!(
+fn image_input(model: &Model) -> Result<String, Error> {
+    model.image_input().map(str::to_string).ok_or_else(|| {
+        Error::Config(format!(
             "variant `{}` has {} inputs: its `preprocess` must name the one images fill (`input`)",
             model.name(),
-            inputs.len()
-        ))),
-    }
+            model.metadata().inputs.len()
+        ))
+    })
 }
 
 /// Checks that the tensor `preprocess` makes fits the input it fills.
 pub(super) fn check_fits(model: &Model, preprocess: &ImagePreprocess) -> Result<(), Error> {
-    let name = image_input(model, preprocess)?;
+    let name = image_input(model)?;
     let metadata: &ModelMetadata = model.metadata();
     let spec = metadata.inputs.iter().find(|s| s.name == name).ok_or_else(|| {
         Error::Config(format!("variant `{}`: `preprocess` fills input `{name}`, which it does not have", model.name()))
@@ -80,7 +77,7 @@ pub(super) fn submit(
     let Some(preprocess) = model.preprocess().cloned() else {
         return refuse(invalid("the variant takes tensors, not images (its config has no `preprocess`)".into()));
     };
-    let input = match image_input(&model, &preprocess) {
+    let input = match image_input(&model) {
         Ok(input) => input,
         Err(e) => return refuse(e),
     };

@@ -15,6 +15,7 @@ mod fake_backend;
 mod gpu;
 #[cfg(feature = "cli")]
 mod hostile_clients;
+#[cfg(feature = "server")]
 mod images;
 #[cfg(feature = "server")]
 mod kserve;

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::common::{efficientnet_dir, photo};
 
 /// ImageNet's domestic cats: tabby, tiger cat, Persian, Siamese, Egyptian.
-const CATS: std::ops::RangeInclusive<usize> = 281..=285;
+pub const CATS: std::ops::RangeInclusive<usize> = 281..=285;
 
 pub fn manifest() -> Value {
     let text = std::fs::read_to_string(efficientnet_dir().join("manifest.json")).unwrap();
