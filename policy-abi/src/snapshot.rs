@@ -177,6 +177,24 @@ pub struct SystemSnapshot {
     pub memory_available_bytes: Option<u64>,
     /// GPUs, when NVML finds any.
     pub gpus: Vec<GpuSnapshot>,
+    /// The pool that decodes and resizes the images requests carry: when it is busy or
+    /// queues, the CPU goes to decoding rather than to the models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preprocessing: Option<PreprocessingSnapshot>,
+}
+
+/// The preprocessing pool.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PreprocessingSnapshot {
+    /// Its threads.
+    pub threads: u32,
+    /// Requests waiting for a thread now.
+    pub queue_length: u64,
+    /// The most that may wait.
+    pub queue_size: u64,
+    /// Time its threads worked over the last tick, in % of their time.
+    pub utilisation_percent: f64,
 }
 
 /// One GPU, as NVML reports it; a figure the device does not give is absent.

@@ -218,6 +218,7 @@ fn snapshot() -> Snapshot {
         memory_total_bytes: Some(24 << 30),
         memory_available_bytes: Some(20 << 30),
         gpus: Vec::new(),
+        preprocessing: None,
     };
     Snapshot { abi_version: 1, tick: 7, now_ms: 7000, tasks, system }
 }

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use modelless_policy_abi::{ABI_VERSION, Decision, Snapshot, SystemSnapshot};
+use modelless_policy_abi::{ABI_VERSION, Decision, PreprocessingSnapshot, Snapshot, SystemSnapshot};
 
 use super::apply::Applier;
 use super::error::PolicyError;
@@ -21,6 +21,7 @@ use super::record::Recorder;
 use super::snapshot::{TaskReading, round, task_snapshot};
 use crate::error::Error;
 use crate::metrics::{CpuSample, machine_memory, serving_metrics};
+use crate::preprocess::PoolReading;
 use crate::registry::Task;
 
 /// Lists the tasks the loop steers, every tick.
@@ -262,6 +263,7 @@ impl LoopState {
         let mut next_tick = started + self.config.tick;
         let mut last_tick = started;
         let mut cpu = CpuSample::now();
+        let mut last_pool = (self.tasks)().first().map(|t| t.preprocess_pool().read());
         let mut last_snapshot: Option<Snapshot> = None;
         let mut tick = 0u64;
         loop {
@@ -299,8 +301,11 @@ impl LoopState {
                     last_tick = at;
                     let now = CpuSample::now();
                     let tasks = (self.tasks)();
-                    let snapshot = snapshot(&tasks, tick, started.elapsed(), now.zip(cpu));
-                    cpu = now;
+                    let pool = tasks.first().map(|t| t.preprocess_pool().read());
+                    let preprocessing = pool.zip(last_pool).map(|(now, before)| pool_snapshot(&now, &before));
+                    let mut snapshot = snapshot(&tasks, tick, started.elapsed(), now.zip(cpu));
+                    snapshot.system.preprocessing = preprocessing;
+                    (cpu, last_pool) = (now, pool);
                     let (decided, shadow, mut reports) = match serde_json::to_vec(&snapshot) {
                         Ok(json) => self.decide(&snapshot, &json),
                         Err(e) => (self.policy.decide(&snapshot), None, vec![format!("snapshot not encoded: {e}")]),
@@ -369,8 +374,19 @@ fn snapshot(tasks: &[Arc<Task>], tick: u64, elapsed: Duration, cpu: Option<(CpuS
         memory_total_bytes: memory.map(|m| m.0),
         memory_available_bytes: memory.map(|m| m.1),
         gpus: crate::metrics::gpu_snapshots(),
+        preprocessing: None,
     };
     Snapshot { abi_version: ABI_VERSION, tick, now_ms: elapsed.as_millis() as u64, tasks, system }
+}
+
+/// The preprocessing pool as a policy sees it, over the tick since `before`.
+fn pool_snapshot(now: &PoolReading, before: &PoolReading) -> PreprocessingSnapshot {
+    PreprocessingSnapshot {
+        threads: now.threads as u32,
+        queue_length: now.queued as u64,
+        queue_size: now.queue_size as u64,
+        utilisation_percent: round(now.utilisation_since(before) * 100.0),
+    }
 }
 
 /// What the snapshot reports of a running task.
@@ -393,6 +409,15 @@ mod tests {
     use super::*;
     use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
     use crate::policy::host::{HostConfig, PolicyEngine};
+
+    #[test]
+    fn the_preprocessing_pool_is_reported_busy_as_a_share_of_its_threads_time() {
+        let before = PoolReading { at: Instant::now(), threads: 2, queued: 0, queue_size: 64, busy_seconds: 3.0 };
+        let now = PoolReading { at: before.at + Duration::from_secs(2), queued: 5, busy_seconds: 6.0, ..before };
+        let reported = pool_snapshot(&now, &before);
+        assert_eq!((reported.threads, reported.queue_length, reported.queue_size), (2, 5, 64));
+        assert_eq!(reported.utilisation_percent, 75.0, "3 s of work in 2 s of 2 threads");
+    }
     use crate::policy::test_modules::answering;
     use crate::registry::{MakeBackend, TaskConfig, VariantConfig};
     use crate::request::{Inputs, Slo};
