@@ -364,12 +364,13 @@ impl Model {
         let max_rows = to.batching.load().max_batch_size;
         let (mut fit, mut stay, mut redo) = (Vec::new(), Vec::new(), Vec::new());
         for (pending, enqueued) in self.queue.take_waiting() {
-            let made_for_this = pending.source.is_some() && !same_images;
+            // Its image input was made for this model's preprocessing, which `to`'s is not.
+            let needs_remaking = pending.source.is_some() && !same_images;
             if pending.rows > max_rows {
                 stay.push((pending, enqueued));
-            } else if made_for_this && remake.is_some() {
+            } else if needs_remaking && remake.is_some() {
                 redo.push((pending, enqueued));
-            } else if same_inputs && !made_for_this {
+            } else if same_inputs && !needs_remaking {
                 fit.push((pending, enqueued));
             } else {
                 stay.push((pending, enqueued));

@@ -59,34 +59,25 @@ fn normalise(rgb: &[u8], preprocess: &ImagePreprocess) -> Result<Tensor, Preproc
         Layout::Nchw => c * plane + i,
         Layout::Nhwc => i * 3 + c,
     };
-    let fill = |out: &mut dyn FnMut(usize, f32)| {
+    let invalid = |e: crate::tensor::ShapeError| PreprocessError::Invalid(e.to_string());
+    if preprocess.dtype == DType::U8 {
+        let mut values = vec![0u8; rgb.len()];
         for (i, pixel) in rgb.chunks_exact(3).enumerate() {
             for (c, &from) in source.iter().enumerate() {
-                out(place(i, c), f32::from(pixel[from]) * multiply[c] + add[c]);
+                values[place(i, c)] = pixel[from];
             }
         }
-    };
-    let invalid = |e: crate::tensor::ShapeError| PreprocessError::Invalid(e.to_string());
+        return Tensor::new(shape, values).map_err(invalid);
+    }
+    let mut values = vec![0f32; rgb.len()];
+    for (i, pixel) in rgb.chunks_exact(3).enumerate() {
+        for (c, &from) in source.iter().enumerate() {
+            values[place(i, c)] = f32::from(pixel[from]) * multiply[c] + add[c];
+        }
+    }
     match preprocess.dtype {
-        DType::F32 => {
-            let mut values = vec![0f32; rgb.len()];
-            fill(&mut |at, v| values[at] = v);
-            Tensor::new(shape, values).map_err(invalid)
-        }
-        DType::F16 => {
-            let mut values = vec![f16::ZERO; rgb.len()];
-            fill(&mut |at, v| values[at] = f16::from_f32(v));
-            Tensor::new(shape, values).map_err(invalid)
-        }
-        DType::U8 => {
-            let mut values = vec![0u8; rgb.len()];
-            for (i, pixel) in rgb.chunks_exact(3).enumerate() {
-                for (c, &from) in source.iter().enumerate() {
-                    values[place(i, c)] = pixel[from];
-                }
-            }
-            Tensor::new(shape, values).map_err(invalid)
-        }
+        DType::F32 => Tensor::new(shape, values).map_err(invalid),
+        DType::F16 => Tensor::new(shape, values.into_iter().map(f16::from_f32).collect::<Vec<_>>()).map_err(invalid),
         other => Err(PreprocessError::Invalid(format!("dtype {other} cannot hold an image"))),
     }
 }

@@ -9,7 +9,6 @@ use tokio::sync::oneshot;
 
 use crate::admission::batch_key;
 use crate::answered::Answered;
-use crate::backend::ModelMetadata;
 use crate::batching::worker::{Pending, Prepared};
 use crate::error::Error;
 use crate::metrics::TaskTraffic;
@@ -38,8 +37,7 @@ fn image_input(model: &Model) -> Result<String, Error> {
 /// Checks that the tensor `preprocess` makes fits the input it fills.
 pub(super) fn check_fits(model: &Model, preprocess: &ImagePreprocess) -> Result<(), Error> {
     let name = image_input(model)?;
-    let metadata: &ModelMetadata = model.metadata();
-    let spec = metadata.inputs.iter().find(|s| s.name == name).ok_or_else(|| {
+    let spec = model.metadata().inputs.iter().find(|s| s.name == name).ok_or_else(|| {
         Error::Config(format!("variant `{}`: `preprocess` fills input `{name}`, which it does not have", model.name()))
     })?;
     let shape = preprocess.shape(1);
