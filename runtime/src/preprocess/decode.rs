@@ -119,6 +119,12 @@ fn decode_jpeg(
         _ => (width, height),
     };
     let shrink = target.map_or(1, |t| t.shrink_allowed(upright_w, upright_h));
+    let eight_bit_colour_or_grey =
+        matches!(info.pixel_format, jpeg_decoder::PixelFormat::RGB24 | jpeg_decoder::PixelFormat::L8);
+    if shrink == 1 && eight_bit_colour_or_grey {
+        let (rgb, exif_orientation) = decode_jpeg_full(encoded, width, height)?;
+        return upright(width, height, rgb, early_orientation.or(exif_orientation), 1);
+    }
     let (mut out_w, mut out_h) = (width, height);
     if shrink > 1 {
         let (w, h) = (width.div_ceil(shrink) as u16, height.div_ceil(shrink) as u16);
@@ -141,6 +147,29 @@ fn decode_jpeg(
     }
     let orientation = early_orientation.or_else(|| decoder.exif_data().and_then(Orientation::from_exif_chunk));
     upright(out_w, out_h, rgb, orientation, shrink)
+}
+
+/// A JPEG of 8-bit colour or grey, `width` × `height` by its header, decoded at full
+/// size to RGB by zune-jpeg (faster than jpeg-decoder there; it cannot shrink), with
+/// the orientation its EXIF gives.
+fn decode_jpeg_full(
+    encoded: &[u8],
+    width: u32,
+    height: u32,
+) -> Result<(Vec<u8>, Option<Orientation>), PreprocessError> {
+    let options = zune_core::options::DecoderOptions::default()
+        .jpeg_set_out_colorspace(zune_core::colorspace::ColorSpace::RGB)
+        .set_max_width(width as usize)
+        .set_max_height(height as usize)
+        // A truncated or corrupt file is refused, not filled in.
+        .set_strict_mode(true);
+    let mut decoder = zune_jpeg::JpegDecoder::new_with_options(zune_core::bytestream::ZCursor::new(encoded), options);
+    let rgb = decoder.decode().map_err(|e| PreprocessError::Decode(format!("JPEG: {e}")))?;
+    if rgb.len() != (width * height * 3) as usize {
+        return Err(PreprocessError::Decode(format!("JPEG: {} bytes of pixels for {width}x{height}", rgb.len())));
+    }
+    let orientation = decoder.exif().and_then(|exif| Orientation::from_exif_chunk(exif));
+    Ok((rgb, orientation))
 }
 
 fn swaps_sides(orientation: Orientation) -> bool {
