@@ -193,11 +193,19 @@ impl InferAnswer {
         if let Some(task) = &self.task {
             parameters.push(("task", ParamValue::Str(task.clone())));
         }
-        parameters.extend([
-            ("batch_size", ParamValue::Int(self.batch_size as i64)),
-            ("queue_us", ParamValue::Int(self.timings.queue.as_micros() as i64)),
-            ("compute_us", ParamValue::Int(self.timings.compute.as_micros() as i64)),
-        ]);
+        parameters.extend([("batch_size", ParamValue::Int(self.batch_size as i64))]);
+        let t = &self.timings;
+        for (name, took) in [
+            ("decode_us", t.decode),
+            ("preprocess_us", t.preprocess),
+            ("queue_us", t.queue),
+            ("compute_input_us", t.compute_input),
+            ("compute_us", t.compute),
+            ("compute_output_us", t.postprocess),
+            ("total_us", t.total),
+        ] {
+            parameters.push((name, ParamValue::Int(took.as_micros() as i64)));
+        }
         parameters
     }
 }

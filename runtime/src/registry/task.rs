@@ -96,6 +96,10 @@ pub struct TaskStatus {
     pub queue_length: u64,
     /// The latency target its callers expect, in ms.
     pub latency_slo_ms: Option<f64>,
+    /// The input that takes encoded images, where its variants preprocess images.
+    pub image_input: Option<String>,
+    /// The tensor the active variant's preprocessing makes of one image (batch of 1).
+    pub image_shape: Option<Vec<usize>>,
 }
 
 impl TaskStatus {
@@ -541,6 +545,10 @@ impl Task {
     /// Variants, their versions and states.
     pub fn status(&self) -> TaskStatus {
         let queue_length = self.serving().1;
+        let routes = self.routes.load();
+        let active_model = routes.as_ref().map(|r| &r.ready[r.active]);
+        let image_input = active_model.and_then(|m| m.image_input().map(str::to_string));
+        let image_shape = active_model.and_then(|m| m.preprocess().map(|p| p.shape(1)));
         let mut inner = self.lock();
         mark_drained(&mut inner);
         let active = &inner.variants[inner.active];
@@ -548,6 +556,8 @@ impl Task {
             name: self.name.to_string(),
             queue_length,
             latency_slo_ms: self.latency_slo_ms,
+            image_input,
+            image_shape,
             active: active.config.name.clone(),
             active_version: active.current.unwrap_or(0),
             variants: inner

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use modelless_runtime::Tensor;
@@ -14,7 +15,8 @@ use modelless_runtime::kserve::proto::{InferParameter, ModelInferRequest, ModelM
 use modelless_runtime::kserve::tensors::{parse_datatype, to_raw};
 use modelless_runtime::kserve::tonic::{Code, transport::Channel};
 
-use super::record::Status;
+use super::images::ImageSet;
+use super::record::{Stages, Status};
 use super::runner::{Answer, Target};
 use super::summary::TaskTarget;
 use super::{LoadError, LoadSpec};
@@ -23,31 +25,55 @@ use super::{LoadError, LoadSpec};
 pub struct Grpc {
     client: GrpcInferenceServiceClient<Channel>,
     tasks: Vec<(TaskTarget, ModelInferRequest)>,
+    /// The images sent to tasks that take them (a BYTES input), in turn, and where
+    /// each such task's images go: (index of the task, index of its input).
+    images: Option<(ImageSet, AtomicUsize)>,
+    image_inputs: Vec<Option<usize>>,
     /// The variant that answered each task last, standing in for its active one.
     last_variant: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl Grpc {
     /// Connects to `url` (`http://host:port`) and prepares a request per task of `spec`
-    /// from the model's metadata: one row of zeros per input. Each task needs `slo_ms`
-    /// in the spec; `accuracies` (task → variant → accuracy) are what the endpoint's
-    /// variants are worth, for the effective accuracy of the run.
+    /// from the model's metadata: one row of zeros per input, or one of `images` for
+    /// an input that takes encoded images (BYTES). Each task needs `slo_ms` in the
+    /// spec; `accuracies` (task → variant → accuracy) are what the endpoint's variants
+    /// are worth, for the effective accuracy of the run.
     pub async fn connect(
         url: &str,
         spec: &LoadSpec,
         accuracies: &BTreeMap<String, BTreeMap<String, f64>>,
+        images: Option<&ImageSet>,
     ) -> Result<Self, LoadError> {
         let target = |e: &dyn std::fmt::Display| LoadError::Target(format!("{url}: {e}"));
         let channel = Channel::from_shared(url.to_string()).map_err(|e| target(&e))?;
         let channel = channel.tcp_nodelay(true).connect().await.map_err(|e| target(&e))?;
         let mut client = GrpcInferenceServiceClient::new(channel).max_decoding_message_size(usize::MAX);
-        let mut tasks = Vec::new();
+        let (mut tasks, mut image_inputs) = (Vec::new(), Vec::new());
         for load in &spec.tasks {
             let request = ModelMetadataRequest { name: load.task.clone(), version: String::new() };
             let metadata = client.model_metadata(request).await.map_err(|e| target(&e.message()))?.into_inner();
             let mut inputs = Vec::new();
             let mut raw = Vec::new();
+            let mut image_input = None;
             for input in metadata.inputs {
+                if input.datatype == "BYTES" {
+                    if images.is_none() {
+                        return Err(target(&format!(
+                            "`{}` takes encoded images in `{}`: give images to send",
+                            load.task, input.name
+                        )));
+                    }
+                    image_input = Some(inputs.len());
+                    raw.push(Default::default());
+                    inputs.push(InferInputTensor {
+                        name: input.name,
+                        datatype: input.datatype,
+                        shape: vec![1],
+                        ..Default::default()
+                    });
+                    continue;
+                }
                 let dtype = parse_datatype(&input.datatype).map_err(|e| target(&e))?;
                 let shape: Vec<i64> = input.shape.iter().map(|&d| d.max(1)).collect();
                 let zeros = Tensor::zeros(dtype, shape.iter().map(|&d| d as usize).collect::<Vec<_>>());
@@ -73,14 +99,29 @@ impl Grpc {
             };
             let accuracies = accuracies.get(&load.task).cloned().unwrap_or_default();
             tasks.push((TaskTarget { task: load.task.clone(), slo_ms, accuracies }, request));
+            image_inputs.push(image_input);
         }
         let last_variant = Arc::new(Mutex::new(vec![None; tasks.len()]));
-        Ok(Grpc { client, tasks, last_variant })
+        let images = images.map(|images| (images.clone(), AtomicUsize::new(0)));
+        Ok(Grpc { client, tasks, images, image_inputs, last_variant })
     }
 }
 
 fn double(value: f64) -> InferParameter {
     InferParameter { parameter_choice: Some(ParameterChoice::DoubleParam(value)) }
+}
+
+/// The stages an answer's parameters (`decode_us`, …) tell, read by `ms_of`; none
+/// where the server does not tell its total.
+fn stages(ms_of: &dyn Fn(&str) -> Option<f64>) -> Option<Stages> {
+    let ms = |name: &str| ms_of(name).unwrap_or(0.0);
+    Some(Stages {
+        total_ms: ms_of("total_us")?,
+        decode_ms: ms("decode_us"),
+        preprocess_ms: ms("preprocess_us"),
+        queue_ms: ms("queue_us"),
+        compute_ms: ms("compute_input_us") + ms("compute_us") + ms("compute_output_us"),
+    })
 }
 
 /// How a gRPC status counts in a run.
@@ -110,7 +151,14 @@ impl Target for Grpc {
     }
 
     fn send(&self, task: usize) -> Pin<Box<dyn Future<Output = Answer> + Send + 'static>> {
-        let (mut client, request) = (self.client.clone(), self.tasks[task].1.clone());
+        let (mut client, mut request) = (self.client.clone(), self.tasks[task].1.clone());
+        if let (Some(input), Some((images, next))) = (self.image_inputs[task], &self.images) {
+            let image = images.get(next.fetch_add(1, Ordering::Relaxed));
+            let mut element = Vec::with_capacity(4 + image.len());
+            element.extend_from_slice(&(image.len() as u32).to_le_bytes());
+            element.extend_from_slice(&image);
+            request.raw_input_contents[input] = element.into();
+        }
         let last_variant = self.last_variant.clone();
         Box::pin(async move {
             match client.model_infer(request).await {
@@ -128,13 +176,18 @@ impl Target for Grpc {
                     if let Ok(mut last) = last_variant.lock() {
                         last[task].clone_from(&variant);
                     }
-                    Answer { status: Status::Ok, variant, batch_size, reason: None }
+                    let stages = stages(&|name| match parameter(name) {
+                        Some(ParameterChoice::Int64Param(us)) => Some(us as f64 / 1e3),
+                        _ => None,
+                    });
+                    Answer { status: Status::Ok, variant, batch_size, reason: None, stages }
                 }
                 Err(status) => Answer {
                     status: status_of(status.code()),
                     variant: None,
                     batch_size: None,
                     reason: Some(super::record::reason(&code_name(status.code()), status.message())),
+                    stages: None,
                 },
             }
         })

@@ -3,12 +3,14 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use modelless_runtime::policy_abi::RunTotals;
 use modelless_runtime::{Error, Inputs, Slo, Tensor};
 
-use super::record::Status;
+use super::images::ImageSet;
+use super::record::{Stages, Status};
 use super::runner::{Answer, Target};
 use super::summary::TaskTarget;
 use super::{LoadError, LoadSpec};
@@ -25,6 +27,8 @@ struct Prepared {
     inputs: Vec<(String, Tensor)>,
     slo: Slo,
     made: Option<RequestMaker>,
+    /// The input images go to and the images, where the task is sent images.
+    images: Option<(String, ImageSet, AtomicUsize)>,
 }
 
 /// Makes each request of a task: its inputs and, where it names one, the variant to
@@ -34,7 +38,7 @@ pub type RequestMaker = Arc<dyn Fn(&Runtime) -> (Option<String>, Inputs) + Send 
 
 impl InProcess {
     /// Prepares a request for each task of `spec`: one row of zeros per input of the
-    /// task's active variant; its SLO from the spec, else from the task's config.
+    /// task's active variant (an image input's as its preprocessing makes them); its SLO from the spec, else from the task's config.
     pub fn new(runtime: Arc<Runtime>, spec: &LoadSpec) -> Result<Self, LoadError> {
         let tasks = spec
             .tasks
@@ -48,7 +52,12 @@ impl InProcess {
                     .inputs
                     .iter()
                     .map(|spec| {
-                        let shape: Vec<usize> = spec.shape.iter().map(|d| d.unwrap_or(1)).collect();
+                        // An image input's open sides are what the active variant makes.
+                        let made = (status.image_input.as_deref() == Some(spec.name.as_str()))
+                            .then(|| status.image_shape.clone())
+                            .flatten();
+                        let shape: Vec<usize> =
+                            made.unwrap_or_else(|| spec.shape.iter().map(|d| d.unwrap_or(1)).collect());
                         (spec.name.clone(), Tensor::zeros(spec.dtype, shape))
                     })
                     .collect();
@@ -58,10 +67,25 @@ impl InProcess {
                 }
                 let accuracies = status.variants.iter().map(|v| (v.name.clone(), v.accuracy)).collect();
                 let target = TaskTarget { task: load.task.clone(), slo_ms, accuracies };
-                Ok(Prepared { target, inputs, slo, made: None })
+                Ok(Prepared { target, inputs, slo, made: None, images: None })
             })
             .collect::<Result<_, LoadError>>()?;
         Ok(InProcess { runtime, tasks })
+    }
+
+    /// Sends `images` in turn, one per request, to every task that takes images,
+    /// instead of rows of zeros; the other tasks keep theirs. Returns the tasks that
+    /// take images.
+    pub fn with_images(&mut self, images: &ImageSet) -> Vec<String> {
+        let mut taking = Vec::new();
+        for prepared in &mut self.tasks {
+            let Ok(status) = self.runtime.task_status(&prepared.target.task) else { continue };
+            if let Some(input) = status.image_input {
+                prepared.images = Some((input, images.clone(), AtomicUsize::new(0)));
+                taking.push(prepared.target.task.clone());
+            }
+        }
+        taking
     }
 
     /// Makes the requests of `task` with `make` instead of rows of zeros.
@@ -84,7 +108,7 @@ fn status_of(error: &Error) -> Status {
 
 fn failed(error: &Error) -> Answer {
     let reason = super::record::reason(error.kind(), &error.to_string());
-    Answer { status: status_of(error), variant: None, batch_size: None, reason: Some(reason) }
+    Answer { status: status_of(error), variant: None, batch_size: None, reason: Some(reason), stages: None }
 }
 
 impl Target for InProcess {
@@ -94,9 +118,13 @@ impl Target for InProcess {
 
     fn send(&self, task: usize) -> Pin<Box<dyn Future<Output = Answer> + Send + 'static>> {
         let prepared = &self.tasks[task];
-        let (variant, inputs) = match &prepared.made {
-            Some(make) => make(&self.runtime),
-            None => (None, prepared.inputs.iter().cloned().collect()),
+        let (variant, inputs) = match (&prepared.made, &prepared.images) {
+            (Some(make), _) => make(&self.runtime),
+            (None, Some((input, images, next))) => {
+                let image = images.get(next.fetch_add(1, Ordering::Relaxed));
+                (None, Inputs::default().with_images(input.clone(), [image]))
+            }
+            (None, None) => (None, prepared.inputs.iter().cloned().collect()),
         };
         let name = &prepared.target.task;
         let ticket = match variant {
@@ -111,6 +139,7 @@ impl Target for InProcess {
                         variant: Some(output.model.to_string()),
                         batch_size: Some(output.batch_size as u32),
                         reason: None,
+                        stages: Some(Stages::from(&output.timings)),
                     },
                     Err(e) => failed(&e),
                 },

@@ -15,8 +15,10 @@
 //! ```
 
 mod arrivals;
+mod closed;
 #[cfg(feature = "server")]
 mod grpc;
+pub mod images;
 mod in_process;
 mod output;
 pub mod pattern;
@@ -24,6 +26,7 @@ pub mod plot;
 pub mod record;
 mod runner;
 pub mod runs;
+pub mod stages;
 pub mod summary;
 pub mod trace;
 
@@ -32,13 +35,16 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use arrivals::{arrivals, stream_seed};
+pub use closed::{MAX_CONCURRENCY, run_closed};
 #[cfg(feature = "server")]
 pub use grpc::Grpc;
+pub use images::ImageSet;
 pub use in_process::{InProcess, RequestMaker};
 pub use pattern::Pattern;
-pub use record::{RequestRecord, Status};
+pub use record::{RequestRecord, Stages, Status};
 pub use runner::{Answer, Progress, RunResult, Target, run};
 pub use runs::{RunsMeter, SecondRuns, read_runs_csv, runs_csv};
+pub use stages::StageBreakdown;
 pub use summary::{Sample, Second, Summary, TaskTarget, markdown_table};
 pub use trace::{SyntheticTrace, TraceConfig};
 

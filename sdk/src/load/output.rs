@@ -8,12 +8,14 @@ use super::plot::task_svg;
 use super::record::write_log;
 use super::runner::RunResult;
 use super::runs::runs_csv;
+use super::stages::stages_svg;
 use super::summary::{markdown_table, timeline_csv};
 
 impl RunResult {
     /// Writes the run under `dir`: `requests.jsonl` (or `.csv` with `csv_log`),
-    /// `timeline.csv`, `summary.json`, `summary.md`, `<task>.svg`, and `runs.csv`
-    /// where the target told what its sessions ran; `label` heads the
+    /// `timeline.csv`, `summary.json`, `summary.md`, `<task>.svg`, `<task>-stages.svg`
+    /// where the target told where the time went, and `runs.csv` where it told what
+    /// its sessions ran; `label` heads the
     /// summary rows and the plots. Returns the files written.
     pub fn write(&self, dir: &Path, label: &str, csv_log: bool) -> Result<Vec<PathBuf>, LoadError> {
         std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
@@ -37,6 +39,11 @@ impl RunResult {
         for target in &self.targets {
             let title = format!("{label}: {} (SLO {:.0} ms)", target.task, target.slo_ms);
             written.push(write(dir, &format!("{}.svg", target.task), &task_svg(self, &target.task, &title))?);
+            let mine: Vec<_> = self.records.iter().filter(|r| r.task == target.task).collect();
+            let title = format!("{label}: {}, where the time went", target.task);
+            if let Some(svg) = stages_svg(&mine, self.duration_s, &title) {
+                written.push(write(dir, &format!("{}-stages.svg", target.task), &svg)?);
+            }
         }
         Ok(written)
     }

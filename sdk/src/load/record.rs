@@ -53,9 +53,66 @@ pub struct RequestRecord {
     /// Why it was not answered: its error's kind, a colon, and the error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Where the server says its time went, if it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Stages>,
+}
+
+/// Where an answered request's time went inside the server, ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stages {
+    /// Decoding its images.
+    pub decode_ms: f64,
+    /// Resizing and normalising them.
+    pub preprocess_ms: f64,
+    /// Waiting for a preprocessing thread and for its batch.
+    pub queue_ms: f64,
+    /// The model's run of its batch, inputs joined and outputs split included.
+    pub compute_ms: f64,
+    /// Arrival to answer inside the server.
+    pub total_ms: f64,
+}
+
+impl Stages {
+    /// The stages with their names, in the order a request passes them.
+    pub fn named(&self) -> [(&'static str, f64); 4] {
+        [
+            ("decode", self.decode_ms),
+            ("preprocess", self.preprocess_ms),
+            ("queue", self.queue_ms),
+            ("compute", self.compute_ms),
+        ]
+    }
+}
+
+impl From<&modelless_runtime::Timings> for Stages {
+    fn from(t: &modelless_runtime::Timings) -> Self {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        Stages {
+            decode_ms: ms(t.decode),
+            preprocess_ms: ms(t.preprocess),
+            queue_ms: ms(t.queue),
+            compute_ms: ms(t.compute_input + t.compute + t.postprocess),
+            total_ms: ms(t.total),
+        }
+    }
 }
 
 impl RequestRecord {
+    /// A request still under way when the run's drain of `drain_ms` ended.
+    pub fn unanswered(task: &str, sent_s: f64, drain_ms: f64) -> Self {
+        RequestRecord {
+            task: task.to_string(),
+            sent_s,
+            status: Status::Failed,
+            latency_ms: drain_ms,
+            variant: None,
+            batch_size: None,
+            reason: Some(reason("unanswered", "no answer before the run's drain ended")),
+            stages: None,
+        }
+    }
+
     /// The kind of its failure (the `reason` up to its first colon), if it failed.
     pub fn failure_kind(&self) -> Option<&str> {
         self.reason.as_deref().map(|r| r.split_once(':').map_or(r, |(kind, _)| kind))
@@ -85,11 +142,17 @@ pub fn write_log(path: &Path, records: &[RequestRecord]) -> Result<(), LoadError
     let mut out = std::io::BufWriter::new(file);
     let written: std::io::Result<()> = (|| {
         if is_csv(path) {
-            writeln!(out, "task,sent_s,status,latency_ms,variant,batch_size,reason")?;
+            writeln!(
+                out,
+                "task,sent_s,status,latency_ms,variant,batch_size,decode_ms,preprocess_ms,queue_ms,compute_ms,reason"
+            )?;
             for r in records {
+                let stages = r
+                    .stages
+                    .map_or_else(|| ",,,".to_string(), |s| s.named().map(|(_, ms)| format!("{ms:.3}")).join(","));
                 writeln!(
                     out,
-                    "{},{:.6},{},{:.3},{},{},{}",
+                    "{},{:.6},{},{:.3},{},{},{stages},{}",
                     r.task,
                     r.sent_s,
                     r.status.as_str(),
@@ -138,6 +201,13 @@ mod tests {
                 variant: Some("v1".into()),
                 batch_size: Some(4),
                 reason: None,
+                stages: Some(Stages {
+                    decode_ms: 1.5,
+                    preprocess_ms: 0.25,
+                    queue_ms: 2.0,
+                    compute_ms: 4.0,
+                    total_ms: 8.0,
+                }),
             },
             RequestRecord {
                 task: "t".into(),
@@ -147,6 +217,7 @@ mod tests {
                 variant: None,
                 batch_size: None,
                 reason: Some(reason("overloaded", "model `v1` is overloaded, \"queue\" full")),
+                stages: None,
             },
         ];
         let dir = tempfile::tempdir().unwrap();
@@ -156,8 +227,8 @@ mod tests {
         let csv = dir.path().join("requests.csv");
         write_log(&csv, &records).unwrap();
         let text = std::fs::read_to_string(&csv).unwrap();
-        assert_eq!(text.lines().nth(1), Some("t,0.250000,ok,12.500,v1,4,"));
+        assert_eq!(text.lines().nth(1), Some("t,0.250000,ok,12.500,v1,4,1.500,0.250,2.000,4.000,"));
         let reason = r#""overloaded: model `v1` is overloaded, ""queue"" full""#;
-        assert_eq!(text.lines().nth(2), Some(format!("t,0.500000,rejected,0.100,,,{reason}").as_str()));
+        assert_eq!(text.lines().nth(2), Some(format!("t,0.500000,rejected,0.100,,,,,,,{reason}").as_str()));
     }
 }

@@ -11,7 +11,7 @@ use modelless_runtime::metrics::{CpuSample, machine_page_faults};
 use modelless_runtime::policy_abi::RunTotals;
 use tokio::time::{Instant, sleep_until};
 
-use super::record::{RequestRecord, Status};
+use super::record::{RequestRecord, Stages, Status};
 use super::runs::{RunsMeter, SecondRuns};
 use super::summary::{Sample, Second, Summary, TaskTarget, summarize, timeline};
 use super::{LoadError, LoadSpec, Schedule};
@@ -27,6 +27,24 @@ pub struct Answer {
     pub batch_size: Option<u32>,
     /// Why it was not answered, as [`super::record::reason`] writes it.
     pub reason: Option<String>,
+    /// Where the server says its time went, if it says.
+    pub stages: Option<Stages>,
+}
+
+impl Answer {
+    /// The record of a request to `task` sent at `sent_s` that ended with this answer.
+    pub(super) fn record(self, task: String, sent_s: f64, latency_ms: f64) -> RequestRecord {
+        RequestRecord {
+            task,
+            sent_s,
+            status: self.status,
+            latency_ms,
+            variant: self.variant,
+            batch_size: self.batch_size,
+            reason: self.reason,
+            stages: self.stages,
+        }
+    }
 }
 
 /// What a run sends requests to.
@@ -88,7 +106,7 @@ impl RunResult {
 
 /// How long requests still under way at the end of the run get before they are
 /// counted as failed.
-const DRAIN: Duration = Duration::from_secs(60);
+pub(super) const DRAIN: Duration = Duration::from_secs(60);
 
 /// Runs `spec` against `target`, calling `progress` once a second.
 pub async fn run(
@@ -103,16 +121,7 @@ pub async fn run(
     let ended: Arc<Mutex<Vec<Option<RequestRecord>>>> = Arc::new(Mutex::new(vec![None; arrivals.len()]));
     let under_way = Arc::new(AtomicU64::new(0));
     let (mut samples, mut runs) = (Vec::new(), Vec::new());
-    let mut sampler = Sampler {
-        target: target.clone(),
-        cpu: CpuSample::now(),
-        page_faults: machine_page_faults(),
-        tasks: &targets,
-        runs: RunsMeter::default(),
-    };
-    // What the sessions ran before the run (another load, in the same process) is not
-    // the run's.
-    sampler.runs.second(0, sampler.run_totals());
+    let mut sampler = Sampler::new(target.clone(), &targets);
     let start = Instant::now();
     let at = |s: f64| start + Duration::from_secs_f64(s);
     let mut next_second = 1u32;
@@ -139,15 +148,7 @@ pub async fn run(
             let answer = answer.await;
             // From when it was due, so that a late sender shows as latency.
             let latency_ms = due.elapsed().as_secs_f64() * 1e3;
-            let record = RequestRecord {
-                task: name,
-                sent_s: arrival.at_s,
-                status: answer.status,
-                latency_ms,
-                variant: answer.variant,
-                batch_size: answer.batch_size,
-                reason: answer.reason,
-            };
+            let record = answer.record(name, arrival.at_s, latency_ms);
             if let Ok(mut ended) = ended.lock() {
                 ended[index] = Some(record);
             }
@@ -168,14 +169,8 @@ pub async fn run(
         .into_iter()
         .zip(&arrivals)
         .map(|(slot, arrival)| {
-            slot.unwrap_or_else(|| RequestRecord {
-                task: targets[arrival.task].task.clone(),
-                sent_s: arrival.at_s,
-                status: Status::Failed,
-                latency_ms: DRAIN.as_secs_f64() * 1e3,
-                variant: None,
-                batch_size: None,
-                reason: Some(super::record::reason("unanswered", "no answer before the run's drain ended")),
+            slot.unwrap_or_else(|| {
+                RequestRecord::unanswered(&targets[arrival.task].task, arrival.at_s, DRAIN.as_secs_f64() * 1e3)
             })
         })
         .collect();
@@ -184,7 +179,7 @@ pub async fn run(
 
 /// Samples each task, what its variants ran, and the machine's CPU and page faults at
 /// the end of a second.
-struct Sampler<'a> {
+pub(super) struct Sampler<'a> {
     target: Arc<dyn Target>,
     cpu: Option<CpuSample>,
     page_faults: Option<u64>,
@@ -192,8 +187,23 @@ struct Sampler<'a> {
     runs: RunsMeter,
 }
 
-impl Sampler<'_> {
-    fn sample(&mut self, second: u32) -> (Vec<Sample>, Vec<SecondRuns>) {
+impl<'a> Sampler<'a> {
+    /// Starts sampling `tasks` of `target`, from what its sessions ran so far: what
+    /// they ran before the run (another load, in the same process) is not the run's.
+    pub(super) fn new(target: Arc<dyn Target>, tasks: &'a [TaskTarget]) -> Self {
+        let mut sampler = Sampler {
+            target,
+            cpu: CpuSample::now(),
+            page_faults: machine_page_faults(),
+            tasks,
+            runs: RunsMeter::default(),
+        };
+        sampler.runs.second(0, sampler.run_totals());
+        sampler
+    }
+
+    /// What every task looked like at the end of `second`, and the batches run in it.
+    pub(super) fn sample(&mut self, second: u32) -> (Vec<Sample>, Vec<SecondRuns>) {
         let now = CpuSample::now();
         let cpu = now.zip(self.cpu).and_then(|(now, before)| now.since(&before)).map(|u| u.host_percent);
         self.cpu = now;

@@ -8,6 +8,7 @@ use modelless_runtime::profile::percentile;
 use serde::{Deserialize, Serialize};
 
 use super::record::{RequestRecord, Status};
+use super::stages::{StageBreakdown, stage_table};
 
 /// A task as a run targets it: its latency SLO and its variants' accuracies.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,6 +87,9 @@ pub struct Summary {
     pub p99_ms: Option<f64>,
     /// Answers within the SLO per second of the run.
     pub goodput_per_s: f64,
+    /// Answers (in time or late) per second of the run.
+    #[serde(default)]
+    pub throughput_per_s: f64,
     /// Mean accuracy over every request sent, counting one not answered within the SLO
     /// as 0.
     pub effective_accuracy: f64,
@@ -97,6 +101,9 @@ pub struct Summary {
     pub variant_switches: u64,
     /// Longest queue seen at the end of a second.
     pub max_queue_length: Option<u64>,
+    /// Where the answers' time went, where the server told it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<StageBreakdown>,
 }
 
 /// A summary per task (in `targets` order) and, for more than one task, one of them
@@ -163,10 +170,12 @@ fn summary<'a>(
         p95_ms,
         p99_ms,
         goodput_per_s: if duration_s > 0.0 { in_slo as f64 / duration_s } else { 0.0 },
+        throughput_per_s: if duration_s > 0.0 { count(Status::Ok) as f64 / duration_s } else { 0.0 },
         effective_accuracy,
         normalized_accuracy,
         variant_switches: switches(samples),
         max_queue_length: samples.iter().filter_map(|s| s.queue_length).max(),
+        stages: StageBreakdown::of(records.iter().copied()),
     }
 }
 
@@ -282,22 +291,24 @@ fn failures(by_reason: &BTreeMap<String, u64>) -> String {
     by_reason.iter().map(|(kind, n)| format!("{kind} {n}")).collect::<Vec<_>>().join(", ")
 }
 
-/// Summaries as a Markdown table, each row headed by its label (a policy, a run).
+/// Summaries as a Markdown table, each row headed by its label (a policy, a run);
+/// then, where the server told where the time went, a table of that.
 pub fn markdown_table(rows: &[(String, Summary)]) -> String {
     let mut out = String::from(
-        "| run | task | sent | SLO violations % | p50 ms | p99 ms | goodput/s | eff. accuracy | norm. accuracy | switches | rejected | max queue | failures |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| run | task | sent | SLO violations % | p50 ms | p99 ms | answers/s | goodput/s | eff. accuracy | norm. accuracy | switches | rejected | max queue | failures |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     for (label, s) in rows {
         let _ = writeln!(
             out,
-            "| {label} | {} | {} | {:.3} | {} | {} | {:.1} | {:.2} | {:.3} | {} | {} | {} | {} |",
+            "| {label} | {} | {} | {:.3} | {} | {} | {:.1} | {:.1} | {:.2} | {:.3} | {} | {} | {} | {} |",
             s.task,
             s.sent,
             s.slo_violation_pct,
             ms(s.p50_ms),
             ms(s.p99_ms),
+            s.throughput_per_s,
             s.goodput_per_s,
             s.effective_accuracy,
             s.normalized_accuracy,
@@ -306,6 +317,12 @@ pub fn markdown_table(rows: &[(String, Summary)]) -> String {
             s.max_queue_length.map_or("-".to_string(), |q| q.to_string()),
             failures(&s.failures_by_reason),
         );
+    }
+    let stages = stage_table(
+        rows.iter().filter_map(|(label, s)| s.stages.as_ref().map(|b| (label.as_str(), s.task.as_str(), b))),
+    );
+    if !stages.is_empty() {
+        let _ = write!(out, "\nWhere the time went (mean ms per answer, share of its latency):\n\n{stages}");
     }
     out
 }
@@ -322,6 +339,7 @@ mod tests {
             latency_ms,
             variant: variant.map(Into::into),
             batch_size: None,
+            stages: None,
             reason: match status {
                 Status::Ok => None,
                 Status::Rejected => Some(crate::load::record::reason("overloaded", "queue full")),

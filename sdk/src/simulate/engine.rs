@@ -166,14 +166,8 @@ pub fn simulate(
         .into_iter()
         .zip(&schedule.arrivals)
         .map(|(record, arrival)| {
-            record.unwrap_or_else(|| RequestRecord {
-                task: targets[arrival.task].task.clone(),
-                sent_s: arrival.at_s,
-                status: Status::Failed,
-                latency_ms: DRAIN_US as f64 / 1e3,
-                variant: None,
-                batch_size: None,
-                reason: Some(crate::load::record::reason("unanswered", "no answer before the run's drain ended")),
+            record.unwrap_or_else(|| {
+                RequestRecord::unanswered(&targets[arrival.task].task, arrival.at_s, DRAIN_US as f64 / 1e3)
             })
         })
         .collect();
@@ -257,6 +251,7 @@ impl Sim<'_> {
             latency_ms: end.1.saturating_sub(queued.arrived_us) as f64 / 1e3,
             variant: batch.map(|(variant, _)| self.model.tasks[task].variants[variant].name.clone()),
             batch_size: batch.map(|(_, rows)| rows),
+            stages: None,
             reason: match end.0 {
                 Status::Rejected => Some(crate::load::record::reason("overloaded", "the simulated queue is full")),
                 Status::Expired => {

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use modelless::load::{Grpc, InProcess, LoadSpec, Progress, RunResult, Target, markdown_table};
+use modelless::load::images::parse_sizes;
+use modelless::load::{Grpc, ImageSet, InProcess, LoadSpec, Progress, RunResult, Target, markdown_table};
 use modelless::policy::EarlyTick;
 use modelless::{PolicyConfig, RuntimeBuilder, RuntimeConfig};
 
@@ -45,6 +46,36 @@ pub struct Args {
     /// Write the request log as CSV instead of JSON Lines.
     #[arg(long)]
     csv: bool,
+    #[command(flatten)]
+    images: ImageArgs,
+    /// Closed loop: this many clients per task, each sending its next request when its
+    /// last is answered, for as long as the task's pattern lasts (its rates unused).
+    #[arg(long)]
+    concurrency: Option<usize>,
+}
+
+/// The images sent to tasks that take them.
+#[derive(clap::Args)]
+pub struct ImageArgs {
+    /// Send this image file, or the JPEG and PNG files of this folder in turn, to tasks
+    /// that take images (in process, without images, they are sent tensors of zeros).
+    #[arg(long, conflicts_with = "image_sizes")]
+    images: Option<PathBuf>,
+    /// Send photo-like JPEGs generated at these sizes, e.g. `500x375,3564x2880`.
+    #[arg(long)]
+    image_sizes: Option<String>,
+}
+
+impl ImageArgs {
+    fn read(&self, seed: u64) -> anyhow::Result<Option<ImageSet>> {
+        let set = match (&self.images, &self.image_sizes) {
+            (Some(dir), _) => ImageSet::from_path(dir)?,
+            (None, Some(sizes)) => ImageSet::generated(&parse_sizes(sizes)?, seed)?,
+            (None, None) => return Ok(None),
+        };
+        eprintln!("sending {} image(s) of {:.0} KB on average", set.len(), set.mean_bytes() / 1e3);
+        Ok(Some(set))
+    }
 }
 
 /// When the policy decides.
@@ -97,6 +128,7 @@ impl TickArgs {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let spec = args.load.read()?;
+    let images = args.images.read(spec.seed)?;
     let config = args.config.as_ref().map(RuntimeConfig::from_file).transpose()?;
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut steered = None;
@@ -107,7 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             for task in &mut spec.tasks {
                 task.slo_ms = task.slo_ms.or_else(|| config_slo(config.as_ref(), &task.task));
             }
-            let target = tokio.block_on(Grpc::connect(url, &spec, &accuracies))?;
+            let target = tokio.block_on(Grpc::connect(url, &spec, &accuracies, images.as_ref()))?;
             (Arc::new(target), args.label.clone().unwrap_or_else(|| url.clone()))
         }
         None => {
@@ -130,10 +162,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             eprintln!("loading the runtime ...");
             let runtime = Arc::new(RuntimeBuilder::default().with_config(config).build()?);
             steered = Some(runtime.clone());
-            (Arc::new(InProcess::new(runtime, &spec)?), label)
+            let mut target = InProcess::new(runtime, &spec)?;
+            if let Some(images) = &images {
+                let taking = target.with_images(images);
+                anyhow::ensure!(!taking.is_empty(), "no task of the load takes images");
+            }
+            (Arc::new(target), label)
         }
     };
-    let result = drive(&tokio, target, &spec)?;
+    let result = drive(&tokio, target, &spec, args.concurrency)?;
     if let Some(status) = steered.and_then(|r| r.policy_status()) {
         eprintln!(
             "policy {}: {} ticks ({} early), {} switches, failures {:?}{}",
@@ -149,7 +186,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// Runs the load with a progress bar that shows each second's sampled state.
-fn drive(tokio: &tokio::runtime::Runtime, target: Arc<dyn Target>, spec: &LoadSpec) -> anyhow::Result<RunResult> {
+fn drive(
+    tokio: &tokio::runtime::Runtime,
+    target: Arc<dyn Target>,
+    spec: &LoadSpec,
+    concurrency: Option<usize>,
+) -> anyhow::Result<RunResult> {
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos}/{len} s {msg}")
@@ -175,7 +217,10 @@ fn drive(tokio: &tokio::runtime::Runtime, target: Arc<dyn Target>, spec: &LoadSp
         }
         bar.set_message(line);
     };
-    let result = tokio.block_on(modelless::load::run(target, spec, &mut on_second))?;
+    let result = match concurrency {
+        Some(clients) => tokio.block_on(modelless::load::run_closed(target, spec, clients, &mut on_second))?,
+        None => tokio.block_on(modelless::load::run(target, spec, &mut on_second))?,
+    };
     bar.finish();
     Ok(result)
 }
