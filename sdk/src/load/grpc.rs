@@ -15,6 +15,8 @@ use modelless_runtime::kserve::proto::{InferParameter, ModelInferRequest, ModelM
 use modelless_runtime::kserve::tensors::{parse_datatype, to_raw};
 use modelless_runtime::kserve::tonic::{Code, transport::Channel};
 
+use bytes::Bytes;
+
 use super::images::ImageSet;
 use super::record::{Stages, Status};
 use super::runner::{Answer, Target};
@@ -25,9 +27,10 @@ use super::{LoadError, LoadSpec};
 pub struct Grpc {
     client: GrpcInferenceServiceClient<Channel>,
     tasks: Vec<(TaskTarget, ModelInferRequest)>,
-    /// The images sent to tasks that take them (a BYTES input), in turn, and where
-    /// each such task's images go: (index of the task, index of its input).
-    images: Option<(ImageSet, AtomicUsize)>,
+    /// The images sent to tasks that take them (a BYTES input), in turn, each already
+    /// a BYTES element (length-prefixed), and how many were sent.
+    images: Option<(Vec<Bytes>, AtomicUsize)>,
+    /// Per task, the index of the input its images go to, if it takes images.
     image_inputs: Vec<Option<usize>>,
     /// The variant that answered each task last, standing in for its active one.
     last_variant: Arc<Mutex<Vec<Option<String>>>>,
@@ -102,13 +105,23 @@ impl Grpc {
             image_inputs.push(image_input);
         }
         let last_variant = Arc::new(Mutex::new(vec![None; tasks.len()]));
-        let images = images.map(|images| (images.clone(), AtomicUsize::new(0)));
+        let images = images
+            .map(|images| ((0..images.len()).map(|n| bytes_element(&images.get(n))).collect(), AtomicUsize::new(0)));
         Ok(Grpc { client, tasks, images, image_inputs, last_variant })
     }
 }
 
 fn double(value: f64) -> InferParameter {
     InferParameter { parameter_choice: Some(ParameterChoice::DoubleParam(value)) }
+}
+
+/// `data` as the one element of a BYTES tensor's raw contents: its length (u32, little
+/// endian), then itself.
+fn bytes_element(data: &[u8]) -> Bytes {
+    let mut element = Vec::with_capacity(4 + data.len());
+    element.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    element.extend_from_slice(data);
+    element.into()
 }
 
 /// The stages an answer's parameters (`decode_us`, …) tell, read by `ms_of`; none
@@ -152,12 +165,9 @@ impl Target for Grpc {
 
     fn send(&self, task: usize) -> Pin<Box<dyn Future<Output = Answer> + Send + 'static>> {
         let (mut client, mut request) = (self.client.clone(), self.tasks[task].1.clone());
-        if let (Some(input), Some((images, next))) = (self.image_inputs[task], &self.images) {
-            let image = images.get(next.fetch_add(1, Ordering::Relaxed));
-            let mut element = Vec::with_capacity(4 + image.len());
-            element.extend_from_slice(&(image.len() as u32).to_le_bytes());
-            element.extend_from_slice(&image);
-            request.raw_input_contents[input] = element.into();
+        if let (Some(input), Some((elements, next))) = (self.image_inputs[task], &self.images) {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            request.raw_input_contents[input] = elements[n % elements.len()].clone();
         }
         let last_variant = self.last_variant.clone();
         Box::pin(async move {

@@ -4,11 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use super::LoadError;
-use super::plot::task_svg;
+use super::plot::{stages_svg, task_svg};
 use super::record::write_log;
 use super::runner::RunResult;
 use super::runs::runs_csv;
-use super::stages::stages_svg;
 use super::summary::{markdown_table, timeline_csv};
 
 impl RunResult {

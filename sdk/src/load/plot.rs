@@ -1,12 +1,14 @@
 //! A run as a picture, like the TU Delft thesis's figures: per task, the latency of
 //! every request over time with the SLO line and the demand, on bands of the variant
-//! serving; under it the machine's CPU utilisation.
+//! serving; under it the machine's CPU utilisation. And where the time went, stage
+//! by stage, over the run.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::record::Status;
+use super::record::{RequestRecord, Status};
 use super::runner::RunResult;
+use super::stages::StageBreakdown;
 
 const BANDS: [&str; 6] = ["#cfe8ff", "#ffe2c6", "#d9f2d0", "#f3d6f0", "#fff3b0", "#e0e0e0"];
 const WIDTH: f64 = 1000.0;
@@ -115,6 +117,62 @@ pub fn task_svg(run: &RunResult, task: &str, title: &str) -> String {
     let _ = writeln!(s, r#"<text x="{PAD}" y="{}">CPU utilisation of the machine</text>"#, cpu_top - 6.0);
     s.push_str("</svg>\n");
     s
+}
+
+const STAGE_COLOURS: [&str; 6] = ["#d62728", "#ff7f0e", "#bcbd22", "#1f77b4", "#9467bd", "#c7c7c7"];
+
+/// Where the time of `records` (one task's) went, second by second over `seconds`:
+/// the mean of each stage per request sent in the second, stacked; `None` where no
+/// answer told its stages.
+pub fn stages_svg(records: &[&RequestRecord], seconds: u32, title: &str) -> Option<String> {
+    let seconds = seconds.max(1);
+    let mut sent: Vec<Vec<&RequestRecord>> = vec![Vec::new(); seconds as usize];
+    for &r in records {
+        if let Some(bucket) = sent.get_mut(r.sent_s.max(0.0) as usize) {
+            bucket.push(r);
+        }
+    }
+    let per_second: Vec<Option<StageBreakdown>> = sent.into_iter().map(StageBreakdown::of).collect();
+    let y_max = per_second.iter().flatten().map(|b| b.latency_ms).fold(0.0, f64::max) * 1.1;
+    if y_max <= 0.0 {
+        return None;
+    }
+    let (top, height) = (PAD, PANEL);
+    let bar = (WIDTH - 2.0 * PAD) / f64::from(seconds);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{}" font-family="sans-serif" font-size="12">"#,
+        top + height + 2.0 * PAD
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(s, r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{title}</text>"#, WIDTH / 2.0);
+    for (second, breakdown) in per_second.iter().enumerate() {
+        let Some(b) = breakdown else { continue };
+        let x = PAD + bar * second as f64;
+        let mut bottom = top + height;
+        for ((name, ms), colour) in b.parts().iter().zip(STAGE_COLOURS) {
+            let h = ms / y_max * height;
+            let _ = writeln!(
+                s,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{colour}"><title>{name} {ms:.2} ms</title></rect>"#,
+                bottom - h,
+                (bar - 1.0).max(0.5)
+            );
+            bottom -= h;
+        }
+    }
+    axes(&mut s, top, height, f64::from(seconds));
+    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{y_max:.1} ms</text>"#, PAD - 4.0, top + 10.0);
+    let _ = writeln!(s, r#"<text x="{PAD}" y="{}">mean ms per request sent in each second</text>"#, top - 6.0);
+    let legend_y = top + height + 28.0;
+    for (i, ((name, _), colour)) in StageBreakdown::default().parts().iter().zip(STAGE_COLOURS).enumerate() {
+        let lx = PAD + 150.0 * i as f64;
+        let _ = writeln!(s, r#"<rect x="{lx}" y="{legend_y}" width="12" height="12" fill="{colour}"/>"#);
+        let _ = writeln!(s, r#"<text x="{}" y="{}">{name}</text>"#, lx + 16.0, legend_y + 11.0);
+    }
+    s.push_str("</svg>\n");
+    Some(s)
 }
 
 /// A panel's axes, with time ticks in s.

@@ -1,5 +1,5 @@
 //! Where the time of a run's answered requests went, stage by stage, as the server
-//! told it: a table for the summary and a plot of the breakdown over the run.
+//! told it, and the table of it for the summary.
 
 use std::fmt::Write;
 
@@ -92,63 +92,6 @@ pub fn stage_table<'a>(rows: impl IntoIterator<Item = (&'a str, &'a str, &'a Sta
     out
 }
 
-const COLOURS: [&str; 6] = ["#d62728", "#ff7f0e", "#bcbd22", "#1f77b4", "#9467bd", "#c7c7c7"];
-const WIDTH: f64 = 1000.0;
-const HEIGHT: f64 = 360.0;
-const PAD: f64 = 55.0;
-
-/// The breakdown of `records` second by second over `seconds`, stacked, as SVG; `None`
-/// where no answer told its stages.
-pub fn stages_svg(records: &[&RequestRecord], seconds: u32, title: &str) -> Option<String> {
-    let seconds = seconds.max(1);
-    let per_second: Vec<Option<StageBreakdown>> = (0..seconds)
-        .map(|second| StageBreakdown::of(records.iter().copied().filter(|r| r.sent_s as u32 == second)))
-        .collect();
-    let y_max = per_second.iter().flatten().map(|b| b.latency_ms).fold(0.0, f64::max) * 1.1;
-    if y_max <= 0.0 {
-        return None;
-    }
-    let panel = HEIGHT - 2.0 * PAD;
-    let bar = (WIDTH - 2.0 * PAD) / f64::from(seconds);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{}" font-family="sans-serif" font-size="12">"#,
-        HEIGHT + 30.0
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{title}</text>"#, WIDTH / 2.0);
-    for (second, breakdown) in per_second.iter().enumerate() {
-        let Some(b) = breakdown else { continue };
-        let x = PAD + bar * second as f64;
-        let mut bottom = PAD + panel;
-        for ((name, ms), colour) in b.parts().iter().zip(COLOURS) {
-            let h = ms / y_max * panel;
-            let _ = writeln!(
-                s,
-                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{colour}"><title>{name} {ms:.2} ms</title></rect>"#,
-                bottom - h,
-                (bar - 1.0).max(0.5)
-            );
-            bottom -= h;
-        }
-    }
-    let bottom = PAD + panel;
-    let _ = writeln!(s, r#"<line x1="{PAD}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="black"/>"#, WIDTH - PAD);
-    let _ = writeln!(s, r#"<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{bottom}" stroke="black"/>"#);
-    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{y_max:.1} ms</text>"#, PAD - 4.0, PAD + 10.0);
-    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">0</text>"#, PAD - 4.0, bottom);
-    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{seconds} s</text>"#, WIDTH - PAD, bottom + 15.0);
-    for (i, ((name, _), colour)) in StageBreakdown::default().parts().iter().zip(COLOURS).enumerate() {
-        let lx = PAD + 150.0 * i as f64;
-        let _ = writeln!(s, r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{colour}"/>"#, bottom + 25.0);
-        let _ = writeln!(s, r#"<text x="{}" y="{}">{name}</text>"#, lx + 16.0, bottom + 36.0);
-    }
-    let _ = writeln!(s, r#"<text x="{PAD}" y="{}">mean ms per request sent in each second</text>"#, PAD - 6.0);
-    s.push_str("</svg>\n");
-    Some(s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,8 +128,8 @@ mod tests {
         assert!(table.contains("| run | t | 2 | 3.00 (27 %) |"), "{table}");
         assert!(stage_table([]).is_empty());
         let refs: Vec<&RequestRecord> = records.iter().collect();
-        let svg = stages_svg(&refs, 2, "t").unwrap();
+        let svg = crate::load::plot::stages_svg(&refs, 2, "t").unwrap();
         assert_eq!(svg.matches("<title>decode").count(), 2, "a bar per second");
-        assert!(stages_svg(&refs[2..], 2, "t").is_none());
+        assert!(crate::load::plot::stages_svg(&refs[2..], 2, "t").is_none());
     }
 }
