@@ -381,16 +381,15 @@ impl Model {
         let moved = moved - refused.len() + redo.len();
         stay.extend(refused);
         // Back where they were; only arrivals routed here meanwhile can have taken the room.
-        let lost = self.queue.take_over(stay);
-        self.queue.refuse(lost.into_iter().map(|(pending, _)| pending).collect());
+        self.requeue(stay);
         if let Some(remake) = remake.as_mut() {
             redo.into_iter().for_each(|(pending, enqueued)| remake(pending, enqueued));
         }
         moved
     }
 
-    /// Queues requests made again for this model, each keeping its place in time;
-    /// those it has no room for are refused as overloaded.
+    /// Queues requests taken from a queue (or made again for this model), each keeping
+    /// its place in time; those it has no room for are refused as overloaded.
     pub(crate) fn requeue(&self, moved: Vec<(Pending, Instant)>) {
         let refused = self.queue.take_over(moved);
         self.queue.refuse(refused.into_iter().map(|(pending, _)| pending).collect());
