@@ -41,15 +41,32 @@ pub struct TaskSnapshot {
     /// Requests of the last window answered after their latency target, or not at all
     /// because their deadline passed.
     pub slo_violations: u64,
-    /// Requests of the last window refused at admission (queue full, too large, no
-    /// variant accurate enough).
+    /// Requests of the last window refused at admission (queue full, predicted to
+    /// miss their deadline, too large, no variant accurate enough).
     pub rejections: u64,
+    /// Requests of the last window that were never run, by reason.
+    #[serde(default)]
+    pub refusals: Refusals,
     /// The task's latency target (ms), when it has one.
     pub slo_latency_ms: Option<f64>,
     /// How the task is served now.
     pub active: ServingKnobs,
     /// All its variants, in configured order.
     pub variants: Vec<VariantSnapshot>,
+}
+
+/// Requests that were never run, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Refusals {
+    /// Refused at admission: the work queued ahead would have answered them after
+    /// their deadline.
+    pub would_miss_deadline: u64,
+    /// Refused at admission: the queue was full.
+    pub queue_full: u64,
+    /// Left the queue unrun: their deadline passed, or would have before a batch
+    /// started then could answer them. Counted among the SLO violations too.
+    pub expired: u64,
 }
 
 /// Arrival rates over three windows.

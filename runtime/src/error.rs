@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What went wrong inside a backend: loading a model or running a batch.
 #[derive(Debug, thiserror::Error)]
@@ -90,8 +91,9 @@ impl Error {
             Error::UnknownModel(_) => "unknown_model",
             Error::InvalidInput { .. } => "invalid_input",
             Error::RequestTooLarge { .. } => "request_too_large",
-            Error::Overloaded { .. } => "overloaded",
-            Error::DeadlineExceeded { .. } => "deadline_exceeded",
+            Error::Overloaded { .. } => "queue_full",
+            Error::WouldMissDeadline { .. } => "would_miss_deadline",
+            Error::DeadlineExceeded { .. } => "expired",
             Error::Load { .. } => "load_failed",
             Error::Backend { .. } => "backend_failed",
             Error::DoesNotFitTask(_) => "does_not_fit_task",
@@ -142,7 +144,27 @@ pub enum Error {
         /// The queue's bound.
         max_queue_size: usize,
     },
-    /// The request's deadline passed before it could run; it was not run.
+    /// Refused at admission: the work queued ahead of the request, priced by the
+    /// model's profiled batch cost, would answer it after its deadline. Nothing ran;
+    /// a retry after `retry_after` meets a queue shorter by that much of work.
+    #[error(
+        "model `{model}` would answer in {:.1} ms, past the request's deadline in {:.1} ms; refused at once (retry after {} ms)",
+        predicted.as_secs_f64() * 1e3,
+        left.as_secs_f64() * 1e3,
+        retry_after.as_millis()
+    )]
+    WouldMissDeadline {
+        /// The model.
+        model: String,
+        /// When it would have answered, from admission.
+        predicted: Duration,
+        /// Time left to the deadline at admission.
+        left: Duration,
+        /// How much later the queue ahead is predicted to have room in time.
+        retry_after: Duration,
+    },
+    /// The request's deadline passed before it could run, or would have passed before
+    /// a batch started then could answer it; it was not run.
     #[error("deadline exceeded before model `{model}` could run the request")]
     DeadlineExceeded {
         /// The model.

@@ -13,14 +13,15 @@ use crate::answered::AnswerHook;
 use crate::answered::Answered;
 use crate::backend::onnx::OrtSessionConfig;
 use crate::backend::{Backend, BackendFactory, Device, ModelMetadata};
-use crate::batching::BatchingConfig;
 use crate::batching::queue::{Queue, timer_task};
 use crate::batching::worker::{ModelNames, Pending, Prepared, worker_task};
+use crate::batching::{BatchCost, BatchingConfig};
 use crate::error::{BackendError, Error};
 use crate::metrics::{ModelCounters, serving_metrics};
 use crate::preprocess::{ImagePreprocess, ImageSource};
 use crate::request::{InferOptions, Inputs, Output};
 use crate::warmup::{WarmupConfig, warm_up};
+use modelless_policy_abi::LatencyFit;
 
 /// How to load and serve one ONNX model.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +105,20 @@ pub(crate) fn check_instances(name: &str, instances: usize) -> Result<(), Error>
     Ok(())
 }
 
+/// How a model admits a request that carries a deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum Admission {
+    /// By its profiled batch cost: refused at once when it would be answered late.
+    Predictive {
+        /// Measured batch time over the profile's prediction, lately.
+        correction: f64,
+    },
+    /// Without a profile: queued while there is room, and answered
+    /// `DeadlineExceeded` if its deadline passes before it runs.
+    QueueRoom,
+}
+
 /// What a model is doing before it serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoadPhase {
@@ -137,6 +152,10 @@ pub struct StartOptions {
     pub labels: Option<Arc<[String]>>,
     /// How images are made into its image input, where it takes images.
     pub preprocess: Option<Arc<ImagePreprocess>>,
+    /// Its profiled batch latency. With it, a request that would be answered after
+    /// its deadline is refused at admission, and one that could no longer make it
+    /// leaves the queue unrun; without it, only deadlines already passed count.
+    pub latency_fit: Option<LatencyFit>,
 }
 
 impl Default for StartOptions {
@@ -150,6 +169,7 @@ impl Default for StartOptions {
             max_request_rows: None,
             labels: None,
             preprocess: None,
+            latency_fit: None,
         }
     }
 }
@@ -249,6 +269,7 @@ impl Model {
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..instances).map(|_| crossbeam_channel::bounded(1)).unzip();
         let queue =
             Queue::new(names.model.clone(), batching.clone(), senders, options.on_answer.clone(), counters.clone());
+        queue.set_cost(options.latency_fit.and_then(BatchCost::new));
         for (index, (instance, jobs)) in loaded.into_iter().zip(receivers).enumerate() {
             let (names, queue) = (names.clone(), queue.clone());
             spawn(format!("modelless-{name}-{index}"), move || {
@@ -327,6 +348,14 @@ impl Model {
     /// Requests waiting for a batch.
     pub fn queued(&self) -> usize {
         self.queue.len()
+    }
+
+    /// How its queue admits requests with a deadline.
+    pub fn admission(&self) -> Admission {
+        match self.queue.cost() {
+            Some(cost) => Admission::Predictive { correction: cost.correction() },
+            None => Admission::QueueRoom,
+        }
     }
 
     /// How images are made into its image input, where it takes images.

@@ -200,6 +200,7 @@ fn snapshot() -> Snapshot {
                 completed: 120,
                 slo_violations: 1,
                 rejections: 0,
+                refusals: Default::default(),
                 slo_latency_ms: Some(100.0),
                 active: ServingKnobs {
                     variant: variants[2].name.clone(),

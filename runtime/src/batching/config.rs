@@ -22,8 +22,12 @@ pub struct BatchingConfig {
     /// Batch sizes to prefer: a batch that reaches the largest one leaves at once, and
     /// a batch cut at the delay is cut to the largest one it can form.
     pub preferred_batch_sizes: Vec<usize>,
-    /// Most requests waiting; beyond it requests are refused as overloaded.
+    /// Most requests waiting; beyond it requests are refused (`queue_full`).
     pub max_queue_size: usize,
+    /// The most of the rows batched lately that high-priority requests take while
+    /// normal ones wait, in percent: 100 is strict priority, which lets sustained
+    /// high-priority load starve normal requests.
+    pub high_priority_share_percent: u8,
 }
 
 impl Default for BatchingConfig {
@@ -33,6 +37,7 @@ impl Default for BatchingConfig {
             max_queue_delay_us: 0,
             preferred_batch_sizes: Vec::new(),
             max_queue_size: 1024,
+            high_priority_share_percent: 80,
         }
     }
 }
@@ -53,6 +58,12 @@ impl BatchingConfig {
     /// Sets `preferred_batch_sizes`.
     pub fn with_preferred_batch_sizes(mut self, sizes: impl Into<Vec<usize>>) -> Self {
         self.preferred_batch_sizes = sizes.into();
+        self
+    }
+
+    /// Sets `high_priority_share_percent`.
+    pub fn with_high_priority_share_percent(mut self, percent: u8) -> Self {
+        self.high_priority_share_percent = percent;
         self
     }
 
@@ -79,6 +90,12 @@ impl BatchingConfig {
             return Err(Error::Config(format!(
                 "max_queue_delay_us {} is over the bound of {MAX_QUEUE_DELAY_US} (a minute)",
                 self.max_queue_delay_us
+            )));
+        }
+        if !(1..=100).contains(&self.high_priority_share_percent) {
+            return Err(Error::Config(format!(
+                "high_priority_share_percent {} is outside 1..=100",
+                self.high_priority_share_percent
             )));
         }
         if let Some(bad) = self.preferred_batch_sizes.iter().find(|&&p| p == 0 || p > self.max_batch_size) {

@@ -2,10 +2,14 @@
 //! it. Callers and instance threads share one model's state behind a mutex, so a
 //! batch reaches an idle instance without a hop through a scheduler thread.
 
+#[cfg(test)]
+mod admission_tests;
 mod config;
+pub mod deadline;
 pub(crate) mod queue;
 pub mod state;
 pub(crate) mod worker;
 
 pub use config::{BatchingConfig, MAX_QUEUE_DELAY_US};
+pub use deadline::BatchCost;
 pub use state::State;

@@ -3,14 +3,21 @@
 //! takes its next one itself. Neither waits for a third thread, which keeps a lone
 //! request within a few microseconds of a raw session run. A timer thread handles
 //! what needs a clock: the queue delay and deadlines of requests nobody else looks at.
+//!
+//! Where the model's batch cost is known, admission predicts when a request would be
+//! answered (the batches ahead of it on the instances as they free up, then its own)
+//! and refuses at once one that would be answered after its deadline: under overload
+//! the queue holds only work that can still be done in time, and a caller that
+//! cannot be served in time hears so within microseconds rather than at its deadline.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
 use super::BatchingConfig;
-use super::state::{DeadReason, Next, State};
+use super::deadline::{ArrivalRate, Backlog, BatchCost, admits};
+use super::state::{DeadReason, Next, Queued, State};
 use super::worker::Pending;
 use crate::answered::{AnswerHook, Answered};
 use crate::error::Error;
@@ -31,6 +38,10 @@ struct Inner {
     idle: Vec<usize>,
     /// Job channel of each instance; cleared when the queue has drained after `close`.
     instances: Vec<Sender<Vec<Pending>>>,
+    /// Per instance, the batch it runs: when it took it, and its rows.
+    running: Vec<Option<(Instant, usize)>>,
+    /// How fast requests are offered, refused ones included.
+    arrivals: ArrivalRate,
     alive: usize,
     closed: bool,
     /// When the timer thread will look next; `None` while it waits for a notification.
@@ -50,6 +61,8 @@ impl Queue {
             state: State::new(config),
             idle: (0..instances.len()).rev().collect(),
             alive: instances.len(),
+            running: vec![None; instances.len()],
+            arrivals: ArrivalRate::default(),
             instances,
             closed: false,
             timer_at: None,
@@ -62,11 +75,24 @@ impl Queue {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Judges batches' deadlines by `cost` from now on (`None`: by their start only,
+    /// and admission checks only the queue's room).
+    pub fn set_cost(&self, cost: Option<BatchCost>) {
+        self.lock().state.set_cost(cost);
+        self.timer.notify_one();
+    }
+
+    /// The batch cost in force, with its correction as measured so far.
+    pub fn cost(&self) -> Option<BatchCost> {
+        self.lock().state.cost().copied()
+    }
+
     /// Queues a request's parts (one, unless it was split), running what it can at
     /// once if an instance is idle. All parts are queued or none is.
     pub fn submit(&self, parts: impl ExactSizeIterator<Item = Pending>) -> Result<(), Error> {
         let mut parts = parts.peekable();
-        let deadline = parts.peek().and_then(|p| p.deadline);
+        let Some(first) = parts.peek() else { return Ok(()) };
+        let (deadline, priority, first_rows) = (first.deadline, first.priority, first.rows);
         let mut inner = self.lock();
         if inner.closed {
             return Err(Error::ShuttingDown);
@@ -78,6 +104,15 @@ impl Queue {
             return Err(error);
         }
         let now = Instant::now();
+        inner.arrivals.arrived(now);
+        if let Some(deadline) = deadline {
+            // Parts of a split request are all its own rows.
+            let rows = parts.len() * first_rows;
+            if let Some(error) = self.would_miss(&inner, rows, priority, deadline, now) {
+                self.counters.failed(&error);
+                return Err(error);
+            }
+        }
         for pending in parts {
             // Room was checked above, under the same lock.
             let _ = inner.state.append(pending, now);
@@ -88,6 +123,37 @@ impl Queue {
             self.timer.notify_one();
         }
         Ok(())
+    }
+
+    /// The refusal of a request of `rows` rows and `priority` queued at `now`, when it
+    /// is predicted to be answered after `deadline`; `None` when it can make it, or
+    /// when the cost is unknown.
+    fn would_miss(
+        &self,
+        inner: &Inner,
+        rows: usize,
+        priority: super::state::Priority,
+        deadline: Instant,
+        now: Instant,
+    ) -> Option<Error> {
+        let cost = inner.state.cost()?;
+        let free_at: Vec<Instant> =
+            inner.running.iter().map(|r| r.map_or(now, |(took, rows)| took + cost.of(rows))).collect();
+        let config = inner.state.config();
+        let backlog = Backlog {
+            free_at: &free_at,
+            rows_ahead: inner.state.rows_ahead(priority),
+            max_batch_size: config.max_batch_size,
+            max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
+            arrivals_per_s: inner.arrivals.per_s(),
+        };
+        let answer = admits(cost, &backlog, rows, now, deadline).err()?;
+        Some(Error::WouldMissDeadline {
+            model: self.model.to_string(),
+            predicted: answer.saturating_duration_since(now),
+            left: deadline.saturating_duration_since(now),
+            retry_after: answer.saturating_duration_since(deadline),
+        })
     }
 
     /// Takes out every request still waiting for a batch, each with when it was
@@ -149,14 +215,25 @@ impl Queue {
         self.timer.notify_one();
     }
 
-    /// For an instance that finished a batch: its next batch, or `None` once it is
-    /// marked idle (a caller or the timer will hand it work).
-    pub fn next_for(&self, instance: usize) -> Option<Vec<Pending>> {
+    /// For an instance that finished a batch of `ran` rows: its next batch, or `None`
+    /// once it is marked idle (a caller or the timer will hand it work).
+    pub fn next_for(&self, instance: usize, ran: usize) -> Option<Vec<Pending>> {
         let mut inner = self.lock();
-        let (dead, next) = inner.state.next_batch(Instant::now());
+        let now = Instant::now();
+        if let Some((took, _)) = inner.running.get_mut(instance).and_then(Option::take)
+            && ran > 0
+        {
+            inner.state.observe(ran, now - took);
+        }
+        let (dead, next) = inner.state.next_batch(now);
         self.answer_dead(dead);
         match next {
-            Next::Batch(batch) => Some(batch),
+            Next::Batch(batch) => {
+                if let Some(running) = inner.running.get_mut(instance) {
+                    *running = Some((now, batch.iter().map(|p| p.rows).sum()));
+                }
+                Some(batch)
+            }
             Next::WaitUntil(at) => {
                 inner.idle.push(instance);
                 // A held batch now has an instance: the timer must send it when due.
@@ -181,8 +258,9 @@ impl Queue {
     pub fn top_up(&self, batch: &mut Vec<Pending>) {
         let Some(head) = batch.first() else { return };
         let rows = batch.iter().map(|p| p.rows).sum();
+        let deadline = batch.iter().filter_map(|p| p.deadline()).min();
         let mut inner = self.lock();
-        let (dead, more) = inner.state.top_up(head, rows, Instant::now());
+        let (dead, more) = inner.state.top_up(head, rows, deadline, Instant::now());
         drop(inner);
         self.answer_dead(dead);
         batch.extend(more);
@@ -204,6 +282,7 @@ impl Queue {
             match next {
                 Next::Batch(batch) => {
                     inner.idle.pop();
+                    inner.running[instance] = Some((now, batch.iter().map(|p| p.rows).sum()));
                     // An idle instance's channel is empty, so this never blocks.
                     if let Err(lost) = inner.instances[instance].send(batch) {
                         inner.alive -= 1;

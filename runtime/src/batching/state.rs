@@ -1,12 +1,23 @@
 //! The batching queue as plain data: what is waiting, and which batch to run next.
 //! No threads, no clocks of its own (time is passed in), so every rule is unit-tested
 //! below. The queue is kept in the order batches take requests: by priority, then by
-//! arrival.
+//! arrival (FIFO within a priority).
+//!
+//! Where the model's batch cost is known ([`BatchCost`]), a request leaves the queue
+//! unrun as soon as it could not be answered in time even if its batch started now,
+//! and a batch is cut where one more request would make an earlier one late.
+//! High-priority requests go first, but while normal ones wait they get at most
+//! `high_priority_share_percent` of the rows batched lately.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::BatchingConfig;
+use super::deadline::BatchCost;
+
+/// How much of the previous batches' rows the priority share remembers per batch:
+/// about the last ten batches count.
+const SHARE_MEMORY: f64 = 0.9;
 
 /// How urgent a request is. Higher priorities are batched first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
@@ -38,7 +49,7 @@ pub trait Queued {
 /// Why a request left the queue without running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeadReason {
-    /// Its deadline passed.
+    /// Its deadline passed, or would pass before a batch started now could answer it.
     Expired,
     /// Its caller went away.
     Abandoned,
@@ -73,12 +84,38 @@ struct Slot<T> {
 pub struct State<T> {
     queue: VecDeque<Slot<T>>,
     config: BatchingConfig,
+    cost: Option<BatchCost>,
+    /// Rows batched lately of high and of normal priority, decayed per batch.
+    recent_rows: [f64; 2],
 }
 
 impl<T: Queued> State<T> {
-    /// An empty queue with the given knobs.
+    /// An empty queue with the given knobs, without a batch cost.
     pub fn new(config: BatchingConfig) -> Self {
-        State { queue: VecDeque::new(), config }
+        State { queue: VecDeque::new(), config, cost: None, recent_rows: [0.0; 2] }
+    }
+
+    /// What a batch costs, where known: deadlines are then judged by when a batch
+    /// would answer, not only by when it would start.
+    pub fn set_cost(&mut self, cost: Option<BatchCost>) {
+        self.cost = cost;
+    }
+
+    /// The batch cost in force, if any.
+    pub fn cost(&self) -> Option<&BatchCost> {
+        self.cost.as_ref()
+    }
+
+    /// A batch of `rows` rows took `took` to answer: the cost's correction learns it.
+    pub fn observe(&mut self, rows: usize, took: Duration) {
+        if let Some(cost) = &mut self.cost {
+            cost.observe(rows, took);
+        }
+    }
+
+    /// Rows a request of `priority` queued now would have ahead of it.
+    pub fn rows_ahead(&self, priority: Priority) -> usize {
+        self.queue.iter().filter(|s| s.item.priority() <= priority).map(|s| s.item.rows()).sum()
     }
 
     /// The knobs in force.
@@ -129,12 +166,14 @@ impl<T: Queued> State<T> {
         self.queue.drain(..).map(|s| (s.item, s.enqueued)).collect()
     }
 
-    /// Removes requests whose deadline passed or whose caller went away.
+    /// Removes requests whose caller went away, and those whose deadline passed or
+    /// would pass before a batch of their own started now could answer them.
     pub fn expire(&mut self, now: Instant) -> Vec<Dead<T>> {
+        let cost = self.cost;
         let dead_reason = |item: &T| {
             if item.is_abandoned() {
                 Some(DeadReason::Abandoned)
-            } else if item.deadline().is_some_and(|d| d <= now) {
+            } else if item.deadline().is_some_and(|d| now >= expiry(cost.as_ref(), d, item.rows())) {
                 Some(DeadReason::Expired)
             } else {
                 None
@@ -155,31 +194,38 @@ impl<T: Queued> State<T> {
         dead
     }
 
-    /// The earliest deadline among waiting requests.
+    /// The earliest instant a waiting request expires (see [`State::expire`]).
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.queue.iter().filter_map(|s| s.item.deadline()).min()
+        let cost = self.cost.as_ref();
+        self.queue.iter().filter_map(|s| Some(expiry(cost, s.item.deadline()?, s.item.rows()))).min()
     }
 
-    /// Expires what is dead, then decides what to run, oldest first.
+    /// Expires what is dead, then decides what to run: the queue's front (see
+    /// [`State::batch_start`] for when normal requests go first).
     ///
     /// A batch leaves at once when it is full (`max_batch_size` rows, or the next request
     /// cannot join it), when it reaches the largest preferred size, or when there is no
     /// queue delay; otherwise when the oldest request has waited `max_queue_delay_us`.
     /// A batch that leaves before it is full is cut to the largest preferred size it
-    /// can form, and the rest waits for the next instance.
+    /// can form, and the rest waits for the next instance. Where the cost is known, a
+    /// request the batch would answer after its deadline leaves unrun (`Expired`) and
+    /// its room goes to the requests behind it: batches stay full under overload
+    /// rather than shrink to save requests admitted at the edge.
     pub fn next_batch(&mut self, now: Instant) -> (Vec<Dead<T>>, Next<T>) {
         let dead = self.expire(now);
-        let Some(head) = self.queue.front() else {
+        if self.queue.is_empty() {
             return (dead, Next::Idle);
-        };
+        }
+        let start = self.batch_start();
+        let head = &self.queue[start];
         let max = self.config.max_batch_size.max(1);
-        let mut prefix_rows = self.joinable(&head.item, 0);
+        let mut prefix_rows = self.joinable(start, &head.item, 0);
         let rows = prefix_rows.last().copied().unwrap_or(0);
         if prefix_rows.is_empty() {
             // Admission refuses oversized requests; should one slip through, run it alone.
             prefix_rows.push(head.item.rows());
         }
-        let cannot_grow = rows >= max || prefix_rows.len() < self.queue.len();
+        let cannot_grow = rows >= max || start + prefix_rows.len() < self.queue.len();
         let reached_preferred = self.config.largest_preferred().is_some_and(|p| rows >= p);
         let delay = Duration::from_micros(self.config.max_queue_delay_us);
         let waited_enough = now.duration_since(head.enqueued) >= delay;
@@ -187,32 +233,107 @@ impl<T: Queued> State<T> {
             return (dead, Next::WaitUntil(head.enqueued + delay));
         }
         let take = self.cut(&prefix_rows);
-        let batch = self.queue.drain(..take).map(|s| s.item).collect();
+        let late = self.late_in(start, take, now);
+        if !late.is_empty() {
+            // Their room goes to the requests behind them that can still make it.
+            let (more, next) = self.next_batch(now);
+            return (dead.into_iter().chain(late).chain(more).collect(), next);
+        }
+        let take = self.in_time(start, take, None, 0, now).max(1);
+        let batch: Vec<T> = self.queue.drain(start..start + take).map(|s| s.item).collect();
+        self.count_batched(&batch);
         (dead, Next::Batch(batch))
     }
 
-    /// For a batch of `rows` rows led by `head` that waited for its turn to run: the
-    /// requests at the front of the queue that can join it within `max_batch_size`
-    /// (and, where preferred sizes are set, up to one of them), so that what arrived
+    /// For a batch of `rows` rows led by `head` that waited for its turn to run (its
+    /// requests' earliest deadline `deadline`): the requests at the front of the queue
+    /// that can join it within `max_batch_size` (and, where preferred sizes are set, up
+    /// to one of them) without making any request of it late, so that what arrived
     /// during the wait runs with it rather than after it. Expires what is dead first.
-    pub fn top_up(&mut self, head: &T, rows: usize, now: Instant) -> (Vec<Dead<T>>, Vec<T>) {
+    pub fn top_up(&mut self, head: &T, rows: usize, deadline: Option<Instant>, now: Instant) -> (Vec<Dead<T>>, Vec<T>) {
         let dead = self.expire(now);
-        let prefix_rows = self.joinable(head, rows);
+        let prefix_rows = self.joinable(0, head, rows);
         let take = if self.config.preferred_batch_sizes.is_empty() {
             prefix_rows.len()
         } else {
             prefix_rows.iter().rposition(|r| self.config.preferred_batch_sizes.contains(r)).map_or(0, |i| i + 1)
         };
-        (dead, self.queue.drain(..take).map(|s| s.item).collect())
+        let take = self.in_time(0, take, deadline, rows, now);
+        let joined: Vec<T> = self.queue.drain(..take).map(|s| s.item).collect();
+        self.count_batched(&joined);
+        (dead, joined)
     }
 
-    /// Row totals, from `rows` on, of the longest prefix of the queue that can run in
-    /// one batch led by `head` within `max_batch_size`.
-    fn joinable(&self, head: &T, rows: usize) -> Vec<usize> {
+    /// Where the next batch starts in the queue: at its front, unless high-priority
+    /// requests lead it and took more than their share of the rows batched lately
+    /// while normal ones wait; then at the first normal one, so that sustained
+    /// high-priority load never starves normal requests.
+    fn batch_start(&self) -> usize {
+        let [high, normal] = self.recent_rows;
+        let share = f64::from(self.config.high_priority_share_percent) / 100.0;
+        let over_share = high + normal > 0.0 && high > share * (high + normal);
+        if !over_share || self.queue.front().is_none_or(|s| s.item.priority() != Priority::High) {
+            return 0;
+        }
+        self.queue.iter().position(|s| s.item.priority() == Priority::Normal).unwrap_or(0)
+    }
+
+    /// Takes out of the `take` requests from `start` those that a batch of them all,
+    /// started at `now`, would answer after their deadline (where the cost is known).
+    fn late_in(&mut self, start: usize, take: usize, now: Instant) -> Vec<Dead<T>> {
+        let Some(cost) = &self.cost else { return Vec::new() };
+        let range = start..start + take;
+        let rows: usize = self.queue.range(range.clone()).map(|s| s.item.rows()).sum();
+        let finish = now + cost.of(rows);
+        let late: Vec<usize> = range.filter(|&i| self.queue[i].item.deadline().is_some_and(|d| d < finish)).collect();
+        let mut dead: Vec<Dead<T>> = late
+            .iter()
+            .rev()
+            .filter_map(|&i| self.queue.remove(i))
+            .map(|slot| Dead { item: slot.item, reason: DeadReason::Expired })
+            .collect();
+        dead.reverse();
+        dead
+    }
+
+    /// Remembers the rows of a batch by priority, for the share.
+    fn count_batched(&mut self, batch: &[T]) {
+        if batch.is_empty() {
+            return;
+        }
+        self.recent_rows.iter_mut().for_each(|r| *r *= SHARE_MEMORY);
+        for item in batch {
+            let index = usize::from(item.priority() != Priority::High);
+            self.recent_rows[index] += item.rows() as f64;
+        }
+    }
+
+    /// Of the `take` requests from `start`, how many can run in one batch (beside
+    /// `rows` rows already in it, whose earliest deadline is `deadline`) and all be
+    /// answered by their deadlines if it starts at `now`; `take` where the cost is
+    /// unknown.
+    fn in_time(&self, start: usize, take: usize, deadline: Option<Instant>, rows: usize, now: Instant) -> usize {
+        let Some(cost) = &self.cost else { return take };
+        let mut earliest = deadline;
+        let mut total = rows;
+        let mut fits = 0;
+        for (n, slot) in self.queue.iter().skip(start).take(take).enumerate() {
+            total += slot.item.rows();
+            earliest = [earliest, slot.item.deadline()].into_iter().flatten().min();
+            if earliest.is_none_or(|d| now + cost.of(total) <= d) {
+                fits = n + 1;
+            }
+        }
+        fits
+    }
+
+    /// Row totals, from `rows` on, of the longest run of the queue from `start` that
+    /// can run in one batch led by `head` within `max_batch_size`.
+    fn joinable(&self, start: usize, head: &T, rows: usize) -> Vec<usize> {
         let max = self.config.max_batch_size.max(1);
         let mut totals = Vec::new();
         let mut total = rows;
-        for slot in &self.queue {
+        for slot in self.queue.iter().skip(start) {
             if !slot.item.can_batch_with(head) || total + slot.item.rows() > max {
                 break;
             }
@@ -229,6 +350,16 @@ impl<T: Queued> State<T> {
             .iter()
             .rposition(|r| self.config.preferred_batch_sizes.contains(r))
             .map_or(prefix_rows.len(), |i| i + 1)
+    }
+}
+
+/// From when a request of `rows` rows due at `deadline` can no longer be answered in
+/// time: just after the last instant a batch of its own could start and still answer
+/// by then, or the deadline itself where the cost is unknown.
+fn expiry(cost: Option<&BatchCost>, deadline: Instant, rows: usize) -> Instant {
+    match cost {
+        Some(cost) => deadline.checked_sub(cost.of(rows)).unwrap_or(deadline) + Duration::from_nanos(1),
+        None => deadline,
     }
 }
 
@@ -317,7 +448,7 @@ mod tests {
         for (id, rows) in [(1, 3), (2, 2), (3, 1), (4, 1)] {
             s.append(Req::new(id).rows(rows), t0).unwrap();
         }
-        let (_, joined) = s.top_up(&head, 2, t0);
+        let (_, joined) = s.top_up(&head, 2, None, t0);
         let joined: Vec<u32> = joined.into_iter().map(|r| r.id).collect();
         assert_eq!(joined, vec![1, 2, 3], "2 + 3 + 2 + 1 rows fill 8; the last waits");
         assert_eq!(s.len(), 1);
@@ -326,14 +457,14 @@ mod tests {
         let mut s = state(BatchingConfig::default().with_max_batch_size(8));
         s.append(Req { width: 8, ..Req::new(1) }, t0).unwrap();
         s.append(Req::new(2), t0).unwrap();
-        assert!(s.top_up(&head, 2, t0).1.is_empty());
+        assert!(s.top_up(&head, 2, None, t0).1.is_empty());
 
         // With preferred sizes, up to the largest one it can reach.
         let mut s = state(BatchingConfig::default().with_max_batch_size(8).with_preferred_batch_sizes([4, 8]));
         for id in 1..=3 {
             s.append(Req::new(id), t0).unwrap();
         }
-        let (_, joined) = s.top_up(&head, 2, t0);
+        let (_, joined) = s.top_up(&head, 2, None, t0);
         assert_eq!(joined.len(), 2, "2 + 2 rows make 4; 5 is not preferred");
     }
 
@@ -500,6 +631,119 @@ mod tests {
         s.append(Req::high(4), t0).unwrap();
         assert_eq!(ids(s.next_batch(t0).1), vec![2, 4, 0]);
         assert_eq!(ids(s.next_batch(t0).1), vec![1, 3]);
+    }
+
+    /// 1 ms a row plus 4 ms a batch.
+    fn costed(config: BatchingConfig) -> State<Req> {
+        let mut s = state(config);
+        s.set_cost(BatchCost::new(modelless_policy_abi::LatencyFit { a_ms: 1.0, c_ms: 4.0, r2: 1.0 }));
+        s
+    }
+
+    fn due(id: u32, deadline: Instant) -> Req {
+        Req { deadline: Some(deadline), ..Req::new(id) }
+    }
+
+    #[test]
+    fn a_request_that_could_not_be_answered_in_time_leaves_unrun_before_its_deadline() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut s = costed(BatchingConfig::default().with_max_batch_size(1));
+        // Alone, a row costs 5 ms: due at 5 ms it just makes it at 0; at 4.9 it cannot.
+        s.append(due(0, t0 + Duration::from_micros(4900)), t0).unwrap();
+        s.append(due(1, ms(5)), t0).unwrap();
+        s.append(due(2, ms(9)), t0).unwrap();
+        assert_eq!(s.next_deadline(), Some(t0 - Duration::from_micros(100) + Duration::from_nanos(1)));
+        let (dead, next) = s.next_batch(t0);
+        assert_eq!(dead.iter().map(|d| (d.item.id, d.reason)).collect::<Vec<_>>(), [(0, DeadReason::Expired)]);
+        assert_eq!(ids(next), vec![1]);
+        // Request 2 is due at 9 ms: starting at 4 ms it still makes it, not after.
+        assert!(s.expire(ms(4)).is_empty());
+        assert_eq!(s.expire(ms(4) + Duration::from_nanos(1)).len(), 1);
+    }
+
+    #[test]
+    fn a_request_its_batch_would_answer_late_leaves_and_its_room_goes_to_those_behind() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let fill = |s: &mut State<Req>, head_due: u64| {
+            s.append(due(0, ms(head_due)), t0).unwrap();
+            for id in 1..10 {
+                s.append(due(id, ms(100)), t0).unwrap();
+            }
+        };
+        // A full batch of 8 rows answers at 12 ms: the head due at 11 leaves unrun,
+        // and the batch takes the next 8 instead of shrinking to save it.
+        let mut s = costed(BatchingConfig::default().with_max_batch_size(8));
+        fill(&mut s, 11);
+        let (dead, next) = s.next_batch(t0);
+        assert_eq!(dead.iter().map(|d| (d.item.id, d.reason)).collect::<Vec<_>>(), [(0, DeadReason::Expired)]);
+        assert_eq!(ids(next), (1..9).collect::<Vec<_>>());
+        // Due at 12, it makes it: the boundary is in time.
+        let mut s = costed(BatchingConfig::default().with_max_batch_size(8));
+        fill(&mut s, 12);
+        let (dead, next) = s.next_batch(t0);
+        assert!(dead.is_empty());
+        assert_eq!(ids(next), (0..8).collect::<Vec<_>>());
+
+        // Without a cost, only the start counts.
+        let mut s = state(BatchingConfig::default().with_max_batch_size(8));
+        fill(&mut s, 11);
+        assert_eq!(ids(s.next_batch(t0).1), (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_batch_waiting_for_its_turn_takes_only_requests_that_keep_it_in_time() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut s = costed(BatchingConfig::default().with_max_batch_size(8));
+        for id in 1..6 {
+            s.append(due(id, ms(100)), t0).unwrap();
+        }
+        // A batch of 2 rows due at 9 ms: 3 more rows make 5 (9 ms), a fourth would be late.
+        let (_, joined) = s.top_up(&Req::new(0), 2, Some(ms(9)), t0);
+        assert_eq!(joined.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1, 2, 3]);
+        // A batch already late takes nobody.
+        let (_, joined) = s.top_up(&Req::new(0), 2, Some(ms(5)), t0);
+        assert!(joined.is_empty());
+    }
+
+    #[test]
+    fn sustained_high_priority_load_leaves_normal_requests_their_share() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_batch_size(2).with_high_priority_share_percent(50));
+        for id in 0..4 {
+            s.append(Req::new(100 + id), t0).unwrap();
+        }
+        let mut order = Vec::new();
+        for round in 0..6 {
+            // Two high-priority requests arrive for every batch.
+            s.append(Req::high(2 * round), t0).unwrap();
+            s.append(Req::high(2 * round + 1), t0).unwrap();
+            order.push(ids(s.next_batch(t0).1));
+        }
+        let normal_batches = order.iter().filter(|b| b.iter().all(|&id| id >= 100)).count();
+        assert_eq!(normal_batches, 2, "half the rows, as far as normal requests wait: {order:?}");
+        assert_eq!(order[0], vec![0, 1], "high first while within its share");
+        assert_eq!(order[1], vec![100, 101], "then the oldest normal requests");
+
+        // At 100 %, priority is strict: normal requests wait for every high one.
+        let mut s = state(BatchingConfig::default().with_max_batch_size(2).with_high_priority_share_percent(100));
+        s.append(Req::new(100), t0).unwrap();
+        for round in 0..4 {
+            s.append(Req::high(2 * round), t0).unwrap();
+            s.append(Req::high(2 * round + 1), t0).unwrap();
+            assert!(ids(s.next_batch(t0).1).iter().all(|&id| id < 100));
+        }
+    }
+
+    #[test]
+    fn rows_ahead_of_a_request_count_its_priority_and_above() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default());
+        s.append(Req::new(0).rows(3), t0).unwrap();
+        s.append(Req::high(1).rows(2), t0).unwrap();
+        assert_eq!((s.rows_ahead(Priority::High), s.rows_ahead(Priority::Normal)), (2, 5));
     }
 
     #[test]

@@ -90,9 +90,10 @@ pub(crate) fn worker_task(
             if turn.is_some() {
                 queue.top_up(&mut batch);
             }
+            let rows = batch.iter().map(|p| p.rows).sum();
             run_batch(&names, backend.as_mut(), batch);
             drop(turn);
-            match queue.next_for(index) {
+            match queue.next_for(index, rows) {
                 Some(next) => batch = next,
                 None => break,
             }

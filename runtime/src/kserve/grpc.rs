@@ -70,7 +70,14 @@ impl From<ServeError> for Status {
             Code::FailedPrecondition => tonic::Code::FailedPrecondition,
             Code::Internal => tonic::Code::Internal,
         };
-        Status::new(code, error.message)
+        let mut status = Status::new(code, error.message);
+        if let Some(after) = error.retry_after
+            && let Ok(value) = after.as_millis().to_string().parse()
+        {
+            // What gRPC's retry support reads as the server's pushback.
+            status.metadata_mut().insert("grpc-retry-pushback-ms", value);
+        }
+        status
     }
 }
 

@@ -121,7 +121,13 @@ type Shared = State<Arc<InferenceService>>;
 impl IntoResponse for ServeError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(json!({ "error": self.message }))).into_response()
+        let mut response = (status, axum::Json(json!({ "error": self.message }))).into_response();
+        if let Some(after) = self.retry_after {
+            // Whole seconds are all the header takes: rounded up, so a retry is never early.
+            let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

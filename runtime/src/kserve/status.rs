@@ -1,6 +1,8 @@
 //! What went wrong serving a call, and how each protocol says it: a gRPC status code
 //! or an HTTP status, with the message in the body.
 
+use std::time::Duration;
+
 use crate::error::Error;
 
 /// The protocol's outcome classes, named as gRPC names them.
@@ -10,7 +12,7 @@ pub enum Code {
     NotFound,
     /// Wrong input names, shapes, dtypes, parameters or configuration.
     InvalidArgument,
-    /// The queue is full.
+    /// The queue is full, or would answer the request after its deadline.
     ResourceExhausted,
     /// A message, tensor or batch larger than the server's limit (named in the message).
     OutOfRange,
@@ -34,12 +36,15 @@ pub struct ServeError {
     pub code: Code,
     /// What happened, for the caller.
     pub message: String,
+    /// When a retry is predicted to be served in time, where the server predicts it:
+    /// HTTP's `Retry-After` and gRPC's `grpc-retry-pushback-ms` carry it.
+    pub retry_after: Option<Duration>,
 }
 
 impl ServeError {
     /// An error of class `code`.
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        ServeError { code, message: message.into() }
+        ServeError { code, message: message.into(), retry_after: None }
     }
 
     /// A request over one of the server's limits.
@@ -104,7 +109,7 @@ impl From<Error> for ServeError {
             Error::UnknownModel(_) | Error::UnknownTask(_) | Error::UnknownVariant { .. } => Code::NotFound,
             Error::InvalidInput { .. } | Error::Config(_) => Code::InvalidArgument,
             Error::RequestTooLarge { .. } => Code::OutOfRange,
-            Error::Overloaded { .. } => Code::ResourceExhausted,
+            Error::Overloaded { .. } | Error::WouldMissDeadline { .. } => Code::ResourceExhausted,
             Error::DeadlineExceeded { .. } => Code::DeadlineExceeded,
             Error::NotReady { .. } | Error::ShuttingDown => Code::Unavailable,
             Error::NoVariantMeetsSlo { .. } | Error::DoesNotFitTask(_) => Code::FailedPrecondition,
@@ -113,7 +118,11 @@ impl From<Error> for ServeError {
             Error::AlreadyLoaded(_) => Code::InvalidArgument,
             Error::Load { .. } | Error::Backend { .. } => Code::Internal,
         };
-        ServeError::new(code, error.to_string())
+        let retry_after = match &error {
+            Error::WouldMissDeadline { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        };
+        ServeError { retry_after, ..ServeError::new(code, error.to_string()) }
     }
 }
 
@@ -134,6 +143,17 @@ mod tests {
             let served = ServeError::from(error.clone());
             assert_eq!((served.code, served.http_status()), (code, http), "{error}");
             assert_eq!(served.message, error.to_string());
+            assert_eq!(served.retry_after, None);
         }
+        let late = Error::WouldMissDeadline {
+            model: "m".into(),
+            predicted: Duration::from_millis(180),
+            left: Duration::from_millis(150),
+            retry_after: Duration::from_millis(30),
+        };
+        let served = ServeError::from(late);
+        assert_eq!((served.code, served.http_status()), (Code::ResourceExhausted, 429));
+        assert_eq!(served.retry_after, Some(Duration::from_millis(30)));
+        assert!(served.message.contains("would answer in 180.0 ms"), "{}", served.message);
     }
 }

@@ -458,6 +458,11 @@ impl ModelCounters {
         self.failures.canceled();
     }
 
+    /// Requests failed so far for `reason` (an error's [`Error::kind`]).
+    pub fn failed_of(&self, reason: &str) -> u64 {
+        self.failures.of(reason)
+    }
+
     /// The totals so far.
     pub fn totals(&self) -> ModelTotals {
         ModelTotals {
@@ -526,8 +531,7 @@ mod tests {
         let text = metrics.render(&Registry::new());
         let line = r#"modelless_inference_count{task="exposition-test",variant="v1"} 4"#;
         assert!(text.contains(line), "{text}");
-        let line =
-            r#"modelless_inference_request_failure{reason="deadline_exceeded",task="exposition-test",variant="v1"} 1"#;
+        let line = r#"modelless_inference_request_failure{reason="expired",task="exposition-test",variant="v1"} 1"#;
         assert!(text.contains(line), "{text}");
         // Both decodes took 3 ms: in the 5 ms bucket, not the 2 ms one.
         let decode = r#"modelless_inference_decode_duration_seconds_bucket{task="exposition-test",variant="v1",le="#;

@@ -14,11 +14,12 @@ use crate::error::Error;
 /// The reasons a request admitted, or offered, to a model can fail with, bound in
 /// advance so that counting one costs an atomic add and every reason shows in the
 /// metrics from the start, at zero. Any other reason is bound when it first happens.
-pub const MODEL_FAILURE_REASONS: [&str; 9] = [
+pub const MODEL_FAILURE_REASONS: [&str; 10] = [
     "invalid_input",
     "request_too_large",
-    "overloaded",
-    "deadline_exceeded",
+    "queue_full",
+    "would_miss_deadline",
+    "expired",
     CANCELED,
     "backend_failed",
     "does_not_fit_task",
@@ -194,7 +195,7 @@ mod tests {
         }
         failures.failed(&Error::UnknownTask("x".into()));
         failures.canceled();
-        assert_eq!(failures.of("overloaded"), 3);
+        assert_eq!(failures.of("queue_full"), 3);
         assert_eq!(failures.of("unknown_task"), 1, "a reason not bound in advance is counted too");
         assert_eq!(failures.of(CANCELED), 1);
         assert_eq!(failures.of("backend_failed"), 0);

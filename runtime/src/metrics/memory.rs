@@ -31,6 +31,17 @@ pub fn pages_faulted_by_this_thread() -> Option<u64> {
     super::cpu::stat_field(&std::fs::read_to_string("/proc/thread-self/stat").ok()?, 10)
 }
 
+/// The resident memory of this process now (`VmRSS` of /proc/self/status), bytes;
+/// `None` where it cannot be read.
+pub fn process_rss_bytes() -> Option<u64> {
+    parse_rss(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+fn parse_rss(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    Some(line.trim().trim_end_matches("kB").trim().parse::<u64>().ok()? * 1024)
+}
+
 fn parse_page_faults(vmstat: &str) -> Option<u64> {
     vmstat.lines().find_map(|l| l.strip_prefix("pgfault ")).and_then(|n| n.trim().parse().ok())
 }
@@ -38,6 +49,13 @@ fn parse_page_faults(vmstat: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resident_memory_is_read_in_bytes() {
+        assert_eq!(parse_rss("Name:\tx\nVmRSS:\t  123456 kB\nVmSwap:\t0 kB\n"), Some(123_456 * 1024));
+        assert_eq!(parse_rss("Name:\tx\n"), None);
+        assert!(process_rss_bytes().is_some_and(|b| b > 0));
+    }
 
     #[test]
     fn reads_total_and_available() {

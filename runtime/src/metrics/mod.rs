@@ -14,6 +14,6 @@ pub use cpu::{CpuSample, CpuUtilisation};
 pub use exposition::{ModelCounters, ModelTotals, ServingMetrics, serving_metrics};
 pub use failures::ModelFailures;
 pub use gpu::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
-pub use memory::{machine_memory, machine_page_faults, pages_faulted_by_this_thread};
+pub use memory::{machine_memory, machine_page_faults, pages_faulted_by_this_thread, process_rss_bytes};
 pub use traffic::{TaskTraffic, TrafficReading};
 pub use window::{TickCounts, TrafficWindow};

@@ -10,6 +10,7 @@ use modelless_policy_abi::Demand;
 
 use super::window::{TickCounts, TrafficWindow};
 use crate::answered::{AnswerHook, Answered};
+use crate::error::Error;
 
 /// A task's traffic window and requests in flight, safe to share.
 #[derive(Debug)]
@@ -44,11 +45,11 @@ impl TaskTraffic {
         self.lock().arrived(now);
     }
 
-    /// A request counted as admitted was refused after all (its model's queue was
-    /// full, or its inputs did not fit).
-    pub fn unadmitted(&self) {
+    /// A request counted as admitted was refused after all with `error` (its model's
+    /// queue was full or would have answered it late, or its inputs did not fit).
+    pub fn unadmitted(&self, error: &Error) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.lock().rejected();
+        self.lock().rejected_for(error.kind());
     }
 
     /// A request arrived and was refused.

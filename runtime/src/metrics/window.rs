@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use modelless_policy_abi::{Demand, LatencySummary};
+use modelless_policy_abi::{Demand, LatencySummary, Refusals};
 
 use crate::profile::percentile;
 
@@ -34,6 +34,8 @@ pub struct TickCounts {
     pub slo_violations: u64,
     /// Requests refused at admission.
     pub rejections: u64,
+    /// Requests never run, by reason.
+    pub refusals: Refusals,
 }
 
 impl TickCounts {
@@ -78,11 +80,24 @@ impl TrafficWindow {
     /// A request failed its deadline without an answer.
     pub fn expired(&mut self) {
         self.tick.slo_violations += 1;
+        self.tick.refusals.expired += 1;
     }
 
     /// A request was refused at admission.
     pub fn rejected(&mut self) {
         self.tick.rejections += 1;
+    }
+
+    /// A request was refused at admission because of `kind` (an error's
+    /// [`kind`](crate::Error::kind)), counted by reason where it is one of the
+    /// snapshot's [`Refusals`].
+    pub fn rejected_for(&mut self, kind: &str) {
+        self.rejected();
+        match kind {
+            "would_miss_deadline" => self.tick.refusals.would_miss_deadline += 1,
+            "queue_full" => self.tick.refusals.queue_full += 1,
+            _ => {}
+        }
     }
 
     /// Arrivals per second over the last 1, 10 and 60 seconds before second `now`

@@ -41,6 +41,7 @@ pub fn task_snapshot(reading: TaskReading) -> TaskSnapshot {
         completed: traffic.tick.latencies_ms.len() as u64,
         slo_violations: traffic.tick.slo_violations,
         rejections: traffic.tick.rejections,
+        refusals: traffic.tick.refusals,
         slo_latency_ms,
         active,
         variants: variants.into_iter().map(rounded).collect(),
@@ -70,13 +71,19 @@ pub fn round(value: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::metrics::TickCounts;
+    use modelless_policy_abi::Refusals;
 
     #[test]
     fn readings_are_rounded_to_a_tenth_and_the_tick_is_summarised() {
         let traffic = TrafficReading {
             demand: Demand { per_s_1s: 10.04, per_s_10s: 9.96, per_s_60s: 1.0 / 3.0 },
             in_flight: 4,
-            tick: TickCounts { latencies_ms: vec![1.26, 2.0, 30.0], slo_violations: 1, rejections: 2 },
+            tick: TickCounts {
+                latencies_ms: vec![1.26, 2.0, 30.0],
+                slo_violations: 1,
+                rejections: 2,
+                refusals: Refusals { would_miss_deadline: 1, queue_full: 1, expired: 0 },
+            },
         };
         let reading = TaskReading {
             name: "t".into(),
@@ -90,6 +97,7 @@ mod tests {
         assert_eq!(snapshot.demand, Demand { per_s_1s: 10.0, per_s_10s: 10.0, per_s_60s: 0.3 });
         assert_eq!(snapshot.latency_ms, Some(LatencySummary { p50: 2.0, p95: 30.0, p99: 30.0 }));
         assert_eq!((snapshot.completed, snapshot.slo_violations, snapshot.rejections), (3, 1, 2));
+        assert_eq!(snapshot.refusals, Refusals { would_miss_deadline: 1, queue_full: 1, expired: 0 });
         assert_eq!((snapshot.queue_length, snapshot.in_flight), (3, 4));
     }
 }

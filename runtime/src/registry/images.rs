@@ -134,17 +134,17 @@ pub(super) fn submit(
                 Err(error)
             }
         };
-        if result.is_err() {
-            traffic.unadmitted();
+        if let Err(error) = &result {
+            traffic.unadmitted(error);
         }
         let _ = queued.send(result);
     };
     if services.pool.submit(Box::new(job)).is_err() {
-        services.traffic.unadmitted();
         let error = Error::Overloaded {
             model: format!("{} (preprocessing)", model.name()),
             max_queue_size: services.pool.queue_size(),
         };
+        services.traffic.unadmitted(&error);
         model.counters().failed(&error);
         return Err(error);
     }

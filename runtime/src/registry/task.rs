@@ -24,7 +24,7 @@ use crate::batching::{BatchingConfig, MAX_QUEUE_DELAY_US};
 use crate::classify::read_labels;
 use crate::error::{BackendError, Error};
 use crate::metrics::{ModelFailures, TaskTraffic, serving_metrics};
-use crate::model::{DrainHandle, LoadPhase, Model, StartOptions, Ticket};
+use crate::model::{Admission, DrainHandle, LoadPhase, Model, StartOptions, Ticket};
 use crate::preprocess::PreprocessPool;
 use crate::request::{InferOptions, Inputs, Slo};
 use crate::signature::{SignatureMismatch, bound_factory};
@@ -57,6 +57,9 @@ pub struct VersionStatus {
     pub max_throughput_per_s: Option<f64>,
     /// Its profiled warm latency against batch size.
     pub latency_fit: Option<LatencyFit>,
+    /// How its queue admits requests with a deadline, while it is loaded: by its
+    /// profiled batch cost, or (without a profile) by the queue's room alone.
+    pub admission: Option<Admission>,
 }
 
 /// One variant, as [`Task::status`] reports it.
@@ -321,8 +324,8 @@ impl Task {
         // Counted in flight before it can be answered, so the count never dips below zero.
         self.traffic.admitted();
         let submitted = model.submit(inputs, options);
-        if submitted.is_err() {
-            self.traffic.unadmitted();
+        if let Err(error) = &submitted {
+            self.traffic.unadmitted(error);
         }
         submitted
     }
@@ -583,6 +586,7 @@ impl Task {
                                 .and_then(|p| p.max_throughput)
                                 .map(|t| t.requests_per_s),
                             latency_fit: e.profile.as_ref().and_then(|p| p.fit),
+                            admission: e.model.as_ref().map(|m| m.admission()),
                         })
                         .collect(),
                 })
@@ -642,6 +646,8 @@ impl Task {
                 }
             }
         });
+        // Before the model starts, so that a profile measured now has the cores to itself.
+        let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
         let options = StartOptions {
             task: Some(self.name.clone()),
             version,
@@ -651,9 +657,8 @@ impl Task {
             max_request_rows: Some(config.batching.max_batch_size),
             labels: self.labels.clone(),
             preprocess: config.preprocess.clone().map(Arc::new),
+            latency_fit: profile.as_ref().and_then(|p| p.fit),
         };
-        // Before the model starts, so that a profile measured now has the cores to itself.
-        let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
         let factory = bound_factory(
             (self.make_backend)(&config, &path),
             self.name.clone(),

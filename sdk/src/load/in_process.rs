@@ -100,7 +100,10 @@ impl InProcess {
 /// How an error of the runtime counts in a run.
 fn status_of(error: &Error) -> Status {
     match error {
-        Error::Overloaded { .. } | Error::RequestTooLarge { .. } | Error::NoVariantMeetsSlo { .. } => Status::Rejected,
+        Error::Overloaded { .. }
+        | Error::WouldMissDeadline { .. }
+        | Error::RequestTooLarge { .. }
+        | Error::NoVariantMeetsSlo { .. } => Status::Rejected,
         Error::DeadlineExceeded { .. } => Status::Expired,
         _ => Status::Failed,
     }
@@ -158,5 +161,9 @@ impl Target for InProcess {
     fn run_totals(&self, task: usize) -> Vec<(String, RunTotals)> {
         let snapshots = self.runtime.variant_snapshots(&self.tasks[task].target.task).unwrap_or_default();
         snapshots.into_iter().filter_map(|v| Some((v.name, v.runs?))).collect()
+    }
+
+    fn rss_bytes(&self) -> Option<u64> {
+        modelless_runtime::metrics::process_rss_bytes()
     }
 }

@@ -5,11 +5,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use modelless_runtime::metrics::{CpuSample, machine_page_faults};
 use modelless_runtime::policy_abi::RunTotals;
-use tokio::time::{Instant, sleep_until};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio::time::Instant;
 
 use super::record::{RequestRecord, Stages, Status};
 use super::runs::{RunsMeter, SecondRuns};
@@ -59,6 +61,10 @@ pub trait Target: Send + Sync + 'static {
     /// can tell: a runtime in this process can, an endpoint cannot.
     fn run_totals(&self, _task: usize) -> Vec<(String, RunTotals)> {
         Vec::new()
+    }
+    /// The serving process's resident memory now, bytes, where the target can tell.
+    fn rss_bytes(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -124,7 +130,6 @@ pub async fn run(
     let mut sampler = Sampler::new(target.clone(), &targets);
     let start = Instant::now();
     let at = |s: f64| start + Duration::from_secs_f64(s);
-    let mut next_second = 1u32;
     // Samples the second that just ended and reports it.
     let mut report = |second: u32, sent: u64| {
         let (now, ran) = sampler.sample(second - 1);
@@ -133,32 +138,47 @@ pub async fn run(
         samples.extend(now);
         runs.extend(ran);
     };
-    for (index, &arrival) in arrivals.iter().enumerate() {
-        while arrival.at_s > f64::from(next_second) {
-            sleep_until(at(f64::from(next_second))).await;
-            report(next_second, index as u64);
-            next_second += 1;
-        }
+    let (due_tx, mut due_rx) = unbounded_channel();
+    let times: Vec<f64> = arrivals.iter().map(|a| a.at_s).collect();
+    let pacer_start = start.into_std();
+    std::thread::Builder::new()
+        .name("modelless-loadgen-pacer".into())
+        .spawn(move || pace(&times, duration_s, pacer_start, &due_tx))
+        .map_err(|e| LoadError::Target(format!("cannot start the pacer thread: {e}")))?;
+    let mut sent = 0u64;
+    while let Some(due) = due_rx.recv().await {
+        let index = match due {
+            Due::SecondEnded(second) => {
+                report(second, sent);
+                continue;
+            }
+            Due::Arrival(index) => index,
+        };
+        sent += 1;
+        let arrival = arrivals[index];
         let due = at(arrival.at_s);
-        sleep_until(due).await;
         let (task, name) = (arrival.task, targets[arrival.task].task.clone());
-        let (answer, ended, under_way) = (target.send(task), ended.clone(), under_way.clone());
+        let mut answer = target.send(task);
+        // An answer the call already holds (a refusal) is recorded now: waiting for a
+        // task of its own to be scheduled would add the load generator's delay to it.
+        let answered = std::future::poll_fn(|cx| Poll::Ready(answer.as_mut().poll(cx))).await;
+        // From when it was due, so that a late sender shows as latency.
+        let record = move |answer: Answer| answer.record(name, arrival.at_s, due.elapsed().as_secs_f64() * 1e3);
+        if let Poll::Ready(answer) = answered {
+            if let Ok(mut ended) = ended.lock() {
+                ended[index] = Some(record(answer));
+            }
+            continue;
+        }
+        let (ended, under_way) = (ended.clone(), under_way.clone());
         under_way.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
-            let answer = answer.await;
-            // From when it was due, so that a late sender shows as latency.
-            let latency_ms = due.elapsed().as_secs_f64() * 1e3;
-            let record = answer.record(name, arrival.at_s, latency_ms);
+            let record = record(answer.await);
             if let Ok(mut ended) = ended.lock() {
                 ended[index] = Some(record);
             }
             under_way.fetch_sub(1, Ordering::Relaxed);
         });
-    }
-    while next_second <= duration_s {
-        sleep_until(at(f64::from(next_second))).await;
-        report(next_second, arrivals.len() as u64);
-        next_second += 1;
     }
     let give_up = Instant::now() + DRAIN;
     while under_way.load(Ordering::Relaxed) > 0 && Instant::now() < give_up {
@@ -175,6 +195,46 @@ pub async fn run(
         })
         .collect();
     Ok(RunResult { targets, records, samples, runs, duration_s })
+}
+
+/// What the pacer says is due.
+enum Due {
+    /// The arrival of this index.
+    Arrival(usize),
+    /// The end of this second (1 is the end of the first).
+    SecondEnded(u32),
+}
+
+/// Says each arrival (of `times`, seconds from `start`, in order) and each second's
+/// end when it is due, to the microsecond: a thread of its own sleeps to each, where
+/// the async timer's millisecond ticks would add up to a millisecond to every
+/// latency, measured from when a request was due.
+fn pace(times: &[f64], duration_s: u32, start: std::time::Instant, due: &UnboundedSender<Due>) {
+    let wait_until = |seconds: f64| {
+        let at = start + Duration::from_secs_f64(seconds);
+        std::thread::sleep(at.saturating_duration_since(std::time::Instant::now()));
+    };
+    let mut next_second = 1u32;
+    for (index, &at_s) in times.iter().enumerate() {
+        while at_s > f64::from(next_second) {
+            wait_until(f64::from(next_second));
+            if due.send(Due::SecondEnded(next_second)).is_err() {
+                return;
+            }
+            next_second += 1;
+        }
+        wait_until(at_s);
+        if due.send(Due::Arrival(index)).is_err() {
+            return;
+        }
+    }
+    while next_second <= duration_s {
+        wait_until(f64::from(next_second));
+        if due.send(Due::SecondEnded(next_second)).is_err() {
+            return;
+        }
+        next_second += 1;
+    }
 }
 
 /// Samples each task, what its variants ran, and the machine's CPU and page faults at
@@ -210,13 +270,22 @@ impl<'a> Sampler<'a> {
         let faults_now = machine_page_faults();
         let page_faults = faults_now.zip(self.page_faults).map(|(now, before)| now.saturating_sub(before));
         self.page_faults = faults_now;
+        let rss_bytes = self.target.rss_bytes();
         let samples = self
             .tasks
             .iter()
             .enumerate()
             .map(|(index, task)| {
                 let (active, queue_length) = self.target.observe(index);
-                Sample { second, task: task.task.clone(), active, queue_length, cpu_percent: cpu, page_faults }
+                Sample {
+                    second,
+                    task: task.task.clone(),
+                    active,
+                    queue_length,
+                    cpu_percent: cpu,
+                    page_faults,
+                    rss_bytes,
+                }
             })
             .collect();
         let totals = self.run_totals();

@@ -55,6 +55,10 @@ pub struct Sample {
     pub cpu_percent: Option<f64>,
     /// Page faults taken on the machine over the second.
     pub page_faults: Option<u64>,
+    /// The serving process's resident memory at the end of the second, bytes, where
+    /// the target can tell (a runtime in this process can, an endpoint cannot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
 }
 
 /// The figures of a run, for one task or all of them.
@@ -219,6 +223,8 @@ pub struct Second {
     pub cpu_percent: Option<f64>,
     /// Page faults on the machine over it.
     pub page_faults: Option<u64>,
+    /// The serving process's resident memory at its end, bytes.
+    pub rss_bytes: Option<u64>,
 }
 
 /// The run second by second, per task, for `seconds` seconds.
@@ -251,6 +257,7 @@ pub fn timeline(records: &[RequestRecord], targets: &[TaskTarget], samples: &[Sa
                 queue_length: sample.and_then(|s| s.queue_length),
                 cpu_percent: sample.and_then(|s| s.cpu_percent),
                 page_faults: sample.and_then(|s| s.page_faults),
+                rss_bytes: sample.and_then(|s| s.rss_bytes),
             });
         }
     }
@@ -260,13 +267,13 @@ pub fn timeline(records: &[RequestRecord], targets: &[TaskTarget], samples: &[Sa
 /// The timeline as CSV.
 pub fn timeline_csv(rows: &[Second]) -> String {
     let mut out = String::from(
-        "second,task,sent,in_slo,slo_violations,p50_ms,p99_ms,active,queue_length,cpu_percent,page_faults\n",
+        "second,task,sent,in_slo,slo_violations,p50_ms,p99_ms,active,queue_length,cpu_percent,page_faults,rss_mib\n",
     );
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             r.second,
             r.task,
             r.sent,
@@ -277,7 +284,8 @@ pub fn timeline_csv(rows: &[Second]) -> String {
             r.active.as_deref().unwrap_or(""),
             r.queue_length.map_or(String::new(), |q| q.to_string()),
             opt(r.cpu_percent),
-            r.page_faults.map_or(String::new(), |n| n.to_string())
+            r.page_faults.map_or(String::new(), |n| n.to_string()),
+            opt(r.rss_bytes.map(|b| b as f64 / (1024.0 * 1024.0)))
         );
     }
     out
@@ -342,8 +350,8 @@ mod tests {
             stages: None,
             reason: match status {
                 Status::Ok => None,
-                Status::Rejected => Some(crate::load::record::reason("overloaded", "queue full")),
-                _ => Some(crate::load::record::reason("deadline_exceeded", "expired")),
+                Status::Rejected => Some(crate::load::record::reason("queue_full", "queue full")),
+                _ => Some(crate::load::record::reason("expired", "expired")),
             },
         }
     }
@@ -386,7 +394,7 @@ mod tests {
         let s = &summarize(&records, std::slice::from_ref(&a), &samples, 2.0)[0];
         assert_eq!((s.sent, s.completed, s.rejected, s.expired, s.failed), (5, 3, 1, 1, 0));
         let by_reason: Vec<(&str, u64)> = s.failures_by_reason.iter().map(|(k, &n)| (k.as_str(), n)).collect();
-        assert_eq!(by_reason, [("deadline_exceeded", 1), ("overloaded", 1)]);
+        assert_eq!(by_reason, [("expired", 1), ("queue_full", 1)]);
         assert_eq!(s.slo_violations, 3);
         assert!((s.slo_violation_pct - 60.0).abs() < 1e-9);
         assert_eq!(s.p50_ms, Some(90.0));
@@ -424,7 +432,7 @@ mod tests {
             record("a", 0.9, Status::Ok, 150.0, Some("v")),
             record("a", 2.5, Status::Rejected, 1.0, None),
         ];
-        let faulting = Sample { page_faults: Some(2_352), ..sample("a", 1, "v", 4) };
+        let faulting = Sample { page_faults: Some(2_352), rss_bytes: Some(300 << 20), ..sample("a", 1, "v", 4) };
         let rows = timeline(&records, &[a], &[faulting], 3);
         let counts: Vec<(u64, u64, u64)> = rows.iter().map(|r| (r.sent, r.in_slo, r.slo_violations)).collect();
         assert_eq!(counts, vec![(2, 1, 1), (0, 0, 0), (1, 0, 1)]);
@@ -432,7 +440,7 @@ mod tests {
         assert_eq!(rows[0].p99_ms.map(|p| p > 140.0), Some(true));
         let csv = timeline_csv(&rows);
         assert_eq!(csv.lines().count(), 4);
-        assert_eq!(csv.lines().nth(2), Some("1,a,0,0,0,,,v,4,,2352"));
+        assert_eq!(csv.lines().nth(2), Some("1,a,0,0,0,,,v,4,,2352,300.00"));
     }
 
     #[test]

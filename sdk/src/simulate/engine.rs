@@ -244,6 +244,19 @@ impl Sim<'_> {
     }
 
     fn record(&mut self, index: usize, task: usize, queued: &Queued, end: (Status, u64), batch: Option<(usize, u32)>) {
+        self.record_why(index, task, queued, end, batch, "queue_full");
+    }
+
+    /// Like [`Sim::record`], a refusal for `refused` (the runtime's error kind).
+    fn record_why(
+        &mut self,
+        index: usize,
+        task: usize,
+        queued: &Queued,
+        end: (Status, u64),
+        batch: Option<(usize, u32)>,
+        refused: &str,
+    ) {
         self.records[index] = Some(RequestRecord {
             task: self.model.tasks[task].name.clone(),
             sent_s: queued.arrived_us as f64 / 1e6,
@@ -253,10 +266,11 @@ impl Sim<'_> {
             batch_size: batch.map(|(_, rows)| rows),
             stages: None,
             reason: match end.0 {
-                Status::Rejected => Some(crate::load::record::reason("overloaded", "the simulated queue is full")),
-                Status::Expired => {
-                    Some(crate::load::record::reason("deadline_exceeded", "expired in the simulated queue"))
+                Status::Rejected if refused == "would_miss_deadline" => {
+                    Some(crate::load::record::reason(refused, "the simulated queue would answer it after its deadline"))
                 }
+                Status::Rejected => Some(crate::load::record::reason(refused, "the simulated queue is full")),
+                Status::Expired => Some(crate::load::record::reason("expired", "expired in the simulated queue")),
                 _ => None,
             },
         });
@@ -271,10 +285,16 @@ impl Sim<'_> {
         let queued = Queued { index, arrived_us: now, deadline_us: now + (slo_ms * 1e3) as u64, variant: state.active };
         state.traffic.arrived(second);
         if state.queue.len() >= self.model.tasks[task].variants[state.active].max_queue_size {
-            state.traffic.rejected();
+            state.traffic.rejected_for("queue_full");
             self.record(index, task, &queued, (Status::Rejected, now), None);
             return server;
         }
+        if self.servers[server].would_miss(task, queued.deadline_us, now).is_some() {
+            self.servers[server].tasks[task].traffic.rejected_for("would_miss_deadline");
+            self.record_why(index, task, &queued, (Status::Rejected, now), None, "would_miss_deadline");
+            return server;
+        }
+        let state = &mut self.servers[server].tasks[task];
         state.in_flight += 1;
         state.queue.push_back(queued);
         self.start(server, now);
@@ -298,7 +318,7 @@ impl Sim<'_> {
             let state = &mut self.servers[server].tasks[task];
             state.traffic.expired();
             state.in_flight -= 1;
-            self.record(queued.index, task, &queued, (Status::Expired, queued.deadline_us), None);
+            self.record(queued.index, task, &queued, (Status::Expired, now.min(queued.deadline_us)), None);
         }
         match self.servers[server].next_batch(now) {
             Ok(batch) => {
@@ -369,6 +389,7 @@ impl Sim<'_> {
                     queue_length: Some(self.servers.iter().map(|s| s.tasks[task].queue.len() as u64).sum()),
                     cpu_percent: cpu,
                     page_faults: None,
+                    rss_bytes: None,
                 }
             })
             .collect()

@@ -1,8 +1,17 @@
 //! One simulated server: per task a queue, the active variant and its knobs, and the
 //! traffic window the snapshot reads; one executor that runs one batch at a time
 //! (a session with as many intra-op threads as cores holds the whole machine).
+//!
+//! Admission and batching follow the runtime's deadline rules with the runtime's own
+//! arithmetic: each variant's profiled line, corrected by the batches it ran, refuses
+//! a request predicted to be answered late, drops one that could no longer make it,
+//! and cuts a batch where one more request would make its head late.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use modelless_runtime::batching::BatchCost;
+use modelless_runtime::batching::deadline::{ArrivalRate, Backlog, admits};
 
 use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
 use modelless_runtime::policy::{TaskReading, task_snapshot};
@@ -47,6 +56,10 @@ pub(crate) struct TaskState {
     pub in_flight: u64,
     /// Per variant: the batches it ran, as the runtime counts them.
     pub runs: Vec<RunTotals>,
+    /// Per variant: what its batches cost, as the runtime predicts it.
+    pub costs: Vec<Option<BatchCost>>,
+    /// How fast its requests arrive, as the runtime's queue tracks it.
+    pub arrivals: ArrivalRate,
 }
 
 impl TaskState {
@@ -60,6 +73,8 @@ impl TaskState {
             traffic: TrafficWindow::default(),
             in_flight: 0,
             runs: vec![RunTotals::default(); task.variants.len()],
+            costs: task.variants.iter().map(|v| BatchCost::new(v.fit)).collect(),
+            arrivals: ArrivalRate::default(),
         }
     }
 
@@ -110,6 +125,8 @@ pub(crate) struct Server {
     second_mark: BusyMark,
     /// When a held batch's delay runs out, if a wake-up is scheduled.
     pub wake_at: Option<u64>,
+    /// The instant simulated time 0 stands for, in the runtime's deadline arithmetic.
+    origin: Instant,
 }
 
 impl Server {
@@ -121,6 +138,7 @@ impl Server {
             tick_mark: BusyMark::default(),
             second_mark: BusyMark::default(),
             wake_at: None,
+            origin: Instant::now(),
         }
     }
 
@@ -152,6 +170,9 @@ impl Server {
         let running = self.running.take()?;
         let took = now - running.started_us;
         self.busy_done_us += took;
+        if let Some(cost) = &mut self.tasks[running.task].costs[running.variant] {
+            cost.observe(running.requests.len(), Duration::from_micros(took));
+        }
         let runs = &mut self.tasks[running.task].runs[running.variant];
         runs.batches += 1;
         runs.rows += running.requests.len() as u64;
@@ -159,12 +180,39 @@ impl Server {
         Some(running)
     }
 
-    /// Takes requests whose deadline passed by `now` out of the queues.
+    /// When a request of `task` arriving at `now` with `deadline_us` would be
+    /// answered (µs), where the runtime would refuse it for that.
+    pub fn would_miss(&mut self, task: usize, deadline_us: u64, now: u64) -> Option<u64> {
+        let origin = self.origin;
+        let at = |us: u64| origin + Duration::from_micros(us);
+        self.tasks[task].arrivals.arrived(at(now));
+        let state = &self.tasks[task];
+        let cost = state.costs[state.active].as_ref()?;
+        let free_at = match &self.running {
+            Some(r) if r.task == task => at(r.started_us) + cost.of(r.requests.len()),
+            _ => at(now),
+        };
+        let (max_batch_size, delay_us) = state.knobs[state.active];
+        let backlog = Backlog {
+            free_at: &[free_at],
+            rows_ahead: state.queue.len(),
+            max_batch_size: max_batch_size as usize,
+            max_queue_delay: Duration::from_micros(delay_us),
+            arrivals_per_s: state.arrivals.per_s(),
+        };
+        let answer = admits(cost, &backlog, 1, at(now), at(deadline_us)).err()?;
+        Some(answer.duration_since(origin).as_micros() as u64)
+    }
+
+    /// Takes out of the queues the requests that could no longer be answered by their
+    /// deadline, were their batch to start at `now`.
     pub fn expire(&mut self, now: u64) -> Vec<(usize, Queued)> {
         let mut dead = Vec::new();
         for (index, task) in self.tasks.iter_mut().enumerate() {
             // Deadlines follow arrival order within a task: they share one target.
-            while task.queue.front().is_some_and(|q| q.deadline_us <= now) {
+            while let Some(head) = task.queue.front()
+                && now + one_row_us(&task.costs[head.variant]) > head.deadline_us
+            {
                 dead.extend(task.queue.pop_front().map(|q| (index, q)));
             }
         }
@@ -190,6 +238,7 @@ impl Server {
         }
         let Some((_, task, rows)) = best else { return Err(earliest_wake) };
         let state = &mut self.tasks[task];
+        let rows = in_time(state, rows, now);
         let requests: Vec<Queued> = state.queue.drain(..rows).collect();
         Ok(Running { task, variant: requests[0].variant, requests, started_us: now })
     }
@@ -290,6 +339,21 @@ impl Server {
         };
         Snapshot { abi_version: ABI_VERSION, tick, now_ms: now / 1000, tasks, system }
     }
+}
+
+/// What one row costs on a variant, µs; nothing where the cost is unknown (a
+/// request then expires at its deadline).
+fn one_row_us(cost: &Option<BatchCost>) -> u64 {
+    cost.as_ref().map_or(0, |c| c.of(1).as_micros() as u64)
+}
+
+/// Of the first `rows` requests of `task`'s queue, how many one batch starting at
+/// `now` can answer by the head's deadline (the earliest: they share one target).
+fn in_time(task: &TaskState, rows: usize, now: u64) -> usize {
+    let Some(head) = task.queue.front() else { return rows };
+    let Some(cost) = &task.costs[head.variant] else { return rows };
+    let left = Duration::from_micros(head.deadline_us.saturating_sub(now));
+    (1..=rows).rev().find(|&n| cost.of(n) <= left).unwrap_or(1)
 }
 
 /// Whether `task`'s head batch may leave at `now`: it is full, or its oldest request

@@ -90,7 +90,7 @@ fn a_wasm_policy_steers_simulated_tasks_and_beats_serving_the_largest_variant_re
     let (fixed, steered) = (&fixed.summaries()[0], &steered.summaries()[0]);
     assert_eq!(fixed.variant_switches, 0);
     assert!(fixed.slo_violation_pct > 20.0, "200/s on the large variant: {fixed:?}");
-    assert!(fixed.expired > 500, "requests wait past their deadline: {fixed:?}");
+    assert!(fixed.rejected + fixed.expired > 500, "requests that could not be answered in time: {fixed:?}");
     assert!(steered.variant_switches >= 2, "down as load rises, up as it falls: {steered:?}");
     assert!(steered.slo_violation_pct < 1.0, "{steered:?}");
     assert!(steered.effective_accuracy > fixed.effective_accuracy);

@@ -111,10 +111,11 @@ fn failed_requests_show_in_the_metrics_under_their_own_reason() {
         let labels = format!(r#"reason="{reason}",task="failure-reasons",variant="{variant}""#);
         metric_value(&text, "modelless_inference_request_failure", &labels)
     };
-    for reason in ["overloaded", "deadline_exceeded", "invalid_input", "backend_failed"] {
+    for reason in ["queue_full", "expired", "invalid_input", "backend_failed"] {
         assert_eq!(failures("v0", reason), 1.0, "{reason} in\n{text}");
     }
     assert_eq!(failures("v0", "canceled"), 0.0, "bound in advance, at zero");
+    assert_eq!(failures("v0", "would_miss_deadline"), 0.0, "without a profile, nothing is predicted");
     assert!(text.contains(r#"reason="canceled",task="failure-reasons",variant="v0""#), "{text}");
     assert_eq!(failures("", "no_variant_meets_slo"), 1.0, "the task's own refusal has no variant: {text}");
 }

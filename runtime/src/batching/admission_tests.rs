@@ -1,0 +1,121 @@
+//! Deadline-aware admission through a model's real queue and instance threads, on a
+//! fake backend whose batch cost is known exactly.
+
+use std::time::{Duration, Instant};
+
+use modelless_policy_abi::LatencyFit;
+
+use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+use crate::batching::BatchingConfig;
+use crate::batching::state::Priority;
+use crate::error::Error;
+use crate::model::{Admission, Model, StartOptions, Ticket};
+use crate::request::{InferOptions, Inputs};
+use crate::tensor::Tensor;
+
+/// Every batch of the fake takes this long, whatever its rows.
+const BATCH_MS: u64 = 40;
+
+/// One instance, one request per batch, batches of [`BATCH_MS`]; profiled (the line
+/// the fake follows) or not.
+fn model(name: &str, profiled: bool) -> (Model, BatchLog) {
+    let log = BatchLog::default();
+    let fake = FakeConfig { per_batch: Duration::from_millis(BATCH_MS), ..FakeConfig::default() };
+    let options = StartOptions {
+        latency_fit: profiled.then_some(LatencyFit { a_ms: 0.0, c_ms: BATCH_MS as f64, r2: 1.0 }),
+        ..StartOptions::default()
+    };
+    let batching = BatchingConfig::default().with_max_batch_size(1);
+    let model = Model::start_with(name, FakeBackend::factory(fake, log.clone()), 1, batching, options).unwrap();
+    (model, log)
+}
+
+fn request(id: f32) -> Inputs {
+    Inputs::from(Tensor::new([1, 4], vec![id; 4]).unwrap())
+}
+
+fn due_in(ms: u64) -> InferOptions {
+    InferOptions::default().with_timeout(Duration::from_millis(ms))
+}
+
+/// Starts one batch and queues three more behind it: a request queued now rides in
+/// the fifth batch, answered [`BATCH_MS`] × 5 after the first started.
+fn four_ahead(model: &Model, log: &BatchLog) -> (Instant, Vec<Ticket>) {
+    let started = Instant::now();
+    let mut tickets = vec![model.submit(request(0.0), InferOptions::default()).unwrap()];
+    let waiting = Instant::now();
+    while log.sizes().is_empty() {
+        assert!(waiting.elapsed() < Duration::from_secs(10), "the first batch never started");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    tickets.extend((1..4).map(|i| model.submit(request(i as f32), InferOptions::default()).unwrap()));
+    (started, tickets)
+}
+
+#[test]
+fn a_request_that_can_make_its_deadline_is_admitted_and_one_that_cannot_is_refused_at_once() {
+    let (model, log) = model("admission-boundary", true);
+    assert!(matches!(model.admission(), Admission::Predictive { .. }));
+    let (started, ahead) = four_ahead(&model, &log);
+    // Predicted answer: `started` + 200 ms. Given the few ms since, 190 is short and 215 enough.
+    let margin = started.elapsed().as_millis() as u64;
+    assert!(margin < 10, "the test's own steps took {margin} ms");
+    let asked = Instant::now();
+    let refused = model.submit(request(10.0), due_in(5 * BATCH_MS - 10));
+    let refused_in = asked.elapsed();
+    let admitted = model.submit(request(11.0), due_in(5 * BATCH_MS + 15)).unwrap();
+    match refused {
+        Err(Error::WouldMissDeadline { predicted, left, retry_after, .. }) => {
+            assert!(predicted > left, "{predicted:?} against {left:?}");
+            assert_eq!(retry_after, predicted - left);
+            assert!(refused_in < Duration::from_millis(5), "refused within {refused_in:?}, not at its deadline");
+        }
+        other => panic!("expected WouldMissDeadline, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(admitted.wait().unwrap().first().map(|t| t.as_slice::<f32>().unwrap()[0]), Some(11.0));
+    for ticket in ahead {
+        ticket.wait().unwrap();
+    }
+    assert!(!log.leaders().contains(&10.0), "the refused request never ran: {:?}", log.leaders());
+    assert_eq!(log.sizes().len(), 5);
+    assert_eq!(model.counters().failed_of("would_miss_deadline"), 1);
+}
+
+#[test]
+fn high_priority_requests_are_admitted_ahead_of_the_normal_queue() {
+    let (model, log) = model("admission-priority", true);
+    let (_, ahead) = four_ahead(&model, &log);
+    // Behind three normal requests a normal one is answered at 200 ms; a high one, at 80.
+    let high = InferOptions { priority: Priority::High, ..due_in(3 * BATCH_MS) };
+    let normal = due_in(3 * BATCH_MS);
+    assert!(matches!(model.submit(request(20.0), normal), Err(Error::WouldMissDeadline { .. })));
+    let high = model.submit(request(21.0), high).unwrap();
+    assert!(high.wait().is_ok());
+    ahead.into_iter().for_each(|t| drop(t.wait().unwrap()));
+    assert_eq!(log.leaders()[1], 21.0, "the high-priority request ran next: {:?}", log.leaders());
+}
+
+#[test]
+fn without_a_profile_a_request_is_queued_and_expires_at_its_deadline() {
+    let (model, log) = model("admission-unprofiled", false);
+    assert_eq!(model.admission(), Admission::QueueRoom);
+    let (_, ahead) = four_ahead(&model, &log);
+    let asked = Instant::now();
+    let late = model.submit(request(30.0), due_in(5 * BATCH_MS - 60)).unwrap();
+    assert!(matches!(late.wait(), Err(Error::DeadlineExceeded { .. })));
+    assert!(asked.elapsed() >= Duration::from_millis(5 * BATCH_MS - 60), "it waited for its deadline");
+    ahead.into_iter().for_each(|t| drop(t.wait().unwrap()));
+    assert!(!log.leaders().contains(&30.0));
+}
+
+#[test]
+fn measured_batches_correct_the_profile() {
+    let (model, _) = model("admission-correction", true);
+    // The profile says 40 ms; the fake takes 40 ms and a little more: the correction
+    // stays near 1 and never below it by much.
+    for i in 0..5 {
+        model.submit(request(i as f32), InferOptions::default()).unwrap().wait().unwrap();
+    }
+    let Admission::Predictive { correction } = model.admission() else { panic!("not predictive") };
+    assert!((0.95..1.5).contains(&correction), "{correction}");
+}

@@ -1,0 +1,293 @@
+//! Deadline arithmetic: what a batch costs on a model, and when a request would be
+//! answered given the work ahead of it. Pure (time is passed in), so the admission
+//! rule is unit-tested at its boundary below.
+//!
+//! The cost of a batch is the profile's fitted line `a·rows + c`, scaled by how the
+//! model's batches measured lately compared with it: the line was fitted on an idle
+//! machine, the runs happen beside whatever else the machine does.
+
+use std::time::{Duration, Instant};
+
+use modelless_policy_abi::LatencyFit;
+
+/// Weight of the newest batch in the correction: about the last ten batches count.
+const CORRECTION_WEIGHT: f64 = 0.1;
+/// Weight of the newest gap between arrivals in the arrival rate.
+const ARRIVAL_WEIGHT: f64 = 0.05;
+/// Bounds of the correction: one odd batch (a page fault storm, a descheduled
+/// thread) moves it at most this far, however long it took.
+const CORRECTION_RANGE: (f64, f64) = (0.25, 8.0);
+/// The least a batch is taken to cost, whatever the line says at small sizes.
+const MIN_BATCH_MS: f64 = 0.02;
+/// Of the time a request has left, the share admission keeps in hand: an answer
+/// predicted for its very deadline would be late as often as not (batch times
+/// spread, and the answer still has to reach the caller).
+const HEADROOM_SHARE: f64 = 0.05;
+/// The least headroom admission keeps.
+const MIN_HEADROOM: Duration = Duration::from_millis(1);
+
+/// What a batch of a given size costs on one model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchCost {
+    line: LatencyFit,
+    /// Measured over predicted, smoothed over recent batches; 1 until one ran.
+    correction: f64,
+}
+
+impl BatchCost {
+    /// The cost `line` predicts; `None` for a line that predicts nothing usable
+    /// (no cost at one row, or a non-finite one).
+    pub fn new(line: LatencyFit) -> Option<BatchCost> {
+        let one = line.predict_ms(1);
+        (one.is_finite() && one > 0.0 && line.a_ms.is_finite() && line.a_ms >= 0.0)
+            .then_some(BatchCost { line, correction: 1.0 })
+    }
+
+    /// What a batch of `rows` rows is predicted to take now.
+    pub fn of(&self, rows: usize) -> Duration {
+        Duration::from_secs_f64(self.line_ms(rows) * self.correction / 1e3)
+    }
+
+    /// Measured over predicted, as it stands.
+    pub fn correction(&self) -> f64 {
+        self.correction
+    }
+
+    /// A batch of `rows` rows took `took`, from when its instance took it to its last
+    /// answer: the correction moves toward what it measured.
+    pub fn observe(&mut self, rows: usize, took: Duration) {
+        let ratio = (took.as_secs_f64() * 1e3 / self.line_ms(rows)).clamp(CORRECTION_RANGE.0, CORRECTION_RANGE.1);
+        self.correction += CORRECTION_WEIGHT * (ratio - self.correction);
+    }
+
+    fn line_ms(&self, rows: usize) -> f64 {
+        self.line.predict_ms(rows.min(u32::MAX as usize) as u32).max(MIN_BATCH_MS)
+    }
+}
+
+/// How fast requests arrive, smoothed over the last few dozen: what fills a batch
+/// while it waits for an instance.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ArrivalRate {
+    last: Option<Instant>,
+    /// Smoothed gap between arrivals, s.
+    gap_s: Option<f64>,
+}
+
+impl ArrivalRate {
+    /// A request arrived at `now`.
+    pub fn arrived(&mut self, now: Instant) {
+        if let Some(last) = self.last {
+            let gap = now.saturating_duration_since(last).as_secs_f64();
+            self.gap_s = Some(self.gap_s.map_or(gap, |g| g + ARRIVAL_WEIGHT * (gap - g)));
+        }
+        self.last = Some(now);
+    }
+
+    /// Requests per second; 0 until two arrived.
+    pub fn per_s(&self) -> f64 {
+        self.gap_s.map_or(0.0, |g| 1.0 / g.max(1e-6))
+    }
+}
+
+/// The work between a request and its answer, as admission sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Backlog<'a> {
+    /// When each instance is predicted to be free (an idle one: any time up to now).
+    pub free_at: &'a [Instant],
+    /// Rows queued ahead of the request.
+    pub rows_ahead: usize,
+    /// The largest batch in force: the queue ahead runs in batches of this many rows.
+    pub max_batch_size: usize,
+    /// How long a batch that is not full may be held for more requests.
+    pub max_queue_delay: Duration,
+    /// Requests arriving per second: those arriving while a batch waits join it.
+    pub arrivals_per_s: f64,
+}
+
+/// When a request of `rows` rows queued behind `backlog` would be answered, were it
+/// admitted at `now`: the batches ahead go to whichever instance is free first, each
+/// full, and the request rides in the batch that holds its last row. That batch is
+/// priced with the requests that arrive while it waits for an instance (at the
+/// arrival rate, up to full); one that can start at once, at its rows, held for the
+/// queue delay when not full.
+pub fn predicted_answer(cost: &BatchCost, backlog: &Backlog<'_>, rows: usize, now: Instant) -> Instant {
+    let max = backlog.max_batch_size.max(1);
+    let mut free: Vec<Instant> = backlog.free_at.iter().map(|&t| t.max(now)).collect();
+    if free.is_empty() {
+        free.push(now);
+    }
+    let total = backlog.rows_ahead + rows.max(1);
+    let batches_before = (total - 1) / max;
+    let last_rows = total - batches_before * max;
+    let full = cost.of(max);
+    for _ in 0..batches_before {
+        let first = first_free(&mut free);
+        *first += full;
+    }
+    let start = *first_free(&mut free);
+    if start > now {
+        let joining = (backlog.arrivals_per_s * (start - now).as_secs_f64()).floor();
+        let rows = if joining >= max as f64 { max } else { (last_rows + joining as usize).min(max) };
+        return start + cost.of(rows);
+    }
+    let start = if last_rows < max { start.max(now + backlog.max_queue_delay) } else { start };
+    start + cost.of(last_rows)
+}
+
+/// Whether a request of `rows` rows due at `deadline`, queued at `now` behind
+/// `backlog`, is predicted to be answered in time with headroom to spare; `Err`
+/// holds the predicted answer when it is not.
+pub fn admits(
+    cost: &BatchCost,
+    backlog: &Backlog<'_>,
+    rows: usize,
+    now: Instant,
+    deadline: Instant,
+) -> Result<(), Instant> {
+    let answer = predicted_answer(cost, backlog, rows, now);
+    let left = deadline.saturating_duration_since(now);
+    let headroom = left.mul_f64(HEADROOM_SHARE).max(MIN_HEADROOM);
+    if answer + headroom <= deadline { Ok(()) } else { Err(answer) }
+}
+
+/// The instance free first.
+fn first_free(free: &mut [Instant]) -> &mut Instant {
+    let index = free.iter().enumerate().min_by_key(|(_, t)| **t).map_or(0, |(i, _)| i);
+    &mut free[index]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arrivals that fill any batch that waits.
+    const BUSY: f64 = 1e9;
+
+    /// 1 ms a row plus 4 ms a batch, uncorrected.
+    fn cost() -> BatchCost {
+        BatchCost::new(LatencyFit { a_ms: 1.0, c_ms: 4.0, r2: 1.0 }).unwrap()
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn the_queue_ahead_runs_in_full_batches_and_the_request_in_the_last() {
+        let now = Instant::now();
+        let idle = [now];
+        let backlog = Backlog {
+            free_at: &idle,
+            rows_ahead: 17,
+            max_batch_size: 8,
+            max_queue_delay: Duration::ZERO,
+            arrivals_per_s: BUSY,
+        };
+        // Rows 1..=18: two full batches of 8 (12 ms each), then its own, which waits
+        // for them and is priced full: 36.
+        assert_eq!(predicted_answer(&cost(), &backlog, 1, now), now + ms(36));
+        assert_eq!(predicted_answer(&cost(), &backlog, 7, now), now + ms(36));
+        // One more row spills into a fourth batch.
+        assert_eq!(predicted_answer(&cost(), &backlog, 8, now), now + ms(48));
+        // Without a queue ahead, a batch that starts at once is priced at its rows.
+        let backlog = Backlog { rows_ahead: 0, ..backlog };
+        assert_eq!(predicted_answer(&cost(), &backlog, 2, now), now + ms(6));
+        // One that waits 24 ms at 125 requests/s is joined by 3 (24 ms · 125/s).
+        let backlog = Backlog { rows_ahead: 17, arrivals_per_s: 125.0, ..backlog };
+        assert_eq!(predicted_answer(&cost(), &backlog, 1, now), now + ms(24 + 4 + 2 + 3));
+    }
+
+    #[test]
+    fn batches_ahead_go_to_the_instance_free_first() {
+        let now = Instant::now();
+        let busy = [now + ms(10), now + ms(3)];
+        let backlog = Backlog {
+            free_at: &busy,
+            rows_ahead: 16,
+            max_batch_size: 8,
+            max_queue_delay: Duration::ZERO,
+            arrivals_per_s: BUSY,
+        };
+        // Batch 1 on the second instance (3 → 15), batch 2 on the first (10 → 22),
+        // ours on the second again (15 → 27): it waits, so it is priced full.
+        assert_eq!(predicted_answer(&cost(), &backlog, 1, now), now + ms(15 + 12));
+        // An instance that ran past its predicted end is taken to be free now.
+        let late = [now - ms(5)];
+        let backlog = Backlog { free_at: &late, rows_ahead: 0, ..backlog };
+        assert_eq!(predicted_answer(&cost(), &backlog, 1, now), now + ms(5));
+    }
+
+    #[test]
+    fn a_batch_that_is_not_full_is_held_for_the_queue_delay() {
+        let now = Instant::now();
+        let idle = [now];
+        let backlog =
+            Backlog { free_at: &idle, rows_ahead: 0, max_batch_size: 8, max_queue_delay: ms(2), arrivals_per_s: BUSY };
+        assert_eq!(predicted_answer(&cost(), &backlog, 1, now), now + ms(2 + 5));
+        assert_eq!(predicted_answer(&cost(), &backlog, 8, now), now + ms(12), "a full batch leaves at once");
+    }
+
+    #[test]
+    fn admission_keeps_headroom_and_decides_at_its_boundary_both_ways() {
+        let now = Instant::now();
+        let idle = [now];
+        let backlog = Backlog {
+            free_at: &idle,
+            rows_ahead: 8,
+            max_batch_size: 8,
+            max_queue_delay: Duration::ZERO,
+            arrivals_per_s: BUSY,
+        };
+        // Answered at 24 ms; due at 40 ms the headroom is 2 ms: in time up to 26 ms.
+        let answer = now + ms(24);
+        assert_eq!(predicted_answer(&cost(), &backlog, 1, now), answer);
+        let due = |d: Duration| now + d;
+        // 5 % of 25.27 ms is 1.26 ms: answer + 1.26 ≤ 25.27 just holds.
+        assert_eq!(admits(&cost(), &backlog, 1, now, due(Duration::from_micros(25_270))), Ok(()));
+        assert_eq!(admits(&cost(), &backlog, 1, now, due(Duration::from_micros(25_260))), Err(answer));
+        // Below 20 ms left the headroom is the 1 ms floor.
+        let backlog = Backlog { rows_ahead: 0, ..backlog };
+        assert_eq!(admits(&cost(), &backlog, 1, now, due(ms(6))), Ok(()));
+        assert_eq!(admits(&cost(), &backlog, 1, now, due(Duration::from_micros(5_999))), Err(now + ms(5)));
+    }
+
+    #[test]
+    fn the_correction_follows_measured_batches_within_bounds() {
+        let mut cost = cost();
+        assert_eq!(cost.of(8), ms(12));
+        for _ in 0..200 {
+            cost.observe(8, ms(24));
+        }
+        assert!((cost.correction() - 2.0).abs() < 1e-3, "{}", cost.correction());
+        assert!((cost.of(4).as_secs_f64() - 0.016).abs() < 1e-5, "{:?}", cost.of(4));
+        // One pathological batch moves it by a tenth of the bounded ratio.
+        let before = cost.correction();
+        cost.observe(8, Duration::from_secs(100));
+        assert!((cost.correction() - (before + 0.1 * (8.0 - before))).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_arrival_rate_follows_the_gaps_between_arrivals() {
+        let t0 = Instant::now();
+        let mut rate = ArrivalRate::default();
+        assert_eq!(rate.per_s(), 0.0);
+        for i in 0..200 {
+            rate.arrived(t0 + ms(4 * i));
+        }
+        assert!((rate.per_s() - 250.0).abs() < 1.0, "{}", rate.per_s());
+        for i in 0..200 {
+            rate.arrived(t0 + ms(800 + 20 * i));
+        }
+        assert!((rate.per_s() - 50.0).abs() < 1.0, "{}", rate.per_s());
+    }
+
+    #[test]
+    fn a_line_that_predicts_nothing_gives_no_cost() {
+        assert!(BatchCost::new(LatencyFit { a_ms: 0.0, c_ms: 0.0, r2: 1.0 }).is_none());
+        assert!(BatchCost::new(LatencyFit { a_ms: -1.0, c_ms: 5.0, r2: 1.0 }).is_none());
+        assert!(BatchCost::new(LatencyFit { a_ms: f64::NAN, c_ms: 5.0, r2: 1.0 }).is_none());
+        // A negative intercept is fine while a row costs something.
+        assert!(BatchCost::new(LatencyFit { a_ms: 2.0, c_ms: -0.5, r2: 1.0 }).is_some());
+    }
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Overload without collapse: one variant (MobileNetV2-1.0), no policy, offered 0.8,
+# 1.5, 2 and 4 times its capacity for PHASE_S seconds each, in one open-loop run.
+# The capacity is measured first, in the same run (closed loop, CONCURRENCY clients).
+# With BASELINE=<git revision> the same load also goes to that revision's build,
+# right after, for the before/after table. Writes each run's loadgen files (plots
+# included), results.md (per phase: goodput, late share, refusals by reason, the
+# refusal latency, peak RSS) and results.json.
+#
+#   bash scripts/bench_overload.sh [OUT]      (default bench-overload; ~3 min a build)
+#   BASELINE=436d92c PHASE_S=30 MULTIPLES="0.8 1.5 2 4" CONCURRENCY=32
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$(realpath -m "${1:-$ROOT/bench-overload}")"
+PHASE_S="${PHASE_S:-30}"
+MULTIPLES="${MULTIPLES:-0.8 1.5 2 4}"
+CONCURRENCY="${CONCURRENCY:-32}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
+cd "$ROOT"
+log() { echo "bench_overload: $*" >&2; }
+
+bash scripts/setup.sh
+rm -rf "$OUT"
+mkdir -p "$OUT/bin"
+if [[ -n "${BASELINE:-}" ]]; then
+    # Built first, in a worktree sharing the target folder (only the workspace's own
+    # crates rebuild); its binary is kept aside before this revision's build.
+    log "building the baseline $BASELINE"
+    git worktree add --detach --force "$OUT/baseline-src" "$BASELINE" >/dev/null
+    (cd "$OUT/baseline-src" && cargo build --quiet --release --locked -p modelless --features cli)
+    cp "$CARGO_TARGET_DIR/release/modelless" "$OUT/bin/baseline"
+    git worktree remove --force "$OUT/baseline-src"
+fi
+log "building this revision"
+cargo build --quiet --release --locked -p modelless --features cli
+cp "$CARGO_TARGET_DIR/release/modelless" "$OUT/bin/admission"
+sed -e "s|\.\./\.modelless|$ROOT/.modelless|g" experiments/overload.toml >"$OUT/config.toml"
+
+log "measuring capacity: closed loop, $CONCURRENCY clients, 15 s"
+cat >"$OUT/capacity-load.toml" <<TOML
+[[tasks]]
+task = "classify"
+slo_ms = 60000
+pattern = { kind = "constant", rate = 1, duration_s = 15 }
+TOML
+"$OUT/bin/admission" loadgen --config "$OUT/config.toml" --load "$OUT/capacity-load.toml" \
+    --concurrency "$CONCURRENCY" --label capacity --out "$OUT/capacity" >/dev/null 2>"$OUT/capacity.log"
+CAPACITY=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['throughput_per_s'])" "$OUT/capacity/summary.json")
+log "capacity: $CAPACITY answers/s"
+
+# One rate per second: each multiple of the capacity for PHASE_S seconds.
+python3 - "$CAPACITY" "$PHASE_S" $MULTIPLES >"$OUT/rates.csv" <<'PY'
+import sys
+capacity, phase_s, multiples = float(sys.argv[1]), int(sys.argv[2]), [float(m) for m in sys.argv[3:]]
+for m in multiples:
+    for _ in range(phase_s):
+        print(f"{capacity * m:.1f}")
+PY
+cat >"$OUT/load.toml" <<TOML
+seed = 5
+[[tasks]]
+task = "classify"
+slo_ms = 150
+pattern = { kind = "trace", file = "$OUT/rates.csv" }
+TOML
+
+BUILDS=(admission)
+[[ -n "${BASELINE:-}" ]] && BUILDS+=(baseline)
+for build in "${BUILDS[@]}"; do
+    log "offering $MULTIPLES x capacity to $build, $PHASE_S s each"
+    "$OUT/bin/$build" loadgen --config "$OUT/config.toml" --load "$OUT/load.toml" --label "$build" \
+        --out "$OUT/$build" >/dev/null 2>"$OUT/$build.log"
+done
+python3 scripts/bench_overload_table.py --capacity "$CAPACITY" --phase-s "$PHASE_S" --multiples $MULTIPLES \
+    --runs "${BUILDS[@]/#/$OUT/}" --out "$OUT"
+cat "$OUT/results.md"
