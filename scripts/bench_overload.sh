@@ -23,18 +23,19 @@ log() { echo "bench_overload: $*" >&2; }
 bash scripts/setup.sh
 rm -rf "$OUT"
 mkdir -p "$OUT/bin"
-if [[ -n "${BASELINE:-}" ]]; then
-    # Built first, in a worktree sharing the target folder (only the workspace's own
-    # crates rebuild); its binary is kept aside before this revision's build.
-    log "building the baseline $BASELINE"
-    git worktree add --detach --force "$OUT/baseline-src" "$BASELINE" >/dev/null
-    (cd "$OUT/baseline-src" && cargo build --quiet --release --locked -p modelless --features cli)
-    cp "$CARGO_TARGET_DIR/release/modelless" "$OUT/bin/baseline"
-    git worktree remove --force "$OUT/baseline-src"
-fi
 log "building this revision"
 cargo build --quiet --release --locked -p modelless --features cli
 cp "$CARGO_TARGET_DIR/release/modelless" "$OUT/bin/admission"
+if [[ -n "${BASELINE:-}" ]]; then
+    # In a worktree, into a target folder of its own (built once, then reused): in
+    # the shared one its binary would take the place of this revision's.
+    log "building the baseline $BASELINE (the first time: a full release build)"
+    git worktree add --detach --force "$OUT/baseline-src" "$BASELINE" >/dev/null
+    (cd "$OUT/baseline-src" && CARGO_TARGET_DIR="$CARGO_TARGET_DIR/baseline" \
+        cargo build --quiet --release --locked -p modelless --features cli)
+    cp "$CARGO_TARGET_DIR/baseline/release/modelless" "$OUT/bin/baseline"
+    git worktree remove --force "$OUT/baseline-src"
+fi
 sed -e "s|\.\./\.modelless|$ROOT/.modelless|g" experiments/overload.toml >"$OUT/config.toml"
 
 log "measuring capacity: closed loop, $CONCURRENCY clients, 15 s"
