@@ -6,6 +6,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.modelless/torch-venv"
 [[ -x "$VENV/bin/python" ]] || { echo "torch_env: run scripts/setup_torch.sh first" >&2; exit 1; }
+# The venv shared in the per-user cache, by its own path: torch-sys keeps the library
+# path it found in the (shared) target folder, which must outlive this clone.
+VENV="$(readlink -f "$VENV")"
 lib="$("$VENV/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)"
 echo "export LIBTORCH_USE_PYTORCH=1"
 echo "export PATH=\"$VENV/bin:\$PATH\""

@@ -212,9 +212,22 @@ impl<T: Queued> State<T> {
     /// its room goes to the requests behind it: batches stay full under overload
     /// rather than shrink to save requests admitted at the edge.
     pub fn next_batch(&mut self, now: Instant) -> (Vec<Dead<T>>, Next<T>) {
-        let dead = self.expire(now);
+        let mut dead = self.expire(now);
+        loop {
+            let (late, next) = self.form_batch(now);
+            dead.extend(late);
+            if let Some(next) = next {
+                return (dead, next);
+            }
+        }
+    }
+
+    /// One try of [`State::next_batch`] after expiry: `None` (with the requests taken
+    /// out) when the batch would have answered some late, whose room then goes to the
+    /// requests behind them on the next try.
+    fn form_batch(&mut self, now: Instant) -> (Vec<Dead<T>>, Option<Next<T>>) {
         if self.queue.is_empty() {
-            return (dead, Next::Idle);
+            return (Vec::new(), Some(Next::Idle));
         }
         let start = self.batch_start();
         let head = &self.queue[start];
@@ -230,19 +243,17 @@ impl<T: Queued> State<T> {
         let delay = Duration::from_micros(self.config.max_queue_delay_us);
         let waited_enough = now.duration_since(head.enqueued) >= delay;
         if !(cannot_grow || reached_preferred || waited_enough) {
-            return (dead, Next::WaitUntil(head.enqueued + delay));
+            return (Vec::new(), Some(Next::WaitUntil(head.enqueued + delay)));
         }
         let take = self.cut(&prefix_rows);
         let late = self.late_in(start, take, now);
         if !late.is_empty() {
-            // Their room goes to the requests behind them that can still make it.
-            let (more, next) = self.next_batch(now);
-            return (dead.into_iter().chain(late).chain(more).collect(), next);
+            return (late, None);
         }
         let take = self.in_time(start, take, None, 0, now).max(1);
         let batch: Vec<T> = self.queue.drain(start..start + take).map(|s| s.item).collect();
         self.count_batched(&batch);
-        (dead, Next::Batch(batch))
+        (Vec::new(), Some(Next::Batch(batch)))
     }
 
     /// For a batch of `rows` rows led by `head` that waited for its turn to run (its
