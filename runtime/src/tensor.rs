@@ -1,5 +1,7 @@
 //! Tensors as requests carry them: a dtype, a shape and the elements, row-major.
 
+use std::sync::Arc;
+
 use half::f16;
 use serde::{Deserialize, Serialize};
 
@@ -153,11 +155,12 @@ pub struct ShapeError {
     pub actual: usize,
 }
 
-/// A dense tensor.
+/// A dense tensor. A clone shares the elements: a caller that sends the same
+/// tensor with many requests copies it once, into each batch it joins.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
     shape: Vec<usize>,
-    data: TensorData,
+    data: Arc<TensorData>,
 }
 
 impl Tensor {
@@ -168,14 +171,14 @@ impl Tensor {
         if expected != data.len() {
             return Err(ShapeError { shape, expected, actual: data.len() });
         }
-        Ok(Tensor { shape, data })
+        Ok(Tensor { shape, data: Arc::new(data) })
     }
 
     /// A tensor of `shape` filled with `value`.
     pub fn full<T: Element>(shape: impl Into<Vec<usize>>, value: T) -> Self {
         let shape = shape.into();
         let data = T::into_data(vec![value; shape.iter().product()]);
-        Tensor { shape, data }
+        Tensor { shape, data: Arc::new(data) }
     }
 
     /// A tensor of `shape` and `dtype` filled with zeros.
@@ -190,7 +193,7 @@ impl Tensor {
             DType::U8 => TensorData::U8(vec![0; n]),
             DType::Bool => TensorData::Bool(vec![false; n]),
         };
-        Tensor { shape, data }
+        Tensor { shape, data: Arc::new(data) }
     }
 
     /// The element type.
@@ -208,14 +211,20 @@ impl Tensor {
         &self.data
     }
 
-    /// Takes the shape and elements apart.
+    /// Takes the shape and elements apart; the elements are copied only while a
+    /// clone still shares them.
     pub fn into_parts(self) -> (Vec<usize>, TensorData) {
-        (self.shape, self.data)
+        (self.shape, Arc::unwrap_or_clone(self.data))
     }
 
     /// The same elements in another shape holding as many; nothing is copied.
     pub fn reshape(self, shape: impl Into<Vec<usize>>) -> Result<Tensor, ShapeError> {
-        Tensor::new(shape, self.data)
+        let shape = shape.into();
+        let expected = shape.iter().product::<usize>();
+        if expected != self.data.len() {
+            return Err(ShapeError { shape, expected, actual: self.data.len() });
+        }
+        Ok(Tensor { shape, data: self.data })
     }
 
     /// The elements as a slice of `T`, or `None` when the dtype differs.
@@ -249,7 +258,7 @@ impl Tensor {
             DType::U8 => concat_elements::<u8>(&parts)?,
             DType::Bool => concat_elements::<bool>(&parts)?,
         };
-        Some(Tensor { shape, data })
+        Some(Tensor { shape, data: Arc::new(data) })
     }
 
     /// Splits along dimension 0 into pieces of the given row counts, which must add up
@@ -262,7 +271,7 @@ impl Tensor {
             return Some(vec![self]);
         }
         let row_len: usize = self.shape[1..].iter().product();
-        let pieces = with_elements!(&self.data, v => split_elements(v, rows, row_len));
+        let pieces = with_elements!(&*self.data, v => split_elements(v, rows, row_len));
         Some(
             pieces
                 .into_iter()
@@ -270,7 +279,7 @@ impl Tensor {
                 .map(|(data, &n)| {
                     let mut shape = self.shape.clone();
                     shape[0] = n;
-                    Tensor { shape, data }
+                    Tensor { shape, data: Arc::new(data) }
                 })
                 .collect(),
         )
@@ -305,6 +314,20 @@ mod tests {
     fn new_rejects_wrong_element_count() {
         let err = Tensor::new([2, 3], vec![0f32; 5]).unwrap_err();
         assert_eq!((err.expected, err.actual), (6, 5));
+    }
+
+    #[test]
+    fn a_clone_shares_the_elements_until_they_are_taken_apart() {
+        let sent = Tensor::new([2, 2], vec![1f32, 2., 3., 4.]).unwrap();
+        let copy = sent.clone();
+        let at = |t: &Tensor| t.as_slice::<f32>().unwrap().as_ptr();
+        assert_eq!(at(&sent), at(&copy), "a clone copies nothing");
+        let reshaped = copy.reshape([4]).unwrap();
+        assert_eq!(at(&sent), at(&reshaped), "nor does a reshape");
+        assert!(reshaped.clone().reshape([3]).is_err());
+        let (shape, data) = reshaped.into_parts();
+        assert_eq!((shape, data), (vec![4], TensorData::F32(vec![1., 2., 3., 4.])));
+        assert_eq!(sent.as_slice::<f32>().unwrap(), &[1., 2., 3., 4.], "the original keeps its elements");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use modelless_runtime::metrics::{CpuSample, machine_page_faults};
@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::record::{RequestRecord, Stages, Status};
 use super::runs::{RunsMeter, SecondRuns};
 use super::summary::{Sample, Second, Summary, TaskTarget, summarize, timeline};
-use super::{LoadError, LoadSpec, Schedule};
+use super::{Arrival, LoadError, LoadSpec, Schedule};
 
 /// How one request ended, as the target saw it.
 #[derive(Clone, Debug, PartialEq)]
@@ -122,69 +122,41 @@ pub async fn run(
 ) -> Result<RunResult, LoadError> {
     let Schedule { arrivals, duration_s } = spec.schedule()?;
     let targets = target.targets();
-    // Each request's record lands in its own slot; a slot still empty after the drain
-    // is a request that never ended.
-    let ended: Arc<Mutex<Vec<Option<RequestRecord>>>> = Arc::new(Mutex::new(vec![None; arrivals.len()]));
-    let under_way = Arc::new(AtomicU64::new(0));
-    let (mut samples, mut runs) = (Vec::new(), Vec::new());
+    let sent = Arc::new(Sent {
+        slots: Mutex::new(vec![None; arrivals.len()]),
+        count: AtomicU64::new(0),
+        under_way: AtomicU64::new(0),
+    });
     let mut sampler = Sampler::new(target.clone(), &targets);
-    let start = Instant::now();
-    let at = |s: f64| start + Duration::from_secs_f64(s);
-    // Samples the second that just ended and reports it.
-    let mut report = |second: u32, sent: u64| {
-        let (now, ran) = sampler.sample(second - 1);
-        let ended = sent - under_way.load(Ordering::Relaxed);
-        progress(&Progress { second, duration_s, sent, ended, samples: now.clone() });
-        samples.extend(now);
-        runs.extend(ran);
+    let (seconds_tx, mut seconds_rx) = unbounded_channel();
+    let pacer = Pacer {
+        target: target.clone(),
+        tasks: targets.iter().map(|t| t.task.clone()).collect(),
+        arrivals: arrivals.clone(),
+        duration_s,
+        start: std::time::Instant::now(),
+        runtime: tokio::runtime::Handle::current(),
+        sent: sent.clone(),
+        seconds: seconds_tx,
     };
-    let (due_tx, mut due_rx) = unbounded_channel();
-    let times: Vec<f64> = arrivals.iter().map(|a| a.at_s).collect();
-    let pacer_start = start.into_std();
     std::thread::Builder::new()
         .name("modelless-loadgen-pacer".into())
-        .spawn(move || pace(&times, duration_s, pacer_start, &due_tx))
+        .spawn(move || pacer.pace())
         .map_err(|e| LoadError::Target(format!("cannot start the pacer thread: {e}")))?;
-    let mut sent = 0u64;
-    while let Some(due) = due_rx.recv().await {
-        let index = match due {
-            Due::SecondEnded(second) => {
-                report(second, sent);
-                continue;
-            }
-            Due::Arrival(index) => index,
-        };
-        sent += 1;
-        let arrival = arrivals[index];
-        let due = at(arrival.at_s);
-        let (task, name) = (arrival.task, targets[arrival.task].task.clone());
-        let mut answer = target.send(task);
-        // An answer the call already holds (a refusal) is recorded now: waiting for a
-        // task of its own to be scheduled would add the load generator's delay to it.
-        let answered = std::future::poll_fn(|cx| Poll::Ready(answer.as_mut().poll(cx))).await;
-        // From when it was due, so that a late sender shows as latency.
-        let record = move |answer: Answer| answer.record(name, arrival.at_s, due.elapsed().as_secs_f64() * 1e3);
-        if let Poll::Ready(answer) = answered {
-            if let Ok(mut ended) = ended.lock() {
-                ended[index] = Some(record(answer));
-            }
-            continue;
-        }
-        let (ended, under_way) = (ended.clone(), under_way.clone());
-        under_way.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(async move {
-            let record = record(answer.await);
-            if let Ok(mut ended) = ended.lock() {
-                ended[index] = Some(record);
-            }
-            under_way.fetch_sub(1, Ordering::Relaxed);
-        });
+    let (mut samples, mut runs) = (Vec::new(), Vec::new());
+    while let Some(second) = seconds_rx.recv().await {
+        let (now, ran) = sampler.sample(second - 1);
+        let count = sent.count.load(Ordering::Relaxed);
+        let ended = count - sent.under_way.load(Ordering::Relaxed);
+        progress(&Progress { second, duration_s, sent: count, ended, samples: now.clone() });
+        samples.extend(now);
+        runs.extend(ran);
     }
     let give_up = Instant::now() + DRAIN;
-    while under_way.load(Ordering::Relaxed) > 0 && Instant::now() < give_up {
+    while sent.under_way.load(Ordering::Relaxed) > 0 && Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let slots = std::mem::take(&mut *ended.lock().map_err(|_| LoadError::Target("a sender panicked".into()))?);
+    let slots = std::mem::take(&mut *sent.slots.lock().map_err(|_| LoadError::Target("a sender panicked".into()))?);
     let records = slots
         .into_iter()
         .zip(&arrivals)
@@ -197,43 +169,102 @@ pub async fn run(
     Ok(RunResult { targets, records, samples, runs, duration_s })
 }
 
-/// What the pacer says is due.
-enum Due {
-    /// The arrival of this index.
-    Arrival(usize),
-    /// The end of this second (1 is the end of the first).
-    SecondEnded(u32),
+/// What was sent and how it ended, shared by the pacer and the tasks that await
+/// answers.
+struct Sent {
+    /// Each request's record, in its own slot; a slot still empty after the drain is
+    /// a request that never ended.
+    slots: Mutex<Vec<Option<RequestRecord>>>,
+    /// Requests sent so far.
+    count: AtomicU64,
+    /// Requests sent and not yet ended.
+    under_way: AtomicU64,
 }
 
-/// Says each arrival (of `times`, seconds from `start`, in order) and each second's
-/// end when it is due, to the microsecond: a thread of its own sleeps to each, where
-/// the async timer's millisecond ticks would add up to a millisecond to every
-/// latency, measured from when a request was due.
-fn pace(times: &[f64], duration_s: u32, start: std::time::Instant, due: &UnboundedSender<Due>) {
-    let wait_until = |seconds: f64| {
-        let at = start + Duration::from_secs_f64(seconds);
-        std::thread::sleep(at.saturating_duration_since(std::time::Instant::now()));
-    };
-    let mut next_second = 1u32;
-    for (index, &at_s) in times.iter().enumerate() {
-        while at_s > f64::from(next_second) {
-            wait_until(f64::from(next_second));
-            if due.send(Due::SecondEnded(next_second)).is_err() {
+impl Sent {
+    fn record(&self, index: usize, record: RequestRecord) {
+        if let Ok(mut slots) = self.slots.lock() {
+            slots[index] = Some(record);
+        }
+    }
+}
+
+/// Sends each arrival when it is due, from a thread of its own that sleeps to each
+/// to the microsecond: the async timer's millisecond ticks would add up to a
+/// millisecond to every latency (measured from when a request was due), and a hop
+/// to the async runtime per request would wake its workers, on the cores the
+/// target computes on, for every refusal.
+struct Pacer {
+    target: Arc<dyn Target>,
+    tasks: Vec<String>,
+    arrivals: Vec<Arrival>,
+    duration_s: u32,
+    start: std::time::Instant,
+    /// Where answers still to come are awaited.
+    runtime: tokio::runtime::Handle,
+    sent: Arc<Sent>,
+    /// Each second's end (1 is the end of the first), for the sampler.
+    seconds: UnboundedSender<u32>,
+}
+
+impl Pacer {
+    fn pace(self) {
+        let mut next_second = 1u32;
+        for (index, arrival) in self.arrivals.iter().enumerate() {
+            while arrival.at_s > f64::from(next_second) {
+                if !self.second_ended(next_second) {
+                    return;
+                }
+                next_second += 1;
+            }
+            self.send(index, *arrival);
+        }
+        while next_second <= self.duration_s {
+            if !self.second_ended(next_second) {
                 return;
             }
             next_second += 1;
         }
-        wait_until(at_s);
-        if due.send(Due::Arrival(index)).is_err() {
-            return;
-        }
     }
-    while next_second <= duration_s {
-        wait_until(f64::from(next_second));
-        if due.send(Due::SecondEnded(next_second)).is_err() {
+
+    fn at(&self, seconds: f64) -> std::time::Instant {
+        self.start + Duration::from_secs_f64(seconds)
+    }
+
+    fn wait_until(&self, seconds: f64) {
+        std::thread::sleep(self.at(seconds).saturating_duration_since(std::time::Instant::now()));
+    }
+
+    /// Says `second` ended, when it has; false once nobody listens.
+    fn second_ended(&self, second: u32) -> bool {
+        self.wait_until(f64::from(second));
+        self.seconds.send(second).is_ok()
+    }
+
+    /// Sends `arrival` when it is due. An answer the call already holds (a refusal)
+    /// is recorded here and now; the others are awaited on the async runtime.
+    fn send(&self, index: usize, arrival: Arrival) {
+        self.wait_until(arrival.at_s);
+        let due = self.at(arrival.at_s);
+        let name = self.tasks[arrival.task].clone();
+        // From when it was due, so that a late sender shows as latency.
+        let record = move |answer: Answer| answer.record(name, arrival.at_s, due.elapsed().as_secs_f64() * 1e3);
+        self.sent.count.fetch_add(1, Ordering::Relaxed);
+        // In the runtime's context: a target may start I/O on its reactor.
+        let _context = self.runtime.enter();
+        let mut answer = self.target.send(arrival.task);
+        // Polled once with a waker that does nothing: the task it is handed to below
+        // polls it again with its own.
+        if let Poll::Ready(answer) = answer.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            self.sent.record(index, record(answer));
             return;
         }
-        next_second += 1;
+        self.sent.under_way.fetch_add(1, Ordering::Relaxed);
+        let sent = self.sent.clone();
+        self.runtime.spawn(async move {
+            sent.record(index, record(answer.await));
+            sent.under_way.fetch_sub(1, Ordering::Relaxed);
+        });
     }
 }
 
