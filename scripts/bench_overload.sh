@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Overload without collapse: one variant (MobileNetV2-1.0), no policy, offered 0.8,
 # 1.5, 2 and 4 times its capacity for PHASE_S seconds each, in one open-loop run.
-# The capacity is measured first, in the same run (closed loop, CONCURRENCY clients).
+# The capacity is measured in the same run (closed loop, CONCURRENCY clients), before
+# and after the load: the machine's speed drifts within minutes, so goodput is held
+# to the mean of the two.
 # With BASELINE=<git revision> the same load also goes to that revision's build,
 # right after, for the before/after table. Writes each run's loadgen files (plots
 # included), results.md (per phase: goodput, late share, refusals by reason, the
@@ -27,27 +29,25 @@ log "building this revision"
 cargo build --quiet --release --locked -p modelless --features cli
 cp "$CARGO_TARGET_DIR/release/modelless" "$OUT/bin/admission"
 if [[ -n "${BASELINE:-}" ]]; then
-    # In a worktree, into a target folder of its own (built once, then reused): in
-    # the shared one its binary would take the place of this revision's.
     log "building the baseline $BASELINE (the first time: a full release build)"
-    git worktree add --detach --force "$OUT/baseline-src" "$BASELINE" >/dev/null
-    (cd "$OUT/baseline-src" && CARGO_TARGET_DIR="$CARGO_TARGET_DIR/baseline" \
-        cargo build --quiet --release --locked -p modelless --features cli)
-    cp "$CARGO_TARGET_DIR/baseline/release/modelless" "$OUT/bin/baseline"
-    git worktree remove --force "$OUT/baseline-src"
+    bash scripts/build_baseline.sh "$BASELINE" "$OUT/bin/baseline"
 fi
 sed -e "s|\.\./\.modelless|$ROOT/.modelless|g" experiments/overload.toml >"$OUT/config.toml"
 
-log "measuring capacity: closed loop, $CONCURRENCY clients, 15 s"
 cat >"$OUT/capacity-load.toml" <<TOML
 [[tasks]]
 task = "classify"
 slo_ms = 60000
 pattern = { kind = "constant", rate = 1, duration_s = 15 }
 TOML
-"$OUT/bin/admission" loadgen --config "$OUT/config.toml" --load "$OUT/capacity-load.toml" \
-    --concurrency "$CONCURRENCY" --label capacity --out "$OUT/capacity" >/dev/null 2>"$OUT/capacity.log"
-CAPACITY=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['throughput_per_s'])" "$OUT/capacity/summary.json")
+# Prints the answers/s of a closed-loop run of this revision's build, to OUT/NAME.
+capacity() {
+    log "measuring capacity ($1): closed loop, $CONCURRENCY clients, 15 s"
+    "$OUT/bin/admission" loadgen --config "$OUT/config.toml" --load "$OUT/capacity-load.toml" \
+        --concurrency "$CONCURRENCY" --label "$1" --out "$OUT/$1" >/dev/null 2>"$OUT/$1.log"
+    python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['throughput_per_s'])" "$OUT/$1/summary.json"
+}
+CAPACITY=$(capacity capacity-before)
 log "capacity: $CAPACITY answers/s"
 
 # One rate per second: each multiple of the capacity for PHASE_S seconds.
@@ -72,7 +72,9 @@ for build in "${BUILDS[@]}"; do
     log "offering $MULTIPLES x capacity to $build, $PHASE_S s each"
     "$OUT/bin/$build" loadgen --config "$OUT/config.toml" --load "$OUT/load.toml" --label "$build" \
         --out "$OUT/$build" >/dev/null 2>"$OUT/$build.log"
+    # Measured again after this build's run: the machine drifts within minutes.
+    [[ "$build" == admission ]] && CAPACITY_AFTER=$(capacity capacity-after)
 done
-python3 scripts/bench_overload_table.py --capacity "$CAPACITY" --phase-s "$PHASE_S" --multiples $MULTIPLES \
-    --runs "${BUILDS[@]/#/$OUT/}" --out "$OUT"
+python3 scripts/bench_overload_table.py --capacity "$CAPACITY" "$CAPACITY_AFTER" --phase-s "$PHASE_S" \
+    --multiples $MULTIPLES --runs "${BUILDS[@]/#/$OUT/}" --out "$OUT"
 cat "$OUT/results.md"

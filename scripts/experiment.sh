@@ -8,6 +8,9 @@
 # table of them all.
 #
 #   bash scripts/experiment.sh [OUT]      (default experiments/results; ~23 min, ~30 with the first release build)
+#   ONLY="three-tasks-steep"              only these scenarios
+#   BASELINE=<git revision>               each real run again on that revision's build,
+#                                         right after this one's (before/after table)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,6 +50,10 @@ SCENARIOS=(
 rm -rf "$OUT"
 mkdir -p "$OUT"
 started=$SECONDS
+if [[ -n "${BASELINE:-}" ]]; then
+    echo "== building the baseline $BASELINE (the first time: a full release build)" >&2
+    bash scripts/build_baseline.sh "$BASELINE" "$OUT/bin/baseline"
+fi
 if [[ -z "${RATE_SCALE:-}" ]]; then
     "$MODELLESS" simulate --config experiments/classify.toml --save-model "$OUT/machine/model.json" \
         --load experiments/steep.toml --oracle --out "$OUT/machine" >/dev/null
@@ -62,6 +69,7 @@ echo "== rates scaled by $RATE_SCALE (this machine against the one the loads wer
 SCALE=(--rate-scale "$RATE_SCALE")
 for scenario in "${SCENARIOS[@]}"; do
     IFS='|' read -r name config load <<<"$scenario"
+    [[ -z "${ONLY:-}" || " $ONLY " == *" $name "* ]] || continue
     config="experiments/$config" load="experiments/$load" dir="$OUT/$name"
     echo "== $name: $config, $load ($((SECONDS - started)) s so far)" >&2
     # Loading the runtime once measures the profiles that are missing (stored beside
@@ -74,6 +82,12 @@ for scenario in "${SCENARIOS[@]}"; do
         echo "-- $name / $label: real run" >&2
         "$MODELLESS" loadgen --config "$config" --load "$load" "${SCALE[@]}" --policy "$POLICIES/$module.wasm" \
             --policy-parameters "$parameters" "${EARLY[@]}" --label "$label" --out "$dir/real/$label" >/dev/null
+        if [[ -n "${BASELINE:-}" ]]; then
+            echo "-- $name / $label: real run on the baseline" >&2
+            "$OUT/bin/baseline" loadgen --config "$config" --load "$load" "${SCALE[@]}" \
+                --policy "$POLICIES/$module.wasm" --policy-parameters "$parameters" "${EARLY[@]}" \
+                --label "$label" --out "$dir/baseline/$label" >/dev/null
+        fi
         "$MODELLESS" simulate --model "$dir/model.json" --load "$load" "${SCALE[@]}" --policy "$POLICIES/$module.wasm" \
             --policy-parameters "$parameters" "${EARLY[@]}" --label "$label" --out "$dir/sim/$label" >/dev/null
     done

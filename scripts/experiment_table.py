@@ -54,6 +54,7 @@ def main(out):
               f"| {oracle['effective_accuracy']:.2f} | | 1.000 | {oracle['normalized_accuracy']:.3f} "
               f"| {oracle['p99_ms'] or 0:.1f} (sim) | {oracle['variant_switches']} (sim) | {oracle['max_queue_length']} (sim) |")
     calibrated(root)
+    before_after(root)
     print()
     print("Plots: `<scenario>/real/<policy>/<task>.svg`, `<scenario>/sim/<policy>/<task>.svg` and "
           "`<scenario>/sim-calibrated/<policy>/<task>.svg`; the calibration: `<scenario>/calibration.txt`.")
@@ -75,6 +76,28 @@ def calibrated(root):
             print(f"| {scenario.name} | {name} {against(real, sim, oracle)}|")
         print(f"| {scenario.name} | oracle (sim) | — | {oracle['slo_violation_pct']:.3f} | | — "
               f"| {oracle['effective_accuracy']:.2f} | | 1.000 |")
+
+
+def before_after(root):
+    """Each real run beside the same run on the baseline build (BASELINE=...), which
+    ran right after it."""
+    scenarios = sorted(p for p in root.iterdir() if (p / "baseline").is_dir())
+    if not scenarios:
+        return
+    print()
+    print("The same real runs on the baseline build, each right after this build's:")
+    print()
+    print("| scenario | policy | SLO violations % baseline | this build | eff. accuracy baseline | this build "
+          "| p99 ms baseline | this build | refused baseline | this build |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for scenario in scenarios:
+        for run in sorted((scenario / "baseline").iterdir()):
+            before, after = pooled(run / "summary.json"), pooled(scenario / "real" / run.name / "summary.json")
+            print(f"| {scenario.name} | {run.name} "
+                  f"| {before['slo_violation_pct']:.3f} | {after['slo_violation_pct']:.3f} "
+                  f"| {before['effective_accuracy']:.2f} | {after['effective_accuracy']:.2f} "
+                  f"| {before['p99_ms'] or 0:.1f} | {after['p99_ms'] or 0:.1f} "
+                  f"| {before['rejected']} | {after['rejected']} |")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,10 @@ const MIN_BATCH_MS: f64 = 0.02;
 const HEADROOM_SHARE: f64 = 0.05;
 /// The least headroom admission keeps.
 const MIN_HEADROOM: Duration = Duration::from_millis(1);
+/// The most a batch is taken to overrun its prediction by, as a share of it, when a
+/// batch is formed: beyond it, one slow batch would answer the requests formed at
+/// the edge of their deadlines late.
+const MAX_SPREAD: f64 = 0.5;
 
 /// What a batch of a given size costs on one model.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,6 +36,9 @@ pub struct BatchCost {
     line: LatencyFit,
     /// Measured over predicted, smoothed over recent batches; 1 until one ran.
     correction: f64,
+    /// How far recent batches strayed from the corrected prediction, as a share of
+    /// it (smoothed absolute deviation); 0 until one ran.
+    spread: f64,
 }
 
 impl BatchCost {
@@ -39,13 +46,23 @@ impl BatchCost {
     /// (no cost at one row, or a non-finite one).
     pub fn new(line: LatencyFit) -> Option<BatchCost> {
         let one = line.predict_ms(1);
-        (one.is_finite() && one > 0.0 && line.a_ms.is_finite() && line.a_ms >= 0.0)
-            .then_some(BatchCost { line, correction: 1.0 })
+        (one.is_finite() && one > 0.0 && line.a_ms.is_finite() && line.a_ms >= 0.0).then_some(BatchCost {
+            line,
+            correction: 1.0,
+            spread: 0.0,
+        })
     }
 
     /// What a batch of `rows` rows is predicted to take now.
     pub fn of(&self, rows: usize) -> Duration {
         Duration::from_secs_f64(self.line_ms(rows) * self.correction / 1e3)
+    }
+
+    /// What a batch of `rows` rows takes when it runs as slowly as recent batches
+    /// strayed: what a batch being formed is checked against, so that the requests
+    /// it runs are answered in time even when it runs slow.
+    pub fn of_slow(&self, rows: usize) -> Duration {
+        self.of(rows).mul_f64(1.0 + self.spread)
     }
 
     /// Measured over predicted, as it stands.
@@ -57,6 +74,8 @@ impl BatchCost {
     /// answer: the correction moves toward what it measured.
     pub fn observe(&mut self, rows: usize, took: Duration) {
         let ratio = (took.as_secs_f64() * 1e3 / self.line_ms(rows)).clamp(CORRECTION_RANGE.0, CORRECTION_RANGE.1);
+        let strayed = ((ratio / self.correction - 1.0).abs()).min(MAX_SPREAD);
+        self.spread += CORRECTION_WEIGHT * (strayed - self.spread);
         self.correction += CORRECTION_WEIGHT * (ratio - self.correction);
     }
 
@@ -250,6 +269,26 @@ mod tests {
         let backlog = Backlog { rows_ahead: 0, ..backlog };
         assert_eq!(admits(&cost(), &backlog, 1, now, due(ms(6))), Ok(()));
         assert_eq!(admits(&cost(), &backlog, 1, now, due(Duration::from_micros(5_999))), Err(now + ms(5)));
+    }
+
+    #[test]
+    fn a_batch_being_formed_is_priced_as_slowly_as_recent_batches_strayed() {
+        let mut cost = cost();
+        assert_eq!(cost.of_slow(8), cost.of(8), "nothing strayed before a batch ran");
+        for _ in 0..200 {
+            cost.observe(8, ms(12));
+        }
+        assert!(cost.of_slow(8) - cost.of(8) < Duration::from_micros(10), "steady batches keep no margin");
+        for n in 0..400 {
+            cost.observe(8, if n % 2 == 0 { ms(9) } else { ms(15) });
+        }
+        // Batches alternate 25 % either side of 12 ms: the margin is about a quarter.
+        let margin = (cost.of_slow(8) - cost.of(8)).as_secs_f64() / cost.of(8).as_secs_f64();
+        assert!((0.2..0.3).contains(&margin), "{margin}");
+        for _ in 0..200 {
+            cost.observe(8, ms(1000));
+        }
+        assert!(cost.of_slow(8) <= cost.of(8).mul_f64(1.0 + MAX_SPREAD), "the margin is bounded");
     }
 
     #[test]
