@@ -250,7 +250,8 @@ impl<T: Queued> State<T> {
         if !late.is_empty() {
             return (late, None);
         }
-        let take = self.in_time(start, take, None, 0, now).max(1);
+        // Late-in kept the edge requests nobody could replace: priced at the mean.
+        let take = self.in_time(start, take, None, 0, now, BatchCost::of).max(1);
         let batch: Vec<T> = self.queue.drain(start..start + take).map(|s| s.item).collect();
         self.count_batched(&batch);
         (Vec::new(), Some(Next::Batch(batch)))
@@ -269,7 +270,7 @@ impl<T: Queued> State<T> {
         } else {
             prefix_rows.iter().rposition(|r| self.config.preferred_batch_sizes.contains(r)).map_or(0, |i| i + 1)
         };
-        let take = self.in_time(0, take, deadline, rows, now);
+        let take = self.in_time(0, take, deadline, rows, now, BatchCost::of_slow);
         let joined: Vec<T> = self.queue.drain(..take).map(|s| s.item).collect();
         self.count_batched(&joined);
         (dead, joined)
@@ -290,14 +291,27 @@ impl<T: Queued> State<T> {
     }
 
     /// Takes out of the `take` requests from `start` those that a batch of them all,
-    /// started at `now` and running as slowly as recent batches strayed, would answer
-    /// after their deadline (where the cost is known).
+    /// started at `now`, would answer after their deadline (where the cost is
+    /// known). A request at the edge, answered in time only if the batch runs no
+    /// slower than predicted (not as slowly as recent batches strayed), leaves only
+    /// while a request behind the batch can take its room: under overload the batch
+    /// stays full and answers nobody late, otherwise the request keeps its chance.
     fn late_in(&mut self, start: usize, take: usize, now: Instant) -> Vec<Dead<T>> {
         let Some(cost) = &self.cost else { return Vec::new() };
-        let range = start..start + take;
-        let rows: usize = self.queue.range(range.clone()).map(|s| s.item.rows()).sum();
-        let finish = now + cost.of_slow(rows);
-        let late: Vec<usize> = range.filter(|&i| self.queue[i].item.deadline().is_some_and(|d| d < finish)).collect();
+        let rows: usize = self.queue.range(start..start + take).map(|s| s.item.rows()).sum();
+        let (finish, finish_slow) = (now + cost.of(rows), now + cost.of_slow(rows));
+        let mut behind = self.queue.len().saturating_sub(start + take);
+        let mut late = Vec::new();
+        for i in start..start + take {
+            match self.queue[i].item.deadline() {
+                Some(d) if d < finish => late.push(i),
+                Some(d) if d < finish_slow && behind > 0 => {
+                    behind -= 1;
+                    late.push(i);
+                }
+                _ => {}
+            }
+        }
         let mut dead: Vec<Dead<T>> = late
             .iter()
             .rev()
@@ -322,9 +336,17 @@ impl<T: Queued> State<T> {
 
     /// Of the `take` requests from `start`, how many can run in one batch (beside
     /// `rows` rows already in it, whose earliest deadline is `deadline`) and all be
-    /// answered by their deadlines if it starts at `now`, even running slow; `take`
-    /// where the cost is unknown.
-    fn in_time(&self, start: usize, take: usize, deadline: Option<Instant>, rows: usize, now: Instant) -> usize {
+    /// answered by their deadlines if it starts at `now`, each batch costing what
+    /// `price` says; `take` where the cost is unknown.
+    fn in_time(
+        &self,
+        start: usize,
+        take: usize,
+        deadline: Option<Instant>,
+        rows: usize,
+        now: Instant,
+        price: fn(&BatchCost, usize) -> Duration,
+    ) -> usize {
         let Some(cost) = &self.cost else { return take };
         let mut earliest = deadline;
         let mut total = rows;
@@ -332,7 +354,7 @@ impl<T: Queued> State<T> {
         for (n, slot) in self.queue.iter().skip(start).take(take).enumerate() {
             total += slot.item.rows();
             earliest = [earliest, slot.item.deadline()].into_iter().flatten().min();
-            if earliest.is_none_or(|d| now + cost.of_slow(total) <= d) {
+            if earliest.is_none_or(|d| now + price(cost, total) <= d) {
                 fits = n + 1;
             }
         }
@@ -718,10 +740,19 @@ mod tests {
         for id in 1..9 {
             s.append(due(id, ms(100)), t0).unwrap();
         }
-        // Due at 13 ms, the head makes it only if its batch runs at the mean.
+        // Due at 13 ms, the head makes it only if its batch runs at the mean: with a
+        // request behind the batch to take its room, it leaves.
         let (dead, next) = s.next_batch(t0);
         assert_eq!(dead.iter().map(|d| (d.item.id, d.reason)).collect::<Vec<_>>(), [(0, DeadReason::Expired)]);
         assert_eq!(ids(next), (1..9).collect::<Vec<_>>());
+        // With nobody behind, it keeps its chance.
+        s.append(due(9, ms(13)), t0).unwrap();
+        for id in 10..17 {
+            s.append(due(id, ms(100)), t0).unwrap();
+        }
+        let (dead, next) = s.next_batch(t0);
+        assert!(dead.is_empty());
+        assert_eq!(ids(next), (9..17).collect::<Vec<_>>());
     }
 
     #[test]

@@ -348,13 +348,12 @@ fn one_row_us(cost: &Option<BatchCost>) -> u64 {
 }
 
 /// Of the first `rows` requests of `task`'s queue, how many one batch starting at
-/// `now` can answer by the head's deadline (the earliest: they share one target),
-/// even running as slowly as the variant's recent batches strayed.
+/// `now` can answer by the head's deadline (the earliest: they share one target).
 fn in_time(task: &TaskState, rows: usize, now: u64) -> usize {
     let Some(head) = task.queue.front() else { return rows };
     let Some(cost) = &task.costs[head.variant] else { return rows };
     let left = Duration::from_micros(head.deadline_us.saturating_sub(now));
-    (1..=rows).rev().find(|&n| cost.of_slow(n) <= left).unwrap_or(1)
+    (1..=rows).rev().find(|&n| cost.of(n) <= left).unwrap_or(1)
 }
 
 /// Whether `task`'s head batch may leave at `now`: it is full, or its oldest request
