@@ -166,12 +166,16 @@ pub struct Tensor {
 impl Tensor {
     /// A tensor of `shape` holding `data`; the element count must match the shape.
     pub fn new(shape: impl Into<Vec<usize>>, data: impl Into<TensorData>) -> Result<Self, ShapeError> {
-        let (shape, data) = (shape.into(), data.into());
+        Tensor::shaped(shape.into(), Arc::new(data.into()))
+    }
+
+    /// `data` in `shape`, which must hold as many elements.
+    fn shaped(shape: Vec<usize>, data: Arc<TensorData>) -> Result<Self, ShapeError> {
         let expected = shape.iter().product::<usize>();
         if expected != data.len() {
             return Err(ShapeError { shape, expected, actual: data.len() });
         }
-        Ok(Tensor { shape, data: Arc::new(data) })
+        Ok(Tensor { shape, data })
     }
 
     /// A tensor of `shape` filled with `value`.
@@ -219,12 +223,7 @@ impl Tensor {
 
     /// The same elements in another shape holding as many; nothing is copied.
     pub fn reshape(self, shape: impl Into<Vec<usize>>) -> Result<Tensor, ShapeError> {
-        let shape = shape.into();
-        let expected = shape.iter().product::<usize>();
-        if expected != self.data.len() {
-            return Err(ShapeError { shape, expected, actual: self.data.len() });
-        }
-        Ok(Tensor { shape, data: self.data })
+        Tensor::shaped(shape.into(), self.data)
     }
 
     /// The elements as a slice of `T`, or `None` when the dtype differs.

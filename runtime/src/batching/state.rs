@@ -250,8 +250,7 @@ impl<T: Queued> State<T> {
         if !late.is_empty() {
             return (late, None);
         }
-        // Late-in kept the edge requests nobody could replace: priced at the mean.
-        let take = self.in_time(start, take, None, 0, now, BatchCost::of).max(1);
+        // Every request left answers in time at the predicted cost.
         let batch: Vec<T> = self.queue.drain(start..start + take).map(|s| s.item).collect();
         self.count_batched(&batch);
         (Vec::new(), Some(Next::Batch(batch)))
@@ -270,7 +269,7 @@ impl<T: Queued> State<T> {
         } else {
             prefix_rows.iter().rposition(|r| self.config.preferred_batch_sizes.contains(r)).map_or(0, |i| i + 1)
         };
-        let take = self.in_time(0, take, deadline, rows, now, BatchCost::of_slow);
+        let take = self.in_time(take, deadline, rows, now);
         let joined: Vec<T> = self.queue.drain(..take).map(|s| s.item).collect();
         self.count_batched(&joined);
         (dead, joined)
@@ -334,27 +333,19 @@ impl<T: Queued> State<T> {
         }
     }
 
-    /// Of the `take` requests from `start`, how many can run in one batch (beside
-    /// `rows` rows already in it, whose earliest deadline is `deadline`) and all be
-    /// answered by their deadlines if it starts at `now`, each batch costing what
-    /// `price` says; `take` where the cost is unknown.
-    fn in_time(
-        &self,
-        start: usize,
-        take: usize,
-        deadline: Option<Instant>,
-        rows: usize,
-        now: Instant,
-        price: fn(&BatchCost, usize) -> Duration,
-    ) -> usize {
+    /// Of the first `take` requests of the queue, how many can join a batch of `rows`
+    /// rows (whose earliest deadline is `deadline`) and all be answered by their
+    /// deadlines if it starts at `now`, even running as slowly as recent batches
+    /// strayed; `take` where the cost is unknown.
+    fn in_time(&self, take: usize, deadline: Option<Instant>, rows: usize, now: Instant) -> usize {
         let Some(cost) = &self.cost else { return take };
         let mut earliest = deadline;
         let mut total = rows;
         let mut fits = 0;
-        for (n, slot) in self.queue.iter().skip(start).take(take).enumerate() {
+        for (n, slot) in self.queue.iter().take(take).enumerate() {
             total += slot.item.rows();
             earliest = [earliest, slot.item.deadline()].into_iter().flatten().min();
-            if earliest.is_none_or(|d| now + price(cost, total) <= d) {
+            if earliest.is_none_or(|d| now + cost.of_slow(total) <= d) {
                 fits = n + 1;
             }
         }
