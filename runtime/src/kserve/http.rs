@@ -70,7 +70,7 @@ async fn read_body_within(
     let (parts, body) = request.into_parts();
     let too_large = || {
         let message = format!("request body over the server's limit of {max_bytes} bytes (max_message_mib)");
-        ServeError::too_large(message).counted_by("http").into_response()
+        closing(ServeError::too_large(message).counted_by("http").into_response())
     };
     // A body announced over the limit is refused at once, not after waiting for it.
     if declared_length(&parts.headers).is_some_and(|length| length > max_bytes as u64) {
@@ -84,10 +84,20 @@ async fn read_body_within(
             // Counted as gRPC counts the same event; answered 408, as HTTP clients expect.
             let message = format!("request body not received within {} ms", timeout.as_millis());
             let refused = ServeError::new(Code::DeadlineExceeded, message).counted_by("http");
-            return (StatusCode::REQUEST_TIMEOUT, axum::Json(json!({ "error": refused.message }))).into_response();
+            return closing(
+                (StatusCode::REQUEST_TIMEOUT, axum::Json(json!({ "error": refused.message }))).into_response(),
+            );
         }
     };
     next.run(Request::from_parts(parts, Body::from(received))).await
+}
+
+/// Marks an answer given before the body was read to its end. The server then closes
+/// the connection (the rest of the body is still on it); the header tells a client's
+/// connection pool not to send its next request on a socket that is going away.
+fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The body's length as its `Content-Length` header gives it.

@@ -355,3 +355,32 @@ fn the_requests_that_killed_the_server_are_refused_and_it_keeps_serving() {
     });
     tokio.block_on(server.shutdown());
 }
+
+#[test]
+fn a_body_refused_unread_tells_the_client_the_connection_closes() {
+    let models = models_dir();
+    let mut config = RuntimeConfig::default();
+    config.models.push(ModelConfig::new("tiny", models.join("tiny.onnx")));
+    let runtime = Arc::new(Runtime::builder().with_config(config).build().unwrap());
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let server = tokio.block_on(runtime.clone().serve(&ServerConfig::loopback().with_max_message_mib(1))).unwrap();
+    let http = server.http_address();
+    tokio.block_on(async {
+        // A keep-alive request announcing a body over the limit, none of which is sent:
+        // a pooling client (tritonclient's) would send its next request on this socket.
+        let mut stream = tokio::net::TcpStream::connect(http).await.unwrap();
+        let head = format!("POST /v2/models/tiny/infer HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", 2 << 20);
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut answer)).await;
+        assert!(read.is_ok(), "the server kept the connection open: {answer}");
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or_default();
+        assert!(head.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(head.to_ascii_lowercase().contains("\r\nconnection: close"), "{head}");
+        assert!(body.contains("max_message_mib"), "{body}");
+        let good = json!({"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]});
+        let (status, body) = post(http, "/v2/models/tiny/infer", &good.to_string()).await;
+        assert_eq!(status, 200, "{body}");
+    });
+    tokio.block_on(server.shutdown());
+}
