@@ -39,6 +39,10 @@ pub struct BatchCost {
     /// How far recent batches strayed from the corrected prediction, as a share of
     /// it (smoothed absolute deviation); 0 until one ran.
     spread: f64,
+    /// How long a batch waited for its turn to run, smoothed over recent batches, ms:
+    /// where sessions take turns, part of what a batch costs its requests. Kept apart
+    /// from the run, whose spread it would otherwise swell with other tasks' load.
+    turn_wait_ms: f64,
 }
 
 impl BatchCost {
@@ -50,19 +54,26 @@ impl BatchCost {
             line,
             correction: 1.0,
             spread: 0.0,
+            turn_wait_ms: 0.0,
         })
     }
 
-    /// What a batch of `rows` rows is predicted to take now.
+    /// What a batch of `rows` rows is predicted to take now, from when an instance
+    /// takes it to its answers: its wait for a turn, then its run.
     pub fn of(&self, rows: usize) -> Duration {
-        Duration::from_secs_f64(self.line_ms(rows) * self.correction / 1e3)
+        self.taking(rows, 1.0)
     }
 
     /// What a batch of `rows` rows takes when it runs as slowly as recent batches
     /// strayed: what a batch being formed is checked against, so that the requests
     /// it runs are answered in time even when it runs slow.
     pub fn of_slow(&self, rows: usize) -> Duration {
-        self.of(rows).mul_f64(1.0 + self.spread)
+        self.taking(rows, 1.0 + self.spread)
+    }
+
+    /// The turn's wait, and the run stretched by `stretch`.
+    fn taking(&self, rows: usize, stretch: f64) -> Duration {
+        Duration::from_secs_f64((self.turn_wait_ms + self.line_ms(rows) * self.correction * stretch) / 1e3)
     }
 
     /// Measured over predicted, as it stands.
@@ -70,10 +81,12 @@ impl BatchCost {
         self.correction
     }
 
-    /// A batch of `rows` rows took `took`, from when its instance took it to its last
-    /// answer: the correction moves toward what it measured.
-    pub fn observe(&mut self, rows: usize, took: Duration) {
-        let ratio = (took.as_secs_f64() * 1e3 / self.line_ms(rows)).clamp(CORRECTION_RANGE.0, CORRECTION_RANGE.1);
+    /// A batch of `rows` rows waited `waited` for its turn, then ran for `ran` (to its
+    /// last answer): the correction and the spread move toward what the run measured,
+    /// the turn's wait toward what it waited.
+    pub fn observe(&mut self, rows: usize, ran: Duration, waited: Duration) {
+        self.turn_wait_ms += CORRECTION_WEIGHT * (waited.as_secs_f64() * 1e3 - self.turn_wait_ms);
+        let ratio = (ran.as_secs_f64() * 1e3 / self.line_ms(rows)).clamp(CORRECTION_RANGE.0, CORRECTION_RANGE.1);
         let strayed = ((ratio / self.correction - 1.0).abs()).min(MAX_SPREAD);
         self.spread += CORRECTION_WEIGHT * (strayed - self.spread);
         self.correction += CORRECTION_WEIGHT * (ratio - self.correction);
@@ -276,19 +289,32 @@ mod tests {
         let mut cost = cost();
         assert_eq!(cost.of_slow(8), cost.of(8), "nothing strayed before a batch ran");
         for _ in 0..200 {
-            cost.observe(8, ms(12));
+            cost.observe(8, ms(12), Duration::ZERO);
         }
         assert!(cost.of_slow(8) - cost.of(8) < Duration::from_micros(10), "steady batches keep no margin");
         for n in 0..400 {
-            cost.observe(8, if n % 2 == 0 { ms(9) } else { ms(15) });
+            cost.observe(8, if n % 2 == 0 { ms(9) } else { ms(15) }, Duration::ZERO);
         }
         // Batches alternate 25 % either side of 12 ms: the margin is about a quarter.
         let margin = (cost.of_slow(8) - cost.of(8)).as_secs_f64() / cost.of(8).as_secs_f64();
         assert!((0.2..0.3).contains(&margin), "{margin}");
         for _ in 0..200 {
-            cost.observe(8, ms(1000));
+            cost.observe(8, ms(1000), Duration::ZERO);
         }
         assert!(cost.of_slow(8) <= cost.of(8).mul_f64(1.0 + MAX_SPREAD), "the margin is bounded");
+    }
+
+    #[test]
+    fn a_wait_for_the_turn_adds_to_the_cost_but_not_to_its_spread() {
+        let mut cost = cost();
+        // Runs steady at the line's 12 ms; the turn comes at once or after 20 ms.
+        for n in 0..400 {
+            cost.observe(8, ms(12), if n % 2 == 0 { Duration::ZERO } else { ms(20) });
+        }
+        let of = cost.of(8).as_secs_f64() * 1e3;
+        assert!((21.0..23.0).contains(&of), "a batch takes 12 ms and waits 10 on average: {of} ms");
+        assert!(cost.of_slow(8) - cost.of(8) < Duration::from_micros(10), "the runs did not stray");
+        assert!((cost.correction() - 1.0).abs() < 1e-9, "{}", cost.correction());
     }
 
     #[test]
@@ -296,13 +322,13 @@ mod tests {
         let mut cost = cost();
         assert_eq!(cost.of(8), ms(12));
         for _ in 0..200 {
-            cost.observe(8, ms(24));
+            cost.observe(8, ms(24), Duration::ZERO);
         }
         assert!((cost.correction() - 2.0).abs() < 1e-3, "{}", cost.correction());
         assert!((cost.of(4).as_secs_f64() - 0.016).abs() < 1e-5, "{:?}", cost.of(4));
         // One pathological batch moves it by a tenth of the bounded ratio.
         let before = cost.correction();
-        cost.observe(8, Duration::from_secs(100));
+        cost.observe(8, Duration::from_secs(100), Duration::ZERO);
         assert!((cost.correction() - (before + 0.1 * (8.0 - before))).abs() < 1e-9);
     }
 

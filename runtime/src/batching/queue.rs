@@ -215,15 +215,17 @@ impl Queue {
         self.timer.notify_one();
     }
 
-    /// For an instance that finished a batch of `ran` rows: its next batch, or `None`
-    /// once it is marked idle (a caller or the timer will hand it work).
-    pub fn next_for(&self, instance: usize, ran: usize) -> Option<Vec<Pending>> {
+    /// For an instance that finished a batch of `ran` rows, after waiting `waited` for
+    /// its turn: its next batch, or `None` once it is marked idle (a caller or the
+    /// timer will hand it work).
+    pub fn next_for(&self, instance: usize, ran: usize, waited: Duration) -> Option<Vec<Pending>> {
         let mut inner = self.lock();
         let now = Instant::now();
         if let Some((took, _)) = inner.running.get_mut(instance).and_then(Option::take)
             && ran > 0
         {
-            inner.state.observe(ran, now - took);
+            let taken = now - took;
+            inner.state.observe(ran, taken.saturating_sub(waited), waited.min(taken));
         }
         let (dead, next) = inner.state.next_batch(now);
         self.answer_dead(dead);

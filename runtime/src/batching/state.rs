@@ -106,10 +106,11 @@ impl<T: Queued> State<T> {
         self.cost.as_ref()
     }
 
-    /// A batch of `rows` rows took `took` to answer: the cost's correction learns it.
-    pub fn observe(&mut self, rows: usize, took: Duration) {
+    /// A batch of `rows` rows waited `waited` for its turn and ran for `ran`: the
+    /// cost learns both.
+    pub fn observe(&mut self, rows: usize, ran: Duration, waited: Duration) {
         if let Some(cost) = &mut self.cost {
-            cost.observe(rows, took);
+            cost.observe(rows, ran, waited);
         }
     }
 
@@ -725,7 +726,7 @@ mod tests {
         // Batches of 8 alternate 9 and 15 ms around the 12 the line says: the mean
         // stays 12 ms, the margin grows to about a quarter of it.
         for n in 0..400 {
-            s.observe(8, Duration::from_millis(if n % 2 == 0 { 9 } else { 15 }));
+            s.observe(8, Duration::from_millis(if n % 2 == 0 { 9 } else { 15 }), Duration::ZERO);
         }
         s.append(due(0, ms(13)), t0).unwrap();
         for id in 1..9 {

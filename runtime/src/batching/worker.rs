@@ -86,14 +86,16 @@ pub(crate) fn worker_task(
             // Where sessions take turns, the batch is completed once its turn comes:
             // beside other tasks' batches a queue grows while it waits, and those
             // requests would otherwise wait for a turn of their own.
+            let waiting = Instant::now();
             let turn = backend.takes_turns().then(|| RUN_TURNS.take());
+            let waited = waiting.elapsed();
             if turn.is_some() {
                 queue.top_up(&mut batch);
             }
             let rows = batch.iter().map(|p| p.rows).sum();
             run_batch(&names, backend.as_mut(), batch);
             drop(turn);
-            match queue.next_for(index, rows) {
+            match queue.next_for(index, rows, waited) {
                 Some(next) => batch = next,
                 None => break,
             }

@@ -171,7 +171,7 @@ impl Server {
         let took = now - running.started_us;
         self.busy_done_us += took;
         if let Some(cost) = &mut self.tasks[running.task].costs[running.variant] {
-            cost.observe(running.requests.len(), Duration::from_micros(took));
+            cost.observe(running.requests.len(), Duration::from_micros(took), Duration::ZERO);
         }
         let runs = &mut self.tasks[running.task].runs[running.variant];
         runs.batches += 1;
