@@ -22,23 +22,32 @@ pub struct WarmupConfig {
     /// backend knows better; ONNX Runtime runs each size down to 1 and back up, so that
     /// its memory arena has grown for all of them).
     pub batch_sizes: Option<Vec<usize>>,
+    /// No batch larger than this is warmed up: for a caller that knows larger ones
+    /// cannot form (a benchmark at a fixed concurrency).
+    pub up_to_batch: Option<usize>,
 }
 
 impl Default for WarmupConfig {
     fn default() -> Self {
-        WarmupConfig { enabled: true, batch_sizes: None }
+        WarmupConfig { enabled: true, batch_sizes: None, up_to_batch: None }
     }
 }
 
 impl WarmupConfig {
     /// No warm-up.
     pub fn disabled() -> Self {
-        WarmupConfig { enabled: false, batch_sizes: None }
+        WarmupConfig { enabled: false, batch_sizes: None, up_to_batch: None }
     }
 
     /// Warms up these batch sizes only.
     pub fn with_batch_sizes(mut self, sizes: impl Into<Vec<usize>>) -> Self {
         self.batch_sizes = Some(sizes.into());
+        self
+    }
+
+    /// Warms up no batch larger than `rows`.
+    pub fn with_up_to_batch(mut self, rows: usize) -> Self {
+        self.up_to_batch = Some(rows);
         self
     }
 }
@@ -56,6 +65,7 @@ pub(crate) fn warm_up(
         return Ok(None);
     }
     let dynamic = metadata.dynamic_batch();
+    let max_batch_size = config.up_to_batch.map_or(max_batch_size, |rows| rows.clamp(1, max_batch_size.max(1)));
     let sizes: Vec<usize> = match (&config.batch_sizes, dynamic) {
         (_, false) => vec![0], // the fixed dimension 0 is used as it is
         (Some(sizes), true) => sizes.iter().copied().filter(|&b| b >= 1 && b <= max_batch_size).collect(),
@@ -113,6 +123,17 @@ mod tests {
         let config = WarmupConfig::default().with_batch_sizes([1, 8, 16]);
         warm_up(backend.as_mut(), &metadata, 8, &config).unwrap();
         assert_eq!(log.sizes(), vec![1, 8]);
+    }
+
+    #[test]
+    fn a_cap_keeps_larger_batches_out_of_the_warm_up() {
+        let (mut backend, log) = fake(FakeConfig::default());
+        let metadata = backend.metadata().clone();
+        warm_up(backend.as_mut(), &metadata, 8, &WarmupConfig::default().with_up_to_batch(3)).unwrap();
+        assert_eq!(log.sizes(), vec![3, 2, 1]);
+        let asked = WarmupConfig::default().with_batch_sizes([1, 2, 4, 8]).with_up_to_batch(4);
+        warm_up(backend.as_mut(), &metadata, 8, &asked).unwrap();
+        assert_eq!(log.sizes(), vec![3, 2, 1, 1, 2, 4]);
     }
 
     #[test]

@@ -35,6 +35,8 @@ mod runtime;
 mod serving;
 pub mod simulate;
 mod steering;
+#[cfg(feature = "tune")]
+pub mod tune;
 
 // The fuzz targets assert on the largest allocation a decoder makes.
 #[cfg(test)]

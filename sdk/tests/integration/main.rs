@@ -4,8 +4,9 @@
 //! it builds, run through the Wasm host and compared with the same policies called
 //! natively; variants placed on devices the machine lacks; TorchScript variants on
 //! libtorch (feature `tch`); the KServe V2 endpoints against the real Python clients;
-//! the `modelless serve` binary under a barrage of hostile clients; and the README's
-//! examples built as an application outside the workspace.
+//! the `modelless serve` binary under a barrage of hostile clients; `modelless tune`
+//! searching, storing and writing a setting; and the README's examples built as an
+//! application outside the workspace.
 
 mod common;
 mod devices;
@@ -28,3 +29,5 @@ mod simulate;
 mod tasks;
 #[cfg(feature = "tch")]
 mod torchscript;
+#[cfg(feature = "cli")]
+mod tune;

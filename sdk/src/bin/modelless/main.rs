@@ -2,6 +2,7 @@
 //!
 //! `cargo run --release -p modelless --features cli -- serve --config examples/classify.toml`
 //! `cargo run --release -p modelless --features cli -- profile examples/classify.toml`
+//! `cargo run --release -p modelless --features cli -- tune --config examples/classify.toml --task classify-image`
 
 mod loadgen;
 mod plan;
@@ -11,6 +12,8 @@ mod profile;
 mod serve;
 mod setup;
 mod simulate;
+mod tune;
+mod tune_write;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +50,13 @@ enum Command {
     /// Check policy modules.
     #[command(subcommand)]
     Policy(policy::Command),
+    /// Search a task's serving settings (batching, instances, threads) for the lowest
+    /// latency or the highest throughput here: Bayesian optimisation against random
+    /// search, each point measured through the runtime; the best as TOML.
+    Tune(tune::Args),
+    /// One measurement for `tune`, in its own process.
+    #[command(hide = true)]
+    TuneMeasure(tune::MeasureArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,5 +73,7 @@ fn main() -> anyhow::Result<()> {
         Command::Plan(args) => plan::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Setup(args) => setup::run(args),
+        Command::Tune(args) => tune::run(args),
+        Command::TuneMeasure(args) => tune::measure(args),
     }
 }

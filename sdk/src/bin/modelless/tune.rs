@@ -1,0 +1,703 @@
+//! `modelless tune`: searches the serving settings of a task's variants for the lowest
+//! cost an objective measures, by Bayesian optimisation and by random search with the
+//! same budget, several seeds each; remeasures the best of each search and the
+//! configured default in interleaved rounds; writes a table, convergence plots and
+//! the best setting as TOML (`--write` puts it into the config).
+//!
+//! Every evaluation runs in a fresh `modelless tune-measure` process: ONNX Runtime's
+//! threads are set once per process, and no evaluation inherits another's caches.
+
+use std::fmt::Write as _;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use modelless::load::{InProcess, LoadSpec, Pattern, RunResult, Status, TaskLoad};
+use modelless::profile::{file_sha256, store_beside};
+use modelless::tune::{
+    KnobSpace, SearchOptions, SearchTrace, ServingSetting, SpaceLimits, Strategy, TuneStore, plot, search,
+};
+use modelless::{ProfileKey, ProfileMode, RuntimeBuilder, RuntimeConfig, VariantConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::tune_write::write_setting;
+
+/// What a setting is judged by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Goal {
+    /// 99th percentile latency at a concurrency (closed loop), lower is better.
+    P99,
+    /// Mean latency at a concurrency (closed loop), lower is better.
+    Mean,
+    /// Answers per second at an open-loop rate, scaled down by how far p99 exceeds
+    /// the SLO: higher is better.
+    Throughput,
+    /// Answers within their SLO per second under a load file: higher is better.
+    Goodput,
+}
+
+/// One objective: a goal and the load it is measured under.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct Objective {
+    goal: Goal,
+    concurrency: Option<usize>,
+    rate: Option<f64>,
+    slo_ms: Option<f64>,
+    load: Option<PathBuf>,
+}
+
+impl Objective {
+    /// The cost to minimise: latency as it is, rates negated.
+    fn cost(&self, m: &Measured) -> Result<f64, String> {
+        let latency = |v: Option<f64>| v.ok_or_else(|| format!("no request was answered ({} failed)", m.failed));
+        match self.goal {
+            Goal::P99 => latency(m.p99_ms),
+            Goal::Mean => latency(m.mean_ms),
+            Goal::Throughput => {
+                let slo = self.slo_ms.unwrap_or(f64::INFINITY);
+                let within = m.p99_ms.map_or(0.0, |p99| (slo / p99).min(1.0));
+                Ok(-m.throughput_per_s * within)
+            }
+            Goal::Goodput => Ok(-m.goodput_per_s),
+        }
+    }
+
+    /// The cost as people read it (rates positive again).
+    fn shown(&self, cost: f64) -> f64 {
+        if self.lower_is_better() { cost } else { -cost }
+    }
+
+    fn lower_is_better(&self) -> bool {
+        matches!(self.goal, Goal::P99 | Goal::Mean)
+    }
+
+    fn unit(&self) -> &'static str {
+        if self.lower_is_better() { "ms" } else { "answers/s" }
+    }
+
+    /// What it is, in words.
+    fn label(&self) -> String {
+        match self.goal {
+            Goal::P99 => format!("p99 at concurrency {}", self.concurrency.unwrap_or(1)),
+            Goal::Mean => format!("mean latency at concurrency {}", self.concurrency.unwrap_or(1)),
+            Goal::Throughput => format!(
+                "throughput at {} req/s, p99 within {} ms",
+                self.rate.unwrap_or(0.0),
+                self.slo_ms.unwrap_or(0.0)
+            ),
+            Goal::Goodput => format!("goodput under {}", self.load.as_deref().unwrap_or(Path::new("?")).display()),
+        }
+    }
+
+    /// A name for its files.
+    fn slug(&self) -> String {
+        match self.goal {
+            Goal::P99 | Goal::Mean => format!("{:?}-c{}", self.goal, self.concurrency.unwrap_or(1)).to_lowercase(),
+            Goal::Throughput => format!("throughput-{}", self.rate.unwrap_or(0.0)),
+            Goal::Goodput => "goodput".into(),
+        }
+    }
+
+    /// The measuring process's arguments that say it.
+    fn child_args(&self) -> Vec<String> {
+        let mut args = vec!["--objective".into(), format!("{:?}", self.goal).to_lowercase()];
+        let mut add = |flag: &str, value: Option<String>| {
+            if let Some(value) = value {
+                args.extend([flag.to_string(), value]);
+            }
+        };
+        add("--concurrency", self.concurrency.map(|c| c.to_string()));
+        add("--rate", self.rate.map(|r| r.to_string()));
+        add("--slo-ms", self.slo_ms.map(|s| s.to_string()));
+        add("--load", self.load.as_ref().map(|p| p.display().to_string()));
+        args
+    }
+}
+
+/// The load an objective is measured under.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ObjectiveArgs {
+    /// What a setting is judged by.
+    #[arg(long, value_enum, default_value = "p99")]
+    objective: Goal,
+    /// Clients sending back to back (p99 and mean), e.g. `1,8,32`: one search per value.
+    #[arg(long, value_delimiter = ',', default_value = "8")]
+    concurrency: Vec<usize>,
+    /// Requests per second, open loop (throughput).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// The p99 the throughput must stay within, ms (throughput).
+    #[arg(long)]
+    slo_ms: Option<f64>,
+    /// The load file (goodput).
+    #[arg(long)]
+    load: Option<PathBuf>,
+}
+
+impl ObjectiveArgs {
+    fn objectives(&self) -> anyhow::Result<Vec<Objective>> {
+        let base = Objective { goal: self.objective, concurrency: None, rate: None, slo_ms: None, load: None };
+        Ok(match self.objective {
+            Goal::P99 | Goal::Mean => {
+                anyhow::ensure!(!self.concurrency.is_empty(), "--concurrency needs at least one value");
+                for &c in &self.concurrency {
+                    anyhow::ensure!(
+                        (1..=modelless::load::MAX_CONCURRENCY).contains(&c),
+                        "concurrency {c} out of range"
+                    );
+                }
+                self.concurrency.iter().map(|&c| Objective { concurrency: Some(c), ..base.clone() }).collect()
+            }
+            Goal::Throughput => {
+                let rate = self.rate.filter(|r| *r > 0.0).context("--objective throughput needs --rate > 0")?;
+                let slo = self.slo_ms.filter(|s| *s > 0.0).context("--objective throughput needs --slo-ms > 0")?;
+                vec![Objective { rate: Some(rate), slo_ms: Some(slo), ..base }]
+            }
+            Goal::Goodput => {
+                let load = self.load.clone().context("--objective goodput needs --load")?;
+                vec![Objective { load: Some(load), ..base }]
+            }
+        })
+    }
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The runtime's TOML config.
+    #[arg(long)]
+    config: PathBuf,
+    /// The task whose variants are tuned.
+    #[arg(long)]
+    task: String,
+    /// Only this variant (default: every variant of the task).
+    #[arg(long)]
+    variant: Option<String>,
+    #[command(flatten)]
+    objective: ObjectiveArgs,
+    /// Evaluations per search.
+    #[arg(long, default_value_t = 20)]
+    budget: usize,
+    /// Random points Bayesian optimisation measures before its model proposes.
+    #[arg(long, default_value_t = 5)]
+    initial: usize,
+    /// Searches per strategy, seeded 0, 1, …
+    #[arg(long, default_value_t = 3)]
+    seeds: u64,
+    /// The strategies compared.
+    #[arg(long, value_delimiter = ',', default_value = "bayes,random")]
+    strategies: Vec<StrategyArg>,
+    /// Seconds each evaluation measures (after its warm-up).
+    #[arg(long, default_value_t = 3)]
+    seconds: u32,
+    /// Seconds of load before each measurement, not counted.
+    #[arg(long, default_value_t = 1)]
+    warmup_seconds: u32,
+    /// Interleaved rounds in which the default and each search's best are remeasured.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Photo-like JPEGs of these sizes for tasks that take images.
+    #[arg(long, default_value = "640x480")]
+    image_sizes: String,
+    /// Search again even where a stored search matches.
+    #[arg(long)]
+    fresh: bool,
+    /// Where the tables and plots go.
+    #[arg(long, default_value = "tune")]
+    out: PathBuf,
+    /// Write the best setting into the config (one variant and one objective only).
+    #[arg(long)]
+    write: bool,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum StrategyArg {
+    Bayes,
+    Random,
+}
+
+impl From<StrategyArg> for Strategy {
+    fn from(s: StrategyArg) -> Self {
+        match s {
+            StrategyArg::Bayes => Strategy::Bayes,
+            StrategyArg::Random => Strategy::Random,
+        }
+    }
+}
+
+/// What one measurement found.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Measured {
+    throughput_per_s: f64,
+    goodput_per_s: f64,
+    mean_ms: Option<f64>,
+    p99_ms: Option<f64>,
+    failed: u64,
+}
+
+/// One thing remeasured: a label and its setting.
+struct Candidate {
+    label: String,
+    strategy: Option<Strategy>,
+    setting: ServingSetting,
+    /// Its cost in each round.
+    costs: Vec<Option<f64>>,
+}
+
+impl Candidate {
+    fn median(&self) -> Option<f64> {
+        let mut costs: Vec<f64> = self.costs.iter().flatten().copied().collect();
+        costs.sort_by(f64::total_cmp);
+        costs.get(costs.len() / 2).copied()
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = RuntimeConfig::from_file(&args.config)?;
+    let task = config.tasks.iter().find(|t| t.name == args.task).with_context(|| format!("no task `{}`", args.task))?;
+    let variants: Vec<&VariantConfig> = match &args.variant {
+        Some(name) => vec![
+            task.variants
+                .iter()
+                .find(|v| &v.name == name)
+                .with_context(|| format!("task `{}` has no variant `{name}`", args.task))?,
+        ],
+        None => task.variants.iter().collect(),
+    };
+    let objectives = args.objective.objectives()?;
+    anyhow::ensure!(args.budget >= 1 && args.seeds >= 1 && args.rounds >= 1, "budget, seeds and rounds must be ≥ 1");
+    anyhow::ensure!(
+        !args.write || (variants.len() == 1 && objectives.len() == 1),
+        "--write needs one variant (--variant) and one objective (one --concurrency)"
+    );
+    let strategies: Vec<Strategy> = args.strategies.iter().map(|&s| s.into()).collect();
+    let searches = variants.len() * objectives.len() * args.seeds as usize * strategies.len();
+    let remeasures = variants.len() * objectives.len() * args.rounds * (1 + args.seeds as usize * strategies.len());
+    let bar = ProgressBar::new((searches * args.budget + remeasures) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("[{bar:30}] {pos}/{len} evaluations, {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let measurer = Measurer {
+        config: args.config.clone(),
+        task: args.task.clone(),
+        seconds: args.seconds,
+        warmup_seconds: args.warmup_seconds,
+        image_sizes: args.image_sizes.clone(),
+    };
+    std::fs::create_dir_all(&args.out)?;
+    let mut report = String::new();
+    let mut best_overall = None;
+    for variant in variants {
+        let sha = file_sha256(&variant.path).with_context(|| format!("reading {}", variant.path.display()))?;
+        let safe = store_beside(&variant.path).max_safe_batch(&variant.name, &sha);
+        let limits = SpaceLimits::new(safe, variant.preprocess.is_some());
+        let space = KnobSpace::new(limits.clone());
+        let default = ServingSetting::of(&config, variant, &limits);
+        let store = TuneStore::new(variant.path.parent().unwrap_or(Path::new(".")));
+        for objective in &objectives {
+            let what = format!("{} / {}", variant.name, objective.label());
+            let mut traces = Vec::new();
+            for seed in 0..args.seeds {
+                for &strategy in &strategies {
+                    let options = SearchOptions { budget: args.budget, initial: args.initial, seed };
+                    let settings = serde_json::json!({
+                        "objective": objective, "strategy": strategy, "options": options, "limits": limits,
+                        "seconds": args.seconds, "warmup_seconds": args.warmup_seconds,
+                    });
+                    let key = ProfileKey {
+                        model_sha256: sha.clone(),
+                        device: variant.device.name(),
+                        settings: settings.to_string(),
+                    };
+                    let stored = (!args.fresh).then(|| store.load(&variant.name, &key)).flatten();
+                    let trace = match stored {
+                        Some(trace) => {
+                            bar.inc(args.budget as u64);
+                            say(&bar, format!("{what}: {} seed {seed}: stored search reused", strategy.name()));
+                            trace
+                        }
+                        None => {
+                            let trace = search(
+                                &space,
+                                strategy,
+                                options,
+                                &mut |_, setting| measurer.cost(&variant.name, setting, objective),
+                                &mut |evaluation| {
+                                    bar.inc(1);
+                                    let cost = evaluation.cost.map_or("failed".into(), |c| {
+                                        format!("{:.1} {}", objective.shown(c), objective.unit())
+                                    });
+                                    let line = format!("{what}: {} seed {seed}: {cost}", strategy.name());
+                                    if bar.is_hidden() {
+                                        // No terminal to draw on: a line per evaluation.
+                                        eprintln!("[{}/{}] {line}", bar.position(), bar.length().unwrap_or(0));
+                                    }
+                                    bar.set_message(line);
+                                },
+                            );
+                            store.save(&variant.name, &key, &trace)?;
+                            trace
+                        }
+                    };
+                    traces.push(trace);
+                }
+            }
+            bar.set_message(format!("{what}: remeasuring the best of each search"));
+            let candidates = remeasure(&measurer, &variant.name, objective, &default, &traces, args.rounds, &bar);
+            let slug = format!("{}-{}", variant.name, objective.slug());
+            let svg = plot::convergence_svg(&traces, &format!("{what}: best so far"), objective.unit(), |c| {
+                objective.shown(c)
+            });
+            std::fs::write(args.out.join(format!("{slug}-convergence.svg")), svg)?;
+            let table = table(&what, objective, &traces, &candidates, args.rounds);
+            say(&bar, table.clone());
+            report.push_str(&table);
+            if let Some(best) = candidates
+                .iter()
+                .filter(|c| c.median().is_some())
+                .min_by(|a, b| a.median().unwrap_or(f64::INFINITY).total_cmp(&b.median().unwrap_or(f64::INFINITY)))
+            {
+                let snippet = toml_snippet(&args.task, &variant.name, &best.setting);
+                let _ = writeln!(
+                    report,
+                    "Best remeasured: {} ({}).\n\n```toml\n{snippet}```\n",
+                    best.label,
+                    best.setting.brief()
+                );
+                say(&bar, format!("best for {what}: {}\n{snippet}", best.label));
+                best_overall = Some((variant.name.clone(), best.setting.clone(), best.label.clone()));
+            }
+            // Written as each objective ends: a long run's finished tables are kept.
+            std::fs::write(args.out.join("results.md"), &report)?;
+        }
+    }
+    bar.finish_and_clear();
+    eprintln!("tables, plots and the best settings in {}", args.out.display());
+    if args.write {
+        let (variant, setting, label) = best_overall.context("no setting was measured: nothing to write")?;
+        write_setting(&args.config, &args.task, &variant, &setting)?;
+        eprintln!("wrote {label} ({}) into {}", setting.brief(), args.config.display());
+    }
+    Ok(())
+}
+
+/// Prints `line` above the progress bar, or plainly where there is no terminal to
+/// draw the bar on (a hidden bar drops what it is asked to print).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() { eprintln!("{line}") } else { bar.println(line) }
+}
+
+/// The default and each search's best, measured in `rounds` rounds, each round in
+/// another order, so that the machine's drift falls on all of them alike.
+fn remeasure(
+    measurer: &Measurer,
+    variant: &str,
+    objective: &Objective,
+    default: &ServingSetting,
+    traces: &[SearchTrace],
+    rounds: usize,
+    bar: &ProgressBar,
+) -> Vec<Candidate> {
+    let mut candidates =
+        vec![Candidate { label: "default".into(), strategy: None, setting: default.clone(), costs: Vec::new() }];
+    for trace in traces {
+        if let Some(best) = trace.best() {
+            candidates.push(Candidate {
+                label: format!("{} seed {}", trace.strategy.name(), trace.options.seed),
+                strategy: Some(trace.strategy),
+                setting: best.setting.clone(),
+                costs: Vec::new(),
+            });
+        }
+    }
+    let n = candidates.len();
+    for round in 0..rounds {
+        for i in 0..n {
+            let candidate = &mut candidates[(i + round) % n];
+            candidate.costs.push(measurer.cost(variant, &candidate.setting, objective).ok());
+            bar.inc(1);
+        }
+    }
+    candidates
+}
+
+fn mean_and_sd(values: &[f64]) -> Option<(f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (values.len().max(2) - 1) as f64;
+    Some((mean, var.sqrt()))
+}
+
+/// The table of one objective: per strategy the best each search found and its
+/// remeasured median (mean ± sd over seeds), the default, and the noise.
+fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: &[Candidate], rounds: usize) -> String {
+    let unit = objective.unit();
+    let shown = |v: f64| objective.shown(v);
+    let mut s = format!(
+        "\n### {what}\n\n| setting | best found in the search, {unit} | remeasured (median of {rounds} interleaved rounds), {unit} | searches |\n|---|---:|---:|---:|\n"
+    );
+    let mut remeasured_by = std::collections::BTreeMap::new();
+    for strategy in [Strategy::Bayes, Strategy::Random] {
+        let found: Vec<f64> =
+            traces.iter().filter(|t| t.strategy == strategy).filter_map(|t| t.best()?.cost).map(shown).collect();
+        let again: Vec<f64> = candidates
+            .iter()
+            .filter(|c| c.strategy == Some(strategy))
+            .filter_map(Candidate::median)
+            .map(shown)
+            .collect();
+        if found.is_empty() {
+            continue;
+        }
+        let pm = |v: &[f64]| mean_and_sd(v).map_or("–".into(), |(m, sd)| format!("{m:.2} ± {sd:.2}"));
+        let _ = writeln!(s, "| {} | {} | {} | {} |", strategy.name(), pm(&found), pm(&again), found.len());
+        remeasured_by.insert(strategy, mean_and_sd(&again).map(|(m, _)| m));
+    }
+    let default = candidates.iter().find(|c| c.strategy.is_none());
+    let default_costs: Vec<f64> =
+        default.map(|d| d.costs.iter().flatten().copied().map(shown).collect()).unwrap_or_default();
+    let default_median = default.and_then(Candidate::median).map(shown);
+    let _ = writeln!(s, "| default | – | {} | – |", default_median.map_or("failed".into(), |m| format!("{m:.2}")));
+    // Noise: how far one setting's measurements spread over the rounds, as a share of
+    // their median (the default's, and the median of every candidate's).
+    let spreads: Vec<f64> = candidates
+        .iter()
+        .filter_map(|c| {
+            let costs: Vec<f64> = c.costs.iter().flatten().copied().collect();
+            let (low, high) = costs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
+            let median = c.median()?;
+            (costs.len() >= 2 && median != 0.0).then(|| (high - low) / median.abs())
+        })
+        .collect();
+    let mut sorted = spreads.clone();
+    sorted.sort_by(f64::total_cmp);
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b != 0.0 => format!("{:.3}", a / b),
+        _ => "–".into(),
+    };
+    let bayes = remeasured_by.get(&Strategy::Bayes).copied().flatten();
+    let random = remeasured_by.get(&Strategy::Random).copied().flatten();
+    let _ = writeln!(
+        s,
+        "\nRemeasured, bayes ÷ random: {}; bayes ÷ default: {} ({}). Noise: a setting's measurements spread \
+         over the rounds by {} of their median (the default's: {}).\n",
+        ratio(bayes, random),
+        ratio(bayes, default_median),
+        if objective.lower_is_better() { "below 1 is better" } else { "above 1 is better" },
+        sorted.get(sorted.len() / 2).map_or("–".into(), |m| format!("{:.1} % (median)", m * 100.0)),
+        spread_text(&default_costs),
+    );
+    s
+}
+
+fn spread_text(values: &[f64]) -> String {
+    let (low, high) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.get(sorted.len() / 2) {
+        Some(&median) if values.len() >= 2 && median != 0.0 => format!("{:.1} %", (high - low) / median.abs() * 100.0),
+        _ => "–".into(),
+    }
+}
+
+/// The setting as TOML to paste into the config.
+fn toml_snippet(task: &str, variant: &str, setting: &ServingSetting) -> String {
+    let mut s = String::from("[onnxruntime]\n");
+    let _ = writeln!(s, "intra_op_threads = {}", setting.intra_op_threads);
+    let _ = writeln!(s, "one_run_at_a_time = {}", setting.one_run_at_a_time);
+    let _ = writeln!(s, "spinning = {}", setting.spinning);
+    if let Some(threads) = setting.preprocessing_threads {
+        let _ = writeln!(s, "\n[preprocessing]\nthreads = {threads}");
+    }
+    let _ = writeln!(s, "\n# In [[tasks]] name = \"{task}\", [[tasks.variants]] name = \"{variant}\":");
+    let _ = writeln!(s, "instances = {}", setting.instances);
+    let _ = writeln!(s, "batching.max_batch_size = {}", setting.max_batch_size);
+    let _ = writeln!(s, "batching.max_queue_delay_us = {}", setting.max_queue_delay_us);
+    let _ = writeln!(
+        s,
+        "batching.preferred_batch_sizes = {:?}",
+        setting.preferred_batch_sizes.sizes(setting.max_batch_size)
+    );
+    s
+}
+
+/// Runs measurements in child processes.
+struct Measurer {
+    config: PathBuf,
+    task: String,
+    seconds: u32,
+    warmup_seconds: u32,
+    image_sizes: String,
+}
+
+impl Measurer {
+    /// The objective's cost of `setting` on `variant`, or why it could not be had.
+    fn cost(&self, variant: &str, setting: &ServingSetting, objective: &Objective) -> Result<f64, String> {
+        objective.cost(&self.measure(variant, setting, objective)?)
+    }
+
+    fn measure(&self, variant: &str, setting: &ServingSetting, objective: &Objective) -> Result<Measured, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+        let setting_json = serde_json::to_string(setting).map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe)
+            .arg("tune-measure")
+            .arg("--config")
+            .arg(&self.config)
+            .args(["--task", &self.task, "--variant", variant, "--setting", &setting_json])
+            .args(["--seconds", &self.seconds.to_string(), "--warmup-seconds", &self.warmup_seconds.to_string()])
+            .args(["--image-sizes", &self.image_sizes])
+            .args(objective.child_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting the measurement: {e}"))?;
+        // Loading and warming a variant takes seconds; a child far past its time is stuck.
+        let limit = Duration::from_secs(u64::from(self.seconds + self.warmup_seconds) * 3 + 180);
+        let started = Instant::now();
+        let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
+        let err_reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(e) = stderr.as_mut() {
+                let _ = e.read_to_string(&mut text);
+            }
+            text
+        });
+        let mut out = String::new();
+        if let Some(o) = stdout.as_mut() {
+            let _ = o.read_to_string(&mut out);
+        }
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if started.elapsed() > limit => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("the measurement ran past {limit:?}: killed"));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(format!("waiting for the measurement: {e}")),
+            }
+        };
+        let errors = err_reader.join().unwrap_or_default();
+        if !status.success() {
+            let last = errors.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+            return Err(format!("the measurement failed ({status}): {last}"));
+        }
+        let line = out.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
+        serde_json::from_str(line).map_err(|e| format!("the measurement's answer `{line}`: {e}"))
+    }
+}
+
+/// `modelless tune-measure`: one measurement of one setting, in its own process.
+#[derive(clap::Args)]
+pub struct MeasureArgs {
+    #[arg(long)]
+    config: PathBuf,
+    #[arg(long)]
+    task: String,
+    #[arg(long)]
+    variant: String,
+    /// The setting, as JSON.
+    #[arg(long)]
+    setting: String,
+    #[command(flatten)]
+    objective: ObjectiveArgs,
+    #[arg(long, default_value_t = 3)]
+    seconds: u32,
+    #[arg(long, default_value_t = 1)]
+    warmup_seconds: u32,
+    #[arg(long, default_value = "640x480")]
+    image_sizes: String,
+}
+
+/// Measures one setting and prints what it found as one line of JSON.
+pub fn measure(args: MeasureArgs) -> anyhow::Result<()> {
+    let objective = args.objective.objectives()?.into_iter().next().context("no objective")?;
+    let setting: ServingSetting = serde_json::from_str(&args.setting).context("--setting")?;
+    let mut config = RuntimeConfig::from_file(&args.config)?;
+    only_variant(&mut config, &args.task, &args.variant)?;
+    setting.apply(&mut config, &args.task, &args.variant);
+    if let Some(clients) = objective.concurrency {
+        // Closed loop: no batch holds more rows than there are clients, so warming
+        // larger ones up would only lengthen every evaluation.
+        for variant in config.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()) {
+            variant.warmup.up_to_batch = Some(clients);
+        }
+    }
+    let slo = config.tasks.first().and_then(|t| t.latency_slo_ms);
+    let takes_images = config.tasks.iter().flat_map(|t| &t.variants).any(|v| v.preprocess.is_some());
+    let runtime = Arc::new(RuntimeBuilder::default().with_config(config).build()?);
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let spec_for = |seconds: u32| -> anyhow::Result<LoadSpec> {
+        if let Some(load) = &objective.load {
+            return Ok(LoadSpec::from_file(load)?);
+        }
+        let rate = objective.rate.unwrap_or(1.0);
+        let task = TaskLoad {
+            task: args.task.clone(),
+            pattern: Pattern::Constant { rate, duration_s: seconds },
+            slo_ms: objective.slo_ms.or(slo).or(Some(60_000.0)),
+            min_accuracy: None,
+            start_s: 0,
+        };
+        Ok(LoadSpec { seed: 0, tasks: vec![task], rate_scale: 1.0 })
+    };
+    let images = takes_images
+        .then(|| modelless::load::ImageSet::generated(&modelless::load::images::parse_sizes(&args.image_sizes)?, 0))
+        .transpose()?;
+    let drive = |spec: &LoadSpec| -> anyhow::Result<RunResult> {
+        let mut target = InProcess::new(runtime.clone(), spec)?;
+        if let Some(images) = &images {
+            target.with_images(images);
+        }
+        let target: Arc<dyn modelless::load::Target> = Arc::new(target);
+        Ok(match objective.concurrency {
+            Some(clients) => tokio.block_on(modelless::load::run_closed(target, spec, clients, &mut |_| {}))?,
+            None => tokio.block_on(modelless::load::run(target, spec, &mut |_| {}))?,
+        })
+    };
+    if args.warmup_seconds > 0 && objective.load.is_none() {
+        drive(&spec_for(args.warmup_seconds)?)?;
+    }
+    let result = drive(&spec_for(args.seconds)?)?;
+    println!("{}", serde_json::to_string(&measured(&result))?);
+    Ok(())
+}
+
+/// Leaves only `variant` of `task` in `config`, active, with whatever profile is
+/// stored (profiling at every evaluation would measure the profiler).
+fn only_variant(config: &mut RuntimeConfig, task: &str, variant: &str) -> anyhow::Result<()> {
+    config.tasks.retain(|t| t.name == task);
+    let found = config.tasks.first_mut().with_context(|| format!("no task `{task}`"))?;
+    found.variants.retain(|v| v.name == variant);
+    let chosen = found.variants.first_mut().with_context(|| format!("task `{task}` has no variant `{variant}`"))?;
+    if chosen.profile == ProfileMode::Measure {
+        chosen.profile = ProfileMode::Stored;
+    }
+    found.active = Some(variant.to_string());
+    config.models.clear();
+    config.policy = None;
+    config.server = None;
+    Ok(())
+}
+
+fn measured(result: &RunResult) -> Measured {
+    let summary = result.summaries().into_iter().find(|s| s.task != "all").unwrap_or_default();
+    let answered: Vec<f64> = result.records.iter().filter(|r| r.status == Status::Ok).map(|r| r.latency_ms).collect();
+    Measured {
+        throughput_per_s: summary.throughput_per_s,
+        goodput_per_s: summary.goodput_per_s,
+        mean_ms: (!answered.is_empty()).then(|| answered.iter().sum::<f64>() / answered.len() as f64),
+        p99_ms: summary.p99_ms,
+        failed: summary.sent.saturating_sub(summary.completed),
+    }
+}

@@ -1,0 +1,299 @@
+//! The search loop: a budget of evaluations of an objective (lower is better) over a
+//! [`KnobSpace`], proposed either at random or by Bayesian optimisation (a Gaussian
+//! process over what was measured, and the point of highest expected improvement).
+//! Both draw their first points from the same seeded generator, so that with the
+//! same seed they start from the same measurements.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use egobox_ego::{EgorServiceBuilder, InfillStrategy, XType};
+use ndarray::{Array2, Axis};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde::{Deserialize, Serialize};
+
+use super::space::{KnobRange, KnobSpace, ServingSetting};
+
+/// How the next point is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Gaussian process and expected improvement, after a few random points.
+    Bayes,
+    /// Uniformly at random: the baseline.
+    Random,
+}
+
+impl Strategy {
+    /// Its name in tables and files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Bayes => "bayes",
+            Strategy::Random => "random",
+        }
+    }
+}
+
+/// The budget and seed of one search.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchOptions {
+    /// Evaluations in all.
+    pub budget: usize,
+    /// Random points Bayesian optimisation measures before its model proposes any.
+    pub initial: usize,
+    /// Seed of the random points (and of the optimiser's own choices).
+    pub seed: u64,
+}
+
+/// One measured point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    /// The point, one number per knob.
+    pub point: Vec<f64>,
+    /// What it sets.
+    pub setting: ServingSetting,
+    /// What the objective measured, or `None` where the measurement failed.
+    pub cost: Option<f64>,
+    /// Why it failed, where it did.
+    pub error: Option<String>,
+}
+
+/// A search as it went: every evaluation in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchTrace {
+    /// How it chose its points.
+    pub strategy: Strategy,
+    /// Its budget and seed.
+    pub options: SearchOptions,
+    /// What it measured, in order.
+    pub evaluations: Vec<Evaluation>,
+}
+
+impl SearchTrace {
+    /// The evaluation of lowest cost.
+    pub fn best(&self) -> Option<&Evaluation> {
+        self.evaluations.iter().filter(|e| e.cost.is_some()).min_by(|a, b| cost_order(a.cost, b.cost))
+    }
+
+    /// After each evaluation, the lowest cost measured so far (`None` until one
+    /// succeeded): the convergence curve.
+    pub fn best_so_far(&self) -> Vec<Option<f64>> {
+        let mut best: Option<f64> = None;
+        self.evaluations
+            .iter()
+            .map(|e| {
+                if let Some(cost) = e.cost {
+                    best = Some(best.map_or(cost, |b| b.min(cost)));
+                }
+                best
+            })
+            .collect()
+    }
+}
+
+fn cost_order(a: Option<f64>, b: Option<f64>) -> std::cmp::Ordering {
+    a.unwrap_or(f64::INFINITY).total_cmp(&b.unwrap_or(f64::INFINITY))
+}
+
+/// Runs a search of `options.budget` evaluations of `objective` over `space`.
+/// `objective` gets the evaluation's index and its setting; a failed measurement is
+/// recorded with its reason and the search goes on. `progress` hears of each
+/// evaluation as it ends.
+pub fn search(
+    space: &KnobSpace,
+    strategy: Strategy,
+    options: SearchOptions,
+    objective: &mut dyn FnMut(usize, &ServingSetting) -> Result<f64, String>,
+    progress: &mut dyn FnMut(&Evaluation),
+) -> SearchTrace {
+    let mut proposer = Proposer::new(space, strategy, options);
+    let mut trace = SearchTrace { strategy, options, evaluations: Vec::new() };
+    for index in 0..options.budget {
+        let point = proposer.propose(&trace.evaluations);
+        let setting = space.decode(&point);
+        let (cost, error) = match objective(index, &setting) {
+            Ok(cost) if cost.is_finite() => (Some(cost), None),
+            Ok(cost) => (None, Some(format!("the objective measured {cost}"))),
+            Err(e) => (None, Some(e)),
+        };
+        let evaluation = Evaluation { point, setting, cost, error };
+        progress(&evaluation);
+        trace.evaluations.push(evaluation);
+    }
+    trace
+}
+
+/// Chooses the next point from what was measured.
+struct Proposer<'a> {
+    space: &'a KnobSpace,
+    strategy: Strategy,
+    options: SearchOptions,
+    rng: StdRng,
+}
+
+impl<'a> Proposer<'a> {
+    fn new(space: &'a KnobSpace, strategy: Strategy, options: SearchOptions) -> Self {
+        Proposer { space, strategy, options, rng: StdRng::seed_from_u64(options.seed) }
+    }
+
+    fn propose(&mut self, done: &[Evaluation]) -> Vec<f64> {
+        let random = self.space.sample(&mut self.rng);
+        if self.strategy == Strategy::Random || done.len() < self.options.initial.max(2) {
+            return random;
+        }
+        // A point already measured is measured again only by chance: where the model
+        // insists on one, a fresh random point teaches it more.
+        match self.suggest(done) {
+            Some(point) if !done.iter().any(|e| self.space.decode(&e.point) == self.space.decode(&point)) => point,
+            _ => random,
+        }
+    }
+
+    /// The point of highest expected improvement under a Gaussian process fitted to
+    /// `done`; `None` where the optimiser cannot propose one.
+    fn suggest(&self, done: &[Evaluation]) -> Option<Vec<f64>> {
+        let xtypes: Vec<XType> = self
+            .space
+            .ranges()
+            .into_iter()
+            .map(|(_, range)| match range {
+                KnobRange::Int(low, high) => XType::Int(low, high),
+                KnobRange::Float(low, high) => XType::Float(low, high),
+            })
+            .collect();
+        let costs = modelled_costs(done);
+        let x = Array2::from_shape_vec(
+            (done.len(), self.space.dimensions()),
+            done.iter().flat_map(|e| self.space.clamp(&e.point)).collect(),
+        )
+        .ok()?;
+        let y = Array2::from_shape_vec((costs.len(), 1), costs).ok()?;
+        let seed = self.options.seed.wrapping_add(done.len() as u64);
+        let service = EgorServiceBuilder::optimize()
+            .configure(|config| config.infill_strategy(InfillStrategy::LogEI).seed(seed))
+            .min_within_mixint_space(&xtypes)
+            .ok()?;
+        // The optimiser asserts on data it cannot model (e.g. every cost equal); the
+        // search then goes on at random rather than end.
+        let suggested = catch_unwind(AssertUnwindSafe(|| service.suggest(&x, &y))).ok()?;
+        let row = suggested.index_axis(Axis(0), 0).to_vec();
+        Some(self.space.clamp(&row))
+    }
+}
+
+/// The costs the model is fitted to: their logarithm where all are positive (latency
+/// spans orders of magnitude between good and bad settings, and a Gaussian process
+/// fits its logarithm better), and a failed measurement as the worst cost seen, so
+/// that the model learns to avoid its region.
+fn modelled_costs(done: &[Evaluation]) -> Vec<f64> {
+    let measured: Vec<f64> = done.iter().filter_map(|e| e.cost).collect();
+    let log = !measured.is_empty() && measured.iter().all(|&c| c > 0.0);
+    let worst = measured.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let spread = measured.iter().copied().fold(f64::INFINITY, f64::min);
+    let failed = if worst.is_finite() { worst + (worst - spread).abs().max(worst.abs() * 0.5) } else { 1.0 };
+    done.iter()
+        .map(|e| {
+            let cost = e.cost.unwrap_or(if log { failed.max(f64::MIN_POSITIVE) } else { failed });
+            if log { cost.ln() } else { cost }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tune::space::{PreferredSizes, SpaceLimits};
+
+    fn space() -> KnobSpace {
+        KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false })
+    }
+
+    /// A smooth bowl over the space with its bottom (cost 1) at batch 12, a 3 ms
+    /// delay, preferring powers of two, 2 instances, 3 threads, taking turns, not
+    /// spinning: far from the corners a random point lands on.
+    fn bowl(setting: &ServingSetting) -> f64 {
+        let batch = (setting.max_batch_size as f64 - 12.0) / 8.0;
+        let delay = (setting.max_queue_delay_us as f64 - 3000.0) / 2500.0;
+        let instances = setting.instances as f64 - 2.0;
+        let threads = setting.intra_op_threads as f64 - 3.0;
+        let preferred = if setting.preferred_batch_sizes == PreferredSizes::PowersOfTwo { 0.0 } else { 0.5 };
+        let switches = f64::from(u8::from(!setting.one_run_at_a_time) + u8::from(setting.spinning)) * 0.5;
+        1.0 + batch * batch + delay * delay + instances * instances + threads * threads + preferred + switches
+    }
+
+    fn best_of(strategy: Strategy, seed: u64, budget: usize) -> (f64, usize) {
+        let options = SearchOptions { budget, initial: 5, seed };
+        let mut calls = 0;
+        let trace = search(
+            &space(),
+            strategy,
+            options,
+            &mut |_, setting| {
+                calls += 1;
+                Ok(bowl(setting))
+            },
+            &mut |_| {},
+        );
+        assert_eq!(trace.evaluations.len(), budget);
+        (trace.best().and_then(|e| e.cost).unwrap_or(f64::INFINITY), calls)
+    }
+
+    #[test]
+    fn bayesian_optimisation_finds_a_known_optimum_more_often_than_random_search() {
+        let (budget, seeds) = (20, 6);
+        let near = |cost: f64| cost < 1.6;
+        let (mut bayes_found, mut random_found, mut bayes_sum, mut random_sum) = (0, 0, 0.0, 0.0);
+        for seed in 0..seeds {
+            let (bayes, calls) = best_of(Strategy::Bayes, seed, budget);
+            assert_eq!(calls, budget, "one objective call per evaluation");
+            let (random, _) = best_of(Strategy::Random, seed, budget);
+            bayes_found += usize::from(near(bayes));
+            random_found += usize::from(near(random));
+            bayes_sum += bayes;
+            random_sum += random;
+        }
+        assert!(
+            bayes_found > random_found && bayes_sum < random_sum,
+            "near the optimum: bayes {bayes_found}, random {random_found} of {seeds}; mean best: bayes {:.2}, random {:.2}",
+            bayes_sum / seeds as f64,
+            random_sum / seeds as f64
+        );
+    }
+
+    #[test]
+    fn both_strategies_start_from_the_same_points_and_a_failure_does_not_end_the_search() {
+        let options = SearchOptions { budget: 8, initial: 4, seed: 3 };
+        let run = |strategy| {
+            search(
+                &space(),
+                strategy,
+                options,
+                &mut |index, setting| if index == 1 { Err("did not load".into()) } else { Ok(bowl(setting)) },
+                &mut |_| {},
+            )
+        };
+        let (bayes, random) = (run(Strategy::Bayes), run(Strategy::Random));
+        let first = |t: &SearchTrace| t.evaluations[..4].iter().map(|e| e.setting.clone()).collect::<Vec<_>>();
+        assert_eq!(first(&bayes), first(&random));
+        assert_eq!(bayes.evaluations[1].error.as_deref(), Some("did not load"));
+        assert_eq!(bayes.evaluations.len(), 8, "the search went on after the failure");
+        let curve = bayes.best_so_far();
+        assert!(curve.windows(2).all(|w| cost_order(w[1], w[0]).is_le()), "{curve:?}");
+        assert_eq!(curve.last().copied().flatten(), bayes.best().and_then(|e| e.cost));
+    }
+
+    #[test]
+    fn failed_measurements_are_modelled_as_worse_than_any_measured() {
+        let at = |cost: Option<f64>| Evaluation {
+            point: vec![],
+            setting: space().decode(&[]),
+            cost,
+            error: cost.is_none().then(|| "failed".into()),
+        };
+        let costs = modelled_costs(&[at(Some(10.0)), at(None), at(Some(40.0))]);
+        assert!((costs[0] - 10f64.ln()).abs() < 1e-12 && (costs[2] - 40f64.ln()).abs() < 1e-12);
+        assert!(costs[1] > costs[2], "{costs:?}");
+        let negative = modelled_costs(&[at(Some(-300.0)), at(None), at(Some(-100.0))]);
+        assert!(negative[1] > -100.0, "throughput objectives are negated: {negative:?}");
+    }
+}
