@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Overload without collapse: one variant (MobileNetV2-1.0), no policy, offered 0.8,
-# 1.5, 2 and 4 times its capacity for PHASE_S seconds each, in one open-loop run.
-# The capacity is measured in the same run (closed loop, CONCURRENCY clients), before
-# and after the load: the machine's speed drifts within minutes, so goodput is held
-# to the mean of the two.
-# With BASELINE=<git revision> the same load also goes to that revision's build,
-# right after, for the before/after table. Writes each run's loadgen files (plots
-# included), results.md (per phase: goodput, late share, refusals by reason, the
-# refusal latency, peak RSS) and results.json.
+# 1.5, 2 and 4 times its capacity for PHASE_S seconds each (open loop, Poisson).
+# The machine's speed drifts by tens of percent within minutes, so the capacity
+# (closed loop, CONCURRENCY clients, CAPACITY_S seconds) is measured before the first
+# phase and after every phase, and each phase's goodput is held to the mean of the
+# two measurements either side of it. With BASELINE=<git revision> every phase is
+# offered to that revision's build too, right after this one's, for the
+# before/after table. Writes each run's loadgen files (plots included), results.md
+# (per phase: goodput, late share, refusals by reason, the refusal latency, peak
+# RSS) and results.json.
 #
-#   bash scripts/bench_overload.sh [OUT]      (default bench-overload; ~3 min a build)
-#   BASELINE=436d92c PHASE_S=30 MULTIPLES="0.8 1.5 2 4" CONCURRENCY=32
+#   bash scripts/bench_overload.sh [OUT]      (default bench-overload; ~4 min, 6 with a baseline)
+#   BASELINE=436d92c PHASE_S=30 MULTIPLES="0.8 1.5 2 4" CONCURRENCY=32 CAPACITY_S=10
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,6 +19,7 @@ OUT="$(realpath -m "${1:-$ROOT/bench-overload}")"
 PHASE_S="${PHASE_S:-30}"
 MULTIPLES="${MULTIPLES:-0.8 1.5 2 4}"
 CONCURRENCY="${CONCURRENCY:-32}"
+CAPACITY_S="${CAPACITY_S:-10}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 cd "$ROOT"
 log() { echo "bench_overload: $*" >&2; }
@@ -38,43 +40,38 @@ cat >"$OUT/capacity-load.toml" <<TOML
 [[tasks]]
 task = "classify"
 slo_ms = 60000
-pattern = { kind = "constant", rate = 1, duration_s = 15 }
+pattern = { kind = "constant", rate = 1, duration_s = $CAPACITY_S }
 TOML
 # Prints the answers/s of a closed-loop run of this revision's build, to OUT/NAME.
 capacity() {
-    log "measuring capacity ($1): closed loop, $CONCURRENCY clients, 15 s"
+    log "measuring capacity ($1): closed loop, $CONCURRENCY clients, $CAPACITY_S s"
     "$OUT/bin/admission" loadgen --config "$OUT/config.toml" --load "$OUT/capacity-load.toml" \
         --concurrency "$CONCURRENCY" --label "$1" --out "$OUT/$1" >/dev/null 2>"$OUT/$1.log"
     python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['throughput_per_s'])" "$OUT/$1/summary.json"
 }
-CAPACITY=$(capacity capacity-before)
-log "capacity: $CAPACITY answers/s"
+CAPACITIES=("$(capacity capacity-0)")
+log "capacity: ${CAPACITIES[0]} answers/s; the phases offer multiples of it"
 
-# One rate per second: each multiple of the capacity for PHASE_S seconds.
-python3 - "$CAPACITY" "$PHASE_S" $MULTIPLES >"$OUT/rates.csv" <<'PY'
-import sys
-capacity, phase_s, multiples = float(sys.argv[1]), int(sys.argv[2]), [float(m) for m in sys.argv[3:]]
-for m in multiples:
-    for _ in range(phase_s):
-        print(f"{capacity * m:.1f}")
-PY
-cat >"$OUT/load.toml" <<TOML
+BUILDS=(admission)
+[[ -n "${BASELINE:-}" ]] && BUILDS+=(baseline)
+phase=0
+for multiple in $MULTIPLES; do
+    phase=$((phase + 1))
+    rate=$(python3 -c "import sys; print(f'{float(sys.argv[1]) * float(sys.argv[2]):.1f}')" "${CAPACITIES[0]}" "$multiple")
+    cat >"$OUT/load-x$multiple.toml" <<TOML
 seed = 5
 [[tasks]]
 task = "classify"
 slo_ms = 150
-pattern = { kind = "trace", file = "$OUT/rates.csv" }
+pattern = { kind = "constant", rate = $rate, duration_s = $PHASE_S }
 TOML
-
-BUILDS=(admission)
-[[ -n "${BASELINE:-}" ]] && BUILDS+=(baseline)
-for build in "${BUILDS[@]}"; do
-    log "offering $MULTIPLES x capacity to $build, $PHASE_S s each"
-    "$OUT/bin/$build" loadgen --config "$OUT/config.toml" --load "$OUT/load.toml" --label "$build" \
-        --out "$OUT/$build" >/dev/null 2>"$OUT/$build.log"
-    # Measured again after this build's run: the machine drifts within minutes.
-    [[ "$build" == admission ]] && CAPACITY_AFTER=$(capacity capacity-after)
+    for build in "${BUILDS[@]}"; do
+        log "offering $multiple x capacity ($rate/s) to $build for $PHASE_S s"
+        "$OUT/bin/$build" loadgen --config "$OUT/config.toml" --load "$OUT/load-x$multiple.toml" \
+            --label "$build" --out "$OUT/$build-x$multiple" >/dev/null 2>"$OUT/$build-x$multiple.log"
+    done
+    CAPACITIES+=("$(capacity "capacity-$phase")")
 done
-python3 scripts/bench_overload_table.py --capacity "$CAPACITY" "$CAPACITY_AFTER" --phase-s "$PHASE_S" \
-    --multiples $MULTIPLES --runs "${BUILDS[@]/#/$OUT/}" --out "$OUT"
+python3 scripts/bench_overload_table.py --capacities "${CAPACITIES[@]}" --phase-s "$PHASE_S" \
+    --multiples $MULTIPLES --builds "${BUILDS[@]}" --dir "$OUT"
 cat "$OUT/results.md"
