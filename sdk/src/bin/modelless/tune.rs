@@ -249,11 +249,29 @@ struct Candidate {
 }
 
 impl Candidate {
-    fn median(&self) -> Option<f64> {
-        let mut costs: Vec<f64> = self.costs.iter().flatten().copied().collect();
-        costs.sort_by(f64::total_cmp);
-        costs.get(costs.len() / 2).copied()
+    /// The rounds it was measured in.
+    fn measured(&self) -> Vec<f64> {
+        self.costs.iter().flatten().copied().collect()
     }
+
+    fn median(&self) -> Option<f64> {
+        median(&self.measured())
+    }
+}
+
+/// The middle value (the upper middle of an even count); `None` when there is none.
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied()
+}
+
+/// How far `values` spread (highest less lowest) as a share of their median; `None`
+/// for fewer than two values or a median of zero.
+fn relative_spread(values: &[f64]) -> Option<f64> {
+    let (low, high) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
+    let median = median(values)?;
+    (values.len() >= 2 && median != 0.0).then(|| (high - low) / median.abs())
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -462,23 +480,12 @@ fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: 
         remeasured_by.insert(strategy, mean_and_sd(&again).map(|(m, _)| m));
     }
     let default = candidates.iter().find(|c| c.strategy.is_none());
-    let default_costs: Vec<f64> =
-        default.map(|d| d.costs.iter().flatten().copied().map(shown).collect()).unwrap_or_default();
     let default_median = default.and_then(Candidate::median).map(shown);
     let _ = writeln!(s, "| default | – | {} | – |", default_median.map_or("failed".into(), |m| format!("{m:.2}")));
     // Noise: how far one setting's measurements spread over the rounds, as a share of
     // their median (the default's, and the median of every candidate's).
-    let spreads: Vec<f64> = candidates
-        .iter()
-        .filter_map(|c| {
-            let costs: Vec<f64> = c.costs.iter().flatten().copied().collect();
-            let (low, high) = costs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
-            let median = c.median()?;
-            (costs.len() >= 2 && median != 0.0).then(|| (high - low) / median.abs())
-        })
-        .collect();
-    let mut sorted = spreads.clone();
-    sorted.sort_by(f64::total_cmp);
+    let spreads: Vec<f64> = candidates.iter().filter_map(|c| relative_spread(&c.measured())).collect();
+    let percent = |share: Option<f64>| share.map_or("–".into(), |m| format!("{:.1} %", m * 100.0));
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b != 0.0 => format!("{:.3}", a / b),
         _ => "–".into(),
@@ -492,20 +499,10 @@ fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: 
         ratio(bayes, random),
         ratio(bayes, default_median),
         if objective.lower_is_better() { "below 1 is better" } else { "above 1 is better" },
-        sorted.get(sorted.len() / 2).map_or("–".into(), |m| format!("{:.1} % (median)", m * 100.0)),
-        spread_text(&default_costs),
+        median(&spreads).map_or("–".into(), |m| format!("{} (median)", percent(Some(m)))),
+        percent(default.and_then(|d| relative_spread(&d.measured()))),
     );
     s
-}
-
-fn spread_text(values: &[f64]) -> String {
-    let (low, high) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.get(sorted.len() / 2) {
-        Some(&median) if values.len() >= 2 && median != 0.0 => format!("{:.1} %", (high - low) / median.abs() * 100.0),
-        _ => "–".into(),
-    }
 }
 
 /// The setting as TOML to paste into the config.
@@ -563,18 +560,19 @@ impl Measurer {
         // Loading and warming a variant takes seconds; a child far past its time is stuck.
         let limit = Duration::from_secs(u64::from(self.seconds + self.warmup_seconds) * 3 + 180);
         let started = Instant::now();
-        let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
-        let err_reader = std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(e) = stderr.as_mut() {
-                let _ = e.read_to_string(&mut text);
-            }
-            text
-        });
-        let mut out = String::new();
-        if let Some(o) = stdout.as_mut() {
-            let _ = o.read_to_string(&mut out);
-        }
+        // Both pipes are read on threads of their own: a stuck child holds them open,
+        // and the time limit below must still be checked.
+        let read_all = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_string(&mut text);
+                }
+                text
+            })
+        };
+        let out_reader = read_all(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let err_reader = read_all(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
@@ -587,6 +585,7 @@ impl Measurer {
                 Err(e) => return Err(format!("waiting for the measurement: {e}")),
             }
         };
+        let out = out_reader.join().unwrap_or_default();
         let errors = err_reader.join().unwrap_or_default();
         if !status.success() {
             let last = errors.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
@@ -699,5 +698,29 @@ fn measured(result: &RunResult) -> Measured {
         mean_ms: (!answered.is_empty()).then(|| answered.iter().sum::<f64>() / answered.len() as f64),
         p99_ms: summary.p99_ms,
         failed: summary.sent.saturating_sub(summary.completed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_noise_is_the_spread_of_a_setting_s_rounds_over_their_median() {
+        assert_eq!(median(&[12.0, 10.0, 11.0]), Some(11.0));
+        assert_eq!(median(&[]), None);
+        let spread = relative_spread(&[12.0, 10.0, 11.0]).unwrap();
+        assert!((spread - 2.0 / 11.0).abs() < 1e-12, "{spread}");
+        // Rates are searched negated: the spread is a share of the median's size.
+        assert!((relative_spread(&[-12.0, -10.0, -11.0]).unwrap() - spread).abs() < 1e-12);
+        assert_eq!(relative_spread(&[5.0]), None, "one round tells no spread");
+        let candidate = Candidate {
+            label: "default".into(),
+            strategy: None,
+            setting: KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false }).decode(&[]),
+            costs: vec![Some(30.0), None, Some(20.0)],
+        };
+        assert_eq!(candidate.measured(), vec![30.0, 20.0], "a failed round is left out");
+        assert_eq!(candidate.median(), Some(30.0));
     }
 }
