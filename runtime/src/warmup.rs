@@ -84,7 +84,7 @@ pub(crate) fn warm_up(
 
 /// Zero-filled inputs of `batch` rows (a fixed dimension 0 is kept as it is); `None`
 /// when an input has an open dimension besides the batch, which has no size to use.
-pub(crate) fn zero_batch(metadata: &ModelMetadata, batch: usize) -> Option<Vec<Tensor>> {
+pub fn zero_batch(metadata: &ModelMetadata, batch: usize) -> Option<Vec<Tensor>> {
     let dynamic = metadata.dynamic_batch();
     metadata
         .inputs

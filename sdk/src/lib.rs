@@ -55,6 +55,6 @@ pub use modelless_runtime::{
     Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration, TensorMaps,
     TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
 };
-pub use modelless_runtime::{backend, classify, metrics, policy, preprocess, profile, signature};
+pub use modelless_runtime::{backend, classify, metrics, policy, preprocess, profile, signature, warmup};
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 pub use steering::PolicyConfig;

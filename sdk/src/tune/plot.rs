@@ -112,7 +112,11 @@ mod tests {
             .iter()
             .map(|&cost| Evaluation { point: vec![], setting: space.decode(&[]), cost, error: None })
             .collect();
-        SearchTrace { strategy, options: SearchOptions { budget: costs.len(), initial: 1, seed: 0 }, evaluations }
+        SearchTrace {
+            strategy,
+            options: SearchOptions { budget: costs.len(), initial: 1, seed: 0, confirm: 0 },
+            evaluations,
+        }
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct SearchOptions {
     pub initial: usize,
     /// Seed of the random points (and of the optimiser's own choices).
     pub seed: u64,
+    /// The last evaluations of the budget that measure again the best settings found
+    /// before them, one each, so that the recommendation is not a lucky measurement.
+    #[serde(default)]
+    pub confirm: usize,
 }
 
 /// One measured point.
@@ -69,10 +73,40 @@ pub struct SearchTrace {
     pub evaluations: Vec<Evaluation>,
 }
 
+/// What a search recommends: a setting and the mean of its measurements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recommendation {
+    /// The setting.
+    pub setting: ServingSetting,
+    /// The mean cost of its measurements.
+    pub cost: f64,
+    /// How often it was measured.
+    pub measurements: usize,
+}
+
 impl SearchTrace {
-    /// The evaluation of lowest cost.
-    pub fn best(&self) -> Option<&Evaluation> {
-        self.evaluations.iter().filter(|e| e.cost.is_some()).min_by(|a, b| cost_order(a.cost, b.cost))
+    /// The setting of lowest mean cost among those measured more than once (the
+    /// confirmed ones), or the single lowest measurement where none was; a setting
+    /// with a failed measurement is not recommended.
+    pub fn best(&self) -> Option<Recommendation> {
+        let mut settings: Vec<(&ServingSetting, Vec<Option<f64>>)> = Vec::new();
+        for e in &self.evaluations {
+            match settings.iter_mut().find(|(s, _)| **s == e.setting) {
+                Some((_, costs)) => costs.push(e.cost),
+                None => settings.push((&e.setting, vec![e.cost])),
+            }
+        }
+        let candidates: Vec<Recommendation> = settings
+            .into_iter()
+            .filter_map(|(setting, costs)| {
+                let measured: Option<Vec<f64>> = costs.iter().copied().collect();
+                let measured = measured?;
+                let cost = measured.iter().sum::<f64>() / measured.len() as f64;
+                Some(Recommendation { setting: setting.clone(), cost, measurements: measured.len() })
+            })
+            .collect();
+        let confirmed = candidates.iter().any(|c| c.measurements > 1);
+        candidates.into_iter().filter(|c| !confirmed || c.measurements > 1).min_by(|a, b| a.cost.total_cmp(&b.cost))
     }
 
     /// After each evaluation, the lowest cost measured so far (`None` until one
@@ -89,6 +123,19 @@ impl SearchTrace {
             })
             .collect()
     }
+}
+
+/// The points of the `count` lowest costs in `done`, one per setting, lowest first.
+fn best_points(done: &[Evaluation], count: usize) -> Vec<Vec<f64>> {
+    let mut measured: Vec<&Evaluation> = done.iter().filter(|e| e.cost.is_some()).collect();
+    measured.sort_by(|a, b| cost_order(a.cost, b.cost));
+    let mut chosen: Vec<&Evaluation> = Vec::new();
+    for e in measured {
+        if chosen.len() < count && !chosen.iter().any(|c| c.setting == e.setting) {
+            chosen.push(e);
+        }
+    }
+    chosen.into_iter().map(|e| e.point.clone()).collect()
 }
 
 fn cost_order(a: Option<f64>, b: Option<f64>) -> std::cmp::Ordering {
@@ -108,8 +155,17 @@ pub fn search(
 ) -> SearchTrace {
     let mut proposer = Proposer::new(space, strategy, options);
     let mut trace = SearchTrace { strategy, options, evaluations: Vec::new() };
+    let exploring = options.budget.saturating_sub(options.confirm);
+    let mut to_confirm = Vec::new();
     for index in 0..options.budget {
-        let point = proposer.propose(&trace.evaluations);
+        if index == exploring {
+            to_confirm = best_points(&trace.evaluations, options.confirm);
+            to_confirm.reverse();
+        }
+        let point = match to_confirm.pop() {
+            Some(point) => point,
+            None => proposer.propose(&trace.evaluations),
+        };
         let setting = space.decode(&point);
         let (cost, error) = match objective(index, &setting) {
             Ok(cost) if cost.is_finite() => (Some(cost), None),
@@ -222,7 +278,7 @@ mod tests {
     }
 
     fn best_of(strategy: Strategy, seed: u64, budget: usize) -> (f64, usize) {
-        let options = SearchOptions { budget, initial: 5, seed };
+        let options = SearchOptions { budget, initial: 5, seed, confirm: 0 };
         let mut calls = 0;
         let trace = search(
             &space(),
@@ -235,7 +291,7 @@ mod tests {
             &mut |_| {},
         );
         assert_eq!(trace.evaluations.len(), budget);
-        (trace.best().and_then(|e| e.cost).unwrap_or(f64::INFINITY), calls)
+        (trace.best().map_or(f64::INFINITY, |r| r.cost), calls)
     }
 
     #[test]
@@ -262,7 +318,7 @@ mod tests {
 
     #[test]
     fn both_strategies_start_from_the_same_points_and_a_failure_does_not_end_the_search() {
-        let options = SearchOptions { budget: 8, initial: 4, seed: 3 };
+        let options = SearchOptions { budget: 8, initial: 4, seed: 3, confirm: 0 };
         let run = |strategy| {
             search(
                 &space(),
@@ -279,7 +335,39 @@ mod tests {
         assert_eq!(bayes.evaluations.len(), 8, "the search went on after the failure");
         let curve = bayes.best_so_far();
         assert!(curve.windows(2).all(|w| cost_order(w[1], w[0]).is_le()), "{curve:?}");
-        assert_eq!(curve.last().copied().flatten(), bayes.best().and_then(|e| e.cost));
+        assert_eq!(curve.last().copied().flatten(), bayes.best().map(|r| r.cost));
+    }
+
+    #[test]
+    fn the_last_evaluations_confirm_the_best_and_the_confirmed_mean_is_recommended() {
+        // A noisy objective: the bowl, but the first measurement of each setting is
+        // flattered by a luck that fades, so the lowest single measurement misleads.
+        let options = SearchOptions { budget: 12, initial: 12, seed: 5, confirm: 3 };
+        let mut seen: Vec<ServingSetting> = Vec::new();
+        let trace = search(
+            &space(),
+            Strategy::Random,
+            options,
+            &mut |index, setting| {
+                let first = !seen.contains(setting);
+                seen.push(setting.clone());
+                let luck = if first && index % 3 == 0 { 0.5 } else { 1.0 };
+                Ok(bowl(setting) * luck)
+            },
+            &mut |_| {},
+        );
+        let explored = &trace.evaluations[..9];
+        let confirmed = &trace.evaluations[9..];
+        let expected = best_points(explored, 3);
+        assert_eq!(confirmed.iter().map(|e| e.point.clone()).collect::<Vec<_>>(), expected);
+        let best = trace.best().unwrap_or_else(|| panic!("no recommendation: {trace:?}"));
+        assert_eq!(best.measurements, 2, "only confirmed settings are recommended");
+        let mean_of = |s: &ServingSetting| {
+            let costs: Vec<f64> = trace.evaluations.iter().filter(|e| &e.setting == s).filter_map(|e| e.cost).collect();
+            costs.iter().sum::<f64>() / costs.len() as f64
+        };
+        assert!((best.cost - mean_of(&best.setting)).abs() < 1e-12);
+        assert!(confirmed.iter().all(|e| mean_of(&e.setting) >= best.cost), "{best:?}");
     }
 
     #[test]

@@ -84,7 +84,7 @@ mod tests {
         let point = space.sample(&mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed));
         SearchTrace {
             strategy: Strategy::Bayes,
-            options: SearchOptions { budget: 1, initial: 1, seed },
+            options: SearchOptions { budget: 1, initial: 1, seed, confirm: 0 },
             evaluations: vec![Evaluation { setting: space.decode(&point), point, cost: Some(12.5), error: None }],
         }
     }

@@ -28,7 +28,7 @@ fn tune(config: &Path, out: &Path, extra: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_modelless"));
     command
         .args(["tune", "--task", "tiny", "--objective", "mean", "--concurrency", "2"])
-        .args(["--budget", "3", "--initial", "2", "--seeds", "1", "--rounds", "1"])
+        .args(["--budget", "3", "--initial", "2", "--confirm", "1", "--seeds", "1", "--rounds", "1"])
         .args(["--seconds", "1", "--warmup-seconds", "0"])
         .arg("--config")
         .arg(config)
@@ -64,7 +64,15 @@ fn a_search_is_measured_reported_reused_from_the_store_and_written_into_the_conf
     // Without a terminal, every evaluation is a line: 3 per search, 2 searches.
     assert_eq!(log.matches("] tiny / mean latency at concurrency 2: ").count(), 6, "{log}");
     let results = std::fs::read_to_string(dir.path().join("first/results.md")).unwrap();
-    for row in ["| bayes |", "| random |", "| default |", "Remeasured, bayes ÷ random", "max_batch_size = "] {
+    for row in [
+        "| bayes |",
+        "| random |",
+        "| default |",
+        "| model alone, no serving (reference) | – | ",
+        "Remeasured, bayes ÷ random",
+        "default ÷ model alone",
+        "max_batch_size = ",
+    ] {
         assert!(results.contains(row), "`{row}` missing:\n{results}");
     }
     let plot = std::fs::read_to_string(dir.path().join("first/tiny-mean-c2-convergence.svg")).unwrap();
@@ -77,6 +85,10 @@ fn a_search_is_measured_reported_reused_from_the_store_and_written_into_the_conf
         let evaluations = search["trace"]["evaluations"].as_array().unwrap();
         assert_eq!(evaluations.len(), 3);
         assert!(evaluations.iter().all(|e| e["cost"].as_f64().is_some_and(|ms| ms > 0.0)), "{evaluations:?}");
+        // The last evaluation (`--confirm 1`) measures the best of the first two again.
+        let cost = |e: &serde_json::Value| e["cost"].as_f64().unwrap();
+        let best = evaluations[..2].iter().min_by(|a, b| cost(a).total_cmp(&cost(b))).unwrap();
+        assert_eq!(evaluations[2]["setting"], best["setting"], "{evaluations:?}");
     }
 
     // The same searches again: taken from the store, not measured; the best setting

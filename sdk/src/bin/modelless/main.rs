@@ -13,6 +13,7 @@ mod serve;
 mod setup;
 mod simulate;
 mod tune;
+mod tune_reference;
 mod tune_write;
 
 use clap::{Parser, Subcommand};

@@ -24,6 +24,7 @@ use modelless::tune::{
 use modelless::{ProfileKey, ProfileMode, RuntimeBuilder, RuntimeConfig, VariantConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::tune_reference;
 use crate::tune_write::write_setting;
 
 /// What a setting is judged by.
@@ -185,6 +186,10 @@ pub struct Args {
     /// Random points Bayesian optimisation measures before its model proposes.
     #[arg(long, default_value_t = 5)]
     initial: usize,
+    /// The last evaluations of each search's budget, which measure its best settings
+    /// again (one each); a search recommends the best mean of those it measured twice.
+    #[arg(long, default_value_t = 3)]
+    confirm: usize,
     /// Searches per strategy, seeded 0, 1, …
     #[arg(long, default_value_t = 3)]
     seeds: u64,
@@ -239,10 +244,21 @@ struct Measured {
     failed: u64,
 }
 
+/// What a remeasured candidate is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Role {
+    /// The setting the config serves with.
+    Default,
+    /// A search's recommendation.
+    Found(Strategy),
+    /// The variant's sessions alone, with no serving around them: the reference.
+    ModelAlone,
+}
+
 /// One thing remeasured: a label and its setting.
 struct Candidate {
     label: String,
-    strategy: Option<Strategy>,
+    role: Role,
     setting: ServingSetting,
     /// Its cost in each round.
     costs: Vec<Option<f64>>,
@@ -288,13 +304,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let objectives = args.objective.objectives()?;
     anyhow::ensure!(args.budget >= 1 && args.seeds >= 1 && args.rounds >= 1, "budget, seeds and rounds must be ≥ 1");
+    anyhow::ensure!(args.confirm < args.budget, "--confirm must leave part of the budget to explore");
     anyhow::ensure!(
         !args.write || (variants.len() == 1 && objectives.len() == 1),
         "--write needs one variant (--variant) and one objective (one --concurrency)"
     );
     let strategies: Vec<Strategy> = args.strategies.iter().map(|&s| s.into()).collect();
     let searches = variants.len() * objectives.len() * args.seeds as usize * strategies.len();
-    let remeasures = variants.len() * objectives.len() * args.rounds * (1 + args.seeds as usize * strategies.len());
+    let per_round: usize = objectives
+        .iter()
+        .map(|o| 1 + args.seeds as usize * strategies.len() + usize::from(o.concurrency.is_some()))
+        .sum();
+    let remeasures = variants.len() * args.rounds * per_round;
     let bar = ProgressBar::new((searches * args.budget + remeasures) as u64);
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos}/{len} evaluations, {elapsed} {msg}")
@@ -323,7 +344,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut traces = Vec::new();
             for seed in 0..args.seeds {
                 for &strategy in &strategies {
-                    let options = SearchOptions { budget: args.budget, initial: args.initial, seed };
+                    let options =
+                        SearchOptions { budget: args.budget, initial: args.initial, seed, confirm: args.confirm };
                     let settings = serde_json::json!({
                         "objective": objective, "strategy": strategy, "options": options, "limits": limits,
                         "seconds": args.seconds, "warmup_seconds": args.warmup_seconds,
@@ -367,7 +389,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
             }
             bar.set_message(format!("{what}: remeasuring the best of each search"));
-            let candidates = remeasure(&measurer, &variant.name, objective, &default, &traces, args.rounds, &bar);
+            let mut candidates = candidates(objective, &default, limits.max_batch, &traces);
+            remeasure(&measurer, &variant.name, objective, &mut candidates, args.rounds, &bar);
             let slug = format!("{}-{}", variant.name, objective.slug());
             let svg = plot::convergence_svg(&traces, &format!("{what}: best so far"), objective.unit(), |c| {
                 objective.shown(c)
@@ -378,7 +401,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             report.push_str(&table);
             if let Some(best) = candidates
                 .iter()
-                .filter(|c| c.median().is_some())
+                .filter(|c| c.role != Role::ModelAlone && c.median().is_some())
                 .min_by(|a, b| a.median().unwrap_or(f64::INFINITY).total_cmp(&b.median().unwrap_or(f64::INFINITY)))
             {
                 let snippet = toml_snippet(&args.task, &variant.name, &best.setting);
@@ -411,38 +434,56 @@ fn say(bar: &ProgressBar, line: String) {
     if bar.is_hidden() { eprintln!("{line}") } else { bar.println(line) }
 }
 
-/// The default and each search's best, measured in `rounds` rounds, each round in
-/// another order, so that the machine's drift falls on all of them alike.
-fn remeasure(
-    measurer: &Measurer,
-    variant: &str,
+/// What is remeasured: the default, each search's recommendation and, for closed
+/// loops, the model alone as the reference.
+fn candidates(
     objective: &Objective,
     default: &ServingSetting,
+    max_batch: usize,
     traces: &[SearchTrace],
-    rounds: usize,
-    bar: &ProgressBar,
 ) -> Vec<Candidate> {
     let mut candidates =
-        vec![Candidate { label: "default".into(), strategy: None, setting: default.clone(), costs: Vec::new() }];
+        vec![Candidate { label: "default".into(), role: Role::Default, setting: default.clone(), costs: Vec::new() }];
     for trace in traces {
         if let Some(best) = trace.best() {
             candidates.push(Candidate {
                 label: format!("{} seed {}", trace.strategy.name(), trace.options.seed),
-                strategy: Some(trace.strategy),
-                setting: best.setting.clone(),
+                role: Role::Found(trace.strategy),
+                setting: best.setting,
                 costs: Vec::new(),
             });
         }
     }
+    if let Some(clients) = objective.concurrency {
+        let setting = ServingSetting { max_batch_size: max_batch.max(1), ..default.clone() };
+        let label = format!("model alone ({clients} clients ÷ its best rows/s)");
+        candidates.push(Candidate { label, role: Role::ModelAlone, setting, costs: Vec::new() });
+    }
+    candidates
+}
+
+/// Measures the candidates in `rounds` rounds, each round in another order, so that
+/// the machine's drift falls on all of them alike.
+fn remeasure(
+    measurer: &Measurer,
+    variant: &str,
+    objective: &Objective,
+    candidates: &mut [Candidate],
+    rounds: usize,
+    bar: &ProgressBar,
+) {
     let n = candidates.len();
     for round in 0..rounds {
         for i in 0..n {
             let candidate = &mut candidates[(i + round) % n];
-            candidate.costs.push(measurer.cost(variant, &candidate.setting, objective).ok());
+            let cost = match candidate.role {
+                Role::ModelAlone => measurer.model_alone_ms(variant, &candidate.setting, objective),
+                _ => measurer.cost(variant, &candidate.setting, objective),
+            };
+            candidate.costs.push(cost.ok());
             bar.inc(1);
         }
     }
-    candidates
 }
 
 fn mean_and_sd(values: &[f64]) -> Option<(f64, f64)> {
@@ -465,10 +506,10 @@ fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: 
     let mut remeasured_by = std::collections::BTreeMap::new();
     for strategy in [Strategy::Bayes, Strategy::Random] {
         let found: Vec<f64> =
-            traces.iter().filter(|t| t.strategy == strategy).filter_map(|t| t.best()?.cost).map(shown).collect();
+            traces.iter().filter(|t| t.strategy == strategy).filter_map(|t| Some(t.best()?.cost)).map(shown).collect();
         let again: Vec<f64> = candidates
             .iter()
-            .filter(|c| c.strategy == Some(strategy))
+            .filter(|c| c.role == Role::Found(strategy))
             .filter_map(Candidate::median)
             .map(shown)
             .collect();
@@ -479,12 +520,20 @@ fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: 
         let _ = writeln!(s, "| {} | {} | {} | {} |", strategy.name(), pm(&found), pm(&again), found.len());
         remeasured_by.insert(strategy, mean_and_sd(&again).map(|(m, _)| m));
     }
-    let default = candidates.iter().find(|c| c.strategy.is_none());
+    let default = candidates.iter().find(|c| c.role == Role::Default);
+    let model_alone = candidates.iter().find(|c| c.role == Role::ModelAlone).and_then(Candidate::median);
     let default_median = default.and_then(Candidate::median).map(shown);
     let _ = writeln!(s, "| default | – | {} | – |", default_median.map_or("failed".into(), |m| format!("{m:.2}")));
+    if let Some(alone) = model_alone {
+        let _ = writeln!(s, "| model alone, no serving (reference) | – | {:.2} | – |", shown(alone));
+    }
     // Noise: how far one setting's measurements spread over the rounds, as a share of
     // their median (the default's, and the median of every candidate's).
-    let spreads: Vec<f64> = candidates.iter().filter_map(|c| relative_spread(&c.measured())).collect();
+    let spreads: Vec<f64> = candidates
+        .iter()
+        .filter(|c| c.role != Role::ModelAlone)
+        .filter_map(|c| relative_spread(&c.measured()))
+        .collect();
     let percent = |share: Option<f64>| share.map_or("–".into(), |m| format!("{:.1} %", m * 100.0));
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b != 0.0 => format!("{:.3}", a / b),
@@ -502,6 +551,16 @@ fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: 
         median(&spreads).map_or("–".into(), |m| format!("{} (median)", percent(Some(m)))),
         percent(default.and_then(|d| relative_spread(&d.measured()))),
     );
+    if let Some(alone) = model_alone.map(shown) {
+        let _ = writeln!(
+            s,
+            "The model alone (its sessions run back to back at the best batch size the clients can fill, \
+             with no queue, batching or preprocessing) would give {alone:.2} {unit}: default ÷ model alone {}, \
+             bayes ÷ model alone {}. No setting can come much below it.\n",
+            ratio(default_median, Some(alone)),
+            ratio(bayes, Some(alone)),
+        );
+    }
     s
 }
 
@@ -541,7 +600,34 @@ impl Measurer {
         objective.cost(&self.measure(variant, setting, objective)?)
     }
 
+    /// The model alone's closed-loop latency (see [`crate::tune_reference`]), the
+    /// better of one session on every core and one single-threaded session per core.
+    fn model_alone_ms(&self, variant: &str, setting: &ServingSetting, objective: &Objective) -> Result<f64, String> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let arrangements = [(1, cores), (cores, 1)];
+        let mut best: Option<f64> = None;
+        let mut error = None;
+        for (sessions, threads) in arrangements {
+            let arranged = ServingSetting { instances: sessions, intra_op_threads: threads, ..setting.clone() };
+            match self.run_child(variant, &arranged, objective, true).and_then(|m| objective.cost(&m)) {
+                Ok(cost) => best = Some(best.map_or(cost, |b| b.min(cost))),
+                Err(e) => error = Some(e),
+            }
+        }
+        best.ok_or_else(|| error.unwrap_or_default())
+    }
+
     fn measure(&self, variant: &str, setting: &ServingSetting, objective: &Objective) -> Result<Measured, String> {
+        self.run_child(variant, setting, objective, false)
+    }
+
+    fn run_child(
+        &self,
+        variant: &str,
+        setting: &ServingSetting,
+        objective: &Objective,
+        model_alone: bool,
+    ) -> Result<Measured, String> {
         let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
         let setting_json = serde_json::to_string(setting).map_err(|e| e.to_string())?;
         let mut child = Command::new(exe)
@@ -552,6 +638,7 @@ impl Measurer {
             .args(["--seconds", &self.seconds.to_string(), "--warmup-seconds", &self.warmup_seconds.to_string()])
             .args(["--image-sizes", &self.image_sizes])
             .args(objective.child_args())
+            .args(model_alone.then_some("--model-alone"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -616,6 +703,9 @@ pub struct MeasureArgs {
     warmup_seconds: u32,
     #[arg(long, default_value = "640x480")]
     image_sizes: String,
+    /// Measure the variant's sessions alone instead (closed-loop objectives only).
+    #[arg(long)]
+    model_alone: bool,
 }
 
 /// Measures one setting and prints what it found as one line of JSON.
@@ -625,6 +715,21 @@ pub fn measure(args: MeasureArgs) -> anyhow::Result<()> {
     let mut config = RuntimeConfig::from_file(&args.config)?;
     only_variant(&mut config, &args.task, &args.variant)?;
     setting.apply(&mut config, &args.task, &args.variant);
+    if args.model_alone {
+        let clients = objective.concurrency.context("the model alone is measured in a closed loop only")?;
+        let seconds = f64::from(args.seconds);
+        let alone = tune_reference::measure(&config, &args.task, &args.variant, setting.instances, clients, seconds)?;
+        let latency = alone.closed_loop_latency_ms(clients);
+        let measured = Measured {
+            throughput_per_s: alone.rows_per_s,
+            goodput_per_s: alone.rows_per_s,
+            mean_ms: Some(latency),
+            p99_ms: Some(latency),
+            failed: 0,
+        };
+        println!("{}", serde_json::to_string(&measured)?);
+        return Ok(());
+    }
     if let Some(clients) = objective.concurrency {
         // Closed loop: no batch holds more rows than there are clients, so warming
         // larger ones up would only lengthen every evaluation.
@@ -716,7 +821,7 @@ mod tests {
         assert_eq!(relative_spread(&[5.0]), None, "one round tells no spread");
         let candidate = Candidate {
             label: "default".into(),
-            strategy: None,
+            role: Role::Default,
             setting: KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false }).decode(&[]),
             costs: vec![Some(30.0), None, Some(20.0)],
         };

@@ -1,0 +1,122 @@
+//! The model alone: how fast the variant's sessions answer when nothing serves them
+//! (no queue, no batching, no preprocessing), run back to back with zero-filled
+//! batches. In a closed loop of `c` clients, Little's law makes `c ÷ rows per second`
+//! the mean latency of a server that added nothing to the session; the best of the
+//! batch sizes the clients can fill, on one session with every core or one session
+//! per core, is the reference a tuned setting is held against.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use modelless::RuntimeConfig;
+use modelless::backend::Batch;
+use modelless::warmup::zero_batch;
+
+/// Runs before the timed ones, per batch size and session.
+const WARM_RUNS: usize = 2;
+
+/// What the model alone reached.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModelAlone {
+    /// Rows per second at its best batch size.
+    pub rows_per_s: f64,
+    /// That batch size.
+    pub batch: usize,
+}
+
+impl ModelAlone {
+    /// The mean latency, ms, of `clients` clients sending back to back to a server
+    /// that answers this fast.
+    pub fn closed_loop_latency_ms(&self, clients: usize) -> f64 {
+        clients as f64 * 1000.0 / self.rows_per_s
+    }
+}
+
+/// Batch sizes `clients` clients can fill, up to `max_batch`: powers of two and the
+/// largest.
+pub fn batch_sizes(clients: usize, max_batch: usize) -> Vec<usize> {
+    let largest = clients.min(max_batch).max(1);
+    let mut sizes: Vec<usize> =
+        std::iter::successors(Some(1usize), |b| Some(b * 2)).take_while(|&b| b < largest).collect();
+    sizes.push(largest);
+    sizes
+}
+
+/// Sessions `sessions` of `variant` in `config` (whose ONNX Runtime settings are
+/// already applied), each running batches back to back for `seconds` split over the
+/// batch sizes; as many sessions run as the clients can keep busy.
+pub fn measure(
+    config: &RuntimeConfig,
+    task: &str,
+    variant: &str,
+    sessions: usize,
+    clients: usize,
+    seconds: f64,
+) -> anyhow::Result<ModelAlone> {
+    let configured = config
+        .tasks
+        .iter()
+        .filter(|t| t.name == task)
+        .flat_map(|t| &t.variants)
+        .find(|v| v.name == variant)
+        .with_context(|| format!("task `{task}` has no variant `{variant}`"))?;
+    let factory = configured.backend_factory(&config.onnxruntime, &configured.path);
+    let mut backends = (0..sessions.max(1))
+        .map(|_| factory().map_err(|e| anyhow::anyhow!("loading `{variant}`: {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let sizes = batch_sizes(clients, configured.batching.max_batch_size);
+    let each = Duration::from_secs_f64((seconds / sizes.len() as f64).max(0.3));
+    let mut best: Option<ModelAlone> = None;
+    for &batch in &sizes {
+        let busy = (clients / batch).clamp(1, backends.len());
+        let rows = std::thread::scope(|s| {
+            let runs: Vec<_> = backends[..busy]
+                .iter_mut()
+                .map(|backend| {
+                    s.spawn(move || -> anyhow::Result<(usize, Duration)> {
+                        let inputs = zero_batch(backend.metadata(), batch)
+                            .context("the model has open dimensions besides the batch")?;
+                        for _ in 0..WARM_RUNS {
+                            backend.infer(Batch { inputs: inputs.clone() })?;
+                        }
+                        let start = Instant::now();
+                        let mut runs = 0;
+                        while start.elapsed() < each {
+                            backend.infer(Batch { inputs: inputs.clone() })?;
+                            runs += 1;
+                        }
+                        Ok((runs * batch, start.elapsed()))
+                    })
+                })
+                .collect();
+            runs.into_iter()
+                .map(|r| r.join().map_err(|_| anyhow::anyhow!("a session's thread panicked"))?)
+                .collect::<anyhow::Result<Vec<_>>>()
+        })?;
+        let rows_per_s: f64 = rows.iter().map(|&(n, took)| n as f64 / took.as_secs_f64()).sum();
+        if best.is_none_or(|b| rows_per_s > b.rows_per_s) {
+            best = Some(ModelAlone { rows_per_s, batch });
+        }
+    }
+    best.context("no batch size to run")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_sizes_are_those_the_clients_can_fill() {
+        assert_eq!(batch_sizes(1, 32), vec![1]);
+        assert_eq!(batch_sizes(8, 32), vec![1, 2, 4, 8]);
+        assert_eq!(batch_sizes(32, 24), vec![1, 2, 4, 8, 16, 24]);
+        assert_eq!(batch_sizes(12, 32), vec![1, 2, 4, 8, 12]);
+    }
+
+    #[test]
+    fn little_s_law_turns_a_rate_into_a_closed_loop_latency() {
+        let alone = ModelAlone { rows_per_s: 250.0, batch: 8 };
+        assert!((alone.closed_loop_latency_ms(32) - 128.0).abs() < 1e-9);
+        assert!((alone.closed_loop_latency_ms(1) - 4.0).abs() < 1e-9);
+    }
+}
