@@ -297,13 +297,15 @@ impl InferenceService {
         &self.registry
     }
 
-    /// From now on the server is not ready and refuses new inferences; those under way
-    /// finish.
+    /// From now on the server says it is not ready, so that probes and balancers send
+    /// elsewhere. It still answers what reaches it over connections already open: a
+    /// balancer's requests already on their way when it learnt of the drain would
+    /// otherwise fail, and the listeners stop taking connections anyway.
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
     }
 
-    /// Whether the server takes requests.
+    /// Whether the server is ready: not draining.
     pub fn is_ready(&self) -> bool {
         !self.draining.load(Ordering::SeqCst)
     }
@@ -358,9 +360,6 @@ impl InferenceService {
 
     /// Runs one inference.
     pub async fn infer(&self, call: InferCall) -> Result<InferAnswer, ServeError> {
-        if !self.is_ready() {
-            return Err(ServeError::new(Code::Unavailable, "the server is shutting down"));
-        }
         let target = self.resolve(&call.model)?;
         let model = self.serving_model(&call.model, &target, &call.version)?;
         let wanted = wanted_outputs(&call.model, described(&target, &model)?, &call.outputs)?;

@@ -5,14 +5,17 @@
 //! natively; variants placed on devices the machine lacks; TorchScript variants on
 //! libtorch (feature `tch`); the KServe V2 endpoints against the real Python clients;
 //! the `modelless serve` binary under a barrage of hostile clients; `modelless tune`
-//! searching, storing and writing a setting; and the README's examples built as an
-//! application outside the workspace.
+//! searching, storing and writing a setting; a fleet of `modelless serve` replicas
+//! behind nginx losing one mid-run; and the README's examples built as an application
+//! outside the workspace.
 
 mod common;
 mod devices;
 #[cfg(feature = "cli")]
 mod embedding;
 mod fake_backend;
+#[cfg(feature = "cli")]
+mod fleet;
 mod gpu;
 #[cfg(feature = "cli")]
 mod hostile_clients;

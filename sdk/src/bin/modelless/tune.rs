@@ -323,6 +323,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .progress_chars("=> "),
     );
     let measurer = Measurer {
+        exe: std::env::current_exe().context("this program's path")?,
         config: args.config.clone(),
         task: args.task.clone(),
         seconds: args.seconds,
@@ -381,7 +382,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                                     bar.set_message(line);
                                 },
                             );
-                            store.save(&variant.name, &key, &trace)?;
+                            // A search that measured nothing says nothing of the settings
+                            // (the machine failed, not they): it is not kept.
+                            if trace.best().is_some() {
+                                store.save(&variant.name, &key, &trace)?;
+                            }
                             trace
                         }
                     };
@@ -587,6 +592,9 @@ fn toml_snippet(task: &str, variant: &str, setting: &ServingSetting) -> String {
 
 /// Runs measurements in child processes.
 struct Measurer {
+    /// This program, found once: a rebuild replacing the file mid-run leaves the
+    /// running process's own path dangling.
+    exe: PathBuf,
     config: PathBuf,
     task: String,
     seconds: u32,
@@ -628,9 +636,8 @@ impl Measurer {
         objective: &Objective,
         model_alone: bool,
     ) -> Result<Measured, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
         let setting_json = serde_json::to_string(setting).map_err(|e| e.to_string())?;
-        let mut child = Command::new(exe)
+        let mut child = Command::new(&self.exe)
             .arg("tune-measure")
             .arg("--config")
             .arg(&self.config)

@@ -1,0 +1,306 @@
+//! A fleet on loopback (`scripts/fleet.sh`): three `modelless serve` replicas of
+//! MobileNetV2-0.35 behind nginx, closed-loop gRPC load through nginx, and one replica
+//! stopped mid-run, once with SIGTERM and once with SIGKILL. nginx's access log says
+//! which replica each request went to; the load generator's log says how each ended.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use modelless::load::{RequestRecord, Status};
+
+use crate::common::{models_dir, sdk_dir};
+
+/// From starting the script to every replica ready behind nginx.
+const START_LIMIT: Duration = Duration::from_secs(180);
+/// Clients of the closed loop: two per replica in flight.
+const CLIENTS: usize = 6;
+/// How long the load lasts.
+const LOAD_S: u32 = 10;
+/// nginx's `fail_timeout`: how long a failed replica is left out before it is tried again.
+const FAIL_TIMEOUT_S: f64 = 2.0;
+
+fn config(dir: &Path) -> PathBuf {
+    let model = models_dir().join("mobilenetv2_0.35.onnx");
+    let text = format!(
+        r#"[onnxruntime]
+intra_op_threads = 1
+spinning = false
+
+[[tasks]]
+name = "classify-image"
+latency_slo_ms = 2000
+
+[[tasks.variants]]
+name = "mobilenetv2-0.35"
+path = "{}"
+accuracy = 60.3
+batching = {{ max_batch_size = 4, max_queue_delay_us = 0 }}
+
+[server]
+drain_timeout_s = 10
+"#,
+        model.display()
+    );
+    let path = dir.join("fleet.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A base port with `count` free ports from it on 127.0.0.1.
+fn free_ports(count: u16) -> u16 {
+    for _ in 0..50 {
+        let base = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if base < 60_000 && (0..count).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no {count} free ports in a row on 127.0.0.1");
+}
+
+fn now_s() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+/// Whether `pid` still runs (a zombie waiting for its parent does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().unwrap();
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The running script and what it said once the fleet was ready.
+struct Fleet {
+    script: Child,
+    dir: PathBuf,
+    replicas: Vec<u32>,
+    upstreams: Vec<String>,
+    nginx: u32,
+    grpc: String,
+}
+
+impl Fleet {
+    fn start(dir: &Path, config: &Path, name: &str) -> Fleet {
+        let base = free_ports(8);
+        let fleet_dir = dir.join(format!("fleet-{name}"));
+        let script = Command::new("bash")
+            .arg(sdk_dir().join("../scripts/fleet.sh"))
+            .args(["--", "sleep", "600"])
+            .env("MODELLESS", env!("CARGO_BIN_EXE_modelless"))
+            .env("CONFIG", config)
+            .env("FLEET_DIR", &fleet_dir)
+            .env("GRPC_PORT", base.to_string())
+            .env("HTTP_PORT", (base + 1).to_string())
+            .env("BASE_PORT", (base + 2).to_string())
+            .env("LIMIT_S", "300")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(dir.join(format!("fleet-{name}.log"))).unwrap()))
+            .spawn()
+            .unwrap_or_else(|e| panic!("bash does not run scripts/fleet.sh: {e}"));
+        let env_file = fleet_dir.join("fleet.env");
+        let mut fleet =
+            Fleet { script, dir: fleet_dir, replicas: vec![], upstreams: vec![], nginx: 0, grpc: String::new() };
+        wait_until(START_LIMIT, "the fleet ready", || {
+            if let Ok(Some(status)) = fleet.script.try_wait() {
+                let log = std::fs::read_to_string(dir.join(format!("fleet-{name}.log"))).unwrap_or_default();
+                panic!("scripts/fleet.sh ended ({status}) before the fleet was ready:\n{log}");
+            }
+            env_file.is_file()
+        });
+        let vars: HashMap<String, String> = std::fs::read_to_string(&env_file)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        fleet.replicas = vars["FLEET_PIDS"].split_whitespace().map(|p| p.parse().unwrap()).collect();
+        fleet.upstreams = vars["FLEET_GRPC_UPSTREAMS"].split_whitespace().map(str::to_string).collect();
+        fleet.nginx = vars["NGINX_PID"].parse().unwrap();
+        fleet.grpc = vars["FLEET_GRPC"].clone();
+        assert_eq!(fleet.replicas.len(), 3);
+        fleet
+    }
+
+    fn access_log(&self) -> Vec<Access> {
+        std::fs::read_to_string(self.dir.join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.ends_with("/ModelInfer"))
+            .map(Access::parse)
+            .collect()
+    }
+
+    /// Stops the script, which stops the fleet; nothing it started may be left.
+    fn stop(mut self) {
+        signal(self.script.id(), "TERM");
+        wait_until(Duration::from_secs(60), "scripts/fleet.sh stopped", || self.script.try_wait().unwrap().is_some());
+        for &pid in self.replicas.iter().chain([&self.nginx]) {
+            assert!(!alive(pid), "process {pid} outlived scripts/fleet.sh");
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if self.script.try_wait().ok().flatten().is_none() {
+            let _ = self.script.kill();
+            for &pid in self.replicas.iter().chain([&self.nginx]) {
+                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            }
+        }
+    }
+}
+
+/// One line of nginx's access log (`log_format fleet` in scripts/fleet.sh).
+#[derive(Debug)]
+struct Access {
+    ended: f64,
+    took: f64,
+    /// Every replica tried, in order.
+    upstreams: Vec<String>,
+    status: String,
+    grpc_status: String,
+}
+
+impl Access {
+    fn parse(line: &str) -> Access {
+        // `$upstream_addr` and `$upstream_status` list their attempts as "a, b".
+        let joined = line.replace(", ", ",");
+        let fields: Vec<&str> = joined.split(' ').collect();
+        Access {
+            ended: fields[0].parse().unwrap(),
+            upstreams: fields[1].split(',').map(str::to_string).collect(),
+            status: fields[3].to_string(),
+            took: fields[4].parse().unwrap(),
+            grpc_status: fields[5].to_string(),
+        }
+    }
+
+    fn answered(&self) -> bool {
+        self.status == "200" && matches!(self.grpc_status.as_str(), "0" | "-")
+    }
+
+    fn went_to(&self, upstream: &str) -> bool {
+        self.upstreams.iter().any(|u| u == upstream)
+    }
+
+    fn answered_by(&self, upstream: &str) -> bool {
+        self.answered() && self.upstreams.last().is_some_and(|u| u == upstream)
+    }
+}
+
+struct Outcome {
+    sent: usize,
+    failed: usize,
+    held_at_kill: usize,
+}
+
+fn stop_one_replica_mid_run(dir: &Path, config: &Path, signal_name: &str) -> Outcome {
+    let fleet = Fleet::start(dir, config, signal_name);
+    let load = dir.join("load.toml");
+    std::fs::write(
+        &load,
+        format!("seed = 3\n[[tasks]]\ntask = \"classify-image\"\npattern = {{ kind = \"constant\", rate = 1, duration_s = {LOAD_S} }}\n"),
+    )
+    .unwrap();
+    let out = dir.join(format!("load-{signal_name}"));
+    let mut loadgen = Command::new(env!("CARGO_BIN_EXE_modelless"))
+        .args(["loadgen", "--grpc", &fleet.grpc, "--concurrency", &CLIENTS.to_string()])
+        .arg("--config")
+        .arg(config)
+        .arg("--load")
+        .arg(&load)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(dir.join(format!("loadgen-{signal_name}.log"))).unwrap()))
+        .spawn()
+        .unwrap();
+    let (victim, victim_pid) = (fleet.upstreams[1].clone(), fleet.replicas[1]);
+    // The load has reached the victim for a while before it is stopped.
+    wait_until(Duration::from_secs(60), "load on the second replica", || {
+        fleet.access_log().iter().filter(|a| a.answered_by(&victim)).count() >= 100
+    });
+    let killed_at = now_s();
+    signal(victim_pid, signal_name);
+    wait_until(Duration::from_secs(30), "the stopped replica gone", || !alive(victim_pid));
+    let gone_at = now_s();
+    wait_until(Duration::from_secs(120), "the load generator done", || loadgen.try_wait().unwrap().is_some());
+    assert!(loadgen.wait().unwrap().success(), "loadgen failed: see {}", dir.display());
+
+    let records: Vec<RequestRecord> = std::fs::read_to_string(out.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let failed: Vec<&RequestRecord> = records.iter().filter(|r| r.status != Status::Ok).collect();
+    let log = fleet.access_log();
+    let held_at_kill =
+        log.iter().filter(|a| a.went_to(&victim) && a.ended - a.took <= killed_at && a.ended >= killed_at).count();
+    let not_answered: Vec<&Access> = log.iter().filter(|a| !a.answered()).collect();
+    let after_exit: Vec<&Access> = log.iter().filter(|a| a.ended - a.took > gone_at).collect();
+    eprintln!(
+        "SIG{signal_name}: {} sent, {} failed, {} held by the replica when stopped, {} answered by it after the signal, \
+         {} after it was gone tried it first; reasons {:?}",
+        records.len(),
+        failed.len(),
+        held_at_kill,
+        log.iter().filter(|a| a.answered_by(&victim) && a.ended >= killed_at).count(),
+        after_exit.iter().filter(|a| a.went_to(&victim)).count(),
+        failed.iter().map(|r| r.reason.clone().unwrap_or_default()).collect::<Vec<_>>(),
+    );
+
+    // Every failure the client saw is one nginx saw, and each of those was on the
+    // stopped replica.
+    assert_eq!(failed.len(), not_answered.len(), "client failures {failed:?} against nginx's {not_answered:?}");
+    assert!(not_answered.iter().all(|a| a.went_to(&victim)), "failures elsewhere: {not_answered:?}");
+    assert!(failed.len() <= held_at_kill, "{} failed, but it held only {held_at_kill}", failed.len());
+    // Once it was gone nothing was answered by it, and nginx tried it at most once
+    // per fail_timeout (each time sending the request on to another replica).
+    assert!(after_exit.iter().all(|a| !a.answered_by(&victim)));
+    let remaining_s = after_exit.iter().map(|a| a.ended).fold(gone_at, f64::max) - gone_at;
+    let tried = after_exit.iter().filter(|a| a.went_to(&victim)).count();
+    assert!(tried as f64 <= remaining_s / FAIL_TIMEOUT_S + 2.0, "{tried} requests tried the stopped replica");
+    // The other two took the load.
+    for other in [&fleet.upstreams[0], &fleet.upstreams[2]] {
+        assert!(after_exit.iter().filter(|a| a.answered_by(other)).count() >= 50, "{other} idle after the stop");
+    }
+    if signal_name == "TERM" {
+        let replica_log = std::fs::read_to_string(fleet.dir.join("replica-1.log")).unwrap();
+        assert!(replica_log.trim_end().ends_with("stopped"), "it drained and stopped:\n{replica_log}");
+    }
+    fleet.stop();
+    Outcome { sent: records.len(), failed: failed.len(), held_at_kill }
+}
+
+#[test]
+fn a_replica_stopped_mid_run_loses_nothing_on_sigterm_and_only_what_it_held_on_sigkill() {
+    let nginx = Command::new("nginx").arg("-v").stderr(Stdio::null()).status();
+    assert!(nginx.is_ok_and(|s| s.success()), "nginx is not installed: apt-get install nginx (.ci/run does)");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+
+    let term = stop_one_replica_mid_run(dir.path(), &config, "TERM");
+    assert!(term.sent > 500, "the load flowed: {} sent", term.sent);
+    assert_eq!(term.failed, 0, "a drained replica answers everything it took");
+
+    let kill = stop_one_replica_mid_run(dir.path(), &config, "KILL");
+    assert!(kill.sent > 500, "the load flowed: {} sent", kill.sent);
+    assert!(kill.failed <= kill.held_at_kill);
+}
