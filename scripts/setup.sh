@@ -107,4 +107,18 @@ done
 # the sizes the image benchmark uses.
 "$VENV/bin/python" "$ROOT/scripts/gen_images.py" --photos "$PHOTOS" --out "$STATE/images"
 
+# --- The manifest validator --------------------------------------------------
+# deploy/validate.py checks deploy/'s manifests offline, in a venv of its own (its
+# pins conflict with nothing of the main one that way).
+DEPLOY_VENV="$STATE/deploy-venv"
+DEPLOY_REQ="$ROOT/deploy/requirements.txt"
+deploy_hash="$(sha256sum "$DEPLOY_REQ" | cut -d' ' -f1)"
+if [[ ! -x "$DEPLOY_VENV/bin/pip" || "$(cat "$STATE/requirements-deploy.sha256" 2>/dev/null)" != "$deploy_hash" ]]; then
+    log "installing the manifest validator from deploy/requirements.txt"
+    rm -rf "$DEPLOY_VENV"
+    python3 -m venv "$DEPLOY_VENV"
+    "$DEPLOY_VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$DEPLOY_REQ"
+    echo "$deploy_hash" >"$STATE/requirements-deploy.sha256"
+fi
+
 log "done (ORT_DYLIB_PATH=$ORT_LIB/libonnxruntime.so)"

@@ -6,10 +6,11 @@
 //! libtorch (feature `tch`); the KServe V2 endpoints against the real Python clients;
 //! the `modelless serve` binary under a barrage of hostile clients; `modelless tune`
 //! searching, storing and writing a setting; a fleet of `modelless serve` replicas
-//! behind nginx losing one mid-run; and the README's examples built as an application
+//! behind nginx losing one mid-run; the deployment manifests validated offline; and the README's examples built as an application
 //! outside the workspace.
 
 mod common;
+mod deploy;
 mod devices;
 #[cfg(feature = "cli")]
 mod embedding;
