@@ -20,6 +20,8 @@ demo: setup
 	cargo run --release -p modelless-examples --example demo
 
 test: setup-torch
+	# The release CLI without libtorch: the container test builds its image from it.
+	cargo build --release --locked -p modelless --features cli
 	$(TORCH_ENV) cargo test --workspace --all-features --locked
 	# The GPU tests are ignored (and listed so) where no NVIDIA GPU is; where one is, they run.
 	@if nvidia-smi -L >/dev/null 2>&1; then \

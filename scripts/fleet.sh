@@ -78,7 +78,7 @@ trap 'exit 130' INT TERM
 # Profiles are measured once, before the replicas start: three replicas profiling
 # at once would measure each other.
 log "profiling the variants (reused while stored profiles match)"
-"$MODELLESS" profile "$CONFIG" >"$FLEET_DIR/profile.log" 2>&1 ||
+"$MODELLESS" profile "$CONFIG" --out "$FLEET_DIR/profiles" >"$FLEET_DIR/profile.log" 2>&1 ||
     { log "profiling failed:"; tail -5 "$FLEET_DIR/profile.log" >&2; exit 1; }
 
 upstreams_grpc=""

@@ -109,7 +109,7 @@ fn a_broken_manifest_is_refused_naming_what_is_wrong() {
 fn the_manifests_agree_with_the_config_baked_into_the_image() {
     let config_text = std::fs::read_to_string(deploy_dir().join("models.toml")).unwrap();
     let config = RuntimeConfig::from_toml(&config_text, &deploy_dir()).unwrap();
-    let drain_s = config.server.as_ref().map(|s| s.drain_timeout_s).expect("a [server] section");
+    let drain_s = config.server.as_ref().map(|s| s.drain_timeout_s).unwrap_or_else(|| panic!("no [server] section"));
     assert!(config.tasks[0].variants.iter().all(|v| v.preload), "ready must mean every variant warm");
 
     let plain = resources(&deploy_dir().join("kubernetes/modelless.yaml"));

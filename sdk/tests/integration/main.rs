@@ -6,10 +6,13 @@
 //! libtorch (feature `tch`); the KServe V2 endpoints against the real Python clients;
 //! the `modelless serve` binary under a barrage of hostile clients; `modelless tune`
 //! searching, storing and writing a setting; a fleet of `modelless serve` replicas
-//! behind nginx losing one mid-run; the deployment manifests validated offline; and the README's examples built as an application
+//! behind nginx losing one mid-run; the deployment manifests validated offline; the
+//! container image built and run with podman; and the README's examples built as an application
 //! outside the workspace.
 
 mod common;
+#[cfg(feature = "cli")]
+mod container;
 mod deploy;
 mod devices;
 #[cfg(feature = "cli")]
