@@ -39,10 +39,11 @@ def throughput(out):
     return rates, p99, ratios
 
 
-def switches(out):
-    """Per replica, the times its active variant changed, and to what."""
+def switches(polled):
+    """From a file of polled active variants (`time replica variant` lines), the
+    times a replica's active variant changed, and from what to what."""
     last, changes = {}, []
-    for line in open(os.path.join(out, "steep", "active.txt")):
+    for line in open(polled):
         t, replica, variant = line.split()
         if variant == "-":
             continue
@@ -57,10 +58,10 @@ def collisions(changes):
     return [c for c in changes if any(o[1] != c[1] and abs(o[0] - c[0]) <= COLLISION_S for o in changes)]
 
 
-def late_share(records, started_at, times, slo_ms):
-    """The late or failed share of requests sent within AFTER_S after any of `times`."""
+def late_share(records, started_at, times, slo_ms, after_s=AFTER_S):
+    """The late or failed share of requests sent within `after_s` after any of `times`."""
     chosen = [
-        r for r in records if any(0 <= started_at + r["sent_s"] - t <= AFTER_S for t in times)
+        r for r in records if any(0 <= started_at + r["sent_s"] - t <= after_s for t in times)
     ]
     if not chosen:
         return None, 0
@@ -113,7 +114,7 @@ def main(out):
             f"\n{label}: effective accuracy real ÷ simulated {real['effective_accuracy'] / row['effective_accuracy']:.3f}."
         )
 
-    changes = switches(out)
+    changes = switches(os.path.join(out, "steep", "active.txt"))
     colliding = collisions(changes)
     lone = [c for c in changes if c not in colliding]
     started_at = float(open(os.path.join(steep, "started_at")).read())

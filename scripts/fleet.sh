@@ -18,13 +18,14 @@
 #   BASE_PORT=18100 (replica i: gRPC BASE_PORT+2i, HTTP BASE_PORT+2i+1)
 #   LIMIT_S=900 FLEET_DIR=<temporary> MODELLESS=<release build>
 #
-# How the replicas share the cores is the config's business: experiments/fleet.toml
-# gives each one ONNX Runtime thread that does not spin.
+# A CONFIG with `%i` in its name gives replica i its own (e.g. fleet-%i.toml). How
+# the replicas share the cores is the config's business: experiments/fleet.toml gives
+# each one ONNX Runtime thread that does not spin.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPLICAS="${REPLICAS:-3}"
-CONFIG="$(realpath "${CONFIG:-$ROOT/experiments/fleet.toml}")"
+CONFIG="$(realpath -m "${CONFIG:-$ROOT/experiments/fleet.toml}")"
 GRPC_PORT="${GRPC_PORT:-18000}"
 HTTP_PORT="${HTTP_PORT:-18080}"
 BASE_PORT="${BASE_PORT:-18100}"
@@ -78,7 +79,7 @@ trap 'exit 130' INT TERM
 # Profiles are measured once, before the replicas start: three replicas profiling
 # at once would measure each other.
 log "profiling the variants (reused while stored profiles match)"
-"$MODELLESS" profile "$CONFIG" --out "$FLEET_DIR/profiles" >"$FLEET_DIR/profile.log" 2>&1 ||
+"$MODELLESS" profile "${CONFIG//%i/0}" --out "$FLEET_DIR/profiles" >"$FLEET_DIR/profile.log" 2>&1 ||
     { log "profiling failed:"; tail -5 "$FLEET_DIR/profile.log" >&2; exit 1; }
 
 upstreams_grpc=""
@@ -87,7 +88,7 @@ grpc_addresses=()
 for ((i = 0; i < REPLICAS; i++)); do
     grpc="127.0.0.1:$((BASE_PORT + 2 * i))"
     http="127.0.0.1:$((BASE_PORT + 2 * i + 1))"
-    "$MODELLESS" serve --config "$CONFIG" --grpc "$grpc" --http "$http" >"$FLEET_DIR/replica-$i.log" 2>&1 &
+    "$MODELLESS" serve --config "${CONFIG//%i/$i}" --grpc "$grpc" --http "$http" >"$FLEET_DIR/replica-$i.log" 2>&1 &
     pids+=($!)
     grpc_addresses+=("$grpc")
     # One failure marks a replica down for 2 s: a replica that stopped is skipped at

@@ -1,0 +1,102 @@
+//! The schedule policy: serves each task with the listed variants in turn, each for
+//! `period_ms`, shifted by `offset_ms`, on the control loop's clock. It decides
+//! nothing from load: it exists for experiments that need switches at known moments,
+//! such as replicas of a fleet switching in the same second or staggered.
+//! Parameters: `{"variants": ["a", "b"], "period_ms": 5000, "offset_ms": 0}`.
+
+use modelless_policy_abi::guest::Policy;
+use modelless_policy_abi::{Decision, ServingKnobs, Snapshot, TaskDecision};
+
+/// Parameters (the `init` JSON).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Parameters {
+    variants: Vec<String>,
+    period_ms: u64,
+    #[serde(default)]
+    offset_ms: u64,
+}
+
+/// The variants and the clock.
+#[derive(Default)]
+pub struct Schedule {
+    parameters: Parameters,
+}
+
+impl Schedule {
+    /// The variant due at `now_ms`.
+    fn due(&self, now_ms: u64) -> Option<&str> {
+        let p = &self.parameters;
+        let turn = (now_ms + p.offset_ms) / p.period_ms.max(1);
+        p.variants.get((turn % p.variants.len().max(1) as u64) as usize).map(String::as_str)
+    }
+}
+
+impl Policy for Schedule {
+    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+        let mut decision = Decision::default();
+        let Some(due) = self.due(snapshot.now_ms) else { return decision };
+        for task in snapshot.tasks.iter().filter(|t| t.variants.iter().any(|v| v.name == due)) {
+            let wanted = ServingKnobs { variant: due.to_string(), ..task.active.clone() };
+            let wants = TaskDecision::towards(&task.name, &wanted, &task.active);
+            if !wants.is_empty() {
+                decision.tasks.push(wants);
+            }
+        }
+        decision
+    }
+
+    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
+        let parameters: Parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
+        if parameters.variants.is_empty() || parameters.period_ms == 0 {
+            return Err("schedule needs at least one variant and a period_ms above 0".into());
+        }
+        self.parameters = parameters;
+        Ok(())
+    }
+}
+
+modelless_policy_abi::export_policy!(Schedule);
+
+#[cfg(test)]
+mod tests {
+    use modelless_policy_abi::{TaskSnapshot, VariantSnapshot};
+
+    use super::*;
+
+    fn snapshot(now_ms: u64, active: &str) -> Snapshot {
+        let variant = |name: &str| VariantSnapshot { name: name.into(), ..VariantSnapshot::default() };
+        let task = TaskSnapshot {
+            name: "t".into(),
+            active: ServingKnobs { variant: active.into(), max_batch_size: 8, ..ServingKnobs::default() },
+            variants: vec![variant("a"), variant("b")],
+            ..TaskSnapshot::default()
+        };
+        Snapshot { now_ms, tasks: vec![task], ..Snapshot::default() }
+    }
+
+    fn wants(policy: &mut Schedule, now_ms: u64, active: &str) -> Option<String> {
+        policy.decide(&snapshot(now_ms, active)).tasks.first().and_then(|t| t.variant.clone())
+    }
+
+    #[test]
+    fn it_takes_the_variants_in_turn_shifted_by_its_offset() {
+        let mut policy = Schedule::default();
+        policy.init(&serde_json::json!({"variants": ["a", "b"], "period_ms": 1000})).unwrap();
+        assert_eq!(wants(&mut policy, 999, "a"), None, "a is due and serves");
+        assert_eq!(wants(&mut policy, 1000, "a").as_deref(), Some("b"));
+        assert_eq!(wants(&mut policy, 2500, "b").as_deref(), Some("a"));
+        let mut shifted = Schedule::default();
+        shifted.init(&serde_json::json!({"variants": ["a", "b"], "period_ms": 1000, "offset_ms": 500})).unwrap();
+        assert_eq!(wants(&mut shifted, 499, "a"), None);
+        assert_eq!(wants(&mut shifted, 500, "a").as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        let mut policy = Schedule::default();
+        assert!(policy.init(&serde_json::json!({"variants": [], "period_ms": 1000})).is_err());
+        assert!(policy.init(&serde_json::json!({"variants": ["a"], "period_ms": 0})).is_err());
+        assert!(policy.init(&serde_json::json!({"variants": ["a"], "period_ms": 10, "extra": 1})).is_err());
+    }
+}
