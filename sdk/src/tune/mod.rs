@@ -7,6 +7,7 @@
 //! store ([`TuneStore`]); the command line measures each point through the real
 //! runtime.
 
+mod bayes;
 pub mod plot;
 mod search;
 mod space;

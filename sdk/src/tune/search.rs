@@ -2,17 +2,15 @@
 //! [`KnobSpace`], proposed either at random or by Bayesian optimisation (a Gaussian
 //! process over what was measured, and the point of highest expected improvement).
 //! Both draw their first points from the same seeded generator, so that with the
-//! same seed they start from the same measurements.
+//! same seed they start from the same measurements. The model's proposal is in
+//! [`super::bayes`].
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
-use egobox_ego::{EgorServiceBuilder, InfillStrategy, XType};
-use ndarray::{Array2, Axis};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
-use super::space::{KnobRange, KnobSpace, ServingSetting};
+use super::bayes;
+use super::space::{KnobSpace, ServingSetting};
 
 /// How the next point is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -30,6 +28,15 @@ impl Strategy {
         match self {
             Strategy::Bayes => "bayes",
             Strategy::Random => "random",
+        }
+    }
+
+    /// The revision of how it proposes points, part of a stored search's key: a
+    /// search another revision made is not reused as if this one had.
+    pub fn revision(self) -> u32 {
+        match self {
+            Strategy::Bayes => bayes::REVISION,
+            Strategy::Random => 1,
         }
     }
 }
@@ -193,47 +200,17 @@ impl<'a> Proposer<'a> {
     }
 
     fn propose(&mut self, done: &[Evaluation]) -> Vec<f64> {
+        // Drawn whichever strategy proposes, so that both take the same first points.
         let random = self.space.sample(&mut self.rng);
         if self.strategy == Strategy::Random || done.len() < self.options.initial.max(2) {
             return random;
         }
-        // A point already measured is measured again only by chance: where the model
-        // insists on one, a fresh random point teaches it more.
-        match self.suggest(done) {
-            Some(point) if !done.iter().any(|e| self.space.decode(&e.point) == self.space.decode(&point)) => point,
-            _ => random,
-        }
-    }
-
-    /// The point of highest expected improvement under a Gaussian process fitted to
-    /// `done`; `None` where the optimiser cannot propose one.
-    fn suggest(&self, done: &[Evaluation]) -> Option<Vec<f64>> {
-        let xtypes: Vec<XType> = self
-            .space
-            .ranges()
-            .into_iter()
-            .map(|(_, range)| match range {
-                KnobRange::Int(low, high) => XType::Int(low, high),
-                KnobRange::Float(low, high) => XType::Float(low, high),
-            })
-            .collect();
-        let costs = modelled_costs(done);
-        let x = Array2::from_shape_vec(
-            (done.len(), self.space.dimensions()),
-            done.iter().flat_map(|e| self.space.clamp(&e.point)).collect(),
-        )
-        .ok()?;
-        let y = Array2::from_shape_vec((costs.len(), 1), costs).ok()?;
-        let seed = self.options.seed.wrapping_add(done.len() as u64);
-        let service = EgorServiceBuilder::optimize()
-            .configure(|config| config.infill_strategy(InfillStrategy::LogEI).seed(seed))
-            .min_within_mixint_space(&xtypes)
-            .ok()?;
-        // The optimiser asserts on data it cannot model (e.g. every cost equal); the
-        // search then goes on at random rather than end.
-        let suggested = catch_unwind(AssertUnwindSafe(|| service.suggest(&x, &y))).ok()?;
-        let row = suggested.index_axis(Axis(0), 0).to_vec();
-        Some(self.space.clamp(&row))
+        // The model's candidates come from a generator of their own, seeded per
+        // proposal: a search is repeatable, and its random points stay those of
+        // random search with the same seed.
+        let mut candidates =
+            StdRng::seed_from_u64(self.options.seed.wrapping_mul(1_000_003).wrapping_add(done.len() as u64));
+        bayes::propose(self.space, done, &mut candidates).unwrap_or(random)
     }
 }
 
@@ -241,7 +218,7 @@ impl<'a> Proposer<'a> {
 /// spans orders of magnitude between good and bad settings, and a Gaussian process
 /// fits its logarithm better), and a failed measurement as the worst cost seen, so
 /// that the model learns to avoid its region.
-fn modelled_costs(done: &[Evaluation]) -> Vec<f64> {
+pub(super) fn modelled_costs(done: &[Evaluation]) -> Vec<f64> {
     let measured: Vec<f64> = done.iter().filter_map(|e| e.cost).collect();
     let log = !measured.is_empty() && measured.iter().all(|&c| c > 0.0);
     let worst = measured.iter().copied().fold(f64::NEG_INFINITY, f64::max);

@@ -348,7 +348,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     let options =
                         SearchOptions { budget: args.budget, initial: args.initial, seed, confirm: args.confirm };
                     let settings = serde_json::json!({
-                        "objective": objective, "strategy": strategy, "options": options, "limits": limits,
+                        "objective": objective, "strategy": strategy, "revision": strategy.revision(),
+                        "options": options, "limits": limits,
                         "seconds": args.seconds, "warmup_seconds": args.warmup_seconds,
                     });
                     let key = ProfileKey {
@@ -404,6 +405,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let table = table(&what, objective, &traces, &candidates, args.rounds);
             say(&bar, table.clone());
             report.push_str(&table);
+            report.push_str(&rounds_table(objective, &candidates));
             if let Some(best) = candidates
                 .iter()
                 .filter(|c| c.role != Role::ModelAlone && c.median().is_some())
@@ -566,6 +568,37 @@ fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: 
             ratio(bayes, Some(alone)),
         );
     }
+    s
+}
+
+/// Every remeasured setting with its cost in each round, in the order the rounds
+/// measured them: where a setting's rounds split, or the default moves between
+/// runs, it shows here and not in the medians.
+fn rounds_table(objective: &Objective, candidates: &[Candidate]) -> String {
+    let rounds = candidates.iter().map(|c| c.costs.len()).max().unwrap_or(0);
+    let mut s = format!("Every remeasured setting, {} per round:\n\n| setting | what it sets |", objective.unit());
+    for round in 1..=rounds {
+        let _ = write!(s, " round {round} |");
+    }
+    s.push_str(" median | spread |\n|---|---|");
+    s.push_str(&"---:|".repeat(rounds + 2));
+    s.push('\n');
+    for c in candidates {
+        let what = if c.role == Role::ModelAlone { "its sessions alone".into() } else { c.setting.brief() };
+        let _ = write!(s, "| {} | {what} |", c.label);
+        for round in 0..rounds {
+            match c.costs.get(round).copied().flatten() {
+                Some(cost) => {
+                    let _ = write!(s, " {:.2} |", objective.shown(cost));
+                }
+                None => s.push_str(" failed |"),
+            }
+        }
+        let median = c.median().map_or("–".into(), |m| format!("{:.2}", objective.shown(m)));
+        let spread = relative_spread(&c.measured()).map_or("–".into(), |v| format!("{:.1} %", v * 100.0));
+        let _ = writeln!(s, " {median} | {spread} |");
+    }
+    s.push('\n');
     s
 }
 
@@ -834,5 +867,31 @@ mod tests {
         };
         assert_eq!(candidate.measured(), vec![30.0, 20.0], "a failed round is left out");
         assert_eq!(candidate.median(), Some(30.0));
+    }
+
+    #[test]
+    fn the_rounds_table_lists_every_setting_s_rounds_and_failures() {
+        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false });
+        let objective =
+            Objective { goal: Goal::Throughput, concurrency: None, rate: Some(100.0), slo_ms: Some(50.0), load: None };
+        let candidate = |label: &str, role, costs: Vec<Option<f64>>| Candidate {
+            label: label.into(),
+            role,
+            setting: space.decode(&[4.0, 500.0, 0.0, 2.0, 1.0, 0.0, 1.0]),
+            costs,
+        };
+        let candidates = [
+            candidate("default", Role::Default, vec![Some(-90.0), Some(-80.0), Some(-100.0)]),
+            candidate("bayes seed 0", Role::Found(Strategy::Bayes), vec![Some(-95.0), None, Some(-99.0)]),
+        ];
+        let table = rounds_table(&objective, &candidates);
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
+        assert_eq!(rows.len(), 3, "a header and a row per setting:\n{table}");
+        assert!(rows[0].contains("round 3 | median | spread"), "{table}");
+        assert_eq!(
+            rows[1],
+            "| default | batch 4 delay 500 µs preferred None instances 2 threads 1 spin | 90.00 | 80.00 | 100.00 | 90.00 | 22.2 % |"
+        );
+        assert!(rows[2].contains("| 95.00 | failed | 99.00 | 95.00 | 4.2 % |"), "{}", rows[2]);
     }
 }

@@ -1,0 +1,164 @@
+//! Bayesian optimisation's proposal: a Gaussian process fitted to what was measured
+//! ([`modelless_gp::NoisyProcess`], with a noise term chosen by likelihood), and the
+//! unmeasured setting of highest expected improvement under it. Improvement is
+//! counted from the lowest *fitted* cost of a measured setting, not from the
+//! luckiest measurement: a lucky one lowers the fitted cost of its neighbourhood
+//! only as far as the others allow.
+
+use modelless_gp::NoisyProcess;
+use rand::Rng;
+use rand::rngs::StdRng;
+
+use super::search::{Evaluation, modelled_costs};
+use super::space::{KnobRange, KnobSpace};
+
+/// The revision of this proposal (the first fitted an interpolating process).
+pub const REVISION: u32 = 2;
+
+/// Random points of the space whose expected improvement is computed.
+const RANDOM_CANDIDATES: usize = 2000;
+/// The best measured settings whose neighbourhoods are searched too.
+const LOCAL_CENTRES: usize = 3;
+/// Neighbours of each of them (one or two knobs moved by a step).
+const NEIGHBOURS: usize = 200;
+/// A real knob's step, as a share of its range.
+const REAL_STEP: f64 = 0.1;
+
+/// The expected improvement below `best` of a normal belief (`mean`, `sd`) about a
+/// cost to minimise.
+pub(super) fn expected_improvement(mean: f64, sd: f64, best: f64) -> f64 {
+    let gain = best - mean;
+    // No doubt (or none to speak of, or not a number): the gain is what is expected.
+    if sd.is_nan() || sd <= 1e-12 {
+        return gain.max(0.0);
+    }
+    let z = gain / sd;
+    let cdf = 0.5 * libm::erfc(-z / std::f64::consts::SQRT_2);
+    let pdf = (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    (gain * cdf + sd * pdf).max(0.0)
+}
+
+/// `point` with each knob scaled to 0…1 over its range.
+fn scaled(space: &KnobSpace, point: &[f64]) -> Vec<f64> {
+    space
+        .ranges()
+        .into_iter()
+        .zip(space.clamp(point))
+        .map(|((_, range), x)| {
+            let (low, high) = bounds(range);
+            if high > low { (x - low) / (high - low) } else { 0.0 }
+        })
+        .collect()
+}
+
+fn bounds(range: KnobRange) -> (f64, f64) {
+    match range {
+        KnobRange::Int(low, high) => (f64::from(low), f64::from(high)),
+        KnobRange::Float(low, high) => (low, high),
+    }
+}
+
+/// A neighbour of `point`: one or two of its knobs moved one step (a whole number
+/// for integers, a tenth of the range for reals) up or down, within the space.
+pub(super) fn neighbour(space: &KnobSpace, point: &[f64], rng: &mut impl Rng) -> Vec<f64> {
+    let ranges = space.ranges();
+    let mut next = space.clamp(point);
+    let moves = if ranges.len() > 1 && rng.random_bool(0.5) { 2 } else { 1 };
+    let mut knobs: Vec<usize> = (0..ranges.len()).collect();
+    for _ in 0..moves.min(knobs.len()) {
+        let knob = knobs.swap_remove(rng.random_range(0..knobs.len()));
+        let (low, high) = bounds(ranges[knob].1);
+        let step = match ranges[knob].1 {
+            KnobRange::Int(..) => 1.0,
+            KnobRange::Float(..) => (high - low) * REAL_STEP,
+        };
+        // Down at the top of the range, up at its bottom, either way between.
+        let up = next[knob] - step < low || (next[knob] + step <= high && rng.random_bool(0.5));
+        next[knob] = (if up { next[knob] + step } else { next[knob] - step }).clamp(low, high);
+    }
+    space.clamp(&next)
+}
+
+/// The next point to measure: of random points and neighbours of the best measured
+/// settings, the one of highest expected improvement that has not been measured;
+/// `None` where no model could be fitted or every candidate was measured already.
+pub(super) fn propose(space: &KnobSpace, done: &[Evaluation], rng: &mut StdRng) -> Option<Vec<f64>> {
+    let measured: Vec<f64> = done.iter().flat_map(|e| scaled(space, &e.point)).collect();
+    let model = NoisyProcess::fit(&measured, space.dimensions(), &modelled_costs(done)).ok()?;
+    let fitted: Vec<f64> = model.predict(&measured)?.into_iter().map(|(mean, _)| mean).collect();
+    let best = fitted.iter().copied().fold(f64::INFINITY, f64::min);
+
+    let mut order: Vec<usize> = (0..done.len()).collect();
+    order.sort_by(|&a, &b| fitted[a].total_cmp(&fitted[b]));
+    let mut candidates: Vec<Vec<f64>> = (0..RANDOM_CANDIDATES).map(|_| space.sample(rng)).collect();
+    for &centre in order.iter().take(LOCAL_CENTRES) {
+        for _ in 0..NEIGHBOURS {
+            candidates.push(neighbour(space, &done[centre].point, rng));
+        }
+    }
+    let settings: Vec<_> = done.iter().map(|e| space.decode(&e.point)).collect();
+    candidates.retain(|c| !settings.contains(&space.decode(c)));
+    if candidates.is_empty() {
+        return None;
+    }
+    let scaled_candidates: Vec<f64> = candidates.iter().flat_map(|c| scaled(space, c)).collect();
+    let belief = model.predict(&scaled_candidates)?;
+    let improvement = |i: usize| expected_improvement(belief[i].0, belief[i].1, best);
+    let chosen = (0..candidates.len()).max_by(|&a, &b| {
+        // Where nothing is expected to improve, the lowest fitted cost.
+        improvement(a).total_cmp(&improvement(b)).then(belief[b].0.total_cmp(&belief[a].0))
+    })?;
+    candidates.into_iter().nth(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::tune::space::SpaceLimits;
+
+    #[test]
+    fn expected_improvement_follows_its_formula() {
+        // At the incumbent, EI = sd · φ(0).
+        let at_best = expected_improvement(1.0, 2.0, 1.0);
+        assert!((at_best - 2.0 / (2.0 * std::f64::consts::PI).sqrt()).abs() < 1e-9, "{at_best}");
+        // Far below the incumbent with little doubt, EI is the gain itself.
+        assert!((expected_improvement(-5.0, 0.01, 1.0) - 6.0).abs() < 1e-6);
+        // Far above it with little doubt, nothing; with no doubt at all, nothing either.
+        assert!(expected_improvement(10.0, 0.01, 1.0) < 1e-12);
+        assert_eq!(expected_improvement(2.0, 0.0, 1.0), 0.0);
+        // Doubt is worth something: at the same mean, more spread expects more.
+        assert!(expected_improvement(1.5, 1.0, 1.0) > expected_improvement(1.5, 0.5, 1.0));
+        // z = 1: gain·Φ(1) + sd·φ(1) with Φ(1) = 0.841345, φ(1) = 0.241971.
+        let z1 = expected_improvement(0.0, 1.0, 1.0);
+        assert!((z1 - (0.841_344_746 + 0.241_970_725)).abs() < 1e-6, "{z1}");
+    }
+
+    #[test]
+    fn a_neighbour_moves_one_or_two_knobs_one_step_within_the_space() {
+        let space = KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: true });
+        let ranges = space.ranges();
+        let mut rng = StdRng::seed_from_u64(7);
+        let (mut ones, mut twos) = (0, 0);
+        for _ in 0..500 {
+            let origin = space.sample(&mut rng);
+            let next = neighbour(&space, &origin, &mut rng);
+            assert_eq!(next, space.clamp(&next), "within the space");
+            let moved: Vec<usize> = (0..origin.len()).filter(|&i| (origin[i] - next[i]).abs() > 1e-9).collect();
+            match moved.len() {
+                1 => ones += 1,
+                2 => twos += 1,
+                n => panic!("{n} knobs moved: {origin:?} -> {next:?}"),
+            }
+            for i in moved {
+                let step = match ranges[i].1 {
+                    KnobRange::Int(..) => 1.0,
+                    KnobRange::Float(low, high) => (high - low) * REAL_STEP,
+                };
+                assert!((origin[i] - next[i]).abs() <= step + 1e-9, "{} moved by more than a step", ranges[i].0);
+            }
+        }
+        assert!(ones > 100 && twos > 100, "one knob {ones} times, two {twos} times");
+    }
+}
