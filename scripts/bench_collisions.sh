@@ -22,11 +22,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 cd "$ROOT"
 log() { echo "bench_collisions: $*" >&2; }
 
-bash scripts/setup.sh
-cargo build --quiet --release --locked -p modelless --features cli
 rm -rf "$OUT"
-mkdir -p "$OUT/bin"
-cp "$CARGO_TARGET_DIR/release/modelless" "$OUT/bin/modelless"
+bash scripts/release_cli.sh "$OUT/bin/modelless"
 export MODELLESS="$OUT/bin/modelless"
 export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$ROOT/.modelless/onnxruntime/lib/libonnxruntime.so}"
 

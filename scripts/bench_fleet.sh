@@ -27,12 +27,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 cd "$ROOT"
 log() { echo "bench_fleet: $*" >&2; }
 
-bash scripts/setup.sh
-cargo build --quiet --release --locked -p modelless --features cli
 rm -rf "$OUT"
-mkdir -p "$OUT/bin"
-# A copy: a rebuild during the run does not change what is measured.
-cp "$CARGO_TARGET_DIR/release/modelless" "$OUT/bin/modelless"
+bash scripts/release_cli.sh "$OUT/bin/modelless"
 export MODELLESS="$OUT/bin/modelless"
 export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$ROOT/.modelless/onnxruntime/lib/libonnxruntime.so}"
 

@@ -22,9 +22,9 @@ THREADS="${THREADS:-$(nproc)}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 cd "$ROOT"
 
-bash scripts/setup.sh
-cargo build --quiet --release --locked -p modelless --features cli
-MODELLESS="$CARGO_TARGET_DIR/release/modelless"
+# Outside OUT, which is made anew below; the setup comes first: the venv reads the manifest.
+MODELLESS="$CARGO_TARGET_DIR/bench-images/modelless"
+bash scripts/release_cli.sh "$MODELLESS"
 PYTHON="$ROOT/.modelless/venv/bin/python"
 IMAGES="$ROOT/.modelless/images/bench"
 MODELS="$ROOT/.modelless/efficientnet"

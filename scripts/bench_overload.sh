@@ -24,12 +24,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 cd "$ROOT"
 log() { echo "bench_overload: $*" >&2; }
 
-bash scripts/setup.sh
 rm -rf "$OUT"
-mkdir -p "$OUT/bin"
 log "building this revision"
-cargo build --quiet --release --locked -p modelless --features cli
-cp "$CARGO_TARGET_DIR/release/modelless" "$OUT/bin/admission"
+bash scripts/release_cli.sh "$OUT/bin/admission"
 if [[ -n "${BASELINE:-}" ]]; then
     log "building the baseline $BASELINE (the first time: a full release build)"
     bash scripts/build_baseline.sh "$BASELINE" "$OUT/bin/baseline"

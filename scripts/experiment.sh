@@ -18,9 +18,7 @@ OUT="$(realpath -m "${1:-$ROOT/experiments/results}")"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 cd "$ROOT"
 
-bash scripts/setup.sh
-cargo build --quiet --release --locked -p modelless --features cli
-MODELLESS="$CARGO_TARGET_DIR/release/modelless"
+MODELLESS="$OUT/bin/modelless"
 POLICIES="$ROOT/.modelless/policies"
 # The runtime ticks a policy early when a queue reaches this (the same for all).
 EARLY=(--early-tick-queue 8)
@@ -48,7 +46,7 @@ SCENARIOS=(
 )
 
 rm -rf "$OUT"
-mkdir -p "$OUT"
+bash scripts/release_cli.sh "$MODELLESS"
 started=$SECONDS
 if [[ -n "${BASELINE:-}" ]]; then
     echo "== building the baseline $BASELINE (the first time: a full release build)" >&2

@@ -36,8 +36,9 @@ log() { echo "fleet: $*" >&2; }
 [[ "${1:-}" == "--" ]] && shift
 command -v nginx >/dev/null || { log "nginx is not installed (apt-get install nginx)"; exit 2; }
 if [[ -z "${MODELLESS:-}" ]]; then
-    (cd "$ROOT" && cargo build --quiet --release --locked -p modelless --features cli)
-    MODELLESS="$CARGO_TARGET_DIR/release/modelless"
+    # Started on its own (from a fresh clone, say): the models and the CLI first.
+    MODELLESS="$CARGO_TARGET_DIR/fleet/modelless"
+    bash "$ROOT/scripts/release_cli.sh" "$MODELLESS"
 fi
 if [[ -z "${ORT_DYLIB_PATH:-}" && -e "$ROOT/.modelless/onnxruntime/lib/libonnxruntime.so" ]]; then
     export ORT_DYLIB_PATH="$ROOT/.modelless/onnxruntime/lib/libonnxruntime.so"
