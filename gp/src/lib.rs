@@ -8,8 +8,12 @@
 //! Measurements of serving settings are noisy (a setting measured twice can differ
 //! by a tenth), so the process is not made to pass through every measurement: it has
 //! a noise term (a nugget, a share of the process's variance added to its diagonal)
-//! chosen among a few by likelihood at each fit. The mean is constant and the
-//! correlation Matérn 5/2 with one length scale per dimension, fitted by likelihood.
+//! chosen among a few by likelihood at each fit. The likelihood alone cannot be
+//! trusted with it: with a length scale per dimension and few points, short length
+//! scales explain any measurement, luck included, and the likelihood then prefers no
+//! noise at all. So the caller states the noise its measurements are known to carry,
+//! and no smaller noise term is tried. The mean is constant and the correlation
+//! Matérn 5/2 with one length scale per dimension, fitted by likelihood.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -54,8 +58,11 @@ pub struct NoisyProcess {
 
 impl NoisyProcess {
     /// Fits `costs` at `points` (row-major, `dimensions` numbers each), keeping the
-    /// noise term of [`NUGGETS`] of highest likelihood.
-    pub fn fit(points: &[f64], dimensions: usize, costs: &[f64]) -> Result<Self, FitError> {
+    /// noise term of highest likelihood among those of [`NUGGETS`] that are at least
+    /// the share of the costs' variance that a measurement noise of standard
+    /// deviation `noise_sd` makes (that share itself is tried too; 0 where the noise
+    /// is unknown).
+    pub fn fit(points: &[f64], dimensions: usize, costs: &[f64], noise_sd: f64) -> Result<Self, FitError> {
         let shape = FitError::Shape { points: points.len(), costs: costs.len(), dimensions };
         if dimensions == 0 || points.len() != costs.len() * dimensions {
             return Err(shape);
@@ -67,7 +74,7 @@ impl NoisyProcess {
         let data = Dataset::new(x, Array1::from(costs.to_vec()));
         let mut failures = Vec::new();
         let mut best: Option<NoisyProcess> = None;
-        for nugget in NUGGETS {
+        for nugget in noise_terms(costs, noise_sd) {
             let params = GaussianProcess::<f64, ConstantMean, Matern52Corr>::params(ConstantMean(), Matern52Corr())
                 .theta_tuning(ThetaTuning::Full { init: array![0.1], bounds: array![(1e-2, 1e1)] })
                 .nugget(nugget);
@@ -104,6 +111,17 @@ impl NoisyProcess {
     }
 }
 
+/// The noise terms worth trying for `costs` measured with a noise of standard
+/// deviation `noise_sd`: its share of their variance (at most 1), then those of
+/// [`NUGGETS`] above it.
+fn noise_terms(costs: &[f64], noise_sd: f64) -> Vec<f64> {
+    let mean = costs.iter().sum::<f64>() / costs.len() as f64;
+    let variance = costs.iter().map(|c| (c - mean) * (c - mean)).sum::<f64>() / costs.len() as f64;
+    let floor = if noise_sd > 0.0 && variance > 0.0 { (noise_sd * noise_sd / variance).min(1.0) } else { 0.0 };
+    let above = NUGGETS.into_iter().filter(|&nugget| nugget > floor);
+    if floor > 0.0 { std::iter::once(floor).chain(above).collect() } else { above.collect() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,7 +137,7 @@ mod tests {
         let mut costs: Vec<f64> = xs.iter().zip(noise).map(|(x, n)| 1.0 + (x - 0.3) * (x - 0.3) + n).collect();
         let lucky = 10;
         costs[lucky] -= 0.5;
-        let model = NoisyProcess::fit(&xs, 1, &costs).unwrap();
+        let model = NoisyProcess::fit(&xs, 1, &costs, 0.0).unwrap();
         assert!(model.nugget() > NUGGETS[0], "the likelihood chose a noise term: {}", model.nugget());
         let fitted: Vec<f64> = model.predict(&xs).unwrap().into_iter().map(|(mean, _)| mean).collect();
         assert!(
@@ -136,7 +154,7 @@ mod tests {
     fn smooth_noiseless_data_is_fitted_closely_and_its_doubt_grows_away_from_it() {
         let xs: Vec<f64> = (0..12).map(|i| f64::from(i) / 11.0).collect();
         let costs: Vec<f64> = xs.iter().map(|x| (3.0 * x).sin()).collect();
-        let model = NoisyProcess::fit(&xs, 1, &costs).unwrap();
+        let model = NoisyProcess::fit(&xs, 1, &costs, 0.0).unwrap();
         let at_points = model.predict(&xs).unwrap();
         for ((mean, _), cost) in at_points.iter().zip(&costs) {
             assert!((mean - cost).abs() < 0.02, "fitted {mean:.4} for {cost:.4}");
@@ -147,15 +165,52 @@ mod tests {
     }
 
     #[test]
+    fn no_noise_term_below_the_stated_measurement_noise_is_tried() {
+        // Costs of variance 1: a noise of sd 0.2 is a share of 0.04 of it.
+        let costs = [-1.0, 1.0, -1.0, 1.0];
+        let terms = noise_terms(&costs, 0.2);
+        assert!((terms[0] - 0.04).abs() < 1e-12, "{terms:?}");
+        assert_eq!(&terms[1..], &[0.1, 0.3, 1.0]);
+        assert_eq!(noise_terms(&costs, 0.0), NUGGETS.to_vec(), "unknown noise: every term");
+        assert_eq!(noise_terms(&costs, 5.0), vec![1.0], "noise beyond the signal: as much noise as signal");
+        assert_eq!(noise_terms(&[2.0, 2.0], 0.1), NUGGETS.to_vec(), "equal costs: no share to compute");
+    }
+
+    #[test]
+    fn a_stated_noise_keeps_a_many_dimensional_fit_from_interpolating_a_lucky_point() {
+        // Eight points spread over a 7-dimensional space on a smooth slope, one of
+        // them measured 30 % low (in logarithms, as tune fits them). With a length
+        // scale per dimension, the likelihood can explain it exactly; a stated noise
+        // of 5 % must keep the fit's noise term at or above its share.
+        let dimensions = 7;
+        let xs: Vec<f64> =
+            (0..8u32).flat_map(|i| (0..dimensions as u32).map(move |d| f64::from((i * (d + 3)) % 8) / 7.0)).collect();
+        let mut costs: Vec<f64> = (0..8).map(|i| (100.0 + 10.0 * f64::from(i)).ln()).collect();
+        costs[4] += 0.7f64.ln();
+        let noise_sd = 0.05;
+        let lucky = &xs[4 * dimensions..5 * dimensions];
+        let unstated = NoisyProcess::fit(&xs, dimensions, &costs, 0.0).unwrap();
+        let interpolated = unstated.predict(lucky).unwrap()[0].0 - costs[4];
+        let model = NoisyProcess::fit(&xs, dimensions, &costs, noise_sd).unwrap();
+        let floor = noise_terms(&costs, noise_sd)[0];
+        assert!(model.nugget() >= floor, "noise term {} below the stated noise's share {floor}", model.nugget());
+        let smoothed = model.predict(lucky).unwrap()[0].0 - costs[4];
+        assert!(
+            smoothed > 0.02 && smoothed > 10.0 * interpolated.abs(),
+            "fitted above the lucky measurement by {smoothed:.4} with the noise stated, {interpolated:.4} without"
+        );
+    }
+
+    #[test]
     fn malformed_data_is_refused_with_its_reason() {
         assert_eq!(
-            NoisyProcess::fit(&[0.0, 1.0, 2.0], 2, &[1.0, 2.0]).err(),
+            NoisyProcess::fit(&[0.0, 1.0, 2.0], 2, &[1.0, 2.0], 0.0).err(),
             Some(FitError::Shape { points: 3, costs: 2, dimensions: 2 })
         );
-        assert_eq!(NoisyProcess::fit(&[0.5], 1, &[1.0]).err(), Some(FitError::TooFew(1)));
-        let model = NoisyProcess::fit(&[0.0, 0.5, 1.0], 1, &[1.0, 2.0, 1.5]).unwrap();
+        assert_eq!(NoisyProcess::fit(&[0.5], 1, &[1.0], 0.0).err(), Some(FitError::TooFew(1)));
+        let model = NoisyProcess::fit(&[0.0, 0.5, 1.0], 1, &[1.0, 2.0, 1.5], 0.0).unwrap();
         assert!(model.predict(&[0.1, 0.2]).is_some());
-        let two_d = NoisyProcess::fit(&[0.0, 0.0, 0.5, 1.0, 1.0, 0.5], 2, &[1.0, 2.0, 1.5]).unwrap();
+        let two_d = NoisyProcess::fit(&[0.0, 0.0, 0.5, 1.0, 1.0, 0.5], 2, &[1.0, 2.0, 1.5], 0.05).unwrap();
         assert!(two_d.predict(&[0.1, 0.2, 0.3]).is_none(), "a point and a half");
     }
 }

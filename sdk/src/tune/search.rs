@@ -166,7 +166,7 @@ pub fn search(
     let mut to_confirm = Vec::new();
     for index in 0..options.budget {
         if index == exploring {
-            to_confirm = best_points(&trace.evaluations, options.confirm);
+            to_confirm = proposer.to_confirm(&trace.evaluations, options.confirm);
             to_confirm.reverse();
         }
         let point = match to_confirm.pop() {
@@ -197,6 +197,18 @@ struct Proposer<'a> {
 impl<'a> Proposer<'a> {
     fn new(space: &'a KnobSpace, strategy: Strategy, options: SearchOptions) -> Self {
         Proposer { space, strategy, options, rng: StdRng::seed_from_u64(options.seed) }
+    }
+
+    /// The `count` settings to measure again: those of lowest fitted cost for
+    /// Bayesian optimisation (the model has seen every measurement, and weighs a
+    /// lucky one against its neighbours), those of lowest measurement for random
+    /// search (it has no model).
+    fn to_confirm(&self, done: &[Evaluation], count: usize) -> Vec<Vec<f64>> {
+        let fitted = match self.strategy {
+            Strategy::Bayes => bayes::lowest_fitted(self.space, done, count),
+            Strategy::Random => None,
+        };
+        fitted.unwrap_or_else(|| best_points(done, count))
     }
 
     fn propose(&mut self, done: &[Evaluation]) -> Vec<f64> {
@@ -230,6 +242,17 @@ pub(super) fn modelled_costs(done: &[Evaluation]) -> Vec<f64> {
             if log { cost.ln() } else { cost }
         })
         .collect()
+}
+
+/// The standard deviation, in the units of [`modelled_costs`], of a measurement whose
+/// relative noise is `relative`: itself for logarithms, that share of the mean
+/// magnitude of the costs otherwise.
+pub(super) fn modelled_noise(done: &[Evaluation], relative: f64) -> f64 {
+    let measured: Vec<f64> = done.iter().filter_map(|e| e.cost).collect();
+    if measured.is_empty() || measured.iter().all(|&c| c > 0.0) {
+        return relative;
+    }
+    relative * measured.iter().map(|c| c.abs()).sum::<f64>() / measured.len() as f64
 }
 
 #[cfg(test)]
@@ -348,7 +371,18 @@ mod tests {
     }
 
     #[test]
-    fn failed_measurements_are_modelled_as_worse_than_any_measured() {
+    fn bayesian_optimisation_confirms_the_settings_its_model_fits_lowest() {
+        let options = SearchOptions { budget: 14, initial: 5, seed: 2, confirm: 3 };
+        let trace = search(&space(), Strategy::Bayes, options, &mut |_, setting| Ok(bowl(setting)), &mut |_| {});
+        let (explored, confirmed) = trace.evaluations.split_at(11);
+        let expected =
+            bayes::lowest_fitted(&space(), explored, 3).unwrap_or_else(|| panic!("no model of {explored:?}"));
+        assert_eq!(confirmed.iter().map(|e| e.point.clone()).collect::<Vec<_>>(), expected);
+        assert!(confirmed.iter().all(|c| explored.iter().any(|e| e.setting == c.setting)), "each measured before");
+    }
+
+    #[test]
+    fn failed_measurements_are_modelled_as_worse_than_any_measured_and_noise_in_the_costs_units() {
         let at = |cost: Option<f64>| Evaluation {
             point: vec![],
             setting: space().decode(&[]),
@@ -360,5 +394,8 @@ mod tests {
         assert!(costs[1] > costs[2], "{costs:?}");
         let negative = modelled_costs(&[at(Some(-300.0)), at(None), at(Some(-100.0))]);
         assert!(negative[1] > -100.0, "throughput objectives are negated: {negative:?}");
+        assert_eq!(modelled_noise(&[at(Some(10.0)), at(Some(40.0))], 0.05), 0.05, "in logarithms");
+        let throughput = modelled_noise(&[at(Some(-300.0)), at(None), at(Some(-100.0))], 0.05);
+        assert!((throughput - 10.0).abs() < 1e-9, "5 % of 200 answers/s: {throughput}");
     }
 }
