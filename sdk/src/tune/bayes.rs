@@ -100,6 +100,12 @@ fn fitted(space: &KnobSpace, done: &[Evaluation]) -> Option<(NoisyProcess, Vec<f
 /// model could be fitted.
 pub(super) fn lowest_fitted(space: &KnobSpace, done: &[Evaluation], count: usize) -> Option<Vec<Vec<f64>>> {
     let (_, fitted) = fitted(space, done)?;
+    Some(lowest(done, &fitted, count).into_iter().map(|i| done[i].point.clone()).collect())
+}
+
+/// The indices in `done` of the `count` distinct settings of lowest `fitted` cost,
+/// lowest first, none whose measurement failed.
+fn lowest(done: &[Evaluation], fitted: &[f64], count: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..done.len()).collect();
     order.sort_by(|&a, &b| fitted[a].total_cmp(&fitted[b]));
     let failed = |i: usize| done.iter().any(|e| e.setting == done[i].setting && e.cost.is_none());
@@ -109,7 +115,7 @@ pub(super) fn lowest_fitted(space: &KnobSpace, done: &[Evaluation], count: usize
             chosen.push(i);
         }
     }
-    Some(chosen.into_iter().map(|i| done[i].point.clone()).collect())
+    chosen
 }
 
 /// The next point to measure: of random points and neighbours of the best measured
@@ -119,10 +125,8 @@ pub(super) fn propose(space: &KnobSpace, done: &[Evaluation], rng: &mut StdRng) 
     let (model, fitted) = fitted(space, done)?;
     let best = fitted.iter().copied().fold(f64::INFINITY, f64::min);
 
-    let mut order: Vec<usize> = (0..done.len()).collect();
-    order.sort_by(|&a, &b| fitted[a].total_cmp(&fitted[b]));
     let mut candidates: Vec<Vec<f64>> = (0..RANDOM_CANDIDATES).map(|_| space.sample(rng)).collect();
-    for &centre in order.iter().take(LOCAL_CENTRES) {
+    for centre in lowest(done, &fitted, LOCAL_CENTRES) {
         for _ in 0..NEIGHBOURS {
             candidates.push(neighbour(space, &done[centre].point, rng));
         }
