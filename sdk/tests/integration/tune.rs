@@ -82,6 +82,9 @@ fn a_search_is_measured_reported_reused_from_the_store_and_written_into_the_conf
     let searches: serde_json::Value = serde_json::from_slice(&stored).unwrap();
     assert_eq!(searches.as_array().map(Vec::len), Some(2), "one search per strategy");
     for search in searches.as_array().unwrap() {
+        // Closed-loop costs are ratios to the default's slices: they hold for that default only.
+        let key = search["key"]["settings"].as_str().unwrap();
+        assert!(key.contains(r#""paired_with":{"instances":1"#), "{key}");
         let evaluations = search["trace"]["evaluations"].as_array().unwrap();
         assert_eq!(evaluations.len(), 3);
         assert!(evaluations.iter().all(|e| e["cost"].as_f64().is_some_and(|ms| ms > 0.0)), "{evaluations:?}");

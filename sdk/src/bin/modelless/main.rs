@@ -13,6 +13,8 @@ mod serve;
 mod setup;
 mod simulate;
 mod tune;
+mod tune_measure;
+mod tune_measurer;
 mod tune_reference;
 mod tune_write;
 
@@ -57,7 +59,7 @@ enum Command {
     Tune(tune::Args),
     /// One measurement for `tune`, in its own process.
     #[command(hide = true)]
-    TuneMeasure(tune::MeasureArgs),
+    TuneMeasure(tune_measure::MeasureArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -75,6 +77,6 @@ fn main() -> anyhow::Result<()> {
         Command::Simulate(args) => simulate::run(args),
         Command::Setup(args) => setup::run(args),
         Command::Tune(args) => tune::run(args),
-        Command::TuneMeasure(args) => tune::measure(args),
+        Command::TuneMeasure(args) => tune_measure::measure(args),
     }
 }

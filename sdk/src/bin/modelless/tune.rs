@@ -4,27 +4,23 @@
 //! configured default in interleaved rounds; writes a table, convergence plots and
 //! the best setting as TOML (`--write` puts it into the config).
 //!
-//! Every evaluation runs in a fresh `modelless tune-measure` process: ONNX Runtime's
-//! threads are set once per process, and no evaluation inherits another's caches.
+//! How one setting is measured (a process of its own, in slices alternating with the
+//! default's) is [`crate::tune_measurer`]'s job.
 
 use std::fmt::Write as _;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use modelless::load::{InProcess, LoadSpec, Pattern, RunResult, Status, TaskLoad};
 use modelless::profile::{file_sha256, store_beside};
 use modelless::tune::{
     KnobSpace, SearchOptions, SearchTrace, ServingSetting, SpaceLimits, Strategy, TuneStore, plot, search,
 };
-use modelless::{ProfileKey, ProfileMode, RuntimeBuilder, RuntimeConfig, VariantConfig};
-use serde::{Deserialize, Serialize};
+use modelless::{ProfileKey, RuntimeConfig, VariantConfig};
+use serde::Serialize;
 
-use crate::tune_reference;
+use crate::tune_measure::Measured;
+use crate::tune_measurer::{Bench, Measurer};
 use crate::tune_write::write_setting;
 
 /// What a setting is judged by.
@@ -44,17 +40,17 @@ pub enum Goal {
 
 /// One objective: a goal and the load it is measured under.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-struct Objective {
-    goal: Goal,
-    concurrency: Option<usize>,
-    rate: Option<f64>,
-    slo_ms: Option<f64>,
-    load: Option<PathBuf>,
+pub struct Objective {
+    pub goal: Goal,
+    pub concurrency: Option<usize>,
+    pub rate: Option<f64>,
+    pub slo_ms: Option<f64>,
+    pub load: Option<PathBuf>,
 }
 
 impl Objective {
     /// The cost to minimise: latency as it is, rates negated.
-    fn cost(&self, m: &Measured) -> Result<f64, String> {
+    pub fn cost(&self, m: &Measured) -> Result<f64, String> {
         let latency = |v: Option<f64>| v.ok_or_else(|| format!("no request was answered ({} failed)", m.failed));
         match self.goal {
             Goal::P99 => latency(m.p99_ms),
@@ -96,7 +92,7 @@ impl Objective {
     }
 
     /// A name for its files.
-    fn slug(&self) -> String {
+    pub fn slug(&self) -> String {
         match self.goal {
             Goal::P99 | Goal::Mean => format!("{:?}-c{}", self.goal, self.concurrency.unwrap_or(1)).to_lowercase(),
             Goal::Throughput => format!("throughput-{}", self.rate.unwrap_or(0.0)),
@@ -105,7 +101,7 @@ impl Objective {
     }
 
     /// The measuring process's arguments that say it.
-    fn child_args(&self) -> Vec<String> {
+    pub fn child_args(&self) -> Vec<String> {
         let mut args = vec!["--objective".into(), format!("{:?}", self.goal).to_lowercase()];
         let mut add = |flag: &str, value: Option<String>| {
             if let Some(value) = value {
@@ -141,7 +137,7 @@ pub struct ObjectiveArgs {
 }
 
 impl ObjectiveArgs {
-    fn objectives(&self) -> anyhow::Result<Vec<Objective>> {
+    pub fn objectives(&self) -> anyhow::Result<Vec<Objective>> {
         let base = Objective { goal: self.objective, concurrency: None, rate: None, slo_ms: None, load: None };
         Ok(match self.objective {
             Goal::P99 | Goal::Mean => {
@@ -208,6 +204,10 @@ pub struct Args {
     /// Photo-like JPEGs of these sizes for tasks that take images.
     #[arg(long, default_value = "640x480")]
     image_sizes: String,
+    /// Measure each setting on its own, not in slices alternating with the default's
+    /// (closed-loop objectives are paired unless this is given).
+    #[arg(long)]
+    unpaired: bool,
     /// Search again even where a stored search matches.
     #[arg(long)]
     fresh: bool,
@@ -232,16 +232,6 @@ impl From<StrategyArg> for Strategy {
             StrategyArg::Random => Strategy::Random,
         }
     }
-}
-
-/// What one measurement found.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Measured {
-    throughput_per_s: f64,
-    goodput_per_s: f64,
-    mean_ms: Option<f64>,
-    p99_ms: Option<f64>,
-    failed: u64,
 }
 
 /// What a remeasured candidate is.
@@ -329,6 +319,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seconds: args.seconds,
         warmup_seconds: args.warmup_seconds,
         image_sizes: args.image_sizes.clone(),
+        paired: !args.unpaired,
+        reference: Default::default(),
     };
     std::fs::create_dir_all(&args.out)?;
     let mut report = String::new();
@@ -342,16 +334,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let store = TuneStore::new(variant.path.parent().unwrap_or(Path::new(".")));
         for objective in &objectives {
             let what = format!("{} / {}", variant.name, objective.label());
+            let bench = Bench { variant: &variant.name, objective, reference: &default };
             let mut traces = Vec::new();
             for seed in 0..args.seeds {
                 for &strategy in &strategies {
                     let options =
                         SearchOptions { budget: args.budget, initial: args.initial, seed, confirm: args.confirm };
-                    let settings = serde_json::json!({
+                    let mut settings = serde_json::json!({
                         "objective": objective, "strategy": strategy, "revision": strategy.revision(),
                         "options": options, "limits": limits,
                         "seconds": args.seconds, "warmup_seconds": args.warmup_seconds,
                     });
+                    if measurer.pairs(objective) {
+                        // Paired costs are ratios to the default, scaled: they hold for that default only.
+                        settings["paired_with"] = serde_json::json!(default);
+                    }
                     let key = ProfileKey {
                         model_sha256: sha.clone(),
                         device: variant.device.name(),
@@ -369,7 +366,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                                 &space,
                                 strategy,
                                 options,
-                                &mut |_, setting| measurer.cost(&variant.name, setting, objective),
+                                &mut |_, setting| measurer.cost(&bench, setting),
                                 &mut |evaluation| {
                                     bar.inc(1);
                                     let cost = evaluation.cost.map_or("failed".into(), |c| {
@@ -396,7 +393,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             bar.set_message(format!("{what}: remeasuring the best of each search"));
             let mut candidates = candidates(objective, &default, limits.max_batch, &traces);
-            remeasure(&measurer, &variant.name, objective, &mut candidates, args.rounds, &bar);
+            remeasure(&measurer, &bench, &mut candidates, args.rounds, &bar);
             let slug = format!("{}-{}", variant.name, objective.slug());
             let svg = plot::convergence_svg(&traces, &format!("{what}: best so far"), objective.unit(), |c| {
                 objective.shown(c)
@@ -471,21 +468,14 @@ fn candidates(
 
 /// Measures the candidates in `rounds` rounds, each round in another order, so that
 /// the machine's drift falls on all of them alike.
-fn remeasure(
-    measurer: &Measurer,
-    variant: &str,
-    objective: &Objective,
-    candidates: &mut [Candidate],
-    rounds: usize,
-    bar: &ProgressBar,
-) {
+fn remeasure(measurer: &Measurer, bench: &Bench, candidates: &mut [Candidate], rounds: usize, bar: &ProgressBar) {
     let n = candidates.len();
     for round in 0..rounds {
         for i in 0..n {
             let candidate = &mut candidates[(i + round) % n];
             let cost = match candidate.role {
-                Role::ModelAlone => measurer.model_alone_ms(variant, &candidate.setting, objective),
-                _ => measurer.cost(variant, &candidate.setting, objective),
+                Role::ModelAlone => measurer.model_alone_ms(bench, &candidate.setting),
+                _ => measurer.cost(bench, &candidate.setting),
             };
             candidate.costs.push(cost.ok());
             bar.inc(1);
@@ -558,6 +548,17 @@ fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: 
         median(&spreads).map_or("–".into(), |m| format!("{} (median)", percent(Some(m)))),
         percent(default.and_then(|d| relative_spread(&d.measured()))),
     );
+    let better = |ratio: f64| if objective.lower_is_better() { ratio < 1.0 } else { ratio > 1.0 };
+    for (what, a, b) in [
+        ("bayes ÷ random", Role::Found(Strategy::Bayes), Role::Found(Strategy::Random)),
+        ("bayes ÷ default", Role::Found(Strategy::Bayes), Role::Default),
+    ] {
+        let ratios = per_round_ratios(candidates, a, b);
+        if let Some(line) = describe_ratios(what, &ratios, better) {
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    s.push('\n');
     if let Some(alone) = model_alone.map(shown) {
         let _ = writeln!(
             s,
@@ -569,6 +570,38 @@ fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: 
         );
     }
     s
+}
+
+/// Per round, the mean cost of the candidates in role `a` over that of those in role
+/// `b`, both measured in that round: what the machine did in a round falls on both,
+/// so these ratios spread less than the settings' own rounds do. Rounds where either
+/// side has no measurement are left out.
+fn per_round_ratios(candidates: &[Candidate], a: Role, b: Role) -> Vec<f64> {
+    let rounds = candidates.iter().map(|c| c.costs.len()).max().unwrap_or(0);
+    let mean_in = |role: Role, round: usize| {
+        let costs: Vec<f64> = candidates
+            .iter()
+            .filter(|c| c.role == role)
+            .filter_map(|c| c.costs.get(round).copied().flatten())
+            .collect();
+        (!costs.is_empty()).then(|| costs.iter().sum::<f64>() / costs.len() as f64)
+    };
+    (0..rounds)
+        .filter_map(|round| Some(mean_in(a, round)? / mean_in(b, round)?))
+        .filter(|ratio| ratio.is_finite())
+        .collect()
+}
+
+/// One line saying how per-round ratios fell: their median, range, and in how many
+/// rounds the first side was the better.
+fn describe_ratios(what: &str, ratios: &[f64], better: impl Fn(f64) -> bool) -> Option<String> {
+    let middle = median(ratios)?;
+    let (low, high) = ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &r| (l.min(r), h.max(r)));
+    let won = ratios.iter().filter(|&&r| better(r)).count();
+    Some(format!(
+        "Per round, {what}: median {middle:.3}, from {low:.3} to {high:.3}; better in {won} of {} rounds.",
+        ratios.len()
+    ))
 }
 
 /// Every remeasured setting with its cost in each round, in the order the rounds
@@ -623,229 +656,6 @@ fn toml_snippet(task: &str, variant: &str, setting: &ServingSetting) -> String {
     s
 }
 
-/// Runs measurements in child processes.
-struct Measurer {
-    /// This program, found once: a rebuild replacing the file mid-run leaves the
-    /// running process's own path dangling.
-    exe: PathBuf,
-    config: PathBuf,
-    task: String,
-    seconds: u32,
-    warmup_seconds: u32,
-    image_sizes: String,
-}
-
-impl Measurer {
-    /// The objective's cost of `setting` on `variant`, or why it could not be had.
-    fn cost(&self, variant: &str, setting: &ServingSetting, objective: &Objective) -> Result<f64, String> {
-        objective.cost(&self.measure(variant, setting, objective)?)
-    }
-
-    /// The model alone's closed-loop latency (see [`crate::tune_reference`]), the
-    /// better of one session on every core and one single-threaded session per core.
-    fn model_alone_ms(&self, variant: &str, setting: &ServingSetting, objective: &Objective) -> Result<f64, String> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let arrangements = [(1, cores), (cores, 1)];
-        let mut best: Option<f64> = None;
-        let mut error = None;
-        for (sessions, threads) in arrangements {
-            let arranged = ServingSetting { instances: sessions, intra_op_threads: threads, ..setting.clone() };
-            match self.run_child(variant, &arranged, objective, true).and_then(|m| objective.cost(&m)) {
-                Ok(cost) => best = Some(best.map_or(cost, |b| b.min(cost))),
-                Err(e) => error = Some(e),
-            }
-        }
-        best.ok_or_else(|| error.unwrap_or_default())
-    }
-
-    fn measure(&self, variant: &str, setting: &ServingSetting, objective: &Objective) -> Result<Measured, String> {
-        self.run_child(variant, setting, objective, false)
-    }
-
-    fn run_child(
-        &self,
-        variant: &str,
-        setting: &ServingSetting,
-        objective: &Objective,
-        model_alone: bool,
-    ) -> Result<Measured, String> {
-        let setting_json = serde_json::to_string(setting).map_err(|e| e.to_string())?;
-        let mut child = Command::new(&self.exe)
-            .arg("tune-measure")
-            .arg("--config")
-            .arg(&self.config)
-            .args(["--task", &self.task, "--variant", variant, "--setting", &setting_json])
-            .args(["--seconds", &self.seconds.to_string(), "--warmup-seconds", &self.warmup_seconds.to_string()])
-            .args(["--image-sizes", &self.image_sizes])
-            .args(objective.child_args())
-            .args(model_alone.then_some("--model-alone"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting the measurement: {e}"))?;
-        // Loading and warming a variant takes seconds; a child far past its time is stuck.
-        let limit = Duration::from_secs(u64::from(self.seconds + self.warmup_seconds) * 3 + 180);
-        let started = Instant::now();
-        // Both pipes are read on threads of their own: a stuck child holds them open,
-        // and the time limit below must still be checked.
-        let read_all = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut text = String::new();
-                if let Some(mut pipe) = pipe {
-                    let _ = pipe.read_to_string(&mut text);
-                }
-                text
-            })
-        };
-        let out_reader = read_all(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-        let err_reader = read_all(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if started.elapsed() > limit => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!("the measurement ran past {limit:?}: killed"));
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => return Err(format!("waiting for the measurement: {e}")),
-            }
-        };
-        let out = out_reader.join().unwrap_or_default();
-        let errors = err_reader.join().unwrap_or_default();
-        if !status.success() {
-            let last = errors.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
-            return Err(format!("the measurement failed ({status}): {last}"));
-        }
-        let line = out.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
-        serde_json::from_str(line).map_err(|e| format!("the measurement's answer `{line}`: {e}"))
-    }
-}
-
-/// `modelless tune-measure`: one measurement of one setting, in its own process.
-#[derive(clap::Args)]
-pub struct MeasureArgs {
-    #[arg(long)]
-    config: PathBuf,
-    #[arg(long)]
-    task: String,
-    #[arg(long)]
-    variant: String,
-    /// The setting, as JSON.
-    #[arg(long)]
-    setting: String,
-    #[command(flatten)]
-    objective: ObjectiveArgs,
-    #[arg(long, default_value_t = 3)]
-    seconds: u32,
-    #[arg(long, default_value_t = 1)]
-    warmup_seconds: u32,
-    #[arg(long, default_value = "640x480")]
-    image_sizes: String,
-    /// Measure the variant's sessions alone instead (closed-loop objectives only).
-    #[arg(long)]
-    model_alone: bool,
-}
-
-/// Measures one setting and prints what it found as one line of JSON.
-pub fn measure(args: MeasureArgs) -> anyhow::Result<()> {
-    let objective = args.objective.objectives()?.into_iter().next().context("no objective")?;
-    let setting: ServingSetting = serde_json::from_str(&args.setting).context("--setting")?;
-    let mut config = RuntimeConfig::from_file(&args.config)?;
-    only_variant(&mut config, &args.task, &args.variant)?;
-    setting.apply(&mut config, &args.task, &args.variant);
-    if args.model_alone {
-        let clients = objective.concurrency.context("the model alone is measured in a closed loop only")?;
-        let seconds = f64::from(args.seconds);
-        let alone = tune_reference::measure(&config, &args.task, &args.variant, setting.instances, clients, seconds)?;
-        let latency = alone.closed_loop_latency_ms(clients);
-        let measured = Measured {
-            throughput_per_s: alone.rows_per_s,
-            goodput_per_s: alone.rows_per_s,
-            mean_ms: Some(latency),
-            p99_ms: Some(latency),
-            failed: 0,
-        };
-        println!("{}", serde_json::to_string(&measured)?);
-        return Ok(());
-    }
-    if let Some(clients) = objective.concurrency {
-        // Closed loop: no batch holds more rows than there are clients, so warming
-        // larger ones up would only lengthen every evaluation.
-        for variant in config.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()) {
-            variant.warmup.up_to_batch = Some(clients);
-        }
-    }
-    let slo = config.tasks.first().and_then(|t| t.latency_slo_ms);
-    let takes_images = config.tasks.iter().flat_map(|t| &t.variants).any(|v| v.preprocess.is_some());
-    let runtime = Arc::new(RuntimeBuilder::default().with_config(config).build()?);
-    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let spec_for = |seconds: u32| -> anyhow::Result<LoadSpec> {
-        if let Some(load) = &objective.load {
-            return Ok(LoadSpec::from_file(load)?);
-        }
-        let rate = objective.rate.unwrap_or(1.0);
-        let task = TaskLoad {
-            task: args.task.clone(),
-            pattern: Pattern::Constant { rate, duration_s: seconds },
-            slo_ms: objective.slo_ms.or(slo).or(Some(60_000.0)),
-            min_accuracy: None,
-            start_s: 0,
-        };
-        Ok(LoadSpec { seed: 0, tasks: vec![task], rate_scale: 1.0 })
-    };
-    let images = takes_images
-        .then(|| modelless::load::ImageSet::generated(&modelless::load::images::parse_sizes(&args.image_sizes)?, 0))
-        .transpose()?;
-    let drive = |spec: &LoadSpec| -> anyhow::Result<RunResult> {
-        let mut target = InProcess::new(runtime.clone(), spec)?;
-        if let Some(images) = &images {
-            target.with_images(images);
-        }
-        let target: Arc<dyn modelless::load::Target> = Arc::new(target);
-        Ok(match objective.concurrency {
-            Some(clients) => tokio.block_on(modelless::load::run_closed(target, spec, clients, &mut |_| {}))?,
-            None => tokio.block_on(modelless::load::run(target, spec, &mut |_| {}))?,
-        })
-    };
-    if args.warmup_seconds > 0 && objective.load.is_none() {
-        drive(&spec_for(args.warmup_seconds)?)?;
-    }
-    let result = drive(&spec_for(args.seconds)?)?;
-    println!("{}", serde_json::to_string(&measured(&result))?);
-    Ok(())
-}
-
-/// Leaves only `variant` of `task` in `config`, active, with whatever profile is
-/// stored (profiling at every evaluation would measure the profiler).
-fn only_variant(config: &mut RuntimeConfig, task: &str, variant: &str) -> anyhow::Result<()> {
-    config.tasks.retain(|t| t.name == task);
-    let found = config.tasks.first_mut().with_context(|| format!("no task `{task}`"))?;
-    found.variants.retain(|v| v.name == variant);
-    let chosen = found.variants.first_mut().with_context(|| format!("task `{task}` has no variant `{variant}`"))?;
-    if chosen.profile == ProfileMode::Measure {
-        chosen.profile = ProfileMode::Stored;
-    }
-    found.active = Some(variant.to_string());
-    config.models.clear();
-    config.policy = None;
-    config.server = None;
-    Ok(())
-}
-
-fn measured(result: &RunResult) -> Measured {
-    let summary = result.summaries().into_iter().find(|s| s.task != "all").unwrap_or_default();
-    let answered: Vec<f64> = result.records.iter().filter(|r| r.status == Status::Ok).map(|r| r.latency_ms).collect();
-    Measured {
-        throughput_per_s: summary.throughput_per_s,
-        goodput_per_s: summary.goodput_per_s,
-        mean_ms: (!answered.is_empty()).then(|| answered.iter().sum::<f64>() / answered.len() as f64),
-        p99_ms: summary.p99_ms,
-        failed: summary.sent.saturating_sub(summary.completed),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -893,5 +703,29 @@ mod tests {
             "| default | batch 4 delay 500 µs preferred None instances 2 threads 1 spin | 90.00 | 80.00 | 100.00 | 90.00 | 22.2 % |"
         );
         assert!(rows[2].contains("| 95.00 | failed | 99.00 | 95.00 | 4.2 % |"), "{}", rows[2]);
+    }
+
+    #[test]
+    fn per_round_ratios_compare_sides_within_each_round_and_skip_rounds_a_side_missed() {
+        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false });
+        let candidate =
+            |role, costs: Vec<Option<f64>>| Candidate { label: String::new(), role, setting: space.decode(&[]), costs };
+        let bayes = Role::Found(Strategy::Bayes);
+        let random = Role::Found(Strategy::Random);
+        // Round 2 is slow for everyone; round 3 lost both random searches.
+        let candidates = [
+            candidate(Role::Default, vec![Some(100.0), Some(150.0), Some(100.0)]),
+            candidate(bayes, vec![Some(80.0), Some(120.0), Some(90.0)]),
+            candidate(bayes, vec![Some(100.0), Some(150.0), None]),
+            candidate(random, vec![Some(100.0), Some(150.0), None]),
+            candidate(random, vec![Some(100.0), None, None]),
+        ];
+        let ratios = per_round_ratios(&candidates, bayes, random);
+        assert_eq!(ratios, vec![0.9, 0.9], "the slow round cancels; the third has no random");
+        let against_default = per_round_ratios(&candidates, bayes, Role::Default);
+        assert_eq!(against_default, vec![0.9, 0.9, 0.9]);
+        let line = describe_ratios("bayes ÷ default", &[0.9, 1.1, 0.95], |r| r < 1.0).unwrap();
+        assert_eq!(line, "Per round, bayes ÷ default: median 0.950, from 0.900 to 1.100; better in 2 of 3 rounds.");
+        assert_eq!(describe_ratios("x", &[], |r| r < 1.0), None);
     }
 }

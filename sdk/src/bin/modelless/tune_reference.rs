@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use modelless::RuntimeConfig;
-use modelless::backend::Batch;
+use modelless::backend::{Backend, Batch};
 use modelless::warmup::zero_batch;
 
 /// Runs before the timed ones, per batch size and session.
@@ -42,63 +42,74 @@ pub fn batch_sizes(clients: usize, max_batch: usize) -> Vec<usize> {
     sizes
 }
 
-/// Sessions `sessions` of `variant` in `config` (whose ONNX Runtime settings are
-/// already applied), each running batches back to back for `seconds` split over the
-/// batch sizes; as many sessions run as the clients can keep busy.
-pub fn measure(
-    config: &RuntimeConfig,
-    task: &str,
-    variant: &str,
-    sessions: usize,
-    clients: usize,
-    seconds: f64,
-) -> anyhow::Result<ModelAlone> {
-    let configured = config
-        .tasks
-        .iter()
-        .filter(|t| t.name == task)
-        .flat_map(|t| &t.variants)
-        .find(|v| v.name == variant)
-        .with_context(|| format!("task `{task}` has no variant `{variant}`"))?;
-    let factory = configured.backend_factory(&config.onnxruntime, &configured.path);
-    let mut backends = (0..sessions.max(1))
-        .map(|_| factory().map_err(|e| anyhow::anyhow!("loading `{variant}`: {e}")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let sizes = batch_sizes(clients, configured.batching.max_batch_size);
-    let each = Duration::from_secs_f64((seconds / sizes.len() as f64).max(0.3));
-    let mut best: Option<ModelAlone> = None;
-    for &batch in &sizes {
-        let busy = (clients / batch).clamp(1, backends.len());
-        let rows = std::thread::scope(|s| {
-            let runs: Vec<_> = backends[..busy]
-                .iter_mut()
-                .map(|backend| {
-                    s.spawn(move || -> anyhow::Result<(usize, Duration)> {
-                        let inputs = zero_batch(backend.metadata(), batch)
-                            .context("the model has open dimensions besides the batch")?;
-                        for _ in 0..WARM_RUNS {
-                            backend.infer(Batch { inputs: inputs.clone() })?;
-                        }
-                        let start = Instant::now();
-                        let mut runs = 0;
-                        while start.elapsed() < each {
-                            backend.infer(Batch { inputs: inputs.clone() })?;
-                            runs += 1;
-                        }
-                        Ok((runs * batch, start.elapsed()))
-                    })
-                })
-                .collect();
-            runs.into_iter()
-                .map(|r| r.join().map_err(|_| anyhow::anyhow!("a session's thread panicked"))?)
-                .collect::<anyhow::Result<Vec<_>>>()
-        })?;
-        let rows_per_s: f64 = rows.iter().map(|&(n, took)| n as f64 / took.as_secs_f64()).sum();
-        if best.is_none_or(|b| rows_per_s > b.rows_per_s) {
-            best = Some(ModelAlone { rows_per_s, batch });
-        }
+/// The variant's sessions, loaded once and run as often as asked.
+pub struct Sessions {
+    backends: Vec<Box<dyn Backend + Send>>,
+    max_batch: usize,
+}
+
+impl Sessions {
+    /// `sessions` sessions of `variant` in `config` (whose ONNX Runtime settings are
+    /// already applied).
+    pub fn load(config: &RuntimeConfig, task: &str, variant: &str, sessions: usize) -> anyhow::Result<Self> {
+        let configured = config
+            .tasks
+            .iter()
+            .filter(|t| t.name == task)
+            .flat_map(|t| &t.variants)
+            .find(|v| v.name == variant)
+            .with_context(|| format!("task `{task}` has no variant `{variant}`"))?;
+        let factory = configured.backend_factory(&config.onnxruntime, &configured.path);
+        let backends = (0..sessions.max(1))
+            .map(|_| factory().map_err(|e| anyhow::anyhow!("loading `{variant}`: {e}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Sessions { backends, max_batch: configured.batching.max_batch_size })
     }
-    best.context("no batch size to run")
+
+    /// Each session running batches back to back for `seconds` split over the batch
+    /// sizes `clients` clients can fill; as many sessions run as the clients can keep
+    /// busy.
+    pub fn run(&mut self, clients: usize, seconds: f64) -> anyhow::Result<ModelAlone> {
+        let sizes = batch_sizes(clients, self.max_batch);
+        let each = Duration::from_secs_f64((seconds / sizes.len() as f64).max(0.3));
+        let mut best: Option<ModelAlone> = None;
+        for &batch in &sizes {
+            let busy = (clients / batch).clamp(1, self.backends.len());
+            let rows = std::thread::scope(|s| {
+                let runs: Vec<_> = self.backends[..busy]
+                    .iter_mut()
+                    .map(|backend| s.spawn(move || run_back_to_back(backend.as_mut(), batch, each)))
+                    .collect();
+                runs.into_iter()
+                    .map(|r| r.join().map_err(|_| anyhow::anyhow!("a session's thread panicked"))?)
+                    .collect::<anyhow::Result<Vec<_>>>()
+            })?;
+            let rows_per_s: f64 = rows.iter().map(|&(n, took)| n as f64 / took.as_secs_f64()).sum();
+            if best.is_none_or(|b| rows_per_s > b.rows_per_s) {
+                best = Some(ModelAlone { rows_per_s, batch });
+            }
+        }
+        best.context("no batch size to run")
+    }
+}
+
+/// Rows one session ran at `batch` in about `each`, and how long that took.
+fn run_back_to_back(
+    backend: &mut (dyn Backend + Send),
+    batch: usize,
+    each: Duration,
+) -> anyhow::Result<(usize, Duration)> {
+    let inputs = zero_batch(backend.metadata(), batch).context("the model has open dimensions besides the batch")?;
+    for _ in 0..WARM_RUNS {
+        backend.infer(Batch { inputs: inputs.clone() })?;
+    }
+    let start = Instant::now();
+    let mut runs = 0;
+    while start.elapsed() < each {
+        backend.infer(Batch { inputs: inputs.clone() })?;
+        runs += 1;
+    }
+    Ok((runs * batch, start.elapsed()))
 }
 
 #[cfg(test)]
