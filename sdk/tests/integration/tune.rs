@@ -1,6 +1,7 @@
 //! `modelless tune` end to end on the tiny generated model: a search measured through
 //! the runtime in child processes, its table, plot and TOML; the same search reused
-//! from the store on a second run; `--write` putting the best setting into the config.
+//! from the store on a second run; `--write` putting the best setting into the config;
+//! the same search paired with the default's slices.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -82,9 +83,8 @@ fn a_search_is_measured_reported_reused_from_the_store_and_written_into_the_conf
     let searches: serde_json::Value = serde_json::from_slice(&stored).unwrap();
     assert_eq!(searches.as_array().map(Vec::len), Some(2), "one search per strategy");
     for search in searches.as_array().unwrap() {
-        // Closed-loop costs are ratios to the default's slices: they hold for that default only.
         let key = search["key"]["settings"].as_str().unwrap();
-        assert!(key.contains(r#""paired_with":{"instances":1"#), "{key}");
+        assert!(!key.contains("paired_with"), "measured alone unless --paired: {key}");
         let evaluations = search["trace"]["evaluations"].as_array().unwrap();
         assert_eq!(evaluations.len(), 3);
         assert!(evaluations.iter().all(|e| e["cost"].as_f64().is_some_and(|ms| ms > 0.0)), "{evaluations:?}");
@@ -111,4 +111,16 @@ fn a_search_is_measured_reported_reused_from_the_store_and_written_into_the_conf
         snippet.contains(&format!("batching.max_batch_size = {}", variant.batching.max_batch_size)),
         "the config holds the best remeasured setting:\n{written}\n{snippet}"
     );
+
+    // Paired with the (now written) default: measured again, slice by slice, and
+    // stored under keys of their own.
+    let paired = tune(&config, &dir.path().join("paired"), &["--paired"]);
+    let log = String::from_utf8_lossy(&paired.stderr);
+    assert_eq!(log.matches("stored search reused").count(), 0, "{log}");
+    assert_eq!(log.matches("] tiny / mean latency at concurrency 2: ").count(), 6, "{log}");
+    let results = std::fs::read_to_string(dir.path().join("paired/results.md")).unwrap();
+    assert!(results.contains("Per round, bayes ÷ default: median "), "{results}");
+    let searches: serde_json::Value = serde_json::from_slice(&std::fs::read(&store).unwrap()).unwrap();
+    let keys: Vec<&str> = searches.as_array().unwrap().iter().map(|s| s["key"]["settings"].as_str().unwrap()).collect();
+    assert_eq!(keys.iter().filter(|k| k.contains("paired_with")).count(), 2, "{keys:?}");
 }

@@ -4,8 +4,8 @@
 //! configured default in interleaved rounds; writes a table, convergence plots and
 //! the best setting as TOML (`--write` puts it into the config).
 //!
-//! How one setting is measured (a process of its own, in slices alternating with the
-//! default's) is [`crate::tune_measurer`]'s job.
+//! How one setting is measured (a process of its own, optionally in slices alternating
+//! with the default's) is [`crate::tune_measurer`]'s job.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -204,10 +204,12 @@ pub struct Args {
     /// Photo-like JPEGs of these sizes for tasks that take images.
     #[arg(long, default_value = "640x480")]
     image_sizes: String,
-    /// Measure each setting on its own, not in slices alternating with the default's
-    /// (closed-loop objectives are paired unless this is given).
+    /// Measure closed-loop objectives in one-second slices alternating with the
+    /// default's, and cost each setting as its ratio to the default: for machines whose
+    /// speed drifts alike for every setting (clocks, heat), not where neighbours' load
+    /// slows some settings more than others.
     #[arg(long)]
-    unpaired: bool,
+    paired: bool,
     /// Search again even where a stored search matches.
     #[arg(long)]
     fresh: bool,
@@ -319,7 +321,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seconds: args.seconds,
         warmup_seconds: args.warmup_seconds,
         image_sizes: args.image_sizes.clone(),
-        paired: !args.unpaired,
+        paired: args.paired,
         reference: Default::default(),
     };
     std::fs::create_dir_all(&args.out)?;

@@ -1,15 +1,16 @@
 //! How `tune` measures a setting: in a `modelless tune-measure` process of its own
 //! (ONNX Runtime's threads are set once per process, and no evaluation inherits
-//! another's caches), and, for closed-loop objectives, paired with a reference.
+//! another's caches), for `--seconds` after its warm-up.
 //!
-//! This machine's speed drifts by 15–25 % within a minute, in spells of several
-//! seconds: measured alone, a setting's cost says as much about the minute as about
-//! the setting, and a search learns the minute. So the reference (the configured
-//! default) stays loaded in a process of its own for the whole search, and each
+//! With `--paired` (closed-loop objectives), the reference (the configured default)
+//! instead stays loaded in a process of its own for the whole run, and each
 //! candidate's one-second slices alternate with the reference's (candidate first in
 //! one pair, reference first in the next, so that a steady drift falls on both
-//! alike). A candidate's cost is the median of its slices' ratios to the
-//! reference's, times the reference's level when it was first measured.
+//! alike). A candidate's cost is then the median of its slices' ratios to the
+//! reference's, times the reference's level when it was first measured. That cancels
+//! a drift that slows every setting alike; where a busy host slows settings unlike
+//! the default more or less than it, the ratio carries the difference, and on a
+//! 2-core VM it made remeasured settings spread more, not less.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -47,7 +48,7 @@ pub struct Measurer {
     pub seconds: u32,
     pub warmup_seconds: u32,
     pub image_sizes: String,
-    /// Whether closed-loop measurements are paired with the reference.
+    /// Whether closed-loop measurements are paired with the reference (`--paired`).
     pub paired: bool,
     /// The reference's process, kept between measurements of one bench.
     pub reference: RefCell<Option<Reference>>,
@@ -86,7 +87,7 @@ impl Measurer {
     }
 
     /// Whether measurements under `objective` are paired with the reference: those in
-    /// a closed loop, unless pairing is off.
+    /// a closed loop, where pairing is on.
     pub fn pairs(&self, objective: &Objective) -> bool {
         self.paired && objective.concurrency.is_some()
     }
