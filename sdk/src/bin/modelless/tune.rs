@@ -268,7 +268,7 @@ impl Candidate {
 }
 
 /// The middle value (the upper middle of an even count); `None` when there is none.
-fn median(values: &[f64]) -> Option<f64> {
+pub fn median(values: &[f64]) -> Option<f64> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     sorted.get(sorted.len() / 2).copied()

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use modelless::tune::ServingSetting;
 
-use crate::tune::Objective;
+use crate::tune::{Objective, median};
 use crate::tune_measure::Measured;
 
 /// How long a slice lasts, s.
@@ -111,8 +111,10 @@ impl Measurer {
         let pairs = (self.seconds / SLICE_SECONDS).max(1) as usize;
         match measure_pairs(&mut candidate, reference_child, pairs, |m| bench.objective.cost(m)) {
             Ok(pairs) => {
-                let level = *reference.level.get_or_insert_with(|| median_of(pairs.iter().map(|p| p.reference)));
-                Ok(median_of(pairs.iter().map(Pair::ratio)) * level)
+                let references: Vec<f64> = pairs.iter().map(|p| p.reference).collect();
+                let ratios: Vec<f64> = pairs.iter().map(Pair::ratio).collect();
+                let level = *reference.level.get_or_insert(median(&references).unwrap_or(f64::NAN));
+                Ok(median(&ratios).unwrap_or(f64::NAN) * level)
             }
             Err(Failed::Candidate(e)) => Err(e),
             Err(Failed::Reference(e)) => {
@@ -187,13 +189,6 @@ pub fn measure_pairs(
             Ok(Pair { candidate, reference })
         })
         .collect()
-}
-
-/// The middle value (the upper middle of an even count); NaN when there is none.
-fn median_of(values: impl Iterator<Item = f64>) -> f64 {
-    let mut sorted: Vec<f64> = values.collect();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// A `modelless tune-measure` process, loaded and warm, that measures a slice each
@@ -324,7 +319,6 @@ mod tests {
         assert_eq!(pairs[1], Pair { candidate: 165.0, reference: 150.0 });
         let ratios: Vec<f64> = pairs.iter().map(Pair::ratio).collect();
         assert!(ratios.iter().all(|r| (r - 1.1).abs() < 1e-12), "{ratios:?}");
-        assert!((median_of(ratios.into_iter()) - 1.1).abs() < 1e-12);
     }
 
     #[test]
@@ -343,11 +337,5 @@ mod tests {
         let mut reference = scripted("reference", &[Ok(10.0)], &order);
         let failed = measure_pairs(&mut candidate, &mut reference, 1, |_: &Measured| Err("nothing answered".into()));
         assert_eq!(failed.unwrap_err(), Failed::Candidate("nothing answered".into()));
-    }
-
-    #[test]
-    fn the_median_of_an_even_count_is_the_upper_middle_and_of_none_nan() {
-        assert_eq!(median_of([3.0, 1.0, 2.0, 4.0].into_iter()), 3.0);
-        assert!(median_of(std::iter::empty()).is_nan());
     }
 }
