@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -110,6 +111,10 @@ impl Fleet {
             .env("HTTP_PORT", (base + 1).to_string())
             .env("BASE_PORT", (base + 2).to_string())
             .env("LIMIT_S", "300")
+            // A group of its own, with nginx and the replicas it starts: a test that
+            // fails can end them all at once (killing nginx's master alone would
+            // leave its workers serving).
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(std::fs::File::create(dir.join(format!("fleet-{name}.log"))).unwrap()))
@@ -161,10 +166,9 @@ impl Fleet {
 impl Drop for Fleet {
     fn drop(&mut self) {
         if self.script.try_wait().ok().flatten().is_none() {
-            let _ = self.script.kill();
-            for &pid in self.replicas.iter().chain([&self.nginx]) {
-                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-            }
+            let group = format!("-{}", self.script.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            let _ = self.script.wait();
         }
     }
 }
