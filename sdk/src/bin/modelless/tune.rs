@@ -274,10 +274,15 @@ pub fn median(values: &[f64]) -> Option<f64> {
     sorted.get(sorted.len() / 2).copied()
 }
 
+/// The lowest and the highest of `values` (infinities for none).
+fn extremes(values: &[f64]) -> (f64, f64) {
+    values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)))
+}
+
 /// How far `values` spread (highest less lowest) as a share of their median; `None`
 /// for fewer than two values or a median of zero.
 fn relative_spread(values: &[f64]) -> Option<f64> {
-    let (low, high) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
+    let (low, high) = extremes(values);
     let median = median(values)?;
     (values.len() >= 2 && median != 0.0).then(|| (high - low) / median.abs())
 }
@@ -598,7 +603,7 @@ fn per_round_ratios(candidates: &[Candidate], a: Role, b: Role) -> Vec<f64> {
 /// rounds the first side was the better.
 fn describe_ratios(what: &str, ratios: &[f64], better: impl Fn(f64) -> bool) -> Option<String> {
     let middle = median(ratios)?;
-    let (low, high) = ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &r| (l.min(r), h.max(r)));
+    let (low, high) = extremes(ratios);
     let won = ratios.iter().filter(|&&r| better(r)).count();
     Some(format!(
         "Per round, {what}: median {middle:.3}, from {low:.3} to {high:.3}; better in {won} of {} rounds.",

@@ -113,7 +113,7 @@ impl Measurer {
             Ok(pairs) => {
                 let references: Vec<f64> = pairs.iter().map(|p| p.reference).collect();
                 let ratios: Vec<f64> = pairs.iter().map(Pair::ratio).collect();
-                let level = *reference.level.get_or_insert(median(&references).unwrap_or(f64::NAN));
+                let level = *reference.level.get_or_insert_with(|| median(&references).unwrap_or(f64::NAN));
                 Ok(median(&ratios).unwrap_or(f64::NAN) * level)
             }
             Err(Failed::Candidate(e)) => Err(e),
