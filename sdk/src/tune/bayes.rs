@@ -45,7 +45,7 @@ pub(super) fn expected_improvement(mean: f64, sd: f64, best: f64) -> f64 {
 }
 
 /// `point` with each knob scaled to 0…1 over its range.
-fn scaled(space: &KnobSpace, point: &[f64]) -> Vec<f64> {
+pub(super) fn scaled(space: &KnobSpace, point: &[f64]) -> Vec<f64> {
     space
         .ranges()
         .into_iter()

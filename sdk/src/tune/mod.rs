@@ -4,11 +4,13 @@
 //! Bayesian optimisation or, as its baseline, at random with the same budget.
 //!
 //! The library holds the space ([`KnobSpace`]), the search loop ([`search`]) and the
-//! store ([`TuneStore`]); the command line measures each point through the real
+//! store ([`TuneStore`]), and a surrogate of stored measurements to replay searches
+//! against ([`replay`]); the command line measures each point through the real
 //! runtime.
 
 mod bayes;
 pub mod plot;
+pub mod replay;
 mod search;
 mod space;
 mod store;

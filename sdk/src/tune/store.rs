@@ -43,6 +43,11 @@ impl TuneStore {
         self.read(&self.path(variant)).into_iter().find(|s| s.key == *key).map(|s| s.trace)
     }
 
+    /// Every search stored for `variant`, with its key.
+    pub fn all(&self, variant: &str) -> Vec<(ProfileKey, SearchTrace)> {
+        self.read(&self.path(variant)).into_iter().map(|s| (s.key, s.trace)).collect()
+    }
+
     /// Stores `trace` as `variant`'s search under `key`, replacing one stored under
     /// the same key and keeping the others.
     pub fn save(&self, variant: &str, key: &ProfileKey, trace: &SearchTrace) -> std::io::Result<()> {
@@ -104,6 +109,10 @@ mod tests {
         store.save("v", &key("a"), &trace(3)).unwrap();
         assert_eq!(store.load("v", &key("a")), Some(trace(3)), "replaced");
         assert_eq!(store.load("v", &key("b")), Some(trace(2)), "kept");
+        let all = store.all("v");
+        assert_eq!(all.len(), 2);
+        assert!(all.contains(&(key("a"), trace(3))) && all.contains(&(key("b"), trace(2))));
+        assert!(store.all("w").is_empty());
     }
 
     #[test]

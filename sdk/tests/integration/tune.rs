@@ -123,4 +123,16 @@ fn a_search_is_measured_reported_reused_from_the_store_and_written_into_the_conf
     let searches: serde_json::Value = serde_json::from_slice(&std::fs::read(&store).unwrap()).unwrap();
     let keys: Vec<&str> = searches.as_array().unwrap().iter().map(|s| s["key"]["settings"].as_str().unwrap()).collect();
     assert_eq!(keys.iter().filter(|k| k.contains("paired_with")).count(), 2, "{keys:?}");
+
+    // Replayed against what was measured alone (two searches of three evaluations),
+    // measuring nothing.
+    let before = std::fs::read(&store).unwrap();
+    let replayed = tune(&config, &dir.path().join("replay"), &["--replay", "4"]);
+    let log = String::from_utf8_lossy(&replayed.stderr);
+    assert_eq!(log.matches("] tiny / mean latency at concurrency 2: ").count(), 0, "nothing measured:\n{log}");
+    assert_eq!(std::fs::read(&store).unwrap(), before, "the store is unchanged");
+    let results = std::fs::read_to_string(dir.path().join("replay/results.md")).unwrap();
+    assert!(results.contains("against a surrogate of 6 stored measurements"), "{results}");
+    assert!(results.contains("bayes's the cheaper in ") && results.contains(" of 4 seeds."), "{results}");
+    assert!(dir.path().join("replay/tiny-mean-c2-replay-convergence.svg").exists());
 }

@@ -16,6 +16,7 @@ mod tune;
 mod tune_measure;
 mod tune_measurer;
 mod tune_reference;
+mod tune_replay;
 mod tune_write;
 
 use clap::{Parser, Subcommand};

@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::tune_measure::Measured;
 use crate::tune_measurer::{Bench, Measurer};
+use crate::tune_replay::{ReplayPlan, StoredFilter, replay_section};
 use crate::tune_write::write_setting;
 
 /// What a setting is judged by.
@@ -219,6 +220,15 @@ pub struct Args {
     /// Write the best setting into the config (one variant and one objective only).
     #[arg(long)]
     write: bool,
+    /// Measure nothing: replay this many searches per strategy against a surrogate of
+    /// every measurement stored for the variant and objective (any strategy, seed or
+    /// revision), and report where their recommendations land in its landscape.
+    #[arg(long)]
+    replay: Option<u64>,
+    /// The noise replayed measurements carry: the standard deviation of a cost's
+    /// logarithm (0.07: about what remeasured settings spread by on a 2-core VM).
+    #[arg(long, default_value_t = 0.07)]
+    replay_noise: f64,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -307,13 +317,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--write needs one variant (--variant) and one objective (one --concurrency)"
     );
     let strategies: Vec<Strategy> = args.strategies.iter().map(|&s| s.into()).collect();
+    anyhow::ensure!(!(args.write && args.replay.is_some()), "--replay measures nothing to --write");
     let searches = variants.len() * objectives.len() * args.seeds as usize * strategies.len();
     let per_round: usize = objectives
         .iter()
         .map(|o| 1 + args.seeds as usize * strategies.len() + usize::from(o.concurrency.is_some()))
         .sum();
     let remeasures = variants.len() * args.rounds * per_round;
-    let bar = ProgressBar::new((searches * args.budget + remeasures) as u64);
+    let steps = match args.replay {
+        // A replayed search is one step: it takes milliseconds, not a measurement each.
+        Some(replays) => variants.len() * objectives.len() * replays as usize * strategies.len(),
+        None => searches * args.budget + remeasures,
+    };
+    let bar = ProgressBar::new(steps as u64);
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos}/{len} evaluations, {elapsed} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -342,16 +358,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for objective in &objectives {
             let what = format!("{} / {}", variant.name, objective.label());
             let bench = Bench { variant: &variant.name, objective, reference: &default };
+            // What decides what a setting measures; a search's key adds how it searched.
+            let measured_under = serde_json::json!({
+                "objective": objective, "limits": limits,
+                "seconds": args.seconds, "warmup_seconds": args.warmup_seconds,
+            });
+            if let Some(replays) = args.replay {
+                let filter =
+                    StoredFilter { model_sha256: &sha, device: &variant.device.name(), settings: &measured_under };
+                let plan = ReplayPlan {
+                    seeds: replays,
+                    strategies: strategies.clone(),
+                    budget: args.budget,
+                    initial: args.initial,
+                    confirm: args.confirm,
+                    noise: args.replay_noise,
+                };
+                let measured = filter.measurements(&store, &variant.name);
+                let (section, traces) = replay_section(&what, objective, &space, &measured, &plan, &bar)?;
+                let slug = format!("{}-{}-replay", variant.name, objective.slug());
+                write_convergence(&args.out, &slug, &format!("{what}: replayed"), objective, &traces)?;
+                say(&bar, section.clone());
+                report.push_str(&section);
+                std::fs::write(args.out.join("results.md"), &report)?;
+                continue;
+            }
             let mut traces = Vec::new();
             for seed in 0..args.seeds {
                 for &strategy in &strategies {
                     let options =
                         SearchOptions { budget: args.budget, initial: args.initial, seed, confirm: args.confirm };
-                    let mut settings = serde_json::json!({
-                        "objective": objective, "strategy": strategy, "revision": strategy.revision(),
-                        "options": options, "limits": limits,
-                        "seconds": args.seconds, "warmup_seconds": args.warmup_seconds,
-                    });
+                    let mut settings = measured_under.clone();
+                    settings["strategy"] = serde_json::json!(strategy);
+                    settings["revision"] = serde_json::json!(strategy.revision());
+                    settings["options"] = serde_json::json!(options);
                     if measurer.pairs(objective) {
                         // Paired costs are ratios to the default, scaled: they hold for that default only.
                         settings["paired_with"] = serde_json::json!(default);
@@ -402,10 +442,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut candidates = candidates(objective, &default, limits.max_batch, &traces);
             remeasure(&measurer, &bench, &mut candidates, args.rounds, &bar);
             let slug = format!("{}-{}", variant.name, objective.slug());
-            let svg = plot::convergence_svg(&traces, &format!("{what}: best so far"), objective.unit(), |c| {
-                objective.shown(c)
-            });
-            std::fs::write(args.out.join(format!("{slug}-convergence.svg")), svg)?;
+            write_convergence(&args.out, &slug, &what, objective, &traces)?;
             let table = table(&what, objective, &traces, &candidates, args.rounds);
             say(&bar, table.clone());
             report.push_str(&table);
@@ -436,6 +473,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         write_setting(&args.config, &args.task, &variant, &setting)?;
         eprintln!("wrote {label} ({}) into {}", setting.brief(), args.config.display());
     }
+    Ok(())
+}
+
+/// Writes the convergence plot of `traces` as `<slug>-convergence.svg` in `out`.
+fn write_convergence(
+    out: &Path,
+    slug: &str,
+    what: &str,
+    objective: &Objective,
+    traces: &[SearchTrace],
+) -> anyhow::Result<()> {
+    let svg = plot::convergence_svg(traces, &format!("{what}: best so far"), objective.unit(), |c| objective.shown(c));
+    std::fs::write(out.join(format!("{slug}-convergence.svg")), svg)?;
     Ok(())
 }
 
@@ -490,7 +540,7 @@ fn remeasure(measurer: &Measurer, bench: &Bench, candidates: &mut [Candidate], r
     }
 }
 
-fn mean_and_sd(values: &[f64]) -> Option<(f64, f64)> {
+pub fn mean_and_sd(values: &[f64]) -> Option<(f64, f64)> {
     if values.is_empty() {
         return None;
     }

@@ -1,0 +1,222 @@
+//! `modelless tune --replay N`: instead of measuring, replays N searches per strategy
+//! against a surrogate of every measurement stored for the variant and objective
+//! ([`modelless::tune::replay`]), and reports where each strategy's recommendation
+//! lands against the best the measured landscape holds. Seconds instead of hours, so
+//! a question like "is there anything left for Bayesian optimisation to find here?"
+//! gets an answer over dozens of seeds rather than three.
+
+use std::fmt::Write as _;
+
+use indicatif::ProgressBar;
+use modelless::ProfileKey;
+use modelless::tune::replay::{Replayed, Surrogate, replay};
+use modelless::tune::{KnobSpace, SearchOptions, SearchTrace, ServingSetting, Strategy, TuneStore};
+
+use crate::tune::{Goal, Objective, mean_and_sd, median};
+
+/// Settings of the space drawn to describe its landscape.
+const LANDSCAPE_SAMPLES: usize = 20_000;
+
+/// Which stored searches measured what a search under `settings` (a store key's
+/// settings) would: the same objective, space and measuring times, measured alone
+/// rather than paired; whatever their strategy, seed, budget or revision.
+pub struct StoredFilter<'a> {
+    pub model_sha256: &'a str,
+    pub device: &'a str,
+    pub settings: &'a serde_json::Value,
+}
+
+impl StoredFilter<'_> {
+    fn matches(&self, key: &ProfileKey) -> bool {
+        let Ok(stored) = serde_json::from_str::<serde_json::Value>(&key.settings) else { return false };
+        key.model_sha256 == self.model_sha256
+            && key.device == self.device
+            && stored.get("paired_with").is_none()
+            && ["objective", "limits", "seconds", "warmup_seconds"]
+                .iter()
+                .all(|k| stored.get(k) == self.settings.get(k))
+    }
+
+    /// Every successful measurement of the matching searches in `store`.
+    pub fn measurements(&self, store: &TuneStore, variant: &str) -> Vec<(ServingSetting, f64)> {
+        store
+            .all(variant)
+            .into_iter()
+            .filter(|(key, _)| self.matches(key))
+            .flat_map(|(_, trace)| trace.evaluations)
+            .filter_map(|e| Some((e.setting, e.cost?)))
+            .collect()
+    }
+}
+
+/// How the replayed searches are run.
+pub struct ReplayPlan {
+    pub seeds: u64,
+    pub strategies: Vec<Strategy>,
+    pub budget: usize,
+    pub initial: usize,
+    pub confirm: usize,
+    /// The standard deviation of a replayed measurement's logarithm.
+    pub noise: f64,
+}
+
+/// Replays `plan` against the surrogate of `measured` over `space`; returns the
+/// report's section and every replayed search (for the convergence plot).
+pub fn replay_section(
+    what: &str,
+    objective: &Objective,
+    space: &KnobSpace,
+    measured: &[(ServingSetting, f64)],
+    plan: &ReplayPlan,
+    bar: &ProgressBar,
+) -> anyhow::Result<(String, Vec<SearchTrace>)> {
+    anyhow::ensure!(
+        matches!(objective.goal, Goal::P99 | Goal::Mean),
+        "--replay takes the latency objectives (p99, mean)"
+    );
+    let surrogate = Surrogate::new(space.clone(), measured).ok_or_else(|| {
+        anyhow::anyhow!("{what}: nothing stored to replay against: run `modelless tune` with this objective first")
+    })?;
+    let mut outcomes: Vec<(Strategy, u64, Replayed)> = Vec::new();
+    for seed in 0..plan.seeds {
+        for &strategy in &plan.strategies {
+            let options = SearchOptions { budget: plan.budget, initial: plan.initial, seed, confirm: plan.confirm };
+            // Both strategies see the same noise draws for a seed, as they draw the same first points.
+            let noise_seed = seed.wrapping_mul(7919).wrapping_add(17);
+            outcomes.push((strategy, seed, replay(&surrogate, strategy, options, plan.noise, noise_seed)));
+            bar.inc(1);
+        }
+    }
+    let landscape = surrogate.landscape(LANDSCAPE_SAMPLES, 1);
+    let section = describe(what, &surrogate, &landscape, plan, &outcomes);
+    Ok((section, outcomes.into_iter().map(|(_, _, replayed)| replayed.trace).collect()))
+}
+
+fn describe(
+    what: &str,
+    surrogate: &Surrogate,
+    landscape: &[f64],
+    plan: &ReplayPlan,
+    outcomes: &[(Strategy, u64, Replayed)],
+) -> String {
+    let quantile = |q: f64| landscape[((landscape.len() - 1) as f64 * q).round() as usize];
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "## {what}: replayed\n\n{} searches per strategy ({} evaluations each; Bayesian optimisation's proposal \
+         revision {}) against a surrogate of {} stored measurements, with {:.0} % measurement noise. Costs are the \
+         surrogate's, without noise, in ms.\n",
+        plan.seeds,
+        plan.budget,
+        Strategy::Bayes.revision(),
+        surrogate.measurements(),
+        plan.noise * 100.0
+    );
+    let _ = writeln!(
+        text,
+        "The landscape ({LANDSCAPE_SAMPLES} settings at random): lowest {:.2}, best 1 % {:.2}, best 5 % {:.2}, \
+         median {:.2}.\n",
+        quantile(0.0),
+        quantile(0.01),
+        quantile(0.05),
+        quantile(0.5)
+    );
+    text.push_str("| strategy | recommended | its place in the landscape | best it measured |\n|---|---:|---:|---:|\n");
+    let of = |strategy: Strategy, pick: fn(&Replayed) -> Option<f64>| -> Vec<f64> {
+        outcomes.iter().filter(|(s, _, _)| *s == strategy).filter_map(|(_, _, r)| pick(r)).collect()
+    };
+    for &strategy in &plan.strategies {
+        let recommended = of(strategy, |r| r.recommended);
+        let best_measured = of(strategy, |r| r.best_measured);
+        let shown = |values: &[f64]| mean_and_sd(values).map_or("–".into(), |(m, sd)| format!("{m:.2} ± {sd:.2}"));
+        let place = median(&recommended).map_or("–".into(), |m| {
+            let below = landscape.partition_point(|&c| c < m);
+            format!("best {:.1} % (median)", 100.0 * below as f64 / landscape.len() as f64)
+        });
+        let _ =
+            writeln!(text, "| {} | {} | {place} | {} |", strategy.name(), shown(&recommended), shown(&best_measured));
+    }
+    if let Some(line) = compare(plan, outcomes) {
+        let _ = writeln!(text, "\n{line}");
+    }
+    text.push('\n');
+    text
+}
+
+/// Bayes ÷ random over the seeds' recommendations, and in how many seeds Bayesian
+/// optimisation's was the cheaper.
+fn compare(plan: &ReplayPlan, outcomes: &[(Strategy, u64, Replayed)]) -> Option<String> {
+    let recommended = |strategy: Strategy, seed: u64| {
+        outcomes.iter().find(|(s, n, _)| *s == strategy && *n == seed).and_then(|(_, _, r)| r.recommended)
+    };
+    let pairs: Vec<(f64, f64)> = (0..plan.seeds)
+        .filter_map(|seed| Some((recommended(Strategy::Bayes, seed)?, recommended(Strategy::Random, seed)?)))
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let (bayes, random): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
+    let ratio = bayes.iter().sum::<f64>() / random.iter().sum::<f64>();
+    let better = pairs.iter().filter(|(b, r)| b < r).count();
+    Some(format!(
+        "bayes ÷ random {ratio:.3} (means of the recommendations); bayes's the cheaper in {better} of {} seeds.",
+        pairs.len()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use modelless::tune::{PreferredSizes, SpaceLimits};
+
+    use super::*;
+
+    #[test]
+    fn only_searches_of_the_same_objective_space_and_times_measured_alone_are_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TuneStore::new(dir.path());
+        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false });
+        let setting = ServingSetting {
+            max_batch_size: 4,
+            max_queue_delay_us: 0,
+            preferred_batch_sizes: PreferredSizes::None,
+            instances: 1,
+            intra_op_threads: 1,
+            one_run_at_a_time: false,
+            spinning: false,
+            preprocessing_threads: None,
+        };
+        let wanted = serde_json::json!({"objective": {"concurrency": 8}, "limits": space.limits(), "seconds": 3,
+            "warmup_seconds": 1, "strategy": "bayes", "revision": 3});
+        let stored = |settings: serde_json::Value, cost: f64| {
+            let key = ProfileKey { model_sha256: "ab".into(), device: "cpu".into(), settings: settings.to_string() };
+            let evaluation = modelless::tune::Evaluation {
+                point: space.encode(&setting),
+                setting: setting.clone(),
+                cost: Some(cost),
+                error: None,
+            };
+            let trace = SearchTrace {
+                strategy: Strategy::Random,
+                options: SearchOptions { budget: 1, initial: 1, seed: cost as u64, confirm: 0 },
+                evaluations: vec![evaluation],
+            };
+            store.save("v", &key, &trace).unwrap();
+        };
+        let with = |field: &str, value: serde_json::Value| {
+            let mut settings = wanted.clone();
+            settings[field] = value;
+            settings
+        };
+        stored(with("strategy", "random".into()), 1.0);
+        stored(with("revision", 1.into()), 2.0);
+        stored(with("objective", serde_json::json!({"concurrency": 32})), 3.0);
+        stored(with("seconds", 5.into()), 4.0);
+        stored(with("paired_with", serde_json::json!(setting)), 5.0);
+        let filter = StoredFilter { model_sha256: "ab", device: "cpu", settings: &wanted };
+        let mut costs: Vec<f64> = filter.measurements(&store, "v").into_iter().map(|(_, c)| c).collect();
+        costs.sort_by(f64::total_cmp);
+        assert_eq!(costs, vec![1.0, 2.0], "any strategy or revision; not another objective, time or pairing");
+        let other_model = StoredFilter { model_sha256: "cd", ..filter };
+        assert!(other_model.measurements(&store, "v").is_empty());
+    }
+}
