@@ -133,6 +133,9 @@ fn a_search_is_measured_reported_reused_from_the_store_and_written_into_the_conf
     assert_eq!(std::fs::read(&store).unwrap(), before, "the store is unchanged");
     let results = std::fs::read_to_string(dir.path().join("replay/results.md")).unwrap();
     assert!(results.contains("against a surrogate of 6 stored measurements"), "{results}");
-    assert!(results.contains("bayes's the cheaper in ") && results.contains(" of 4 seeds."), "{results}");
+    assert!(
+        results.contains("Bayesian optimisation's was the cheaper in ") && results.contains(" of 4 seeds."),
+        "{results}"
+    );
     assert!(dir.path().join("replay/tiny-mean-c2-replay-convergence.svg").exists());
 }

@@ -159,7 +159,8 @@ fn compare(plan: &ReplayPlan, outcomes: &[(Strategy, u64, Replayed)]) -> Option<
     let ratio = bayes.iter().sum::<f64>() / random.iter().sum::<f64>();
     let better = pairs.iter().filter(|(b, r)| b < r).count();
     Some(format!(
-        "bayes ÷ random {ratio:.3} (means of the recommendations); bayes's the cheaper in {better} of {} seeds.",
+        "bayes ÷ random {ratio:.3} (means of the recommendations); Bayesian optimisation's was the cheaper in \
+         {better} of {} seeds.",
         pairs.len()
     ))
 }
