@@ -364,8 +364,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "seconds": args.seconds, "warmup_seconds": args.warmup_seconds,
             });
             if let Some(replays) = args.replay {
-                let filter =
-                    StoredFilter { model_sha256: &sha, device: &variant.device.name(), settings: &measured_under };
+                let filter = StoredFilter {
+                    model_sha256: &sha,
+                    device: &variant.device.name(),
+                    measured_under: &measured_under,
+                };
                 let plan = ReplayPlan {
                     seeds: replays,
                     strategies: strategies.clone(),
@@ -540,7 +543,12 @@ fn remeasure(measurer: &Measurer, bench: &Bench, candidates: &mut [Candidate], r
     }
 }
 
-pub fn mean_and_sd(values: &[f64]) -> Option<(f64, f64)> {
+/// `mean ± sd` of `values` for a table, or a dash where there are none.
+pub fn mean_and_sd_text(values: &[f64]) -> String {
+    mean_and_sd(values).map_or("–".into(), |(m, sd)| format!("{m:.2} ± {sd:.2}"))
+}
+
+fn mean_and_sd(values: &[f64]) -> Option<(f64, f64)> {
     if values.is_empty() {
         return None;
     }
@@ -570,8 +578,14 @@ fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: 
         if found.is_empty() {
             continue;
         }
-        let pm = |v: &[f64]| mean_and_sd(v).map_or("–".into(), |(m, sd)| format!("{m:.2} ± {sd:.2}"));
-        let _ = writeln!(s, "| {} | {} | {} | {} |", strategy.name(), pm(&found), pm(&again), found.len());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            strategy.name(),
+            mean_and_sd_text(&found),
+            mean_and_sd_text(&again),
+            found.len()
+        );
         remeasured_by.insert(strategy, mean_and_sd(&again).map(|(m, _)| m));
     }
     let default = candidates.iter().find(|c| c.role == Role::Default);

@@ -12,18 +12,19 @@ use modelless::ProfileKey;
 use modelless::tune::replay::{Replayed, Surrogate, replay};
 use modelless::tune::{KnobSpace, SearchOptions, SearchTrace, ServingSetting, Strategy, TuneStore};
 
-use crate::tune::{Goal, Objective, mean_and_sd, median};
+use crate::tune::{Goal, Objective, mean_and_sd_text, median};
 
 /// Settings of the space drawn to describe its landscape.
 const LANDSCAPE_SAMPLES: usize = 20_000;
 
-/// Which stored searches measured what a search under `settings` (a store key's
-/// settings) would: the same objective, space and measuring times, measured alone
-/// rather than paired; whatever their strategy, seed, budget or revision.
+/// Which stored searches measured settings as `measured_under` says (the part of a
+/// store key's settings that decides a measurement: objective, space, measuring
+/// times), measured alone rather than paired; whatever their strategy, seed, budget
+/// or revision.
 pub struct StoredFilter<'a> {
     pub model_sha256: &'a str,
     pub device: &'a str,
-    pub settings: &'a serde_json::Value,
+    pub measured_under: &'a serde_json::Value,
 }
 
 impl StoredFilter<'_> {
@@ -32,9 +33,10 @@ impl StoredFilter<'_> {
         key.model_sha256 == self.model_sha256
             && key.device == self.device
             && stored.get("paired_with").is_none()
-            && ["objective", "limits", "seconds", "warmup_seconds"]
-                .iter()
-                .all(|k| stored.get(k) == self.settings.get(k))
+            && self
+                .measured_under
+                .as_object()
+                .is_some_and(|fields| fields.iter().all(|(k, v)| stored.get(k) == Some(v)))
     }
 
     /// Every successful measurement of the matching searches in `store`.
@@ -128,13 +130,17 @@ fn describe(
     for &strategy in &plan.strategies {
         let recommended = of(strategy, |r| r.recommended);
         let best_measured = of(strategy, |r| r.best_measured);
-        let shown = |values: &[f64]| mean_and_sd(values).map_or("–".into(), |(m, sd)| format!("{m:.2} ± {sd:.2}"));
         let place = median(&recommended).map_or("–".into(), |m| {
             let below = landscape.partition_point(|&c| c < m);
             format!("best {:.1} % (median)", 100.0 * below as f64 / landscape.len() as f64)
         });
-        let _ =
-            writeln!(text, "| {} | {} | {place} | {} |", strategy.name(), shown(&recommended), shown(&best_measured));
+        let _ = writeln!(
+            text,
+            "| {} | {} | {place} | {} |",
+            strategy.name(),
+            mean_and_sd_text(&recommended),
+            mean_and_sd_text(&best_measured)
+        );
     }
     if let Some(line) = compare(plan, outcomes) {
         let _ = writeln!(text, "\n{line}");
@@ -186,8 +192,11 @@ mod tests {
             spinning: false,
             preprocessing_threads: None,
         };
-        let wanted = serde_json::json!({"objective": {"concurrency": 8}, "limits": space.limits(), "seconds": 3,
-            "warmup_seconds": 1, "strategy": "bayes", "revision": 3});
+        let measured_under = serde_json::json!({"objective": {"concurrency": 8}, "limits": space.limits(),
+            "seconds": 3, "warmup_seconds": 1});
+        let mut searched = measured_under.clone();
+        searched["strategy"] = "bayes".into();
+        searched["revision"] = 3.into();
         let stored = |settings: serde_json::Value, cost: f64| {
             let key = ProfileKey { model_sha256: "ab".into(), device: "cpu".into(), settings: settings.to_string() };
             let evaluation = modelless::tune::Evaluation {
@@ -204,7 +213,7 @@ mod tests {
             store.save("v", &key, &trace).unwrap();
         };
         let with = |field: &str, value: serde_json::Value| {
-            let mut settings = wanted.clone();
+            let mut settings = searched.clone();
             settings[field] = value;
             settings
         };
@@ -213,7 +222,7 @@ mod tests {
         stored(with("objective", serde_json::json!({"concurrency": 32})), 3.0);
         stored(with("seconds", 5.into()), 4.0);
         stored(with("paired_with", serde_json::json!(setting)), 5.0);
-        let filter = StoredFilter { model_sha256: "ab", device: "cpu", settings: &wanted };
+        let filter = StoredFilter { model_sha256: "ab", device: "cpu", measured_under: &measured_under };
         let mut costs: Vec<f64> = filter.measurements(&store, "v").into_iter().map(|(_, c)| c).collect();
         costs.sort_by(f64::total_cmp);
         assert_eq!(costs, vec![1.0, 2.0], "any strategy or revision; not another objective, time or pairing");
