@@ -65,7 +65,7 @@ pub(super) fn scaled(space: &KnobSpace, point: &[f64]) -> Vec<f64> {
 /// process with one length scale per knob would need far more than twenty
 /// measurements to learn. In 60 replayed searches per strategy against the stored
 /// measurements of MobileNetV2-1.0 and EfficientNet-Lite0 at 1, 8 and 32 clients,
-/// bayes ÷ random went from 0.995–1.022 without them to 0.980–0.999 with them
+/// bayes ÷ random went from 0.995–1.022 without them to 0.980–0.997 with them
 /// (docs/tune.md, "Replayed").
 fn model_input(space: &KnobSpace, point: &[f64]) -> Vec<f64> {
     let mut input = scaled(space, point);
