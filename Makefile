@@ -17,11 +17,11 @@ setup-torch: setup
 TORCH_ENV = eval "$$(bash scripts/torch_env.sh)" &&
 
 demo: setup
-	cargo run --release -p modelless-examples --example demo
+	cargo run --release -p modelless-lab --example demo
 
 test: setup-torch
 	# The release CLI without libtorch: the container test builds its image from it.
-	cargo build --release --locked -p modelless --features cli
+	cargo build --release --locked -p modelless-lab
 	$(TORCH_ENV) cargo test --workspace --all-features --locked
 	# The GPU tests are ignored (and listed so) where no NVIDIA GPU is; where one is, they run.
 	@if nvidia-smi -L >/dev/null 2>&1; then \
@@ -45,7 +45,7 @@ bench-policy: setup
 # TorchScript variants on the first GPU: fits, warm-up predictor error, throughput
 # against the raw loop (table and plot in target/profiles-gpu).
 bench-gpu: setup-torch
-	$(TORCH_ENV) cargo run --release -p modelless --features cli,tch -- profile examples/gpu.toml --force --out target/profiles-gpu
+	$(TORCH_ENV) cargo run --release -p modelless-lab --features tch -- profile examples/gpu.toml --force --out target/profiles-gpu
 
 # gRPC over loopback against in-process calls, at concurrency 1 and 32.
 bench-serve: setup
@@ -53,7 +53,7 @@ bench-serve: setup
 
 # Profiles of every variant in examples/classify.toml, stored beside the models.
 profile: setup
-	cargo run --release -p modelless --features cli -- profile examples/classify.toml --out target/profiles
+	cargo run --release -p modelless-lab -- profile examples/classify.toml --out target/profiles
 
 fmt:
 	cargo fmt --all

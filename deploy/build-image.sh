@@ -19,7 +19,7 @@ log() { echo "build-image: $*" >&2; }
 if [[ -n "${MODELLESS:-}" ]]; then
     BIN="$MODELLESS"
 else
-    (cd "$ROOT" && cargo build --quiet --release --locked -p modelless --features cli)
+    (cd "$ROOT" && cargo build --quiet --release --locked -p modelless-lab)
     BIN="$CARGO_TARGET_DIR/release/modelless"
 fi
 ORT="${ORT_DYLIB_PATH:-$ROOT/.modelless/onnxruntime/lib/libonnxruntime.so}"

@@ -22,6 +22,6 @@ else
     git -C "$ROOT" worktree add --detach --force "$SRC" "$REVISION" >/dev/null
 fi
 (cd "$SRC" && CARGO_TARGET_DIR="$CARGO_TARGET_DIR/baseline" \
-    cargo build --quiet --release --locked -p modelless --features cli)
+    cargo build --quiet --release --locked -p modelless-lab)
 mkdir -p "$(dirname "$DEST")"
 cp "$CARGO_TARGET_DIR/baseline/release/modelless" "$DEST"

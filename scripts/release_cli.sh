@@ -11,7 +11,7 @@ DEST="${1:?usage: release_cli.sh DEST}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 
 bash "$ROOT/scripts/setup.sh"
-(cd "$ROOT" && cargo build --quiet --release --locked -p modelless --features cli)
+(cd "$ROOT" && cargo build --quiet --release --locked -p modelless-lab)
 mkdir -p "$(dirname "$DEST")"
 cp "$CARGO_TARGET_DIR/release/modelless" "$DEST.partial"
 mv "$DEST.partial" "$DEST"

@@ -26,17 +26,12 @@
 //! ONNX Runtime is loaded from a shared library at run time: see
 //! [`backend::onnx`] for where it is looked for.
 
-pub mod load;
 #[cfg(feature = "server")]
 mod overrides;
-pub mod plan;
 mod runtime;
 #[cfg(feature = "server")]
 mod serving;
-pub mod simulate;
 mod steering;
-#[cfg(feature = "tune")]
-pub mod tune;
 
 // The fuzz targets assert on the largest allocation a decoder makes.
 #[cfg(test)]

@@ -3,10 +3,11 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The sdk crate's folder, as cargo names it when it runs the tests: a test binary
+/// The folder of the crate under test (sdk/ or lab/, both beside the repository's
+/// other folders), as cargo names it when it runs the tests: a test binary
 /// reused from a shared target folder was compiled in another checkout, whose path
 /// `env!` would give.
-pub fn sdk_dir() -> PathBuf {
+pub fn crate_dir() -> PathBuf {
     std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
@@ -23,7 +24,7 @@ pub fn torchscript_dir() -> PathBuf {
 
 /// `.modelless/<folder>`, which `script` fills and marks with `manifest`.
 fn generated(folder: &str, manifest: &str, script: &str) -> PathBuf {
-    let dir = sdk_dir().join("../.modelless").join(folder);
+    let dir = crate_dir().join("../.modelless").join(folder);
     assert!(dir.join(manifest).is_file(), "{folder} missing in {}: run {script} (make test does)", dir.display());
     dir
 }
@@ -59,7 +60,7 @@ pub fn max_relative_diff(actual: &[f32], expected: &[f32]) -> f32 {
 
 /// A policy module `scripts/build_policies.sh` built.
 pub fn policy_module(name: &str) -> PathBuf {
-    let path = sdk_dir().join(format!("../.modelless/policies/{name}.wasm"));
+    let path = crate_dir().join(format!("../.modelless/policies/{name}.wasm"));
     assert!(
         path.is_file(),
         "policy module missing: {} (run scripts/setup.sh, which make test runs; the C policy also needs clang and \
@@ -71,7 +72,7 @@ pub fn policy_module(name: &str) -> PathBuf {
 
 /// A fixture of `policies-wasm/fixtures/`: snapshots, one per line.
 pub fn fixture_path(name: &str) -> PathBuf {
-    sdk_dir().join(format!("../policies-wasm/fixtures/{name}.jsonl"))
+    crate_dir().join(format!("../policies-wasm/fixtures/{name}.jsonl"))
 }
 
 /// The snapshots of a fixture in `policies-wasm/fixtures/`, one per tick.
@@ -93,6 +94,6 @@ pub fn images_dir() -> PathBuf {
 
 /// The sample photographs setup copies out of scikit-image's wheel.
 pub fn photo(name: &str) -> Vec<u8> {
-    let path = sdk_dir().join("../.modelless/photos").join(name);
+    let path = crate_dir().join("../.modelless/photos").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", path.display()))
 }

@@ -7,14 +7,14 @@ use std::process::{Command, Output};
 
 use modelless::RuntimeConfig;
 
-use crate::common::sdk_dir;
+use crate::common::crate_dir;
 
 fn deploy_dir() -> PathBuf {
-    sdk_dir().join("../deploy")
+    crate_dir().join("../deploy")
 }
 
 fn python() -> PathBuf {
-    let python = sdk_dir().join("../.modelless/deploy-venv/bin/python");
+    let python = crate_dir().join("../.modelless/deploy-venv/bin/python");
     assert!(python.is_file(), "no manifest validator at {}: run scripts/setup.sh (make test does)", python.display());
     python
 }

@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use modelless::preprocess::{DecodeLimits, ImagePreprocess, decode, to_tensor};
-use modelless::{Inputs, Runtime, Slo, TaskConfig};
+use modelless::{Inputs, Runtime, Slo};
 use serde_json::Value;
 
-use crate::common::{efficientnet_dir, images_dir};
-use crate::pretrained::{CATS, efficientnet_task, labels, manifest, preprocess_of};
+use crate::common::images_dir;
+use crate::efficientnet::{CATS, image_task, labels, manifest};
 
 fn formats() -> Vec<Value> {
     let text = std::fs::read_to_string(images_dir().join("manifest.json")).unwrap();
@@ -79,16 +79,6 @@ fn bench_image(name: &str) -> Vec<u8> {
     std::fs::read(images_dir().join("bench").join(name)).unwrap()
 }
 
-/// The EfficientNet-Lite task taking images: each variant preprocesses at its own
-/// resolution and normalisation, as the manifest gives them.
-fn image_task() -> TaskConfig {
-    let mut task = efficientnet_task().with_labels(efficientnet_dir().join("imagenet_labels.txt"));
-    for (variant, v) in task.variants.iter_mut().zip(manifest()["variants"].as_array().unwrap()) {
-        variant.preprocess = Some(preprocess_of(v));
-    }
-    task
-}
-
 /// A JPEG photo of a cat (500×375) and a large one (3564×2880, decoded at 1/8) reach a
 /// cat label through the SDK on every variant, each preprocessed for its resolution.
 #[test]
@@ -147,8 +137,8 @@ fn tritonclient_sends_jpeg_bytes_and_bad_files_are_refused_while_good_ones_succe
     });
     let (plan_path, report_path) = (dir.path().join("plan.json"), dir.path().join("report.json"));
     std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let python = crate::common::sdk_dir().join("../.modelless/venv/bin/python");
-    let script = crate::common::sdk_dir().join("tests/image_client.py");
+    let python = crate::common::crate_dir().join("../.modelless/venv/bin/python");
+    let script = crate::common::crate_dir().join("tests/image_client.py");
     let run = std::process::Command::new(&python).arg(&script).arg(&plan_path).arg(&report_path).output().unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
@@ -179,59 +169,5 @@ fn tritonclient_sends_jpeg_bytes_and_bad_files_are_refused_while_good_ones_succe
         .unwrap_or_else(|| panic!("no decode histogram:\n{metrics}"));
     let count: f64 = decoded.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(count >= 8.0, "decodes counted after traffic: {decoded}");
-    tokio.block_on(server.shutdown());
-}
-
-/// `loadgen`'s closed loop sends photos to the image task in process and over gRPC (a
-/// file, and JPEGs it generates), and every answer tells where its time went, decode
-/// included; fed tensors instead, none decodes. The summary and plot carry the
-/// breakdown; over gRPC, a task that takes images is refused a load without any.
-#[test]
-fn loadgen_sends_photos_in_process_and_over_grpc_and_reports_the_stages() {
-    use modelless::kserve::ServerConfig;
-    use modelless::load::{Grpc, ImageSet, InProcess, LoadError, LoadSpec, RunResult, Status, run_closed};
-
-    let runtime = std::sync::Arc::new(Runtime::builder().with_task(image_task()).build().unwrap());
-    let tokio = tokio::runtime::Runtime::new().unwrap();
-    let server = tokio.block_on(runtime.clone().serve(&ServerConfig::loopback())).unwrap();
-    let spec: LoadSpec = toml::from_str(
-        "[[tasks]]\ntask = \"classify-photo\"\nslo_ms = 60000\npattern = { kind = \"constant\", rate = 1, duration_s = 1 }",
-    )
-    .unwrap();
-    let run = |target: std::sync::Arc<dyn modelless::load::Target>| -> RunResult {
-        tokio.block_on(run_closed(target, &spec, 4, &mut |_| {})).unwrap()
-    };
-    let decoded = |result: &RunResult, how: &str| {
-        assert!(result.records.len() >= 4, "{how}: {} answers", result.records.len());
-        for record in &result.records {
-            assert_eq!(record.status, Status::Ok, "{how}: {record:?}");
-            let stages = record.stages.unwrap_or_else(|| panic!("{how}: no stages in {record:?}"));
-            assert!(stages.decode_ms > 0.0 && stages.compute_ms > 0.0 && stages.total_ms > 0.0, "{how}: {stages:?}");
-        }
-        let breakdown = result.summaries()[0].stages.clone().unwrap();
-        assert!(breakdown.decode_ms > 0.0 && breakdown.answers == result.records.len() as u64, "{how}");
-    };
-
-    let photo = ImageSet::from_path(&images_dir().join("bench/medium.jpg")).unwrap();
-    let mut in_process = InProcess::new(runtime.clone(), &spec).unwrap();
-    assert_eq!(in_process.with_images(&photo), vec!["classify-photo".to_string()]);
-    let fed_photos = run(std::sync::Arc::new(in_process));
-    decoded(&fed_photos, "in process");
-    let dir = tempfile::tempdir().unwrap();
-    fed_photos.write(dir.path(), "photos", false).unwrap();
-    assert!(std::fs::read_to_string(dir.path().join("summary.md")).unwrap().contains("Where the time went"));
-    assert!(std::fs::read_to_string(dir.path().join("classify-photo-stages.svg")).unwrap().contains("<title>decode"));
-
-    let fed_tensors = run(std::sync::Arc::new(InProcess::new(runtime.clone(), &spec).unwrap()));
-    for record in &fed_tensors.records {
-        assert!(record.status == Status::Ok && record.stages.unwrap().decode_ms == 0.0, "fed tensors: {record:?}");
-    }
-
-    let url = format!("http://{}", server.grpc_address());
-    let generated = ImageSet::generated(&[(500, 375), (640, 480)], 3).unwrap();
-    let grpc = tokio.block_on(Grpc::connect(&url, &spec, &Default::default(), Some(&generated))).unwrap();
-    decoded(&run(std::sync::Arc::new(grpc)), "over gRPC");
-    let without = tokio.block_on(Grpc::connect(&url, &spec, &Default::default(), None));
-    assert!(matches!(without, Err(LoadError::Target(m)) if m.contains("takes encoded images")));
     tokio.block_on(server.shutdown());
 }

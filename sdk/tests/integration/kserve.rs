@@ -22,7 +22,7 @@ use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::{TlsConnector, rustls};
 
-use crate::common::{models_dir, sdk_dir};
+use crate::common::{crate_dir, models_dir};
 
 const MAX_MESSAGE_MIB: usize = 4;
 
@@ -153,8 +153,8 @@ fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
     });
     let (plan_path, report_path) = (dir.path().join("plan.json"), dir.path().join("report.json"));
     std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let python = sdk_dir().join("../.modelless/venv/bin/python");
-    let script = sdk_dir().join("tests/kserve_client.py");
+    let python = crate_dir().join("../.modelless/venv/bin/python");
+    let script = crate_dir().join("tests/kserve_client.py");
     let run =
         Command::new(&python).arg(&script).arg(&plan_path).arg(&report_path).output().unwrap_or_else(|e| {
             panic!("{}: {e} (run scripts/setup.sh, which installs tritonclient)", python.display())

@@ -2,58 +2,12 @@
 //! wheels ship, each fed a real photo at its own resolution, answer ImageNet labels of
 //! the right kind; their logits match PyTorch's own model.
 
-use modelless::preprocess::{ImagePreprocess, image_tensor};
-use modelless::{DType, Runtime, SignatureConfig, Slo, TaskConfig, TensorDeclaration, VariantConfig, WarmupConfig};
+use modelless::preprocess::image_tensor;
+use modelless::{Runtime, Slo};
 use serde_json::Value;
 
 use crate::common::{efficientnet_dir, photo};
-
-/// ImageNet's domestic cats: tabby, tiger cat, Persian, Siamese, Egyptian.
-pub const CATS: std::ops::RangeInclusive<usize> = 281..=285;
-
-pub fn manifest() -> Value {
-    let text = std::fs::read_to_string(efficientnet_dir().join("manifest.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-pub fn labels() -> Vec<String> {
-    let text = std::fs::read_to_string(efficientnet_dir().join("imagenet_labels.txt")).unwrap();
-    text.lines().map(str::to_string).collect()
-}
-
-/// image [N, 3, H, W] → logits [N, 1000], every variant preloaded.
-pub fn efficientnet_task() -> TaskConfig {
-    let signature = SignatureConfig::new(
-        vec![TensorDeclaration::new("image", DType::F32, [-1, 3, -1, -1])],
-        vec![TensorDeclaration::new("logits", DType::F32, [-1, 1000])],
-    );
-    let mut task = TaskConfig::new("classify-photo").with_signature(signature);
-    for v in manifest()["variants"].as_array().unwrap() {
-        let path = efficientnet_dir().join(v["file"].as_str().unwrap());
-        let variant = VariantConfig::new(v["name"].as_str().unwrap(), path, v["top1"].as_f64().unwrap())
-            .with_warmup(WarmupConfig::disabled())
-            .with_preload(true);
-        task = task.with_variant(variant);
-    }
-    task
-}
-
-/// How variant `v` of the manifest takes photos.
-pub fn preprocess_of(v: &Value) -> ImagePreprocess {
-    let triple = |key: &str| -> [f32; 3] {
-        let values: Vec<f32> = v[key].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
-        [values[0], values[1], values[2]]
-    };
-    ImagePreprocess::new(v["resolution"].as_u64().unwrap() as u32, triple("mean"), triple("std"))
-}
-
-/// Indices of the `k` largest values, largest first.
-pub fn top(values: &[f32], k: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..values.len()).collect();
-    order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
-    order.truncate(k);
-    order
-}
+use crate::efficientnet::{CATS, efficientnet_task, labels, manifest, preprocess_of, top};
 
 #[test]
 fn each_efficientnet_lite_variant_sees_the_cat_in_a_real_photo() {
@@ -137,8 +91,8 @@ fn tritonclient_gets_classification_labels_over_grpc_and_http() {
     });
     let (plan_path, report_path) = (dir.path().join("plan.json"), dir.path().join("report.json"));
     std::fs::write(&plan_path, plan.to_string()).unwrap();
-    let python = crate::common::sdk_dir().join("../.modelless/venv/bin/python");
-    let script = crate::common::sdk_dir().join("tests/classification_client.py");
+    let python = crate::common::crate_dir().join("../.modelless/venv/bin/python");
+    let script = crate::common::crate_dir().join("tests/classification_client.py");
     let run = Command::new(&python).arg(&script).arg(&plan_path).arg(&report_path).output().unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();

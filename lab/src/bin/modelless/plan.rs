@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use modelless::plan::{Device, Plan, relaxed, soft_real_time};
+use modelless_lab::plan::{Device, Plan, relaxed, soft_real_time};
 use serde::Deserialize;
 
 #[derive(clap::Args)]

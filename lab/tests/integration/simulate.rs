@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use modelless::load::{LoadSpec, Pattern, RunResult, SecondRuns, Status, TaskLoad};
 use modelless::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
 use modelless::policy_abi::{LatencyFit, VariantCost, VariantSnapshot};
-use modelless::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
+use modelless_lab::load::{LoadSpec, Pattern, RunResult, SecondRuns, Status, TaskLoad};
+use modelless_lab::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
 
 use crate::common::policy_module;
 

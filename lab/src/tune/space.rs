@@ -5,7 +5,7 @@
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::{RuntimeConfig, VariantConfig};
+use modelless::{RuntimeConfig, VariantConfig};
 
 /// The longest queue delay searched, µs: past it a batch waits longer than a
 /// MobileNet batch runs here, and only latency is lost.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use modelless::RuntimeConfig;
-use modelless::tune::ServingSetting;
+use modelless_lab::tune::ServingSetting;
 use toml_edit::{Array, DocumentMut, Item, Table, TableLike, value};
 
 /// Writes `setting` for `variant` of `task` into the config at `path`; the file is
@@ -65,7 +65,7 @@ fn table_in<'a>(root: &'a mut Table, name: &str) -> anyhow::Result<&'a mut dyn T
 
 #[cfg(test)]
 mod tests {
-    use modelless::tune::PreferredSizes;
+    use modelless_lab::tune::PreferredSizes;
 
     use super::*;
 

@@ -1,6 +1,6 @@
 //! `modelless tune --replay N`: instead of measuring, replays N searches per strategy
 //! against a surrogate of every measurement stored for the variant and objective
-//! ([`modelless::tune::replay`]), and reports where each strategy's recommendation
+//! ([`modelless_lab::tune::replay`]), and reports where each strategy's recommendation
 //! lands against the best the measured landscape holds. Seconds instead of hours, so
 //! a question like "is there anything left for Bayesian optimisation to find here?"
 //! gets an answer over dozens of seeds rather than three.
@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use indicatif::ProgressBar;
 use modelless::ProfileKey;
-use modelless::tune::replay::{Replayed, Surrogate, replay};
-use modelless::tune::{KnobSpace, SearchOptions, SearchTrace, ServingSetting, Strategy, TuneStore};
+use modelless_lab::tune::replay::{Replayed, Surrogate, replay};
+use modelless_lab::tune::{KnobSpace, SearchOptions, SearchTrace, ServingSetting, Strategy, TuneStore};
 
 use crate::tune::{Goal, Objective, mean_and_sd_text, median};
 
@@ -173,7 +173,7 @@ fn compare(plan: &ReplayPlan, outcomes: &[(Strategy, u64, Replayed)]) -> Option<
 
 #[cfg(test)]
 mod tests {
-    use modelless::tune::{PreferredSizes, SpaceLimits};
+    use modelless_lab::tune::{PreferredSizes, SpaceLimits};
 
     use super::*;
 
@@ -199,7 +199,7 @@ mod tests {
         searched["revision"] = 3.into();
         let stored = |settings: serde_json::Value, cost: f64| {
             let key = ProfileKey { model_sha256: "ab".into(), device: "cpu".into(), settings: settings.to_string() };
-            let evaluation = modelless::tune::Evaluation {
+            let evaluation = modelless_lab::tune::Evaluation {
                 point: space.encode(&setting),
                 setting: setting.clone(),
                 cost: Some(cost),

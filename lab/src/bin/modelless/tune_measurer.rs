@@ -21,7 +21,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use modelless::tune::ServingSetting;
+use modelless_lab::tune::ServingSetting;
 
 use crate::tune::{Objective, median};
 use crate::tune_measure::Measured;

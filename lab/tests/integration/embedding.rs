@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{models_dir, sdk_dir};
+use crate::common::{crate_dir, models_dir};
 
 /// Longest the application's build may take (its dependencies are mostly built
 /// already in the shared target folder).
@@ -49,7 +49,7 @@ fn run_bounded(mut command: Command, limit: Duration) -> Output {
 
 /// An application crate in `dir` with one binary per README example.
 fn write_application(dir: &Path, examples: &[String]) {
-    let repo = sdk_dir().join("..").canonicalize().unwrap();
+    let repo = crate_dir().join("..").canonicalize().unwrap();
     let manifest = format!(
         "[package]\nname = \"readme-app\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n\
          [dependencies]\nmodelless = {{ path = \"{}\" }}\ntokio = {{ version = \"1\", features = [\"rt-multi-thread\", \"macros\"] }}\n\n\
@@ -78,7 +78,7 @@ fn write_application(dir: &Path, examples: &[String]) {
 /// The target folder the tests were built in, shared so the application's build
 /// reuses what it can.
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| sdk_dir().join("../target"), PathBuf::from).join("readme-app")
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| crate_dir().join("../target"), PathBuf::from).join("readme-app")
 }
 
 /// A command for `program` with none of the variables that point at ONNX Runtime,
@@ -111,7 +111,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn the_readme_examples_build_outside_the_workspace_and_find_onnxruntime_where_users_install_it() {
-    let readme = std::fs::read_to_string(sdk_dir().join("../README.md")).unwrap();
+    let readme = std::fs::read_to_string(crate_dir().join("../README.md")).unwrap();
     let examples = readme_examples(&readme);
     assert!(examples.len() >= 2, "the README's Rust examples: {}", examples.len());
     let app = tempfile::tempdir().unwrap();
@@ -143,7 +143,7 @@ fn the_readme_examples_build_outside_the_workspace_and_find_onnxruntime_where_us
     }
 
     // `pip install onnxruntime` in the active environment is enough.
-    let venv = sdk_dir().join("../.modelless/venv").canonicalize().unwrap();
+    let venv = crate_dir().join("../.modelless/venv").canonicalize().unwrap();
     let mut in_venv = isolated(&binary(0), &home, &run_dir);
     in_venv.env("VIRTUAL_ENV", &venv);
     let ran = run_bounded(in_venv, RUN_LIMIT);

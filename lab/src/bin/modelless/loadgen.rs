@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use modelless::load::images::parse_sizes;
-use modelless::load::{Grpc, ImageSet, InProcess, LoadSpec, Progress, RunResult, Target, markdown_table};
 use modelless::policy::EarlyTick;
 use modelless::{PolicyConfig, RuntimeBuilder, RuntimeConfig};
+use modelless_lab::load::images::parse_sizes;
+use modelless_lab::load::{Grpc, ImageSet, InProcess, LoadSpec, Progress, RunResult, Target, markdown_table};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -218,8 +218,8 @@ fn drive(
         bar.set_message(line);
     };
     let result = match concurrency {
-        Some(clients) => tokio.block_on(modelless::load::run_closed(target, spec, clients, &mut on_second))?,
-        None => tokio.block_on(modelless::load::run(target, spec, &mut on_second))?,
+        Some(clients) => tokio.block_on(modelless_lab::load::run_closed(target, spec, clients, &mut on_second))?,
+        None => tokio.block_on(modelless_lab::load::run(target, spec, &mut on_second))?,
     };
     bar.finish();
     Ok(result)

@@ -1,8 +1,8 @@
 //! The `modelless` command line.
 //!
-//! `cargo run --release -p modelless --features cli -- serve --config examples/classify.toml`
-//! `cargo run --release -p modelless --features cli -- profile examples/classify.toml`
-//! `cargo run --release -p modelless --features cli -- tune --config examples/classify.toml --task classify-image`
+//! `cargo run --release -p modelless-lab -- serve --config examples/classify.toml`
+//! `cargo run --release -p modelless-lab -- profile examples/classify.toml`
+//! `cargo run --release -p modelless-lab -- tune --config examples/classify.toml --task classify-image`
 
 mod loadgen;
 mod plan;

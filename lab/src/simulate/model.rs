@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::calibrate::RatioLine;
 use crate::load::LoadError;
-use crate::{Runtime, RuntimeConfig};
+use modelless::{Runtime, RuntimeConfig};
 
 /// The z-score of the 99th percentile of a normal distribution.
 const Z99: f64 = 2.326;
@@ -115,7 +115,7 @@ impl SimModel {
     /// The model of the tasks `config` declares, as `runtime` (built from it) loaded
     /// and profiled them. Every variant needs a profile with a latency fit.
     pub fn from_runtime(runtime: &Runtime, config: &RuntimeConfig) -> Result<SimModel, LoadError> {
-        let target = |e: crate::Error| LoadError::Target(e.to_string());
+        let target = |e: modelless::Error| LoadError::Target(e.to_string());
         let mut tasks = Vec::new();
         for task in &config.tasks {
             let snapshots = runtime.variant_snapshots(&task.name).map_err(target)?;
@@ -162,7 +162,7 @@ impl SimModel {
 }
 
 /// The median over batch sizes of `ln(p99/p50) / z₉₉`: how widely warm runs spread.
-fn spread(points: &[crate::BatchPoint]) -> f64 {
+fn spread(points: &[modelless::BatchPoint]) -> f64 {
     let mut spreads: Vec<f64> = points
         .iter()
         .filter(|p| p.warm_p50_ms > 0.0 && p.warm_p99_ms >= p.warm_p50_ms)
@@ -179,8 +179,8 @@ mod tests {
 
     use super::*;
 
-    fn point(batch_size: u32, p50: f64, p99: f64) -> crate::BatchPoint {
-        crate::BatchPoint {
+    fn point(batch_size: u32, p50: f64, p99: f64) -> modelless::BatchPoint {
+        modelless::BatchPoint {
             batch_size,
             first_run_ms: p99,
             warm_p50_ms: p50,

@@ -4,8 +4,8 @@
 //! timeline and plots. `modelless loadgen` drives it from the command line.
 //!
 //! ```no_run
-//! # async fn run(runtime: std::sync::Arc<modelless::Runtime>) -> Result<(), modelless::load::LoadError> {
-//! use modelless::load::{InProcess, LoadSpec, run};
+//! # async fn run(runtime: std::sync::Arc<modelless::Runtime>) -> Result<(), modelless_lab::load::LoadError> {
+//! use modelless_lab::load::{InProcess, LoadSpec, run};
 //! let spec = LoadSpec::from_file("load.toml")?;
 //! let target = InProcess::new(runtime, &spec)?;
 //! let result = run(std::sync::Arc::new(target), &spec, &mut |_| {}).await?;
@@ -16,7 +16,6 @@
 
 mod arrivals;
 mod closed;
-#[cfg(feature = "server")]
 mod grpc;
 pub mod images;
 mod in_process;
@@ -36,7 +35,6 @@ use serde::{Deserialize, Serialize};
 
 pub use arrivals::{arrivals, stream_seed};
 pub use closed::{MAX_CONCURRENCY, run_closed};
-#[cfg(feature = "server")]
 pub use grpc::Grpc;
 pub use images::ImageSet;
 pub use in_process::{InProcess, RequestMaker};

@@ -16,7 +16,7 @@
 //! ```text
 //! make demo
 //! # or, after `bash scripts/setup.sh`:
-//! cargo run --release -p modelless-examples --example demo
+//! cargo run --release -p modelless-lab --example demo
 //! ```
 
 use std::collections::HashMap;
@@ -27,12 +27,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use modelless::load::{InProcess, LoadSpec, Progress, RequestMaker, Second, TaskLoad, TraceConfig, run};
 use modelless::preprocess::{ImagePreprocess, image_tensor};
 use modelless::{
     BatchingConfig, DType, OrtEnvironmentConfig, PolicyConfig, ProfileMode, Runtime, SignatureConfig, Slo, TaskConfig,
     Tensor, TensorDeclaration, VariantConfig,
 };
+use modelless_lab::load::{InProcess, LoadSpec, Progress, RequestMaker, Second, TaskLoad, TraceConfig, run};
 use serde::Deserialize;
 
 const TASK: &str = "classify-photo";
@@ -193,7 +193,7 @@ fn burst(
     let trace = out.join("burst.csv");
     let csv: String = rates.iter().map(|r| format!("{r:.1}\n")).collect();
     std::fs::write(&trace, csv)?;
-    let pattern = modelless::load::Pattern::Trace(TraceConfig { file: Some(trace), ..TraceConfig::default() });
+    let pattern = modelless_lab::load::Pattern::Trace(TraceConfig { file: Some(trace), ..TraceConfig::default() });
     let load = TaskLoad { task: TASK.into(), pattern, slo_ms: Some(SLO_MS), min_accuracy: None, start_s: 0 };
     let spec = LoadSpec { seed: 7, tasks: vec![load], rate_scale: 1.0 };
 

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use modelless::profile::{file_sha256, store_beside};
-use modelless::tune::{
+use modelless::{ProfileKey, RuntimeConfig, VariantConfig};
+use modelless_lab::tune::{
     KnobSpace, SearchOptions, SearchTrace, ServingSetting, SpaceLimits, Strategy, TuneStore, plot, search,
 };
-use modelless::{ProfileKey, RuntimeConfig, VariantConfig};
 use serde::Serialize;
 
 use crate::tune_measure::Measured;
@@ -145,7 +145,7 @@ impl ObjectiveArgs {
                 anyhow::ensure!(!self.concurrency.is_empty(), "--concurrency needs at least one value");
                 for &c in &self.concurrency {
                     anyhow::ensure!(
-                        (1..=modelless::load::MAX_CONCURRENCY).contains(&c),
+                        (1..=modelless_lab::load::MAX_CONCURRENCY).contains(&c),
                         "concurrency {c} out of range"
                     );
                 }

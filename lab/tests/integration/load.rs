@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
-use modelless::load::{InProcess, LoadSpec, Pattern, RequestMaker, Status, TaskLoad, run};
 use modelless::{BatchingConfig, MakeBackend, Runtime, TaskConfig, Tensor, VariantConfig, WarmupConfig};
+use modelless_lab::load::{InProcess, LoadSpec, Pattern, RequestMaker, Status, TaskLoad, run};
 
 /// A task of one fake variant that takes `per_batch` per batch of up to `max_batch`.
 fn fake_task(name: &str, per_batch: Duration, batching: BatchingConfig) -> (TaskConfig, MakeBackend) {
@@ -86,12 +86,14 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
 fn an_unknown_task_or_a_task_without_an_slo_is_refused_before_anything_is_sent() {
     let rt = Arc::new(Runtime::builder().build().unwrap());
     let spec = LoadSpec { seed: 1, tasks: vec![constant("nowhere", 1.0, 1)], rate_scale: 1.0 };
-    assert!(matches!(InProcess::new(rt.clone(), &spec), Err(modelless::load::LoadError::Target(_))));
+    assert!(matches!(InProcess::new(rt.clone(), &spec), Err(modelless_lab::load::LoadError::Target(_))));
     let (task, make) = fake_task("quiet", Duration::from_millis(1), BatchingConfig::default());
     let task = TaskConfig { latency_slo_ms: None, ..task };
     rt.add_task_with(task, make).unwrap();
     let spec = LoadSpec { seed: 1, tasks: vec![constant("quiet", 1.0, 1)], rate_scale: 1.0 };
-    assert!(matches!(InProcess::new(rt, &spec), Err(modelless::load::LoadError::Invalid(m)) if m.contains("slo_ms")));
+    assert!(
+        matches!(InProcess::new(rt, &spec), Err(modelless_lab::load::LoadError::Invalid(m)) if m.contains("slo_ms"))
+    );
 }
 
 #[test]
@@ -118,5 +120,5 @@ fn a_request_maker_sends_its_own_inputs_to_the_variant_it_names() {
     assert!(result.records.iter().all(|r| r.status == Status::Ok && r.variant.as_deref() == Some("v1")));
     assert!(log.leaders().iter().all(|&first| first == 7.0), "the maker's rows ran: {:?}", log.leaders());
     let unknown = InProcess::new(rt, &spec).unwrap().with_requests("other", maker);
-    assert!(matches!(unknown, Err(modelless::load::LoadError::Target(_))));
+    assert!(matches!(unknown, Err(modelless_lab::load::LoadError::Target(_))));
 }

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use modelless::load::{InProcess, LoadSpec, Pattern, RunResult, Status, TaskLoad};
-use modelless::tune::ServingSetting;
 use modelless::{ProfileMode, RuntimeBuilder, RuntimeConfig};
+use modelless_lab::load::{InProcess, LoadSpec, Pattern, RunResult, Status, TaskLoad};
+use modelless_lab::tune::ServingSetting;
 use serde::{Deserialize, Serialize};
 
 use crate::tune::ObjectiveArgs;
@@ -116,17 +116,19 @@ pub fn measure(args: MeasureArgs) -> anyhow::Result<()> {
         Ok(LoadSpec { seed: 0, tasks: vec![task], rate_scale: 1.0 })
     };
     let images = takes_images
-        .then(|| modelless::load::ImageSet::generated(&modelless::load::images::parse_sizes(&args.image_sizes)?, 0))
+        .then(|| {
+            modelless_lab::load::ImageSet::generated(&modelless_lab::load::images::parse_sizes(&args.image_sizes)?, 0)
+        })
         .transpose()?;
     let drive = |spec: &LoadSpec| -> anyhow::Result<RunResult> {
         let mut target = InProcess::new(runtime.clone(), spec)?;
         if let Some(images) = &images {
             target.with_images(images);
         }
-        let target: Arc<dyn modelless::load::Target> = Arc::new(target);
+        let target: Arc<dyn modelless_lab::load::Target> = Arc::new(target);
         Ok(match objective.concurrency {
-            Some(clients) => tokio.block_on(modelless::load::run_closed(target, spec, clients, &mut |_| {}))?,
-            None => tokio.block_on(modelless::load::run(target, spec, &mut |_| {}))?,
+            Some(clients) => tokio.block_on(modelless_lab::load::run_closed(target, spec, clients, &mut |_| {}))?,
+            None => tokio.block_on(modelless_lab::load::run(target, spec, &mut |_| {}))?,
         })
     };
     if args.warmup_seconds > 0 && objective.load.is_none() {

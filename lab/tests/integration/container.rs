@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use modelless::load::{RequestRecord, Status};
+use modelless_lab::load::{RequestRecord, Status};
 
-use crate::common::{models_dir, sdk_dir};
+use crate::common::{crate_dir, models_dir};
 
 const READY_LIMIT: Duration = Duration::from_secs(90);
 
@@ -19,7 +19,7 @@ const READY_LIMIT: Duration = Duration::from_secs(90);
 /// setrlimit inside containers).
 fn podman(args: &[&str]) -> Output {
     let mut command = Command::new("podman");
-    command.env("CONTAINERS_CONF", sdk_dir().join("../deploy/containers.conf"));
+    command.env("CONTAINERS_CONF", crate_dir().join("../deploy/containers.conf"));
     if Path::new("/usr/bin/runc").exists() || Path::new("/usr/sbin/runc").exists() {
         command.args(["--runtime", "runc"]);
     }
@@ -107,12 +107,12 @@ fn the_image_builds_runs_answers_over_v2_and_stops_gracefully() {
     let _cleanup = Cleanup { container: name.clone(), image: tag.clone() };
 
     let build = Command::new("bash")
-        .arg(sdk_dir().join("../deploy/build-image.sh"))
+        .arg(crate_dir().join("../deploy/build-image.sh"))
         .arg(&models)
         .arg(&tag)
         .env("MODELLESS", release_cli())
         .env("ROOTFS", dir.path().join("rootfs"))
-        .env("CONTAINERS_CONF", sdk_dir().join("../deploy/containers.conf"))
+        .env("CONTAINERS_CONF", crate_dir().join("../deploy/containers.conf"))
         .output()
         .unwrap();
     ok(build, "deploy/build-image.sh");

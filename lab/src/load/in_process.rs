@@ -14,7 +14,7 @@ use super::record::{Stages, Status};
 use super::runner::{Answer, Target};
 use super::summary::TaskTarget;
 use super::{LoadError, LoadSpec};
-use crate::Runtime;
+use modelless::Runtime;
 
 /// A runtime in this process, asked through `submit_task`.
 pub struct InProcess {

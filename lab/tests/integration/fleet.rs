@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use modelless::load::{RequestRecord, Status};
+use modelless_lab::load::{RequestRecord, Status};
 
-use crate::common::{models_dir, sdk_dir};
+use crate::common::{crate_dir, models_dir};
 
 /// From starting the script to every replica ready behind nginx.
 const START_LIMIT: Duration = Duration::from_secs(180);
@@ -102,7 +102,7 @@ impl Fleet {
         let base = free_ports(8);
         let fleet_dir = dir.join(format!("fleet-{name}"));
         let script = Command::new("bash")
-            .arg(sdk_dir().join("../scripts/fleet.sh"))
+            .arg(crate_dir().join("../scripts/fleet.sh"))
             .args(["--", "sleep", "600"])
             .env("MODELLESS", env!("CARGO_BIN_EXE_modelless"))
             .env("CONFIG", config)

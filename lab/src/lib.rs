@@ -1,0 +1,26 @@
+//! The modelless lab: the tools that measure, search and predict around the runtime,
+//! and the `modelless` command line that drives them.
+//!
+//! An application that serves models links `modelless` alone; this crate is for
+//! people who size, tune and study a deployment:
+//! - [`load`]: the load generator (open and closed loops, traces, images), in
+//!   process or over gRPC, with summaries and plots;
+//! - [`simulate`]: a discrete-event simulator of a task under a policy, on the
+//!   profiles the runtime measured;
+//! - [`plan`]: the fewest instances that finish a batch of work by a deadline, and
+//!   the most work that fixed instances finish;
+//! - [`tune`]: the search for a task's serving settings (Bayesian optimisation
+//!   against random search).
+//!
+//! It depends on `rand`, `plotters`-free SVG writing, `clap` and the Gaussian-process
+//! crate, none of which an embedder needs.
+
+pub mod load;
+pub mod plan;
+pub mod simulate;
+pub mod tune;
+
+// The fuzz targets assert on the largest allocation a parser makes.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: modelless_runtime::fuzzing::PeakAllocator = modelless_runtime::fuzzing::PeakAllocator;

@@ -1,0 +1,23 @@
+//! Integration tests of the lab and the `modelless` command line: load generation in
+//! process and over gRPC, the simulator and its policies, `modelless tune` searching,
+//! storing and writing a setting; the `modelless serve` binary under a barrage of
+//! hostile clients; a fleet of replicas behind nginx losing one mid-run; the container
+//! image built and run with podman; and the README's examples built as an application
+//! outside the workspace.
+
+// The sdk's test helpers: where the generated models, photos and policy modules are.
+#[allow(dead_code)]
+#[path = "../../../sdk/tests/integration/common.rs"]
+mod common;
+#[allow(dead_code)]
+#[path = "../../../sdk/tests/integration/efficientnet.rs"]
+mod efficientnet;
+
+mod container;
+mod embedding;
+mod fleet;
+mod hostile_clients;
+mod images;
+mod load;
+mod simulate;
+mod tune;
