@@ -12,12 +12,15 @@
 //! - [`tune`]: the search for a task's serving settings (Bayesian optimisation
 //!   against random search).
 //!
-//! It depends on `rand`, `plotters`-free SVG writing, `clap` and the Gaussian-process
-//! crate, none of which an embedder needs.
+//! Beside them, [`plot`] draws every chart as SVG and [`stats`] holds the statistics
+//! the tables report. The crate depends on `rand`, `clap`, `indicatif` and the
+//! Gaussian-process crate, none of which an application that serves needs.
 
 pub mod load;
 pub mod plan;
+pub mod plot;
 pub mod simulate;
+pub mod stats;
 pub mod tune;
 
 // The fuzz targets assert on the largest allocation a parser makes.

@@ -163,13 +163,12 @@ impl SimModel {
 
 /// The median over batch sizes of `ln(p99/p50) / z₉₉`: how widely warm runs spread.
 fn spread(points: &[modelless::BatchPoint]) -> f64 {
-    let mut spreads: Vec<f64> = points
+    let spreads: Vec<f64> = points
         .iter()
         .filter(|p| p.warm_p50_ms > 0.0 && p.warm_p99_ms >= p.warm_p50_ms)
         .map(|p| (p.warm_p99_ms / p.warm_p50_ms).ln() / Z99)
         .collect();
-    spreads.sort_by(f64::total_cmp);
-    spreads.get(spreads.len() / 2).copied().unwrap_or(0.0)
+    crate::stats::median(&spreads).unwrap_or(0.0)
 }
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //! line per search and a thick one for each strategy's mean over its seeds.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use super::search::{SearchTrace, Strategy};
+use crate::plot::{Anchor, Canvas};
 
 const WIDTH: f64 = 760.0;
 const HEIGHT: f64 = 420.0;
@@ -30,41 +30,22 @@ pub fn convergence_svg(traces: &[SearchTrace], title: &str, unit: &str, shown: i
     let (low, high) = (low - margin, high + margin);
     let x = |i: usize| PAD + i as f64 / (evaluations - 1) as f64 * (WIDTH - 2.0 * PAD);
     let y = |v: f64| PAD + (high - v) / (high - low) * (HEIGHT - 2.0 * PAD);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{title}</text>"#, WIDTH / 2.0);
+    let mut page = Canvas::new(WIDTH, HEIGHT, title);
     let (bottom, right) = (HEIGHT - PAD, WIDTH - PAD);
-    let _ =
-        writeln!(s, r#"<polyline points="{PAD},{PAD} {PAD},{bottom} {right},{bottom}" fill="none" stroke="black"/>"#);
-    for (value, anchor_y) in [(high, y(high)), (low, y(low)), ((high + low) / 2.0, y((high + low) / 2.0))] {
-        let _ = writeln!(s, r#"<text x="{}" y="{:.1}" text-anchor="end">{value:.1}</text>"#, PAD - 5.0, anchor_y + 4.0);
+    page.axes(PAD, PAD, right, bottom);
+    for value in [high, low, (high + low) / 2.0] {
+        page.text(PAD - 5.0, y(value) + 4.0, Anchor::End, &format!("{value:.1}"));
     }
-    let _ = writeln!(
-        s,
-        r#"<text x="16" y="{:.1}" transform="rotate(-90 16 {:.1})" text-anchor="middle">best so far ({unit})</text>"#,
-        HEIGHT / 2.0,
-        HEIGHT / 2.0
-    );
+    page.y_label(16.0, &format!("best so far ({unit})"));
     for i in [1, evaluations / 2, evaluations] {
-        let _ = writeln!(s, r#"<text x="{:.1}" y="{}" text-anchor="middle">{i}</text>"#, x(i - 1), bottom + 16.0);
+        page.text(x(i - 1), bottom + 16.0, Anchor::Middle, &i.to_string());
     }
-    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">evaluations</text>"#, WIDTH / 2.0, bottom + 34.0);
-    let line = |curve: &[Option<f64>]| -> String {
-        let points: Vec<String> =
-            curve.iter().enumerate().filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", x(i), y(v)))).collect();
-        points.join(" ")
+    page.text(WIDTH / 2.0, bottom + 34.0, Anchor::Middle, "evaluations");
+    let line = |curve: &[Option<f64>]| -> Vec<(f64, f64)> {
+        curve.iter().enumerate().filter_map(|(i, v)| v.map(|v| (x(i), y(v)))).collect()
     };
     for (strategy, curve) in &curves {
-        let _ = writeln!(
-            s,
-            r#"<polyline points="{}" fill="none" stroke="{}" stroke-opacity="0.35" stroke-width="1"/>"#,
-            line(curve),
-            colour(*strategy)
-        );
+        page.polyline(&line(curve), colour(*strategy), 1.0, Some(0.35));
     }
     let mut by_strategy: BTreeMap<Strategy, Vec<&Vec<Option<f64>>>> = BTreeMap::new();
     for (strategy, curve) in &curves {
@@ -77,27 +58,12 @@ pub fn convergence_svg(traces: &[SearchTrace], title: &str, unit: &str, shown: i
                 (at.len() == group.len()).then(|| at.iter().sum::<f64>() / at.len() as f64)
             })
             .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="3"/>"#,
-            line(&mean),
-            colour(*strategy)
-        );
+        page.polyline(&line(&mean), colour(*strategy), 3.0, None);
         let legend_y = PAD + 14.0 + 18.0 * n as f64;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{}" y="{}" width="14" height="4" fill="{}"/><text x="{}" y="{}">{} (mean of {} seeds)</text>"#,
-            right - 200.0,
-            legend_y - 4.0,
-            colour(*strategy),
-            right - 180.0,
-            legend_y,
-            strategy.name(),
-            group.len()
-        );
+        let label = format!("{} (mean of {} seeds)", strategy.name(), group.len());
+        page.legend(right - 200.0, legend_y - 10.0, colour(*strategy), &label);
     }
-    s.push_str("</svg>\n");
-    s
+    page.finish()
 }
 
 #[cfg(test)]

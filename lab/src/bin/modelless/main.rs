@@ -6,7 +6,6 @@
 
 mod loadgen;
 mod plan;
-mod plot;
 mod policy;
 mod profile;
 mod serve;

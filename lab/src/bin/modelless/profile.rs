@@ -11,7 +11,7 @@ use modelless::profile::{
 };
 use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
 
-use crate::plot::{Series, scatter_with_lines};
+use modelless_lab::plot::{Series, scatter_with_lines};
 
 /// Arguments of `modelless profile`.
 #[derive(clap::Args)]

@@ -14,6 +14,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use modelless::profile::{file_sha256, store_beside};
 use modelless::{ProfileKey, RuntimeConfig, VariantConfig};
+use modelless_lab::stats::{extremes, mean_and_sd, mean_and_sd_text, median, relative_spread};
 use modelless_lab::tune::{
     KnobSpace, SearchOptions, SearchTrace, ServingSetting, SpaceLimits, Strategy, TuneStore, plot, search,
 };
@@ -277,26 +278,6 @@ impl Candidate {
     }
 }
 
-/// The middle value (the upper middle of an even count); `None` when there is none.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied()
-}
-
-/// The lowest and the highest of `values` (infinities for none).
-fn extremes(values: &[f64]) -> (f64, f64) {
-    values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)))
-}
-
-/// How far `values` spread (highest less lowest) as a share of their median; `None`
-/// for fewer than two values or a median of zero.
-fn relative_spread(values: &[f64]) -> Option<f64> {
-    let (low, high) = extremes(values);
-    let median = median(values)?;
-    (values.len() >= 2 && median != 0.0).then(|| (high - low) / median.abs())
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = RuntimeConfig::from_file(&args.config)?;
     let task = config.tasks.iter().find(|t| t.name == args.task).with_context(|| format!("no task `{}`", args.task))?;
@@ -543,20 +524,6 @@ fn remeasure(measurer: &Measurer, bench: &Bench, candidates: &mut [Candidate], r
     }
 }
 
-/// `mean ± sd` of `values` for a table, or a dash where there are none.
-pub fn mean_and_sd_text(values: &[f64]) -> String {
-    mean_and_sd(values).map_or("–".into(), |(m, sd)| format!("{m:.2} ± {sd:.2}"))
-}
-
-fn mean_and_sd(values: &[f64]) -> Option<(f64, f64)> {
-    if values.is_empty() {
-        return None;
-    }
-    let mean = values.iter().sum::<f64>() / values.len() as f64;
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (values.len().max(2) - 1) as f64;
-    Some((mean, var.sqrt()))
-}
-
 /// The table of one objective: per strategy the best each search found and its
 /// remeasured median (mean ± sd over seeds), the default, and the noise.
 fn table(what: &str, objective: &Objective, traces: &[SearchTrace], candidates: &[Candidate], rounds: usize) -> String {
@@ -732,14 +699,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_noise_is_the_spread_of_a_setting_s_rounds_over_their_median() {
-        assert_eq!(median(&[12.0, 10.0, 11.0]), Some(11.0));
-        assert_eq!(median(&[]), None);
-        let spread = relative_spread(&[12.0, 10.0, 11.0]).unwrap();
-        assert!((spread - 2.0 / 11.0).abs() < 1e-12, "{spread}");
-        // Rates are searched negated: the spread is a share of the median's size.
-        assert!((relative_spread(&[-12.0, -10.0, -11.0]).unwrap() - spread).abs() < 1e-12);
-        assert_eq!(relative_spread(&[5.0]), None, "one round tells no spread");
+    fn a_setting_s_median_leaves_its_failed_rounds_out() {
         let candidate = Candidate {
             label: "default".into(),
             role: Role::Default,

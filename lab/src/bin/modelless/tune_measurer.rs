@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use modelless_lab::tune::ServingSetting;
 
-use crate::tune::{Objective, median};
+use modelless_lab::stats::median;
+
+use crate::tune::Objective;
 use crate::tune_measure::Measured;
 
 /// How long a slice lasts, s.

@@ -12,7 +12,9 @@ use modelless::ProfileKey;
 use modelless_lab::tune::replay::{Replayed, Surrogate, replay};
 use modelless_lab::tune::{KnobSpace, SearchOptions, SearchTrace, ServingSetting, Strategy, TuneStore};
 
-use crate::tune::{Goal, Objective, mean_and_sd_text, median};
+use modelless_lab::stats::{mean_and_sd_text, median, quantile_of_sorted};
+
+use crate::tune::{Goal, Objective};
 
 /// Settings of the space drawn to describe its landscape.
 const LANDSCAPE_SAMPLES: usize = 20_000;
@@ -101,7 +103,7 @@ fn describe(
     plan: &ReplayPlan,
     outcomes: &[(Strategy, u64, Replayed)],
 ) -> String {
-    let quantile = |q: f64| landscape[((landscape.len() - 1) as f64 * q).round() as usize];
+    let quantile = |q: f64| quantile_of_sorted(landscape, q).unwrap_or(f64::NAN);
     let mut text = String::new();
     let _ = writeln!(
         text,
