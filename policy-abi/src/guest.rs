@@ -107,19 +107,34 @@ pub mod raw {
     }
 
     /// `dealloc`: frees a buffer from [`alloc`] or one an export returned.
-    pub fn dealloc(ptr: i32, len: i32) {
+    ///
+    /// # Safety
+    ///
+    /// (`ptr`, `len`) must be a buffer that [`alloc`] returned or that an export
+    /// returned through [`output`], with the same length, not freed before. Any
+    /// other pair frees memory this module does not own.
+    pub unsafe fn dealloc(ptr: i32, len: i32) {
         if ptr != 0 && len > 0 {
-            // SAFETY: `ptr` and `len` are those of a boxed slice this module leaked.
+            // SAFETY: the caller promises `ptr` and `len` are those of a boxed slice
+            // this module leaked and has not freed.
             drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr as *mut u8, len as usize)) });
         }
     }
 
-    /// The bytes the host wrote at (`ptr`, `len`).
-    pub fn input<'a>(ptr: i32, len: i32) -> &'a [u8] {
+    /// The bytes the host wrote at (`ptr`, `len`), borrowed for as long as the call
+    /// that received them.
+    ///
+    /// # Safety
+    ///
+    /// (`ptr`, `len`) must lie within a live buffer from [`alloc`] that the host
+    /// filled, and the buffer must not be freed or written while the returned slice
+    /// is in use; the lifetime `'a` is the caller's to bound to that call.
+    pub unsafe fn input<'a>(ptr: i32, len: i32) -> &'a [u8] {
         if ptr == 0 || len <= 0 {
             return &[];
         }
-        // SAFETY: the host wrote `len` bytes at `ptr`, in a buffer from `alloc`.
+        // SAFETY: the caller promises `len` bytes at `ptr` in a live buffer from
+        // `alloc`, unchanged while the slice lives.
         unsafe { std::slice::from_raw_parts(ptr as *const u8, len as usize) }
     }
 
@@ -141,6 +156,8 @@ macro_rules! export_policy {
         #[cfg(target_arch = "wasm32")]
         type __ModellessExportedPolicy = $policy;
 
+        // The exports that take addresses are `unsafe`: only the host, which keeps the
+        // ABI's contract on the buffers it passes, may call them.
         #[cfg(target_arch = "wasm32")]
         mod __modelless_policy_exports {
             use super::__ModellessExportedPolicy as Exported;
@@ -159,19 +176,27 @@ macro_rules! export_policy {
             }
 
             #[unsafe(no_mangle)]
-            pub extern "C" fn dealloc(ptr: i32, len: i32) {
-                raw::dealloc(ptr, len)
+            pub unsafe extern "C" fn dealloc(ptr: i32, len: i32) {
+                // SAFETY: the host frees only what `alloc` or an export handed it,
+                // with the length it was handed (the ABI's contract).
+                unsafe { raw::dealloc(ptr, len) }
             }
 
             #[unsafe(no_mangle)]
-            pub extern "C" fn decide(ptr: i32, len: i32) -> i64 {
-                let out = POLICY.with(|p| $crate::guest::decide_json(&mut *p.borrow_mut(), raw::input(ptr, len)));
+            pub unsafe extern "C" fn decide(ptr: i32, len: i32) -> i64 {
+                // SAFETY: the host wrote `len` bytes at `ptr` into a buffer from
+                // `alloc` and frees it only after this call returns.
+                let input = unsafe { raw::input(ptr, len) };
+                let out = POLICY.with(|p| $crate::guest::decide_json(&mut *p.borrow_mut(), input));
                 raw::output(out)
             }
 
             #[unsafe(no_mangle)]
-            pub extern "C" fn init(ptr: i32, len: i32) -> i64 {
-                let out = POLICY.with(|p| $crate::guest::init_json(&mut *p.borrow_mut(), raw::input(ptr, len)));
+            pub unsafe extern "C" fn init(ptr: i32, len: i32) -> i64 {
+                // SAFETY: the host wrote `len` bytes at `ptr` into a buffer from
+                // `alloc` and frees it only after this call returns.
+                let input = unsafe { raw::input(ptr, len) };
+                let out = POLICY.with(|p| $crate::guest::init_json(&mut *p.borrow_mut(), input));
                 raw::output(out)
             }
 
@@ -181,8 +206,11 @@ macro_rules! export_policy {
             }
 
             #[unsafe(no_mangle)]
-            pub extern "C" fn load_state(ptr: i32, len: i32) -> i64 {
-                let out = POLICY.with(|p| $crate::guest::load_state_json(&mut *p.borrow_mut(), raw::input(ptr, len)));
+            pub unsafe extern "C" fn load_state(ptr: i32, len: i32) -> i64 {
+                // SAFETY: the host wrote `len` bytes at `ptr` into a buffer from
+                // `alloc` and frees it only after this call returns.
+                let input = unsafe { raw::input(ptr, len) };
+                let out = POLICY.with(|p| $crate::guest::load_state_json(&mut *p.borrow_mut(), input));
                 raw::output(out)
             }
         }

@@ -199,10 +199,19 @@ impl Runtime {
     /// tick, and its decisions show in the status (and the recording) but are never
     /// applied. `None` stops the shadow.
     pub fn shadow_policy(&self, path: Option<&Path>) -> Result<(), Error> {
+        self.shadow(path, None)
+    }
+
+    /// Like [`Runtime::shadow_policy`], with parameters for the shadow module.
+    pub fn shadow_policy_with(&self, path: &Path, parameters: serde_json::Value) -> Result<(), Error> {
+        self.shadow(Some(path), Some(parameters))
+    }
+
+    fn shadow(&self, path: Option<&Path>, parameters: Option<serde_json::Value>) -> Result<(), Error> {
         let guard = self.policy.lock().unwrap_or_else(PoisonError::into_inner);
         let running = guard.as_ref().ok_or_else(|| Error::Config("no policy is running".into()))?;
         let module = path.map(|p| running.engine.compile_file(p)).transpose().map_err(policy_error)?;
-        running.control.set_shadow(module.map(|m| (m, None)))
+        running.control.set_shadow(module.map(|m| (m, parameters)))
     }
 
     /// What the running policy has done, if one runs.

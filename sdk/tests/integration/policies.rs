@@ -118,8 +118,13 @@ fn a_reload_from_a_broken_file_is_refused_and_the_running_policy_stays() {
     let broken = dir.path().join("broken-policy.wasm");
     std::fs::write(&broken, b"\0asm\x01\0\0\0 truncated").unwrap();
     assert!(rt.reload_policy(&broken).is_err());
-    let took = rt.reload_policy(policy_module("static")).unwrap();
-    assert!(took > Duration::ZERO);
+    // The running policy was neither replaced nor stopped: it goes on deciding.
+    let refused = rt.policy_status().unwrap();
+    assert_eq!((refused.policy.as_str(), refused.reloads), ("static", 0), "{refused:?}");
+    wait_for(|| rt.policy_status().unwrap().ticks > refused.ticks + 2);
+    rt.switch_variant("classify", "v1").unwrap();
+    wait_for(|| rt.task_status("classify").unwrap().active == "v0");
+    rt.reload_policy(policy_module("static")).unwrap();
     let status = rt.policy_status().unwrap();
     assert_eq!((status.policy.as_str(), status.reloads), ("static", 1));
     rt.stop_policy();
@@ -152,9 +157,19 @@ fn a_recorded_run_replays_to_the_same_decisions_and_a_shadow_is_never_applied() 
     let mut config = PolicyConfig::new(policy_module("static")).with_tick(Duration::from_millis(30));
     config.record = Some(record.clone());
     rt.start_policy(config).unwrap();
-    rt.shadow_policy(Some(&policy_module("cheapest-meeting-slo"))).unwrap();
+    // A shadow that wants v1 on every tick, beside `static`, which keeps v0.
+    let always_v1 = serde_json::json!({ "variants": ["v1"], "period_ms": 1000 });
+    rt.shadow_policy_with(&policy_module("schedule"), always_v1).unwrap();
     wait_for(|| rt.policy_status().unwrap().shadow_decision.is_some());
-    assert_eq!(rt.policy_status().unwrap().shadow.as_deref(), Some("cheapest-meeting-slo"));
+    let first = rt.policy_status().unwrap();
+    assert_eq!(first.shadow.as_deref(), Some("schedule"));
+    let wanted = first.shadow_decision.unwrap();
+    assert_eq!(wanted.tasks[0].variant.as_deref(), Some("v1"), "{wanted:?}");
+    // Several ticks later, v0 still serves and nothing switched.
+    wait_for(|| rt.policy_status().unwrap().ticks > first.ticks + 3);
+    let status = rt.policy_status().unwrap();
+    assert_eq!(rt.task_status("classify").unwrap().active, "v0", "the shadow's decision was applied");
+    assert_eq!(status.switches, 0, "{status:?}");
     rt.stop_policy();
     let ticks = modelless::policy::read_ticks(&record).unwrap();
     assert!(ticks.len() >= 3 && ticks.iter().all(|t| t.1.is_some()));
