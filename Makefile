@@ -3,7 +3,7 @@
 CARGO_TARGET_DIR ?= $(HOME)/.cache/modelless/target
 export CARGO_TARGET_DIR
 
-.PHONY: setup setup-torch demo test bench bench-gpu bench-switch bench-policy bench-serve profile fmt lint
+.PHONY: setup setup-torch test-deps demo test bench bench-gpu bench-switch bench-policy bench-serve profile fmt lint
 
 # Python venv, ONNX Runtime library and generated models under .modelless/ (idempotent).
 setup:
@@ -19,7 +19,15 @@ TORCH_ENV = eval "$$(bash scripts/torch_env.sh)" &&
 demo: setup
 	cargo run --release -p modelless-lab --example demo
 
-test: setup-torch
+# The Debian packages the tests need (clang, lld, nginx, podman, runc, …): installed when
+# run as root, else named with the command to run first.
+test-deps:
+	bash scripts/install_test_deps.sh
+
+# test-deps before setup, which builds the C policy only where clang is; make runs
+# prerequisites in order, and this keeps that order under -j too.
+.NOTPARALLEL: test
+test: test-deps setup-torch
 	# The release CLI without libtorch: the container test builds its image from it.
 	cargo build --release --locked -p modelless-lab
 	$(TORCH_ENV) cargo test --workspace --all-features --locked

@@ -308,7 +308,10 @@ fn stop_one_replica_mid_run(dir: &Path, config: &Path, signal_name: &str) -> Out
 #[test]
 fn a_replica_stopped_mid_run_loses_nothing_on_sigterm_and_only_what_it_held_on_sigkill() {
     let nginx = Command::new("nginx").arg("-v").stderr(Stdio::null()).status();
-    assert!(nginx.is_ok_and(|s| s.success()), "nginx is not installed: apt-get install nginx (.ci/run does)");
+    assert!(
+        nginx.is_ok_and(|s| s.success()),
+        "nginx is not installed: run scripts/install_test_deps.sh as root (make test does)"
+    );
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
 

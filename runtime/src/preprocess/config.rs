@@ -202,6 +202,14 @@ impl ImagePreprocess {
         }
     }
 
+    /// The positions of height and width in [`ImagePreprocess::shape`]'s dimensions.
+    pub fn spatial_axes(&self) -> [usize; 2] {
+        match self.layout {
+            Layout::Nchw => [2, 3],
+            Layout::Nhwc => [1, 2],
+        }
+    }
+
     /// Of an image `width`×`height`, the region `(left, top, width, height)` that is
     /// scaled to the model's size.
     pub(crate) fn source_region(&self, width: u32, height: u32) -> (f64, f64, f64, f64) {

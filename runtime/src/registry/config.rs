@@ -65,7 +65,9 @@ pub struct TaskConfig {
     #[serde(default)]
     pub latency_slo_ms: Option<f64>,
     /// What its callers send and get, whatever variant serves: every variant is bound
-    /// onto it or refused. Without one, the variant that serves first sets it.
+    /// onto it or refused. Without one, the variant that serves first sets it, leaving
+    /// open the batch dimension and, where that variant preprocesses images, the height
+    /// and width of the input they fill (each variant resizes to its own).
     #[serde(default)]
     pub signature: Option<SignatureConfig>,
     /// Class labels, one per line (line n names class n), for classification answers.

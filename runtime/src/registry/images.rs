@@ -15,6 +15,7 @@ use crate::metrics::TaskTraffic;
 use crate::model::{Model, Ticket};
 use crate::preprocess::{ImagePreprocess, ImageSource, PreprocessPool, prepare};
 use crate::request::{InferOptions, Inputs};
+use crate::signature::ImageInput;
 
 /// What preprocessing a task's requests needs besides the variant.
 #[derive(Clone)]
@@ -32,6 +33,12 @@ fn image_input(model: &Model) -> Result<String, Error> {
             model.metadata().inputs.len()
         ))
     })
+}
+
+/// The input a variant with `preprocess` fills from images, as a signature taken from
+/// that variant leaves it open.
+pub(super) fn image_input_of(preprocess: &ImagePreprocess) -> ImageInput {
+    ImageInput { name: preprocess.input.clone(), spatial_axes: preprocess.spatial_axes() }
 }
 
 /// Checks that the tensor `preprocess` makes fits the input it fills.

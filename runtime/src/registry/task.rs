@@ -271,7 +271,8 @@ impl Task {
     }
 
     /// What its callers send and get, whatever variant serves: the declared signature,
-    /// or the first variant's (with its batch dimension open).
+    /// or the first variant's (with its batch dimension open, and the height and width
+    /// of the input it fills from images).
     pub fn signature(&self) -> Result<&ModelMetadata, Error> {
         self.signature.get().ok_or(Error::ShuttingDown)
     }
@@ -664,6 +665,7 @@ impl Task {
             self.name.clone(),
             config.name.clone(),
             config.tensor_maps(),
+            config.preprocess.as_ref().map(images::image_input_of),
             self.signature.clone(),
         );
         let loading = Instant::now();

@@ -4,25 +4,27 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::{Binding, TensorMaps, bind, signature_of};
+use super::{Binding, ImageInput, TensorMaps, bind, signature_of};
 use crate::backend::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata};
 use crate::error::BackendError;
 use crate::tensor::Tensor;
 
 /// Sessions made by `factory`, for variant `variant` of task `task`, bound onto the
 /// task's signature: the one in `signature`, or, while it holds none, the variant's
-/// own (the task's first variant sets it). A variant that does not fit fails to load
-/// with [`BackendError::DoesNotFitTask`].
+/// own as [`signature_of`] opens it (the task's first variant sets it; `images` is the
+/// input the variant fills from images, if any). A variant that does not fit fails to
+/// load with [`BackendError::DoesNotFitTask`].
 pub fn bound_factory(
     factory: BackendFactory,
     task: Arc<str>,
     variant: String,
     maps: TensorMaps,
+    images: Option<ImageInput>,
     signature: Arc<OnceLock<ModelMetadata>>,
 ) -> BackendFactory {
     Arc::new(move || {
         let backend = factory()?;
-        let signature = signature.get_or_init(|| signature_of(backend.metadata()));
+        let signature = signature.get_or_init(|| signature_of(backend.metadata(), images.as_ref()));
         let binding =
             bind(&task, &variant, signature, backend.metadata(), &maps).map_err(BackendError::DoesNotFitTask)?;
         if binding.is_identity(backend.metadata()) {

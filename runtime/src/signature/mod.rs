@@ -109,9 +109,21 @@ pub struct TensorMaps {
     pub output_map: BTreeMap<String, String>,
 }
 
+/// The input a variant fills from images it preprocesses, and where height and width
+/// lie in its shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageInput {
+    /// The input's name; `None` for the variant's only input.
+    pub name: Option<String>,
+    /// The positions of height and width among its dimensions.
+    pub spatial_axes: [usize; 2],
+}
+
 /// The signature a task without a declared one takes from its first variant: the
-/// variant's own, with the batch dimension open.
-pub fn signature_of(model: &ModelMetadata) -> ModelMetadata {
+/// variant's own, with the batch dimension open, and, where the variant fills an
+/// input from `images`, that input's height and width open too: each variant resizes
+/// images to its own size, so the size one of them takes is no part of the task's.
+pub fn signature_of(model: &ModelMetadata, images: Option<&ImageInput>) -> ModelMetadata {
     let open_batch = |spec: &TensorSpec| {
         let mut spec = spec.clone();
         if let Some(first) = spec.shape.first_mut() {
@@ -119,10 +131,23 @@ pub fn signature_of(model: &ModelMetadata) -> ModelMetadata {
         }
         spec
     };
-    ModelMetadata {
+    let mut signature = ModelMetadata {
         inputs: model.inputs.iter().map(open_batch).collect(),
         outputs: model.outputs.iter().map(open_batch).collect(),
+    };
+    if let Some(images) = images {
+        let only = signature.inputs.len() == 1;
+        let filled = signature.inputs.iter_mut().find(|s| images.name.as_ref().map_or(only, |n| *n == s.name));
+        if let Some(input) = filled {
+            for &axis in &images.spatial_axes {
+                // A shape of another rank is refused when the variant loads, naming both.
+                if let Some(dimension) = input.shape.get_mut(axis) {
+                    *dimension = None;
+                }
+            }
+        }
     }
+    signature
 }
 
 /// A signature as people read it: `inputs image f32 [N, 3, 224, 224]; outputs …`.
@@ -152,4 +177,48 @@ pub struct SignatureMismatch {
     pub task_signature: String,
     /// The variant's own, described.
     pub variant_signature: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, shape: &[usize]) -> TensorSpec {
+        TensorSpec::new(name, DType::F32, shape.iter().map(|&d| Some(d)).collect::<Vec<_>>())
+    }
+
+    fn shapes(specs: &[TensorSpec]) -> Vec<Vec<Option<usize>>> {
+        specs.iter().map(|s| s.shape.clone()).collect()
+    }
+
+    const N: Option<usize> = None;
+
+    #[test]
+    fn a_signature_taken_from_a_variant_leaves_open_the_size_its_images_are_resized_to() {
+        let classifier =
+            ModelMetadata { inputs: vec![spec("input", &[1, 3, 224, 224])], outputs: vec![spec("logits", &[1, 1000])] };
+        let tensors = signature_of(&classifier, None);
+        assert_eq!(shapes(&tensors.inputs), [[N, Some(3), Some(224), Some(224)]]);
+        assert_eq!(shapes(&tensors.outputs), [[N, Some(1000)]], "outputs keep their sizes");
+        let nchw = ImageInput { name: None, spatial_axes: [2, 3] };
+        let images = signature_of(&classifier, Some(&nchw));
+        assert_eq!(shapes(&images.inputs), [[N, Some(3), N, N]]);
+        assert_eq!(images.outputs, tensors.outputs);
+
+        // Of two inputs, only the one images fill, here channels last.
+        let two = ModelMetadata {
+            inputs: vec![spec("scale", &[1, 2]), spec("pixels", &[1, 260, 260, 3])],
+            outputs: classifier.outputs.clone(),
+        };
+        let nhwc = ImageInput { name: Some("pixels".into()), spatial_axes: [1, 2] };
+        assert_eq!(shapes(&signature_of(&two, Some(&nhwc)).inputs), [vec![N, Some(2)], vec![N, N, N, Some(3)]]);
+        // Unnamed, images fill no input of two; one of another rank is left to the load
+        // to refuse.
+        assert_eq!(
+            shapes(&signature_of(&two, Some(&nchw)).inputs),
+            [vec![N, Some(2)], vec![N, Some(260), Some(260), Some(3)]]
+        );
+        let flat = ModelMetadata { inputs: vec![spec("x", &[1, 4])], outputs: classifier.outputs };
+        assert_eq!(shapes(&signature_of(&flat, Some(&nchw)).inputs), [[N, Some(4)]]);
+    }
 }

@@ -64,7 +64,7 @@ pub fn policy_module(name: &str) -> PathBuf {
     assert!(
         path.is_file(),
         "policy module missing: {} (run scripts/setup.sh, which make test runs; the C policy also needs clang and \
-         lld)",
+         lld, which scripts/install_test_deps.sh installs)",
         path.display()
     );
     path

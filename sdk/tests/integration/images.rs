@@ -1,15 +1,16 @@
 //! Images in: every format and colour mode served decodes as Pillow decodes it, and
 //! becomes the tensor Pillow's resize makes of it; photos sent as JPEG bytes through the
 //! SDK, gRPC and HTTP reach the right label on every EfficientNet-Lite variant; bad
-//! files are refused while good requests go on.
+//! files are refused while good requests go on; the shipped image example switches
+//! among its variants with no signature declared.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use modelless::preprocess::{DecodeLimits, ImagePreprocess, decode, to_tensor};
-use modelless::{Inputs, Runtime, Slo};
+use modelless::{Inputs, PolicyConfig, Runtime, RuntimeConfig, Slo};
 use serde_json::Value;
 
-use crate::common::images_dir;
+use crate::common::{crate_dir, images_dir, photo, policy_module};
 use crate::efficientnet::{CATS, image_task, labels, manifest};
 
 fn formats() -> Vec<Value> {
@@ -170,4 +171,51 @@ fn tritonclient_sends_jpeg_bytes_and_bad_files_are_refused_while_good_ones_succe
     let count: f64 = decoded.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(count >= 8.0, "decodes counted after traffic: {decoded}");
     tokio.block_on(server.shutdown());
+}
+
+/// `examples/images.toml`, loaded as an application loads it, declares no signature, so
+/// the task takes its first variant's; that one resizes photos to 224, the others to
+/// 240 and 260, so the task leaves height and width open and every variant fits it. A
+/// policy switches the task to Lite2 and `switch_variant` to Lite1 and back to Lite0;
+/// each serves a photo of a cat and says so in its answer.
+#[test]
+fn the_image_example_switches_among_its_three_variants_with_no_signature_declared() {
+    let config = RuntimeConfig::from_file(crate_dir().join("../examples/images.toml")).unwrap();
+    let task = &config.tasks[0];
+    assert!(task.signature.is_none(), "the example is meant to declare none");
+    let name = task.name.clone();
+    let runtime = Runtime::builder().with_config(config).build().unwrap();
+    let signature = runtime.task_metadata(&name).unwrap();
+    let output = signature.outputs[0].name.clone();
+    let cat = photo("chelsea.png");
+    let serve = |expected: &str| {
+        let answer = runtime.infer_task_blocking(&name, Inputs::image(cat.clone()), Slo::default()).unwrap();
+        assert_eq!(&*answer.model, expected, "the variant that answered");
+        let best = &answer.classes(&output, 1).unwrap()[0][0];
+        assert!(CATS.contains(&best.index), "{expected}: {best:?}");
+    };
+    serve("efficientnet-lite0");
+
+    runtime.switch_variant(&name, "efficientnet-lite1").unwrap();
+    serve("efficientnet-lite1");
+
+    // The schedule policy with one variant asks for it on every tick.
+    let mut policy = PolicyConfig::new(policy_module("schedule"));
+    policy.parameters = Some(serde_json::json!({"variants": ["efficientnet-lite2"], "period_ms": 1000}));
+    policy.tick_ms = 50;
+    runtime.start_policy(policy).unwrap();
+    // Loading and warming Lite2 takes seconds on a busy machine; the bound only ends a
+    // test that would otherwise hang.
+    let started = Instant::now();
+    while runtime.task_status(&name).unwrap().active != "efficientnet-lite2" {
+        let status = runtime.task_status(&name).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(120), "the policy's switch did not land: {status:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    serve("efficientnet-lite2");
+    runtime.stop_policy();
+
+    runtime.switch_variant(&name, "efficientnet-lite0").unwrap();
+    serve("efficientnet-lite0");
+    assert_eq!(signature.inputs[0].shape, [None, Some(3), None, None], "height and width open");
 }
