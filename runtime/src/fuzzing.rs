@@ -1,4 +1,4 @@
-//! Property-based fuzzing on stable Rust (feature `fuzzing`, and this crate's own
+//! Property-based fuzzing on stable Rust (feature `test-util`, and this crate's own
 //! tests): [`fuzz`] runs a target's property over generated hostile inputs for a
 //! number of cases or for a time, and [`PeakAllocator`] records the largest single
 //! allocation a thread makes, so that a target can assert that no size a peer sent

@@ -11,7 +11,7 @@ pub mod backend;
 pub mod batching;
 pub mod classify;
 pub mod error;
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, feature = "test-util"))]
 pub mod fuzzing;
 #[cfg(feature = "grpc")]
 pub mod kserve;

@@ -3,6 +3,7 @@
 //! thread of lower priority, then moved to that thread, hence `Send`.
 
 mod device;
+#[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 #[cfg(feature = "tch")]
 mod freed_memory;

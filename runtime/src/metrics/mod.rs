@@ -5,6 +5,11 @@
 mod cpu;
 pub mod exposition;
 mod failures;
+// GPU figures from NVML, or none in a build without the `nvml` feature.
+#[cfg(feature = "nvml")]
+mod gpu;
+#[cfg(not(feature = "nvml"))]
+#[path = "gpu_absent.rs"]
 mod gpu;
 mod memory;
 mod traffic;

@@ -5,8 +5,6 @@
 use std::time::Instant;
 
 use modelless_policy_abi::FirstRunSample;
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
 
 use super::memory::MemoryProbe;
 use crate::backend::{Backend, BackendFactory, Batch};
@@ -26,13 +24,13 @@ pub fn sample_first_runs(
     probe: &dyn MemoryProbe,
     on_progress: FirstRunProgress,
 ) -> Result<Vec<FirstRunSample>, BackendError> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut state = seed;
     let total = sessions * batch_sizes.len();
     let mut samples = Vec::with_capacity(total);
     for _ in 0..sessions {
         let mut backend = factory()?;
         let mut order = batch_sizes.to_vec();
-        order.shuffle(&mut rng);
+        shuffle(&mut order, &mut state);
         let mut largest_before = 0;
         for batch_size in order {
             samples.push(first_run(backend.as_mut(), batch_size, largest_before, probe)?);
@@ -41,6 +39,19 @@ pub fn sample_first_runs(
         }
     }
     Ok(samples)
+}
+
+/// Shuffles `items` (Fisher–Yates) with numbers drawn from `state` by SplitMix64: the
+/// same seed gives the same orders on every machine, with no random-number crate.
+fn shuffle<T>(items: &mut [T], state: &mut u64) {
+    for i in (1..items.len()).rev() {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        items.swap(i, (z % (i as u64 + 1)) as usize);
+    }
 }
 
 fn first_run(

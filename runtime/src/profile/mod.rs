@@ -15,6 +15,7 @@ mod onnx;
 mod store;
 mod sweep;
 mod variant;
+#[cfg(feature = "warmup-predictor")]
 mod warmup_predictor;
 
 pub use first_run::{involuntary_context_switches, sample_first_runs};
@@ -26,4 +27,5 @@ pub use onnx::{ort_profile_key, store_beside};
 pub use store::{ProfileStore, file_sha256, profile_key};
 pub use sweep::{Sweep, SweepConfig, SweepEvent, sweep};
 pub use variant::{variant_profile, variant_profile_key};
+#[cfg(feature = "warmup-predictor")]
 pub use warmup_predictor::{Example, HeldOut, PredictorError, WarmupFeatures, WarmupPredictor, held_out_error, mape};

@@ -102,6 +102,7 @@ mod tests {
     use super::*;
     use crate::batching::BatchingConfig;
     use crate::fuzzing::{PeakAllocator, fuzz, hostile};
+    #[cfg(feature = "warmup-predictor")]
     use crate::profile::WarmupFeatures;
     use crate::registry::memory_capped;
 
@@ -205,6 +206,7 @@ mod tests {
             // and every estimate drawn from it is a number.
             let capped = memory_capped(BatchingConfig::default().with_max_batch_size(8), Some(&profile));
             prop_assert!((1..=8).contains(&capped.max_batch_size), "capped to {}", capped.max_batch_size);
+            #[cfg(feature = "warmup-predictor")]
             if let Some(fit) = &profile.fit {
                 for sample in &profile.first_runs {
                     let features = WarmupFeatures::of(sample, fit, &profile.points);
