@@ -4,8 +4,8 @@
 //! configured default in interleaved rounds; writes a table, convergence plots and
 //! the best setting as TOML (`--write` puts it into the config).
 //!
-//! How one setting is measured (a process of its own, optionally in slices alternating
-//! with the default's) is [`crate::tune_measurer`]'s job.
+//! Each setting is measured by `modelless tune-measure` ([`crate::tune_measure`]) in
+//! a process of its own, as [`modelless_lab::tune::measure`] says.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,20 +15,18 @@ use indicatif::{ProgressBar, ProgressStyle};
 use modelless::profile::{file_sha256, store_beside};
 use modelless::{ProfileKey, RuntimeConfig, VariantConfig};
 use modelless_lab::stats::{extremes, mean_and_sd, mean_and_sd_text, median, relative_spread};
+use modelless_lab::tune::measure::{Bench, MeasureCommand, MeasureSetup, Measurer};
 use modelless_lab::tune::{
-    KnobSpace, SearchOptions, SearchTrace, ServingSetting, SpaceLimits, Strategy, TuneStore, plot, search,
+    Goal, KnobSpace, Objective, SearchOptions, SearchTrace, ServingSetting, SpaceLimits, Strategy, TuneStore, plot,
+    search,
 };
-use serde::Serialize;
 
-use crate::tune_measure::Measured;
-use crate::tune_measurer::{Bench, Measurer};
 use crate::tune_replay::{ReplayPlan, StoredFilter, replay_section};
 use crate::tune_write::write_setting;
 
 /// What a setting is judged by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Goal {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GoalArg {
     /// 99th percentile latency at a concurrency (closed loop), lower is better.
     P99,
     /// Mean latency at a concurrency (closed loop), lower is better.
@@ -40,81 +38,14 @@ pub enum Goal {
     Goodput,
 }
 
-/// One objective: a goal and the load it is measured under.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Objective {
-    pub goal: Goal,
-    pub concurrency: Option<usize>,
-    pub rate: Option<f64>,
-    pub slo_ms: Option<f64>,
-    pub load: Option<PathBuf>,
-}
-
-impl Objective {
-    /// The cost to minimise: latency as it is, rates negated.
-    pub fn cost(&self, m: &Measured) -> Result<f64, String> {
-        let latency = |v: Option<f64>| v.ok_or_else(|| format!("no request was answered ({} failed)", m.failed));
-        match self.goal {
-            Goal::P99 => latency(m.p99_ms),
-            Goal::Mean => latency(m.mean_ms),
-            Goal::Throughput => {
-                let slo = self.slo_ms.unwrap_or(f64::INFINITY);
-                let within = m.p99_ms.map_or(0.0, |p99| (slo / p99).min(1.0));
-                Ok(-m.throughput_per_s * within)
-            }
-            Goal::Goodput => Ok(-m.goodput_per_s),
+impl From<GoalArg> for Goal {
+    fn from(goal: GoalArg) -> Self {
+        match goal {
+            GoalArg::P99 => Goal::P99,
+            GoalArg::Mean => Goal::Mean,
+            GoalArg::Throughput => Goal::Throughput,
+            GoalArg::Goodput => Goal::Goodput,
         }
-    }
-
-    /// The cost as people read it (rates positive again).
-    fn shown(&self, cost: f64) -> f64 {
-        if self.lower_is_better() { cost } else { -cost }
-    }
-
-    fn lower_is_better(&self) -> bool {
-        matches!(self.goal, Goal::P99 | Goal::Mean)
-    }
-
-    fn unit(&self) -> &'static str {
-        if self.lower_is_better() { "ms" } else { "answers/s" }
-    }
-
-    /// What it is, in words.
-    fn label(&self) -> String {
-        match self.goal {
-            Goal::P99 => format!("p99 at concurrency {}", self.concurrency.unwrap_or(1)),
-            Goal::Mean => format!("mean latency at concurrency {}", self.concurrency.unwrap_or(1)),
-            Goal::Throughput => format!(
-                "throughput at {} req/s, p99 within {} ms",
-                self.rate.unwrap_or(0.0),
-                self.slo_ms.unwrap_or(0.0)
-            ),
-            Goal::Goodput => format!("goodput under {}", self.load.as_deref().unwrap_or(Path::new("?")).display()),
-        }
-    }
-
-    /// A name for its files.
-    pub fn slug(&self) -> String {
-        match self.goal {
-            Goal::P99 | Goal::Mean => format!("{:?}-c{}", self.goal, self.concurrency.unwrap_or(1)).to_lowercase(),
-            Goal::Throughput => format!("throughput-{}", self.rate.unwrap_or(0.0)),
-            Goal::Goodput => "goodput".into(),
-        }
-    }
-
-    /// The measuring process's arguments that say it.
-    pub fn child_args(&self) -> Vec<String> {
-        let mut args = vec!["--objective".into(), format!("{:?}", self.goal).to_lowercase()];
-        let mut add = |flag: &str, value: Option<String>| {
-            if let Some(value) = value {
-                args.extend([flag.to_string(), value]);
-            }
-        };
-        add("--concurrency", self.concurrency.map(|c| c.to_string()));
-        add("--rate", self.rate.map(|r| r.to_string()));
-        add("--slo-ms", self.slo_ms.map(|s| s.to_string()));
-        add("--load", self.load.as_ref().map(|p| p.display().to_string()));
-        args
     }
 }
 
@@ -123,7 +54,7 @@ impl Objective {
 pub struct ObjectiveArgs {
     /// What a setting is judged by.
     #[arg(long, value_enum, default_value = "p99")]
-    objective: Goal,
+    objective: GoalArg,
     /// Clients sending back to back (p99 and mean), e.g. `1,8,32`: one search per value.
     #[arg(long, value_delimiter = ',', default_value = "8")]
     concurrency: Vec<usize>,
@@ -140,8 +71,9 @@ pub struct ObjectiveArgs {
 
 impl ObjectiveArgs {
     pub fn objectives(&self) -> anyhow::Result<Vec<Objective>> {
-        let base = Objective { goal: self.objective, concurrency: None, rate: None, slo_ms: None, load: None };
-        Ok(match self.objective {
+        let goal = Goal::from(self.objective);
+        let base = Objective { goal, concurrency: None, rate: None, slo_ms: None, load: None };
+        Ok(match goal {
             Goal::P99 | Goal::Mean => {
                 anyhow::ensure!(!self.concurrency.is_empty(), "--concurrency needs at least one value");
                 for &c in &self.concurrency {
@@ -316,16 +248,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
-    let measurer = Measurer {
-        exe: std::env::current_exe().context("this program's path")?,
+    let measurer = Measurer::new(MeasureSetup {
+        command: MeasureCommand {
+            // Found once: a rebuild replacing the file mid-run leaves this process's path dangling.
+            program: std::env::current_exe().context("this program's path")?,
+            args: vec!["tune-measure".into()],
+        },
         config: args.config.clone(),
         task: args.task.clone(),
         seconds: args.seconds,
         warmup_seconds: args.warmup_seconds,
         image_sizes: args.image_sizes.clone(),
         paired: args.paired,
-        reference: Default::default(),
-    };
+    });
     std::fs::create_dir_all(&args.out)?;
     let mut report = String::new();
     let mut best_overall = None;

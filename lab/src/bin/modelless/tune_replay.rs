@@ -9,12 +9,11 @@ use std::fmt::Write as _;
 
 use indicatif::ProgressBar;
 use modelless::ProfileKey;
-use modelless_lab::tune::replay::{Replayed, Surrogate, replay};
-use modelless_lab::tune::{KnobSpace, SearchOptions, SearchTrace, ServingSetting, Strategy, TuneStore};
-
 use modelless_lab::stats::{mean_and_sd_text, median, quantile_of_sorted};
-
-use crate::tune::{Goal, Objective};
+use modelless_lab::tune::replay::{Replayed, Surrogate, replay};
+use modelless_lab::tune::{
+    Goal, KnobSpace, Objective, SearchOptions, SearchTrace, ServingSetting, Strategy, TuneStore,
+};
 
 /// Settings of the space drawn to describe its landscape.
 const LANDSCAPE_SAMPLES: usize = 20_000;
