@@ -10,7 +10,8 @@
 //! - [`plan`]: the fewest instances that finish a batch of work by a deadline, and
 //!   the most work that fixed instances finish;
 //! - [`tune`]: the search for a task's serving settings (Bayesian optimisation
-//!   against random search).
+//!   against random search), each setting measured in a process of its own, with
+//!   the tables of its results and the writing of the best into a config.
 //!
 //! Beside them, [`plot`] draws every chart as SVG and [`stats`] holds the statistics
 //! the tables report. The crate depends on `rand`, `clap`, `indicatif` and the

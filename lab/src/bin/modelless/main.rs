@@ -13,10 +13,6 @@ mod setup;
 mod simulate;
 mod tune;
 mod tune_measure;
-mod tune_measurer;
-mod tune_reference;
-mod tune_replay;
-mod tune_write;
 
 use clap::{Parser, Subcommand};
 

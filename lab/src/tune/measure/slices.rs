@@ -1,171 +1,47 @@
-//! How `tune` measures a setting: in a `modelless tune-measure` process of its own
-//! (ONNX Runtime's threads are set once per process, and no evaluation inherits
-//! another's caches), for `--seconds` after its warm-up.
-//!
-//! With `--paired` (closed-loop objectives), the reference (the configured default)
-//! instead stays loaded in a process of its own for the whole run, and each
-//! candidate's one-second slices alternate with the reference's (candidate first in
-//! one pair, reference first in the next, so that a steady drift falls on both
-//! alike). A candidate's cost is then the median of its slices' ratios to the
-//! reference's, times the reference's level when it was first measured. That cancels
-//! a drift that slows every setting alike; where a busy host slows settings unlike
-//! the default more or less than it, the ratio carries the difference, and on a
-//! 2-core VM it made remeasured settings spread more, not less.
+//! Slices and pairs of them: a measuring process, loaded and warm, that measures a
+//! slice each time it is asked ([`SliceChild`]), and the pairing of a candidate's
+//! slices with a reference's ([`measure_pairs`]).
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use modelless_lab::tune::ServingSetting;
-
-use modelless_lab::stats::median;
-
-use crate::tune::Objective;
-use crate::tune_measure::Measured;
+use super::Measured;
 
 /// How long a slice lasts, s.
-const SLICE_SECONDS: u32 = 1;
-
-/// What is measured: a variant under an objective, against a reference setting.
-pub struct Bench<'a> {
-    pub variant: &'a str,
-    pub objective: &'a Objective,
-    /// The setting every closed-loop measurement is paired with.
-    pub reference: &'a ServingSetting,
-}
-
-/// Runs measurements in child processes.
-pub struct Measurer {
-    /// This program, found once: a rebuild replacing the file mid-run leaves the
-    /// running process's own path dangling.
-    pub exe: PathBuf,
-    pub config: PathBuf,
-    pub task: String,
-    /// Seconds each setting is measured (in slices, when paired).
-    pub seconds: u32,
-    pub warmup_seconds: u32,
-    pub image_sizes: String,
-    /// Whether closed-loop measurements are paired with the reference (`--paired`).
-    pub paired: bool,
-    /// The reference's process, kept between measurements of one bench.
-    pub reference: RefCell<Option<Reference>>,
-}
-
-/// The reference's process and its level.
-pub struct Reference {
-    /// Which bench it serves.
-    key: String,
-    /// Its process, started when first needed and again after it failed.
-    child: Option<SliceChild>,
-    /// Its cost when first measured: what ratios to it are scaled by.
-    level: Option<f64>,
-}
-
-impl Measurer {
-    /// The objective's cost of `setting`, or why it could not be had.
-    pub fn cost(&self, bench: &Bench, setting: &ServingSetting) -> Result<f64, String> {
-        self.cost_of(bench, setting, false)
-    }
-
-    /// The model alone's closed-loop latency (see [`crate::tune_reference`]), the
-    /// better of one session on every core and one single-threaded session per core.
-    pub fn model_alone_ms(&self, bench: &Bench, setting: &ServingSetting) -> Result<f64, String> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut best: Option<f64> = None;
-        let mut error = None;
-        for (sessions, threads) in [(1, cores), (cores, 1)] {
-            let arranged = ServingSetting { instances: sessions, intra_op_threads: threads, ..setting.clone() };
-            match self.cost_of(bench, &arranged, true) {
-                Ok(cost) => best = Some(best.map_or(cost, |b| b.min(cost))),
-                Err(e) => error = Some(e),
-            }
-        }
-        best.ok_or_else(|| error.unwrap_or_default())
-    }
-
-    /// Whether measurements under `objective` are paired with the reference: those in
-    /// a closed loop, where pairing is on.
-    pub fn pairs(&self, objective: &Objective) -> bool {
-        self.paired && objective.concurrency.is_some()
-    }
-
-    fn cost_of(&self, bench: &Bench, setting: &ServingSetting, model_alone: bool) -> Result<f64, String> {
-        if !self.pairs(bench.objective) {
-            let mut candidate = self.start(bench, setting, model_alone)?;
-            return bench.objective.cost(&candidate.slice(self.seconds)?);
-        }
-        let mut held = self.reference.borrow_mut();
-        let key = format!("{}/{}/{:?}", bench.variant, bench.objective.slug(), bench.reference);
-        let reference = match held.as_mut() {
-            Some(reference) if reference.key == key => reference,
-            _ => held.insert(Reference { key, child: None, level: None }),
-        };
-        let reference_child = match reference.child.as_mut() {
-            Some(child) => child,
-            None => reference.child.insert(self.start(bench, bench.reference, false)?),
-        };
-        let mut candidate = self.start(bench, setting, model_alone)?;
-        let pairs = (self.seconds / SLICE_SECONDS).max(1) as usize;
-        match measure_pairs(&mut candidate, reference_child, pairs, |m| bench.objective.cost(m)) {
-            Ok(pairs) => {
-                let references: Vec<f64> = pairs.iter().map(|p| p.reference).collect();
-                let ratios: Vec<f64> = pairs.iter().map(Pair::ratio).collect();
-                let level = *reference.level.get_or_insert_with(|| median(&references).unwrap_or(f64::NAN));
-                Ok(median(&ratios).unwrap_or(f64::NAN) * level)
-            }
-            Err(Failed::Candidate(e)) => Err(e),
-            Err(Failed::Reference(e)) => {
-                // Started afresh for the next measurement; its level stays.
-                reference.child = None;
-                Err(format!("the reference failed: {e}"))
-            }
-        }
-    }
-
-    fn start(&self, bench: &Bench, setting: &ServingSetting, model_alone: bool) -> Result<SliceChild, String> {
-        let setting_json = serde_json::to_string(setting).map_err(|e| e.to_string())?;
-        let mut command = Command::new(&self.exe);
-        command
-            .arg("tune-measure")
-            .arg("--config")
-            .arg(&self.config)
-            .args(["--task", &self.task, "--variant", bench.variant, "--setting", &setting_json])
-            .args(["--warmup-seconds", &self.warmup_seconds.to_string()])
-            .args(["--image-sizes", &self.image_sizes])
-            .args(bench.objective.child_args())
-            .args(model_alone.then_some("--model-alone"));
-        // Loading and warming a variant takes seconds; a child far past that is stuck.
-        SliceChild::start(command, Duration::from_secs(u64::from(self.warmup_seconds) * 3 + 180))
-    }
-}
+pub const SLICE_SECONDS: u32 = 1;
 
 /// One pair of slices: the candidate's cost and the reference's.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pair {
+    /// The candidate's cost.
     pub candidate: f64,
+    /// The reference's cost.
     pub reference: f64,
 }
 
 impl Pair {
-    fn ratio(&self) -> f64 {
+    /// The candidate's cost over the reference's.
+    pub fn ratio(&self) -> f64 {
         self.candidate / self.reference
     }
 }
 
-/// Which side of a pairing failed.
+/// Which side of a pairing failed, and why.
 #[derive(Debug, PartialEq)]
 pub enum Failed {
+    /// The candidate's slice.
     Candidate(String),
+    /// The reference's slice.
     Reference(String),
 }
 
 /// What runs slices on request: a measuring process, or a fake in tests.
 pub trait Slicer {
+    /// What a slice of `seconds` measured.
     fn slice(&mut self, seconds: u32) -> Result<Measured, String>;
 }
 
@@ -193,8 +69,9 @@ pub fn measure_pairs(
         .collect()
 }
 
-/// A `modelless tune-measure` process, loaded and warm, that measures a slice each
-/// time it is asked. Killed when dropped.
+/// A measuring process, loaded and warm, that measures a slice each time it is
+/// asked. Killed when dropped.
+#[derive(Debug)]
 pub struct SliceChild {
     child: Child,
     stdin: Option<ChildStdin>,

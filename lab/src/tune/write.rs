@@ -1,29 +1,28 @@
-//! `modelless tune --write`: puts a tuned setting into the config file itself,
+//! Writing a tuned setting into the config file itself (`modelless tune --write`),
 //! keeping its comments, its layout and every key the setting does not decide.
 
 use std::path::Path;
 
-use anyhow::Context;
 use modelless::RuntimeConfig;
-use modelless_lab::tune::ServingSetting;
 use toml_edit::{Array, DocumentMut, Item, Table, TableLike, value};
+
+use super::{ServingSetting, TuneError};
 
 /// Writes `setting` for `variant` of `task` into the config at `path`; the file is
 /// replaced only once the edited text reads back as a valid config.
-pub fn write_setting(path: &Path, task: &str, variant: &str, setting: &ServingSetting) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+pub fn write_setting(path: &Path, task: &str, variant: &str, setting: &ServingSetting) -> Result<(), TuneError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TuneError::Read { path: path.into(), source })?;
     let edited = edit(&text, task, variant, setting)?;
     let base = path.parent().unwrap_or(Path::new("."));
-    RuntimeConfig::from_toml(&edited, base).context("the edited config does not read back")?;
+    RuntimeConfig::from_toml(&edited, base).map_err(TuneError::EditedConfig)?;
     let partial = path.with_extension("toml.partial");
-    std::fs::write(&partial, edited)?;
-    std::fs::rename(&partial, path)?;
-    Ok(())
+    std::fs::write(&partial, edited).map_err(|source| TuneError::Write { path: partial.clone(), source })?;
+    std::fs::rename(&partial, path).map_err(|source| TuneError::Write { path: path.into(), source })
 }
 
 /// The config text with `setting` written in.
-fn edit(text: &str, task: &str, variant: &str, setting: &ServingSetting) -> anyhow::Result<String> {
-    let mut doc: DocumentMut = text.parse().context("the config is not TOML")?;
+fn edit(text: &str, task: &str, variant: &str, setting: &ServingSetting) -> Result<String, TuneError> {
+    let mut doc: DocumentMut = text.parse().map_err(TuneError::Toml)?;
     let onnx = table_in(doc.as_table_mut(), "onnxruntime")?;
     onnx.insert("intra_op_threads", value(setting.intra_op_threads as i64));
     onnx.insert("one_run_at_a_time", value(setting.one_run_at_a_time));
@@ -31,23 +30,27 @@ fn edit(text: &str, task: &str, variant: &str, setting: &ServingSetting) -> anyh
     if let Some(threads) = setting.preprocessing_threads {
         table_in(doc.as_table_mut(), "preprocessing")?.insert("threads", value(threads as i64));
     }
-    let tasks = doc.get_mut("tasks").and_then(Item::as_array_of_tables_mut).context("the config has no [[tasks]]")?;
+    let tasks = doc
+        .get_mut("tasks")
+        .and_then(Item::as_array_of_tables_mut)
+        .ok_or_else(|| TuneError::Config("the config has no [[tasks]]".into()))?;
     let task_table = tasks
         .iter_mut()
         .find(|t| t.get("name").and_then(Item::as_str) == Some(task))
-        .with_context(|| format!("no [[tasks]] named `{task}`"))?;
+        .ok_or_else(|| TuneError::Config(format!("no [[tasks]] named `{task}`")))?;
     let variants = task_table
         .get_mut("variants")
         .and_then(Item::as_array_of_tables_mut)
-        .with_context(|| format!("task `{task}` has no [[tasks.variants]]"))?;
+        .ok_or_else(|| TuneError::Config(format!("task `{task}` has no [[tasks.variants]]")))?;
     let variant_table = variants
         .iter_mut()
         .find(|v| v.get("name").and_then(Item::as_str) == Some(variant))
-        .with_context(|| format!("task `{task}` has no variant `{variant}`"))?;
+        .ok_or_else(|| TuneError::UnknownVariant { task: task.into(), variant: variant.into() })?;
     variant_table.insert("instances", value(setting.instances as i64));
     let batching = variant_table.entry("batching").or_insert_with(|| Item::Table(Table::new()));
-    let batching: &mut dyn TableLike =
-        batching.as_table_like_mut().context("the variant's `batching` is not a table")?;
+    let batching: &mut dyn TableLike = batching
+        .as_table_like_mut()
+        .ok_or_else(|| TuneError::Config("the variant's `batching` is not a table".into()))?;
     batching.insert("max_batch_size", value(setting.max_batch_size as i64));
     batching.insert("max_queue_delay_us", value(setting.max_queue_delay_us as i64));
     let sizes: Array = setting.preferred_batch_sizes.sizes(setting.max_batch_size).iter().map(|&s| s as i64).collect();
@@ -56,18 +59,17 @@ fn edit(text: &str, task: &str, variant: &str, setting: &ServingSetting) -> anyh
 }
 
 /// The top-level table `name`, made where it is missing.
-fn table_in<'a>(root: &'a mut Table, name: &str) -> anyhow::Result<&'a mut dyn TableLike> {
+fn table_in<'a>(root: &'a mut Table, name: &str) -> Result<&'a mut dyn TableLike, TuneError> {
     root.entry(name)
         .or_insert_with(|| Item::Table(Table::new()))
         .as_table_like_mut()
-        .with_context(|| format!("`{name}` in the config is not a table"))
+        .ok_or_else(|| TuneError::Config(format!("`{name}` in the config is not a table")))
 }
 
 #[cfg(test)]
 mod tests {
-    use modelless_lab::tune::PreferredSizes;
-
     use super::*;
+    use crate::tune::PreferredSizes;
 
     const CONFIG: &str = r#"# The team's config.
 [onnxruntime]

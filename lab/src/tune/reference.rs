@@ -7,10 +7,11 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use modelless::RuntimeConfig;
 use modelless::backend::{Backend, Batch};
 use modelless::warmup::zero_batch;
+
+use super::TuneError;
 
 /// Runs before the timed ones, per batch size and session.
 const WARM_RUNS: usize = 2;
@@ -48,28 +49,34 @@ pub struct Sessions {
     max_batch: usize,
 }
 
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").field("sessions", &self.backends.len()).field("max_batch", &self.max_batch).finish()
+    }
+}
+
 impl Sessions {
     /// `sessions` sessions of `variant` in `config` (whose ONNX Runtime settings are
     /// already applied).
-    pub fn load(config: &RuntimeConfig, task: &str, variant: &str, sessions: usize) -> anyhow::Result<Self> {
+    pub fn load(config: &RuntimeConfig, task: &str, variant: &str, sessions: usize) -> Result<Self, TuneError> {
         let configured = config
             .tasks
             .iter()
             .filter(|t| t.name == task)
             .flat_map(|t| &t.variants)
             .find(|v| v.name == variant)
-            .with_context(|| format!("task `{task}` has no variant `{variant}`"))?;
+            .ok_or_else(|| TuneError::UnknownVariant { task: task.into(), variant: variant.into() })?;
         let factory = configured.backend_factory(&config.onnxruntime, &configured.path);
         let backends = (0..sessions.max(1))
-            .map(|_| factory().map_err(|e| anyhow::anyhow!("loading `{variant}`: {e}")))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+            .map(|_| factory().map_err(|source| TuneError::LoadVariant { variant: variant.into(), source }))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Sessions { backends, max_batch: configured.batching.max_batch_size })
     }
 
     /// Each session running batches back to back for `seconds` split over the batch
     /// sizes `clients` clients can fill; as many sessions run as the clients can keep
     /// busy.
-    pub fn run(&mut self, clients: usize, seconds: f64) -> anyhow::Result<ModelAlone> {
+    pub fn run(&mut self, clients: usize, seconds: f64) -> Result<ModelAlone, TuneError> {
         let sizes = batch_sizes(clients, self.max_batch);
         let each = Duration::from_secs_f64((seconds / sizes.len() as f64).max(0.3));
         let mut best: Option<ModelAlone> = None;
@@ -81,15 +88,15 @@ impl Sessions {
                     .map(|backend| s.spawn(move || run_back_to_back(backend.as_mut(), batch, each)))
                     .collect();
                 runs.into_iter()
-                    .map(|r| r.join().map_err(|_| anyhow::anyhow!("a session's thread panicked"))?)
-                    .collect::<anyhow::Result<Vec<_>>>()
+                    .map(|r| r.join().map_err(|_| TuneError::Measurement("a session's thread panicked".into()))?)
+                    .collect::<Result<Vec<_>, _>>()
             })?;
             let rows_per_s: f64 = rows.iter().map(|&(n, took)| n as f64 / took.as_secs_f64()).sum();
             if best.is_none_or(|b| rows_per_s > b.rows_per_s) {
                 best = Some(ModelAlone { rows_per_s, batch });
             }
         }
-        best.context("no batch size to run")
+        best.ok_or_else(|| TuneError::Measurement("no batch size to run".into()))
     }
 }
 
@@ -98,8 +105,9 @@ fn run_back_to_back(
     backend: &mut (dyn Backend + Send),
     batch: usize,
     each: Duration,
-) -> anyhow::Result<(usize, Duration)> {
-    let inputs = zero_batch(backend.metadata(), batch).context("the model has open dimensions besides the batch")?;
+) -> Result<(usize, Duration), TuneError> {
+    let inputs = zero_batch(backend.metadata(), batch)
+        .ok_or_else(|| TuneError::Measurement("the model has open dimensions besides the batch".into()))?;
     for _ in 0..WARM_RUNS {
         backend.infer(Batch { inputs: inputs.clone() })?;
     }

@@ -1,20 +1,18 @@
-//! `modelless tune --replay N`: instead of measuring, replays N searches per strategy
-//! against a surrogate of every measurement stored for the variant and objective
-//! ([`modelless_lab::tune::replay`]), and reports where each strategy's recommendation
-//! lands against the best the measured landscape holds. Seconds instead of hours, so
+//! The replay's report (`modelless tune --replay N`): instead of measuring, N searches
+//! per strategy are replayed against a surrogate of every measurement stored for the
+//! variant and objective ([`super::replay`]), and the report says where each
+//! strategy's recommendation lands against the best the measured landscape holds. Seconds instead of hours, so
 //! a question like "is there anything left for Bayesian optimisation to find here?"
 //! gets an answer over dozens of seeds rather than three.
 
 use std::fmt::Write as _;
 
-use indicatif::ProgressBar;
 use modelless::ProfileKey;
-use modelless_lab::tune::replay::{Replayed, Surrogate, replay};
-use modelless_lab::tune::{KnobSpace, SearchOptions, SearchTrace, ServingSetting, Strategy, TuneStore};
 
-use modelless_lab::stats::{mean_and_sd_text, median, quantile_of_sorted};
-
-use crate::tune::{Goal, Objective};
+use super::replay::{Replayed, Surrogate, replay};
+use super::searches::SearchPlan;
+use super::{Goal, KnobSpace, Objective, SearchTrace, ServingSetting, Strategy, TuneError, TuneStore};
+use crate::stats::{mean_and_sd_text, median, quantile_of_sorted};
 
 /// Settings of the space drawn to describe its landscape.
 const LANDSCAPE_SAMPLES: usize = 20_000;
@@ -23,9 +21,13 @@ const LANDSCAPE_SAMPLES: usize = 20_000;
 /// store key's settings that decides a measurement: objective, space, measuring
 /// times), measured alone rather than paired; whatever their strategy, seed, budget
 /// or revision.
+#[derive(Clone, Copy, Debug)]
 pub struct StoredFilter<'a> {
+    /// The model file's SHA-256.
     pub model_sha256: &'a str,
+    /// The device it was measured on.
     pub device: &'a str,
+    /// What decided the measurements, as in a stored search's key.
     pub measured_under: &'a serde_json::Value,
 }
 
@@ -53,46 +55,33 @@ impl StoredFilter<'_> {
     }
 }
 
-/// How the replayed searches are run.
-pub struct ReplayPlan {
-    pub seeds: u64,
-    pub strategies: Vec<Strategy>,
-    pub budget: usize,
-    pub initial: usize,
-    pub confirm: usize,
-    /// The standard deviation of a replayed measurement's logarithm.
-    pub noise: f64,
-}
-
-/// Replays `plan` against the surrogate of `measured` over `space`; returns the
-/// report's section and every replayed search (for the convergence plot).
+/// Replays `plan`'s searches against the surrogate of `measured` over `space`, each
+/// measurement with a log-normal `noise` (the standard deviation of its logarithm),
+/// calling `replayed` after each search; returns the report's section and every
+/// replayed search (for the convergence plot).
 pub fn replay_section(
     what: &str,
     objective: &Objective,
     space: &KnobSpace,
     measured: &[(ServingSetting, f64)],
-    plan: &ReplayPlan,
-    bar: &ProgressBar,
-) -> anyhow::Result<(String, Vec<SearchTrace>)> {
-    anyhow::ensure!(
-        matches!(objective.goal, Goal::P99 | Goal::Mean),
-        "--replay takes the latency objectives (p99, mean)"
-    );
-    let surrogate = Surrogate::new(space.clone(), measured).ok_or_else(|| {
-        anyhow::anyhow!("{what}: nothing stored to replay against: run `modelless tune` with this objective first")
-    })?;
+    plan: &SearchPlan,
+    noise: f64,
+    replayed: &mut dyn FnMut(),
+) -> Result<(String, Vec<SearchTrace>), TuneError> {
+    if !matches!(objective.goal, Goal::P99 | Goal::Mean) {
+        return Err(TuneError::Invalid("--replay takes the latency objectives (p99, mean)".into()));
+    }
+    let surrogate =
+        Surrogate::new(space.clone(), measured).ok_or_else(|| TuneError::NothingToReplay { what: what.to_string() })?;
     let mut outcomes: Vec<(Strategy, u64, Replayed)> = Vec::new();
-    for seed in 0..plan.seeds {
-        for &strategy in &plan.strategies {
-            let options = SearchOptions { budget: plan.budget, initial: plan.initial, seed, confirm: plan.confirm };
-            // Both strategies see the same noise draws for a seed, as they draw the same first points.
-            let noise_seed = seed.wrapping_mul(7919).wrapping_add(17);
-            outcomes.push((strategy, seed, replay(&surrogate, strategy, options, plan.noise, noise_seed)));
-            bar.inc(1);
-        }
+    for (seed, strategy) in plan.searches() {
+        // Both strategies see the same noise draws for a seed, as they draw the same first points.
+        let noise_seed = seed.wrapping_mul(7919).wrapping_add(17);
+        outcomes.push((strategy, seed, replay(&surrogate, strategy, plan.options(seed), noise, noise_seed)));
+        replayed();
     }
     let landscape = surrogate.landscape(LANDSCAPE_SAMPLES, 1);
-    let section = describe(what, &surrogate, &landscape, plan, &outcomes);
+    let section = describe(what, &surrogate, &landscape, plan, noise, &outcomes);
     Ok((section, outcomes.into_iter().map(|(_, _, replayed)| replayed.trace).collect()))
 }
 
@@ -100,7 +89,8 @@ fn describe(
     what: &str,
     surrogate: &Surrogate,
     landscape: &[f64],
-    plan: &ReplayPlan,
+    plan: &SearchPlan,
+    noise: f64,
     outcomes: &[(Strategy, u64, Replayed)],
 ) -> String {
     let quantile = |q: f64| quantile_of_sorted(landscape, q).unwrap_or(f64::NAN);
@@ -114,7 +104,7 @@ fn describe(
         plan.budget,
         Strategy::Bayes.revision(),
         surrogate.measurements(),
-        plan.noise * 100.0
+        noise * 100.0
     );
     let _ = writeln!(
         text,
@@ -153,7 +143,7 @@ fn describe(
 
 /// Bayes ÷ random over the seeds' recommendations, and in how many seeds Bayesian
 /// optimisation's was the cheaper.
-fn compare(plan: &ReplayPlan, outcomes: &[(Strategy, u64, Replayed)]) -> Option<String> {
+fn compare(plan: &SearchPlan, outcomes: &[(Strategy, u64, Replayed)]) -> Option<String> {
     let recommended = |strategy: Strategy, seed: u64| {
         outcomes.iter().find(|(s, n, _)| *s == strategy && *n == seed).and_then(|(_, _, r)| r.recommended)
     };
@@ -175,9 +165,8 @@ fn compare(plan: &ReplayPlan, outcomes: &[(Strategy, u64, Replayed)]) -> Option<
 
 #[cfg(test)]
 mod tests {
-    use modelless_lab::tune::{PreferredSizes, SpaceLimits};
-
     use super::*;
+    use crate::tune::{Evaluation, PreferredSizes, SearchOptions, SpaceLimits};
 
     #[test]
     fn only_searches_of_the_same_objective_space_and_times_measured_alone_are_replayed() {
@@ -201,12 +190,8 @@ mod tests {
         searched["revision"] = 3.into();
         let stored = |settings: serde_json::Value, cost: f64| {
             let key = ProfileKey { model_sha256: "ab".into(), device: "cpu".into(), settings: settings.to_string() };
-            let evaluation = modelless_lab::tune::Evaluation {
-                point: space.encode(&setting),
-                setting: setting.clone(),
-                cost: Some(cost),
-                error: None,
-            };
+            let evaluation =
+                Evaluation { point: space.encode(&setting), setting: setting.clone(), cost: Some(cost), error: None };
             let trace = SearchTrace {
                 strategy: Strategy::Random,
                 options: SearchOptions { budget: 1, initial: 1, seed: cost as u64, confirm: 0 },
