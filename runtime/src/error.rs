@@ -66,6 +66,12 @@ pub enum BackendError {
     /// The model answered with something that does not fit the batch it was given.
     #[error("model output does not match its batch: {0}")]
     OutputMismatch(String),
+    /// The batch given to the model does not fit its inputs: a tensor is missing, the
+    /// inputs disagree on rows or shapes, or no batch can be made for an input.
+    /// Inputs are checked on admission, so this is the server's fault, not the
+    /// caller's.
+    #[error("model inputs do not match the batch: {0}")]
+    InputMismatch(String),
     /// The model does not fit the signature of the task it was loaded for.
     #[error("{0}")]
     DoesNotFitTask(Box<crate::signature::SignatureMismatch>),
