@@ -1,5 +1,8 @@
 //! Errors of the runtime: [`Error`] reaches callers, [`BackendError`] comes from a
 //! model session and is shared (behind `Arc`) by every request it fails.
+//!
+//! The enums are `#[non_exhaustive]`: a new kind of failure is a new variant, and a
+//! `match` on them outside this crate needs a `_` arm.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,6 +10,7 @@ use std::time::Duration;
 
 /// What went wrong inside a backend: loading a model or running a batch.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BackendError {
     /// No ONNX Runtime library was found in any of the places searched.
     #[error(
@@ -118,6 +122,7 @@ impl Error {
 /// every request of the batch it broke. Its `Debug` is its message, so that an
 /// application whose `main` returns it prints what went wrong and how to fix it.
 #[derive(Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// No model of that name is loaded.
     #[error("unknown model `{0}`")]

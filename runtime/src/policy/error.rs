@@ -2,6 +2,7 @@
 
 /// A policy failure. Each has a [`kind`](PolicyError::kind) to count it by.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// The bytes are not a valid WebAssembly module.
     #[error("not a valid WebAssembly module: {0}")]
