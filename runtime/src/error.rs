@@ -1,5 +1,7 @@
 //! Errors of the runtime: [`Error`] reaches callers, [`BackendError`] comes from a
-//! model session and is shared (behind `Arc`) by every request it fails.
+//! model session and is shared (behind `Arc`) by every request it fails, and
+//! [`ErrorKind`] names each kind of [`Error`] for metrics, logs and the protocols'
+//! status codes.
 //!
 //! The enums are `#[non_exhaustive]`: a new kind of failure is a new variant, and a
 //! `match` on them outside this crate needs a `_` arm.
@@ -94,27 +96,97 @@ impl std::fmt::Debug for Error {
 }
 
 impl Error {
-    /// What kind of failure it is, as a short name for logs, metrics and summaries:
-    /// `invalid_input`, `overloaded`, `does_not_fit_task`, …
-    pub fn kind(&self) -> &'static str {
+    /// What kind of failure it is, for logs, metrics, summaries and the protocols'
+    /// status codes; [`ErrorKind::as_str`] names it.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::UnknownModel(_) => "unknown_model",
-            Error::InvalidInput { .. } => "invalid_input",
-            Error::RequestTooLarge { .. } => "request_too_large",
-            Error::Overloaded { .. } => "queue_full",
-            Error::WouldMissDeadline { .. } => "would_miss_deadline",
-            Error::DeadlineExceeded { .. } => "expired",
-            Error::Load { .. } => "load_failed",
-            Error::Backend { .. } => "backend_failed",
-            Error::DoesNotFitTask(_) => "does_not_fit_task",
-            Error::UnknownTask(_) => "unknown_task",
-            Error::UnknownVariant { .. } => "unknown_variant",
-            Error::NoVariantMeetsSlo { .. } => "no_variant_meets_slo",
-            Error::NotReady { .. } => "not_ready",
-            Error::AlreadyLoaded(_) => "already_loaded",
-            Error::Config(_) => "config",
-            Error::ShuttingDown => "shutting_down",
+            Error::UnknownModel(_) => ErrorKind::UnknownModel,
+            Error::InvalidInput { .. } => ErrorKind::InvalidInput,
+            Error::RequestTooLarge { .. } => ErrorKind::RequestTooLarge,
+            Error::Overloaded { .. } => ErrorKind::Overloaded,
+            Error::WouldMissDeadline { .. } => ErrorKind::WouldMissDeadline,
+            Error::DeadlineExceeded { .. } => ErrorKind::DeadlineExceeded,
+            Error::Load { .. } => ErrorKind::Load,
+            Error::Backend { .. } => ErrorKind::Backend,
+            Error::DoesNotFitTask(_) => ErrorKind::DoesNotFitTask,
+            Error::UnknownTask(_) => ErrorKind::UnknownTask,
+            Error::UnknownVariant { .. } => ErrorKind::UnknownVariant,
+            Error::NoVariantMeetsSlo { .. } => ErrorKind::NoVariantMeetsSlo,
+            Error::NotReady { .. } => ErrorKind::NotReady,
+            Error::AlreadyLoaded(_) => ErrorKind::AlreadyLoaded,
+            Error::Config(_) => ErrorKind::Config,
+            Error::ShuttingDown => ErrorKind::ShuttingDown,
         }
+    }
+}
+
+/// Declares [`ErrorKind`], its [`ErrorKind::ALL`] and its labels from one list, so
+/// that `ALL` cannot miss a kind.
+macro_rules! error_kinds {
+    ($($(#[$doc:meta])* $kind:ident => $label:literal,)*) => {
+        /// What kind of failure an [`Error`] is: one kind per variant of [`Error`]. It
+        /// is what metrics count failures by ([`ErrorKind::as_str`] is its label), and
+        /// what the KServe endpoints map to a gRPC code and an HTTP status (see
+        /// `kserve::Code::of`, behind the `grpc` feature).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum ErrorKind {
+            $($(#[$doc])* $kind,)*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in the order they are declared.
+            pub const ALL: &'static [ErrorKind] = &[$(ErrorKind::$kind,)*];
+
+            /// The kind's name in metrics' labels, logs and load reports:
+            /// `invalid_input`, `queue_full`, `expired`, …
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorKind::$kind => $label,)*
+                }
+            }
+        }
+    };
+}
+
+error_kinds! {
+    /// [`Error::UnknownModel`].
+    UnknownModel => "unknown_model",
+    /// [`Error::InvalidInput`].
+    InvalidInput => "invalid_input",
+    /// [`Error::RequestTooLarge`].
+    RequestTooLarge => "request_too_large",
+    /// [`Error::Overloaded`]: the queue is full.
+    Overloaded => "queue_full",
+    /// [`Error::WouldMissDeadline`].
+    WouldMissDeadline => "would_miss_deadline",
+    /// [`Error::DeadlineExceeded`]: the request expired before it ran.
+    DeadlineExceeded => "expired",
+    /// [`Error::Load`].
+    Load => "load_failed",
+    /// [`Error::Backend`].
+    Backend => "backend_failed",
+    /// [`Error::DoesNotFitTask`].
+    DoesNotFitTask => "does_not_fit_task",
+    /// [`Error::UnknownTask`].
+    UnknownTask => "unknown_task",
+    /// [`Error::UnknownVariant`].
+    UnknownVariant => "unknown_variant",
+    /// [`Error::NoVariantMeetsSlo`].
+    NoVariantMeetsSlo => "no_variant_meets_slo",
+    /// [`Error::NotReady`].
+    NotReady => "not_ready",
+    /// [`Error::AlreadyLoaded`].
+    AlreadyLoaded => "already_loaded",
+    /// [`Error::Config`].
+    Config => "config",
+    /// [`Error::ShuttingDown`].
+    ShuttingDown => "shutting_down",
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
