@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::policy::PolicyError;
+
 /// What went wrong inside a backend: loading a model or running a batch.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -115,8 +117,29 @@ impl Error {
             Error::NotReady { .. } => ErrorKind::NotReady,
             Error::AlreadyLoaded(_) => ErrorKind::AlreadyLoaded,
             Error::Config(_) => ErrorKind::Config,
+            Error::Precondition(_) => ErrorKind::Precondition,
+            Error::Io { .. } => ErrorKind::Io,
+            Error::ThreadStart { .. } => ErrorKind::ThreadStart,
+            Error::Policy { .. } => ErrorKind::Policy,
             Error::ShuttingDown => ErrorKind::ShuttingDown,
         }
+    }
+
+    /// Reading or writing the file at `path` failed while doing `operation` (said as
+    /// it follows "cannot": `read`, `record to`, …).
+    pub fn io(operation: impl Into<String>, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { operation: operation.into(), path: path.into(), source: Arc::new(source) }
+    }
+
+    /// Starting the thread that does `what` (said as it follows "cannot start":
+    /// `the control loop`, `thread modelless-m-load-0`, …) failed.
+    pub fn thread_start(what: impl Into<String>, source: std::io::Error) -> Self {
+        Error::ThreadStart { what: what.into(), source: Arc::new(source) }
+    }
+
+    /// A policy failed while doing `operation` (`compile`, `reload`, …).
+    pub fn policy(operation: impl Into<String>, source: PolicyError) -> Self {
+        Error::Policy { operation: operation.into(), source }
     }
 }
 
@@ -180,6 +203,14 @@ error_kinds! {
     AlreadyLoaded => "already_loaded",
     /// [`Error::Config`].
     Config => "config",
+    /// [`Error::Precondition`].
+    Precondition => "precondition",
+    /// [`Error::Io`].
+    Io => "io",
+    /// [`Error::ThreadStart`].
+    ThreadStart => "thread_start",
+    /// [`Error::Policy`].
+    Policy => "policy_failed",
     /// [`Error::ShuttingDown`].
     ShuttingDown => "shutting_down",
 }
@@ -308,9 +339,45 @@ pub enum Error {
     /// A model of that name is already loaded.
     #[error("a model named `{0}` is already loaded")]
     AlreadyLoaded(String),
-    /// A configuration value is out of range or inconsistent.
+    /// A configuration value is out of range or inconsistent: the settings given
+    /// (in a config file, a builder or a repository call's override) must change.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The call cannot be done in the state things are in now (the active variant
+    /// cannot be unloaded; no policy runs to reload); the message says what to do
+    /// first.
+    #[error("{0}")]
+    Precondition(String),
+    /// Reading or writing a file failed.
+    #[error("cannot {operation} {}: {source}", path.display())]
+    Io {
+        /// What was being done, as it follows "cannot": `read`, `record to`, …
+        operation: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// A thread the runtime needs could not be started (the process is out of
+    /// threads or memory).
+    #[error("cannot start {what}: {source}")]
+    ThreadStart {
+        /// The thread, as it follows "cannot start".
+        what: String,
+        /// Why.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// A policy module could not be compiled, reloaded or run.
+    #[error("policy {operation}: {source}")]
+    Policy {
+        /// What was being done: `compile`, `reload`, …
+        operation: String,
+        /// Why.
+        #[source]
+        source: PolicyError,
+    },
     /// The model or runtime is shutting down and takes no more requests.
     #[error("shutting down")]
     ShuttingDown,

@@ -578,7 +578,7 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
         .name(name.clone())
         .spawn(f)
         .map(drop)
-        .map_err(|e| Error::Config(format!("cannot start thread {name}: {e}")))
+        .map_err(|e| Error::thread_start(format!("thread {name}"), e))
 }
 
 /// A model with a fixed dimension 0 runs one request per batch.

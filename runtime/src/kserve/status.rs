@@ -18,19 +18,22 @@ pub enum Code {
     OutOfRange,
     /// The request's deadline passed before it ran.
     DeadlineExceeded,
-    /// The model is not ready, or the server is shutting down.
+    /// The model is not ready, the server is shutting down, or it could not start a
+    /// thread: a retry later may be served.
     Unavailable,
     /// A repository path outside the repository root.
     PermissionDenied,
-    /// No variant can meet what the request asks for.
+    /// No variant can meet what the request asks for, or the call needs another
+    /// state first (the active variant cannot be unloaded).
     FailedPrecondition,
-    /// The model failed.
+    /// The server failed: the model, a file, a policy.
     Internal,
 }
 
 impl Code {
     /// The class of a failure of `kind`: the one table from the runtime's errors to
-    /// the protocols' codes.
+    /// the protocols' codes. The caller's mistakes are 4xx; the server's own faults
+    /// are `INTERNAL`/500 or `UNAVAILABLE`/503, never `INVALID_ARGUMENT`/400.
     ///
     /// | [`ErrorKind`]       | [`Code`]             | gRPC code (number)      | HTTP |
     /// |---------------------|----------------------|-------------------------|------|
@@ -46,10 +49,14 @@ impl Code {
     /// | `DeadlineExceeded`  | `DeadlineExceeded`   | `DEADLINE_EXCEEDED` (4) | 504  |
     /// | `NoVariantMeetsSlo` | `FailedPrecondition` | `FAILED_PRECONDITION` (9)| 412 |
     /// | `DoesNotFitTask`    | `FailedPrecondition` | `FAILED_PRECONDITION` (9)| 412 |
+    /// | `Precondition`      | `FailedPrecondition` | `FAILED_PRECONDITION` (9)| 412 |
     /// | `NotReady`          | `Unavailable`        | `UNAVAILABLE` (14)      | 503  |
     /// | `ShuttingDown`      | `Unavailable`        | `UNAVAILABLE` (14)      | 503  |
+    /// | `ThreadStart`       | `Unavailable`        | `UNAVAILABLE` (14)      | 503  |
     /// | `Load`              | `Internal`           | `INTERNAL` (13)         | 500  |
     /// | `Backend`           | `Internal`           | `INTERNAL` (13)         | 500  |
+    /// | `Io`                | `Internal`           | `INTERNAL` (13)         | 500  |
+    /// | `Policy`            | `Internal`           | `INTERNAL` (13)         | 500  |
     ///
     /// `AlreadyLoaded` reaches no repository client: loading a model that is loaded
     /// already is no failure there, and the repository answers it before this table.
@@ -61,9 +68,11 @@ impl Code {
             ErrorKind::RequestTooLarge => Code::OutOfRange,
             ErrorKind::Overloaded | ErrorKind::WouldMissDeadline => Code::ResourceExhausted,
             ErrorKind::DeadlineExceeded => Code::DeadlineExceeded,
-            ErrorKind::NoVariantMeetsSlo | ErrorKind::DoesNotFitTask => Code::FailedPrecondition,
-            ErrorKind::NotReady | ErrorKind::ShuttingDown => Code::Unavailable,
-            ErrorKind::Load | ErrorKind::Backend => Code::Internal,
+            ErrorKind::NoVariantMeetsSlo | ErrorKind::DoesNotFitTask | ErrorKind::Precondition => {
+                Code::FailedPrecondition
+            }
+            ErrorKind::NotReady | ErrorKind::ShuttingDown | ErrorKind::ThreadStart => Code::Unavailable,
+            ErrorKind::Load | ErrorKind::Backend | ErrorKind::Io | ErrorKind::Policy => Code::Internal,
         }
     }
 
@@ -181,6 +190,7 @@ mod tests {
 
     use super::*;
     use crate::error::BackendError;
+    use crate::policy::PolicyError;
 
     /// Whose fault a failure of each kind is.
     #[derive(Clone, Copy, Debug, PartialEq)]
@@ -205,17 +215,24 @@ mod tests {
                 (Fault::Client, G::InvalidArgument, 400)
             }
             ErrorKind::RequestTooLarge => (Fault::Client, G::OutOfRange, 413),
-            ErrorKind::NoVariantMeetsSlo | ErrorKind::DoesNotFitTask => (Fault::Client, G::FailedPrecondition, 412),
+            ErrorKind::NoVariantMeetsSlo | ErrorKind::DoesNotFitTask | ErrorKind::Precondition => {
+                (Fault::Client, G::FailedPrecondition, 412)
+            }
             ErrorKind::Overloaded | ErrorKind::WouldMissDeadline => (Fault::Capacity, G::ResourceExhausted, 429),
             ErrorKind::DeadlineExceeded => (Fault::Capacity, G::DeadlineExceeded, 504),
-            ErrorKind::NotReady | ErrorKind::ShuttingDown => (Fault::Server, G::Unavailable, 503),
-            ErrorKind::Load | ErrorKind::Backend => (Fault::Server, G::Internal, 500),
+            ErrorKind::NotReady | ErrorKind::ShuttingDown | ErrorKind::ThreadStart => {
+                (Fault::Server, G::Unavailable, 503)
+            }
+            ErrorKind::Load | ErrorKind::Backend | ErrorKind::Io | ErrorKind::Policy => {
+                (Fault::Server, G::Internal, 500)
+            }
         }
     }
 
     /// An error of `kind`. No `_` arm either.
     fn error_of(kind: ErrorKind) -> Error {
         let model = || "m".to_string();
+        let io = || Arc::new(std::io::Error::other("disk on fire"));
         let backend = || Arc::new(BackendError::Injected("broken".into()));
         match kind {
             ErrorKind::UnknownModel => Error::UnknownModel(model()),
@@ -247,6 +264,10 @@ mod tests {
             ErrorKind::NotReady => Error::NotReady { model: model() },
             ErrorKind::AlreadyLoaded => Error::AlreadyLoaded(model()),
             ErrorKind::Config => Error::Config("max_batch_size must be at least 1".into()),
+            ErrorKind::Precondition => Error::Precondition("`v` is active".into()),
+            ErrorKind::Io => Error::Io { operation: "read".into(), path: "/m.onnx".into(), source: io() },
+            ErrorKind::ThreadStart => Error::ThreadStart { what: "the control loop".into(), source: io() },
+            ErrorKind::Policy => Error::policy("reload", PolicyError::OutOfFuel),
             ErrorKind::ShuttingDown => Error::ShuttingDown,
         }
     }
@@ -304,6 +325,17 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), labels.len(), "{labels:?}");
+    }
+
+    #[test]
+    fn a_server_fault_keeps_its_source() {
+        use std::error::Error as _;
+        let error = error_of(ErrorKind::Io);
+        let source = error.source().and_then(|s| s.downcast_ref::<Arc<std::io::Error>>());
+        assert_eq!(source.map(|s| s.kind()), Some(std::io::ErrorKind::Other), "{error}");
+        let error = error_of(ErrorKind::Policy);
+        let source = error.source().and_then(|s| s.downcast_ref::<PolicyError>());
+        assert_eq!(source, Some(&PolicyError::OutOfFuel), "{error}");
     }
 
     #[test]
