@@ -228,7 +228,7 @@ fn open_loop(
     let (task, records, image) = (task.clone(), records.clone(), image.to_vec());
     common::poisson_arrivals(rate, window, seed, move |scheduled| {
         let answer = Tensor::new(SHAPE, image.clone())
-            .map_err(|e| modelless_runtime::Error::Config(e.to_string()))
+            .map_err(|e| modelless_runtime::Error::InvalidInput { model: "bench".into(), reason: e.to_string() })
             .and_then(|t| task.submit(Inputs::from(t), &Slo::default()))
             .and_then(|ticket| ticket.wait());
         let (latency_ms, variant, version) = match answer {

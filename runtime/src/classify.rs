@@ -33,12 +33,15 @@ impl Class {
 
 /// Labels, one per line, the line number being the class index.
 pub fn read_labels(path: &Path) -> Result<Arc<[String]>, Error> {
-    let unreadable = |e: String| Error::Config(format!("label file {}: {e}", path.display()));
-    let size = std::fs::metadata(path).map_err(|e| unreadable(e.to_string()))?.len();
+    let unreadable = |e| Error::io("read the label file", path, e);
+    let size = std::fs::metadata(path).map_err(unreadable)?.len();
     if size > MAX_LABELS_BYTES {
-        return Err(unreadable(format!("{size} bytes, more than the {MAX_LABELS_BYTES} read")));
+        return Err(Error::Config(format!(
+            "label file {}: {size} bytes, more than the {MAX_LABELS_BYTES} read",
+            path.display()
+        )));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
     Ok(text.lines().map(|l| l.trim_end_matches('\r').to_string()).collect())
 }
 
@@ -90,5 +93,16 @@ mod tests {
         assert_eq!(classes[0][0].to_triton(), "0.900000:1:dog");
         assert_eq!(classes[0][1].to_triton(), "0.900000:3", "no label on line 3");
         assert_eq!(top_k("m", &logits, 10, None).unwrap()[1].len(), 4);
+    }
+
+    #[test]
+    fn a_label_file_that_cannot_be_read_is_an_io_error_not_a_configuration_one() {
+        let refused = read_labels(Path::new("/nonexistent/labels.txt")).err();
+        let source = match &refused {
+            Some(Error::Io { path, source, .. }) if path == Path::new("/nonexistent/labels.txt") => source.kind(),
+            other => panic!("expected an I/O error, got {other:?}"),
+        };
+        assert_eq!(source, std::io::ErrorKind::NotFound);
+        assert_eq!(refused.map(|e| e.kind()), Some(crate::ErrorKind::Io));
     }
 }

@@ -1,12 +1,20 @@
 //! Errors of the runtime: [`Error`] reaches callers, [`BackendError`] comes from a
-//! model session and is shared (behind `Arc`) by every request it fails.
+//! model session and is shared (behind `Arc`) by every request it fails, and
+//! [`ErrorKind`] names each kind of [`Error`] for metrics, logs and the protocols'
+//! status codes.
+//!
+//! The enums are `#[non_exhaustive]`: a new kind of failure is a new variant, and a
+//! `match` on them outside this crate needs a `_` arm.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::policy::PolicyError;
+
 /// What went wrong inside a backend: loading a model or running a batch.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BackendError {
     /// No ONNX Runtime library was found in any of the places searched.
     #[error(
@@ -66,6 +74,12 @@ pub enum BackendError {
     /// The model answered with something that does not fit the batch it was given.
     #[error("model output does not match its batch: {0}")]
     OutputMismatch(String),
+    /// The batch given to the model does not fit its inputs: a tensor is missing, the
+    /// inputs disagree on rows or shapes, or no batch can be made for an input.
+    /// Inputs are checked on admission, so this is the server's fault, not the
+    /// caller's.
+    #[error("model inputs do not match the batch: {0}")]
+    InputMismatch(String),
     /// The model does not fit the signature of the task it was loaded for.
     #[error("{0}")]
     DoesNotFitTask(Box<crate::signature::SignatureMismatch>),
@@ -84,27 +98,126 @@ impl std::fmt::Debug for Error {
 }
 
 impl Error {
-    /// What kind of failure it is, as a short name for logs, metrics and summaries:
-    /// `invalid_input`, `overloaded`, `does_not_fit_task`, …
-    pub fn kind(&self) -> &'static str {
+    /// What kind of failure it is, for logs, metrics, summaries and the protocols'
+    /// status codes; [`ErrorKind::as_str`] names it.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::UnknownModel(_) => "unknown_model",
-            Error::InvalidInput { .. } => "invalid_input",
-            Error::RequestTooLarge { .. } => "request_too_large",
-            Error::Overloaded { .. } => "queue_full",
-            Error::WouldMissDeadline { .. } => "would_miss_deadline",
-            Error::DeadlineExceeded { .. } => "expired",
-            Error::Load { .. } => "load_failed",
-            Error::Backend { .. } => "backend_failed",
-            Error::DoesNotFitTask(_) => "does_not_fit_task",
-            Error::UnknownTask(_) => "unknown_task",
-            Error::UnknownVariant { .. } => "unknown_variant",
-            Error::NoVariantMeetsSlo { .. } => "no_variant_meets_slo",
-            Error::NotReady { .. } => "not_ready",
-            Error::AlreadyLoaded(_) => "already_loaded",
-            Error::Config(_) => "config",
-            Error::ShuttingDown => "shutting_down",
+            Error::UnknownModel(_) => ErrorKind::UnknownModel,
+            Error::InvalidInput { .. } => ErrorKind::InvalidInput,
+            Error::RequestTooLarge { .. } => ErrorKind::RequestTooLarge,
+            Error::Overloaded { .. } => ErrorKind::Overloaded,
+            Error::WouldMissDeadline { .. } => ErrorKind::WouldMissDeadline,
+            Error::DeadlineExceeded { .. } => ErrorKind::DeadlineExceeded,
+            Error::Load { .. } => ErrorKind::Load,
+            Error::Backend { .. } => ErrorKind::Backend,
+            Error::DoesNotFitTask(_) => ErrorKind::DoesNotFitTask,
+            Error::UnknownTask(_) => ErrorKind::UnknownTask,
+            Error::UnknownVariant { .. } => ErrorKind::UnknownVariant,
+            Error::NoVariantMeetsSlo { .. } => ErrorKind::NoVariantMeetsSlo,
+            Error::NotReady { .. } => ErrorKind::NotReady,
+            Error::AlreadyLoaded(_) => ErrorKind::AlreadyLoaded,
+            Error::Config(_) => ErrorKind::Config,
+            Error::Precondition(_) => ErrorKind::Precondition,
+            Error::Io { .. } => ErrorKind::Io,
+            Error::ThreadStart { .. } => ErrorKind::ThreadStart,
+            Error::Policy { .. } => ErrorKind::Policy,
+            Error::ShuttingDown => ErrorKind::ShuttingDown,
         }
+    }
+
+    /// Reading or writing the file at `path` failed while doing `operation` (said as
+    /// it follows "cannot": `read`, `record to`, …).
+    pub fn io(operation: impl Into<String>, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { operation: operation.into(), path: path.into(), source: Arc::new(source) }
+    }
+
+    /// Starting the thread that does `what` (said as it follows "cannot start":
+    /// `the control loop`, `thread modelless-m-load-0`, …) failed.
+    pub fn thread_start(what: impl Into<String>, source: std::io::Error) -> Self {
+        Error::ThreadStart { what: what.into(), source: Arc::new(source) }
+    }
+
+    /// A policy failed while doing `operation` (`compile`, `reload`, …).
+    pub fn policy(operation: impl Into<String>, source: PolicyError) -> Self {
+        Error::Policy { operation: operation.into(), source }
+    }
+}
+
+/// Declares [`ErrorKind`], its [`ErrorKind::ALL`] and its labels from one list, so
+/// that `ALL` cannot miss a kind.
+macro_rules! error_kinds {
+    ($($(#[$doc:meta])* $kind:ident => $label:literal,)*) => {
+        /// What kind of failure an [`Error`] is: one kind per variant of [`Error`]. It
+        /// is what metrics count failures by ([`ErrorKind::as_str`] is its label), and
+        /// what the KServe endpoints map to a gRPC code and an HTTP status (see
+        /// `kserve::Code::of`, behind the `grpc` feature).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum ErrorKind {
+            $($(#[$doc])* $kind,)*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in the order they are declared.
+            pub const ALL: &'static [ErrorKind] = &[$(ErrorKind::$kind,)*];
+
+            /// The kind's name in metrics' labels, logs and load reports:
+            /// `invalid_input`, `queue_full`, `expired`, …
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorKind::$kind => $label,)*
+                }
+            }
+        }
+    };
+}
+
+error_kinds! {
+    /// [`Error::UnknownModel`].
+    UnknownModel => "unknown_model",
+    /// [`Error::InvalidInput`].
+    InvalidInput => "invalid_input",
+    /// [`Error::RequestTooLarge`].
+    RequestTooLarge => "request_too_large",
+    /// [`Error::Overloaded`]: the queue is full.
+    Overloaded => "queue_full",
+    /// [`Error::WouldMissDeadline`].
+    WouldMissDeadline => "would_miss_deadline",
+    /// [`Error::DeadlineExceeded`]: the request expired before it ran.
+    DeadlineExceeded => "expired",
+    /// [`Error::Load`].
+    Load => "load_failed",
+    /// [`Error::Backend`].
+    Backend => "backend_failed",
+    /// [`Error::DoesNotFitTask`].
+    DoesNotFitTask => "does_not_fit_task",
+    /// [`Error::UnknownTask`].
+    UnknownTask => "unknown_task",
+    /// [`Error::UnknownVariant`].
+    UnknownVariant => "unknown_variant",
+    /// [`Error::NoVariantMeetsSlo`].
+    NoVariantMeetsSlo => "no_variant_meets_slo",
+    /// [`Error::NotReady`].
+    NotReady => "not_ready",
+    /// [`Error::AlreadyLoaded`].
+    AlreadyLoaded => "already_loaded",
+    /// [`Error::Config`].
+    Config => "config",
+    /// [`Error::Precondition`].
+    Precondition => "precondition",
+    /// [`Error::Io`].
+    Io => "io",
+    /// [`Error::ThreadStart`].
+    ThreadStart => "thread_start",
+    /// [`Error::Policy`].
+    Policy => "policy_failed",
+    /// [`Error::ShuttingDown`].
+    ShuttingDown => "shutting_down",
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -112,6 +225,7 @@ impl Error {
 /// every request of the batch it broke. Its `Debug` is its message, so that an
 /// application whose `main` returns it prints what went wrong and how to fix it.
 #[derive(Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// No model of that name is loaded.
     #[error("unknown model `{0}`")]
@@ -225,9 +339,45 @@ pub enum Error {
     /// A model of that name is already loaded.
     #[error("a model named `{0}` is already loaded")]
     AlreadyLoaded(String),
-    /// A configuration value is out of range or inconsistent.
+    /// A configuration value is out of range or inconsistent: the settings given
+    /// (in a config file, a builder or a repository call's override) must change.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The call cannot be done in the state things are in now (the active variant
+    /// cannot be unloaded; no policy runs to reload); the message says what to do
+    /// first.
+    #[error("{0}")]
+    Precondition(String),
+    /// Reading or writing a file failed.
+    #[error("cannot {operation} {}: {source}", path.display())]
+    Io {
+        /// What was being done, as it follows "cannot": `read`, `record to`, …
+        operation: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// A thread the runtime needs could not be started (the process is out of
+    /// threads or memory).
+    #[error("cannot start {what}: {source}")]
+    ThreadStart {
+        /// The thread, as it follows "cannot start".
+        what: String,
+        /// Why.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// A policy module could not be compiled, reloaded or run.
+    #[error("policy {operation}: {source}")]
+    Policy {
+        /// What was being done: `compile`, `reload`, …
+        operation: String,
+        /// Why.
+        #[source]
+        source: PolicyError,
+    },
     /// The model or runtime is shutting down and takes no more requests.
     #[error("shutting down")]
     ShuttingDown,

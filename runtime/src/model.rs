@@ -243,9 +243,7 @@ impl Model {
         for _ in 0..instances {
             let instance = loaded_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)?;
             if loaded.first().is_some_and(|l| l.backend.metadata() != instance.backend.metadata()) {
-                return Err(load_error(BackendError::OutputMismatch(
-                    "instances disagree on the model's inputs".into(),
-                )));
+                return Err(load_error(BackendError::InputMismatch("instances disagree on the model's inputs".into())));
             }
             loaded.push(instance);
         }
@@ -580,7 +578,7 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
         .name(name.clone())
         .spawn(f)
         .map(drop)
-        .map_err(|e| Error::Config(format!("cannot start thread {name}: {e}")))
+        .map_err(|e| Error::thread_start(format!("thread {name}"), e))
 }
 
 /// A model with a fixed dimension 0 runs one request per batch.

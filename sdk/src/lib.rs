@@ -45,10 +45,10 @@ pub use modelless_runtime::kserve;
 pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
 pub use modelless_runtime::{
-    BackendError, BackendFactory, BatchingConfig, DType, Device, Element, Error, InferOptions, Inputs, MakeBackend,
-    Model, ModelConfig, ModelFormat, ModelMetadata, Output, Priority, ProfileMode, SignatureConfig, SignatureMismatch,
-    Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration, TensorMaps,
-    TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
+    BackendError, BackendFactory, BatchingConfig, DType, Device, Element, Error, ErrorKind, InferOptions, Inputs,
+    MakeBackend, Model, ModelConfig, ModelFormat, ModelMetadata, Output, Priority, ProfileMode, SignatureConfig,
+    SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration,
+    TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
 };
 pub use modelless_runtime::{backend, classify, metrics, policy, preprocess, profile, signature, warmup};
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};

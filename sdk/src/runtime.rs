@@ -67,9 +67,12 @@ impl RuntimeConfig {
     /// Reads and parses a TOML config file; relative paths are taken from its folder.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io("read the config", path, e))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        RuntimeConfig::from_toml(&text, base).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+        RuntimeConfig::from_toml(&text, base).map_err(|e| match e {
+            Error::Config(message) => Error::Config(format!("{}: {message}", path.display())),
+            other => other,
+        })
     }
 
     fn resolve_paths(&mut self, base: &Path) {

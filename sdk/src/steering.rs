@@ -155,8 +155,8 @@ impl Runtime {
     /// should the module fail repeatedly.
     pub fn start_policy(&self, config: PolicyConfig) -> Result<(), Error> {
         config.validate()?;
-        let engine = PolicyEngine::new(config.host_config()).map_err(policy_error)?;
-        let module = engine.compile_file(&config.module).map_err(policy_error)?;
+        let engine = PolicyEngine::new(config.host_config()).map_err(|e| Error::policy("start", e))?;
+        let module = engine.compile_file(&config.module).map_err(|e| Error::policy("compile", e))?;
         let tasks: ListTasks = {
             let registry = self.registry.clone();
             Arc::new(move || registry.tasks())
@@ -189,8 +189,8 @@ impl Runtime {
     fn reload(&self, path: &Path, parameters: Option<serde_json::Value>) -> Result<Duration, Error> {
         let started = Instant::now();
         let guard = self.policy.lock().unwrap_or_else(PoisonError::into_inner);
-        let running = guard.as_ref().ok_or_else(|| Error::Config("no policy is running".into()))?;
-        let module = running.engine.compile_file(path).map_err(policy_error)?;
+        let running = guard.as_ref().ok_or_else(no_policy)?;
+        let module = running.engine.compile_file(path).map_err(|e| Error::policy("compile", e))?;
         running.control.reload(module, parameters)?;
         Ok(started.elapsed())
     }
@@ -209,8 +209,9 @@ impl Runtime {
 
     fn shadow(&self, path: Option<&Path>, parameters: Option<serde_json::Value>) -> Result<(), Error> {
         let guard = self.policy.lock().unwrap_or_else(PoisonError::into_inner);
-        let running = guard.as_ref().ok_or_else(|| Error::Config("no policy is running".into()))?;
-        let module = path.map(|p| running.engine.compile_file(p)).transpose().map_err(policy_error)?;
+        let running = guard.as_ref().ok_or_else(no_policy)?;
+        let module =
+            path.map(|p| running.engine.compile_file(p)).transpose().map_err(|e| Error::policy("compile", e))?;
         running.control.set_shadow(module.map(|m| (m, parameters)))
     }
 
@@ -225,6 +226,7 @@ impl Runtime {
     }
 }
 
-fn policy_error(e: modelless_runtime::policy::PolicyError) -> Error {
-    Error::Config(format!("policy: {e}"))
+/// The error of a call that needs a running policy when none runs.
+fn no_policy() -> Error {
+    Error::Precondition("no policy is running: start one first".into())
 }

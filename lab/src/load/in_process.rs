@@ -110,7 +110,7 @@ fn status_of(error: &Error) -> Status {
 }
 
 fn failed(error: &Error) -> Answer {
-    let reason = super::record::reason(error.kind(), &error.to_string());
+    let reason = super::record::reason(error.kind().as_str(), &error.to_string());
     Answer { status: status_of(error), variant: None, batch_size: None, reason: Some(reason), stages: None }
 }
 

@@ -48,6 +48,7 @@ pub use trace::{SyntheticTrace, TraceConfig};
 
 /// What went wrong with a load spec, a trace or a run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// The spec or a trace makes no sense.
     #[error("invalid load: {0}")]

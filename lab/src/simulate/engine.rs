@@ -8,6 +8,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
+use modelless_runtime::ErrorKind;
 use modelless_runtime::policy::EarlyTick;
 use modelless_runtime::policy_abi::{Decision, Snapshot};
 use rand::SeedableRng;
@@ -285,12 +286,12 @@ impl Sim<'_> {
         let queued = Queued { index, arrived_us: now, deadline_us: now + (slo_ms * 1e3) as u64, variant: state.active };
         state.traffic.arrived(second);
         if state.queue.len() >= self.model.tasks[task].variants[state.active].max_queue_size {
-            state.traffic.rejected_for("queue_full");
+            state.traffic.rejected_for(ErrorKind::Overloaded);
             self.record(index, task, &queued, (Status::Rejected, now), None);
             return server;
         }
         if self.servers[server].would_miss(task, queued.deadline_us, now).is_some() {
-            self.servers[server].tasks[task].traffic.rejected_for("would_miss_deadline");
+            self.servers[server].tasks[task].traffic.rejected_for(ErrorKind::WouldMissDeadline);
             self.record_why(index, task, &queued, (Status::Rejected, now), None, "would_miss_deadline");
             return server;
         }

@@ -136,7 +136,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     let inputs = columns.into_iter().map(Tensor::concat_rows).collect::<Option<Vec<_>>>();
     let assembled = Instant::now();
     let result = match inputs {
-        None => Err(BackendError::OutputMismatch("requests of one batch disagree on shapes".into())),
+        None => Err(BackendError::InputMismatch("requests of one batch disagree on shapes".into())),
         Some(inputs) => {
             let result = catch_unwind(AssertUnwindSafe(|| backend.infer(Batch { inputs })));
             result.unwrap_or_else(|panic| {

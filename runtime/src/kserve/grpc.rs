@@ -17,7 +17,7 @@ use super::proto::model_repository_parameter::ParameterChoice as RepositoryChoic
 use super::proto::*;
 use super::repository::load_config;
 use super::service::{InferAnswer, InferCall, InferenceService, ModelStats, RequestedOutput};
-use super::status::{Code, ServeError};
+use super::status::ServeError;
 use super::tensors;
 use crate::backend::TensorSpec;
 
@@ -59,18 +59,7 @@ impl GrpcEndpoint {
 
 impl From<ServeError> for Status {
     fn from(error: ServeError) -> Status {
-        let code = match error.code {
-            Code::NotFound => tonic::Code::NotFound,
-            Code::InvalidArgument => tonic::Code::InvalidArgument,
-            Code::ResourceExhausted => tonic::Code::ResourceExhausted,
-            Code::OutOfRange => tonic::Code::OutOfRange,
-            Code::DeadlineExceeded => tonic::Code::DeadlineExceeded,
-            Code::Unavailable => tonic::Code::Unavailable,
-            Code::PermissionDenied => tonic::Code::PermissionDenied,
-            Code::FailedPrecondition => tonic::Code::FailedPrecondition,
-            Code::Internal => tonic::Code::Internal,
-        };
-        let mut status = Status::new(code, error.message);
+        let mut status = Status::new(error.code.grpc(), error.message);
         if let Some(after) = error.retry_after
             && let Ok(value) = after.as_millis().to_string().parse()
         {
@@ -328,6 +317,7 @@ fn grpc_timeout(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kserve::status::Code;
 
     #[test]
     fn grpc_timeouts_are_read_in_every_unit() {

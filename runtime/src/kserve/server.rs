@@ -23,6 +23,7 @@ use super::tls;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerError {
     /// An address could not be bound.
     #[error("cannot listen on {address}: {source}")]

@@ -1,4 +1,5 @@
-//! Failed requests of one model: counted by reason (the failure's [`Error::kind`]) and
+//! Failed requests of one model: counted by reason (the label of the failure's
+//! [`Error::kind`], [`ErrorKind::as_str`](crate::ErrorKind::as_str)) and
 //! logged as warnings, at most one per reason per interval, so that an overload or a
 //! broken variant fills neither the logs nor the disk. Each warning says how many like
 //! it were held back since the one before.
@@ -71,7 +72,7 @@ impl ModelFailures {
 
     /// Counts and logs a request that failed with `error`.
     pub fn failed(&self, error: &Error) {
-        self.failed_with(error.kind(), error);
+        self.failed_with(error.kind().as_str(), error);
     }
 
     /// Counts and logs a request that failed for `reason`, as `message` says.

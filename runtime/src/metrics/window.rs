@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 use modelless_policy_abi::{Demand, LatencySummary, Refusals};
 
+use crate::error::ErrorKind;
 use crate::profile::percentile;
 
 /// Seconds of arrivals kept.
@@ -88,14 +89,13 @@ impl TrafficWindow {
         self.tick.rejections += 1;
     }
 
-    /// A request was refused at admission because of `kind` (an error's
-    /// [`kind`](crate::Error::kind)), counted by reason where it is one of the
-    /// snapshot's [`Refusals`].
-    pub fn rejected_for(&mut self, kind: &str) {
+    /// A request was refused at admission with an error of `kind`, counted by reason
+    /// where it is one of the snapshot's [`Refusals`].
+    pub fn rejected_for(&mut self, kind: ErrorKind) {
         self.rejected();
         match kind {
-            "would_miss_deadline" => self.tick.refusals.would_miss_deadline += 1,
-            "queue_full" => self.tick.refusals.queue_full += 1,
+            ErrorKind::WouldMissDeadline => self.tick.refusals.would_miss_deadline += 1,
+            ErrorKind::Overloaded => self.tick.refusals.queue_full += 1,
             _ => {}
         }
     }

@@ -130,7 +130,7 @@ fn reload(
 ) -> Result<Reloaded, Error> {
     let (reply, answer) = crossbeam_channel::bounded(1);
     commands.send(Command::Reload { module, parameters, reply }).map_err(|_| Error::ShuttingDown)?;
-    answer.recv().map_err(|_| Error::ShuttingDown)?.map_err(|e| Error::Config(format!("policy reload: {e}")))
+    answer.recv().map_err(|_| Error::ShuttingDown)?.map_err(|e| Error::policy("reload", e))
 }
 
 /// A file's modification time and length, to notice it changed.
@@ -160,9 +160,7 @@ impl ControlLoop {
         let status = Arc::new(Mutex::new(ControlStatus { policy: module.name().to_string(), ..Default::default() }));
         let policy = GuardedPolicy::new(module, parameters, fallback).with_max_failures(config.max_failures);
         let recorder = match &config.record {
-            Some(path) => Some(
-                Recorder::open(path).map_err(|e| Error::Config(format!("cannot record to {}: {e}", path.display())))?,
-            ),
+            Some(path) => Some(Recorder::open(path).map_err(|e| Error::io("record to", path, e))?),
             None => None,
         };
         let state = LoopState {
@@ -177,7 +175,7 @@ impl ControlLoop {
         let thread = std::thread::Builder::new()
             .name("modelless-control".into())
             .spawn(move || state.run(inbox))
-            .map_err(|e| Error::Config(format!("cannot start the control loop: {e}")))?;
+            .map_err(|e| Error::thread_start("the control loop", e))?;
         Ok(ControlLoop { commands, status, thread: Some(thread) })
     }
 
@@ -208,7 +206,7 @@ impl ControlLoop {
                         continue;
                     }
                     seen = now;
-                    let reloaded = engine.compile_file(&path).map_err(|e| Error::Config(e.to_string()));
+                    let reloaded = engine.compile_file(&path).map_err(|e| Error::policy("compile", e));
                     let reloaded = reloaded.and_then(|module| reload(&commands, module, None));
                     let Some(status) = status.upgrade() else { return };
                     let mut status = status.lock().unwrap_or_else(PoisonError::into_inner);
@@ -220,7 +218,7 @@ impl ControlLoop {
                 }
             })
             .map(drop)
-            .map_err(|e| Error::Config(format!("cannot watch {shown}: {e}")))
+            .map_err(|e| Error::thread_start(format!("the watch of {shown}"), e))
     }
 
     /// Runs `module` in shadow from the next tick: it decides on every snapshot, its

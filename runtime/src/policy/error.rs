@@ -1,7 +1,14 @@
 //! Why a policy module could not be loaded, or a call to it gave no decision.
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
 /// A policy failure. Each has a [`kind`](PolicyError::kind) to count it by.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+///
+/// Two failures are equal when they are of the same variant with equal fields; two
+/// [`Read`](PolicyError::Read) failures compare their I/O errors by kind and message.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// The bytes are not a valid WebAssembly module.
     #[error("not a valid WebAssembly module: {0}")]
@@ -60,13 +67,50 @@ pub enum PolicyError {
     #[error("the policy reported: {0}")]
     Reported(String),
     /// The module file could not be read.
-    #[error("cannot read {path}: {message}")]
+    #[error("cannot read {}: {source}", path.display())]
     Read {
         /// The file.
-        path: String,
+        path: PathBuf,
         /// Why.
-        message: String,
+        #[source]
+        source: Arc<std::io::Error>,
     },
+}
+
+impl PartialEq for PolicyError {
+    fn eq(&self, other: &Self) -> bool {
+        use PolicyError::*;
+        match (self, other) {
+            (Invalid(a), Invalid(b)) | (Instantiate(a), Instantiate(b)) | (Trap(a), Trap(b)) => a == b,
+            (InvalidOutput(a), InvalidOutput(b)) | (Reported(a), Reported(b)) => a == b,
+            (WrongAbi { marker: a, version: v }, WrongAbi { marker: b, version: w }) => a == b && v == w,
+            (MissingExport { name: a, expected: x }, MissingExport { name: b, expected: y }) => a == b && x == y,
+            (Timeout { deadline_ms: a }, Timeout { deadline_ms: b }) => a == b,
+            (OutOfFuel, OutOfFuel) => true,
+            (MemoryLimit { limit_bytes: a }, MemoryLimit { limit_bytes: b }) => a == b,
+            (OversizedOutput { len: a, limit: x }, OversizedOutput { len: b, limit: y }) => a == b && x == y,
+            (Read { path: a, source: s }, Read { path: b, source: t }) => {
+                a == b && s.kind() == t.kind() && s.to_string() == t.to_string()
+            }
+            // Failures of different variants. Listed, not `_`, so that a new variant
+            // must be compared above before this builds.
+            (
+                Invalid(_)
+                | WrongAbi { .. }
+                | MissingExport { .. }
+                | Instantiate(_)
+                | Timeout { .. }
+                | OutOfFuel
+                | MemoryLimit { .. }
+                | Trap(_)
+                | OversizedOutput { .. }
+                | InvalidOutput(_)
+                | Reported(_)
+                | Read { .. },
+                _,
+            ) => false,
+        }
+    }
 }
 
 impl PolicyError {

@@ -172,8 +172,8 @@ impl PolicyEngine {
 
     /// Reads and compiles a module file.
     pub fn compile_file(self: &Arc<Self>, path: &std::path::Path) -> Result<PolicyModule, PolicyError> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| PolicyError::Read { path: path.display().to_string(), message: e.to_string() })?;
+        let bytes =
+            std::fs::read(path).map_err(|e| PolicyError::Read { path: path.to_path_buf(), source: Arc::new(e) })?;
         let name = path.file_stem().map_or_else(|| "policy".into(), |s| s.to_string_lossy().into_owned());
         self.compile(&name, &bytes)
     }
@@ -527,6 +527,17 @@ mod tests {
         let foreign_import = policy(EMPTY_DECISION, "")
             .replace("(memory (export", r#"(import "env" "system" (func (param i32))) (memory (export"#);
         assert_eq!(kind(foreign_import.as_bytes()), Some("instantiate"));
+    }
+
+    #[test]
+    fn a_module_file_that_cannot_be_read_keeps_the_io_error_as_its_source() {
+        use std::error::Error as _;
+        let missing = std::path::Path::new("/nonexistent/policy.wasm");
+        let Err(refused) = engine().compile_file(missing) else { panic!("a missing file compiled") };
+        assert!(matches!(&refused, PolicyError::Read { path, .. } if path == missing), "{refused}");
+        let source = refused.source().and_then(|s| s.downcast_ref::<Arc<std::io::Error>>());
+        assert_eq!(source.map(|e| e.kind()), Some(std::io::ErrorKind::NotFound), "{refused}");
+        assert_eq!(refused, refused.clone(), "read failures compare equal to their clones");
     }
 
     #[test]

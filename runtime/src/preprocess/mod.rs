@@ -20,6 +20,7 @@ use crate::tensor::Tensor;
 
 /// Why an image could not become a tensor.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PreprocessError {
     /// The bytes are empty, truncated or corrupt.
     #[error("cannot decode the image: {0}")]

@@ -118,7 +118,7 @@ impl PreprocessPool {
             std::thread::Builder::new()
                 .name(format!("modelless-preprocess-{index}"))
                 .spawn(move || run_jobs(receiver, counters))
-                .map_err(|e| Error::Config(format!("cannot start a preprocessing thread: {e}")))?;
+                .map_err(|e| Error::thread_start("a preprocessing thread", e))?;
         }
         Ok(Arc::new(PreprocessPool { jobs, counters, threads, queue_size: config.queue_size, limits: config.limits }))
     }

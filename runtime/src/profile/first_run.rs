@@ -61,7 +61,7 @@ fn first_run(
     probe: &dyn MemoryProbe,
 ) -> Result<FirstRunSample, BackendError> {
     let inputs = zero_batch(backend.metadata(), batch_size)
-        .ok_or_else(|| BackendError::OutputMismatch("an input has an open dimension besides the batch".into()))?;
+        .ok_or_else(|| BackendError::InputMismatch("an input has an open dimension besides the batch".into()))?;
     let memory_in_use_bytes = probe.bytes_in_use().unwrap_or(0);
     let switches_before = involuntary_context_switches();
     let start = Instant::now();

@@ -38,8 +38,12 @@ impl SteadyLoad {
 
 /// One request of a single zero-filled row for `model`.
 fn single_row(model: &Model) -> Result<Inputs, Error> {
-    let row = zero_batch(model.metadata(), 1)
-        .ok_or_else(|| Error::Config(format!("`{}` has open dimensions besides the batch", model.name())))?;
+    let row = zero_batch(model.metadata(), 1).ok_or_else(|| {
+        Error::Precondition(format!(
+            "`{}` has open dimensions besides the batch: no request can be made up for it",
+            model.name()
+        ))
+    })?;
     Ok(model.metadata().inputs.iter().map(|s| s.name.clone()).zip(row).collect())
 }
 

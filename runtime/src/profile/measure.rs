@@ -120,7 +120,9 @@ pub fn profile_model(
         max_safe_batch: result.max_safe_batch,
         first_runs,
     };
-    store.save(name, &profile).map_err(|e| Error::Config(format!("cannot store the profile of `{name}`: {e}")))?;
+    store
+        .save(name, &profile)
+        .map_err(|e| Error::io(format!("store the profile of `{name}` in"), store.path(name), e))?;
     Ok(profile)
 }
 

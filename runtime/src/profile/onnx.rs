@@ -43,8 +43,7 @@ pub fn ort_profile_key(
         max_batch_size,
         memory_budget_mib: options.sweep.memory_budget_bytes.map(|b| b >> 20),
     };
-    profile_key(path, &device.name(), &settings)
-        .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))
+    profile_key(path, &device.name(), &settings).map_err(|e| Error::io("read", path, e))
 }
 
 /// The store of profiles of the models in `path`'s folder.

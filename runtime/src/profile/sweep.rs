@@ -149,7 +149,7 @@ pub fn sweep(
 /// Runs one zero-filled batch; its time in ms.
 fn time_batch(backend: &mut dyn Backend, metadata: &ModelMetadata, batch_size: usize) -> Result<f64, BackendError> {
     let inputs = zero_batch(metadata, batch_size)
-        .ok_or_else(|| BackendError::OutputMismatch("an input has an open dimension besides the batch".into()))?;
+        .ok_or_else(|| BackendError::InputMismatch("an input has an open dimension besides the batch".into()))?;
     let start = Instant::now();
     backend.infer(Batch { inputs })?;
     Ok(start.elapsed().as_secs_f64() * 1e3)

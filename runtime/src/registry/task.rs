@@ -424,8 +424,8 @@ impl Task {
         {
             let mut inner = self.lock();
             if inner.active == index {
-                return Err(Error::Config(format!(
-                    "task `{}`: `{variant}` is active; switch to another variant first",
+                return Err(Error::Precondition(format!(
+                    "task `{}`: `{variant}` is active and cannot be unloaded; switch to another variant first",
                     self.name
                 )));
             }

@@ -55,7 +55,7 @@ impl Backend for BoundBackend {
         let inputs = slots
             .into_iter()
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| BackendError::OutputMismatch("a batch lacks an input of the variant".into()))?;
+            .ok_or_else(|| BackendError::InputMismatch("a batch lacks an input of the variant".into()))?;
         let rows = inputs.first().map_or(1, Tensor::rows);
         let outputs = if self.binding.one_row && rows > 1 { self.row_by_row(inputs, rows)? } else { self.run(inputs)? };
         let mut outputs: Vec<Option<Tensor>> = outputs.into_iter().map(Some).collect();
@@ -92,7 +92,7 @@ impl BoundBackend {
     /// Runs of one row each, for a variant whose batch dimension is fixed at 1, their
     /// outputs joined in row order.
     fn row_by_row(&mut self, inputs: Vec<Tensor>, rows: usize) -> Result<Vec<Tensor>, BackendError> {
-        let uneven = || BackendError::OutputMismatch("inputs of one batch disagree on rows".into());
+        let uneven = || BackendError::InputMismatch("inputs of one batch disagree on rows".into());
         let ones = vec![1; rows];
         let mut per_input = Vec::with_capacity(inputs.len());
         for tensor in inputs {
