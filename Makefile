@@ -31,6 +31,8 @@ test: test-deps setup-torch
 	# The release CLI without libtorch: the container test builds its image from it.
 	cargo build --release --locked -p modelless-lab
 	$(TORCH_ENV) cargo test --workspace --all-features --locked
+	# The API docs build without a broken or private link.
+	$(TORCH_ENV) RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --locked
 	# The GPU tests are ignored (and listed so) where no NVIDIA GPU is; where one is, they run.
 	@if nvidia-smi -L >/dev/null 2>&1; then \
 		eval "$$(bash scripts/setup_ort_gpu.sh)" && \

@@ -26,7 +26,8 @@ struct Ledger {
 
 /// Runs each task of `spec` with `concurrency` clients from its `start_s` for as long
 /// as its pattern lasts (the pattern's rates are not used), calling `progress` once a
-/// second. A request still under way [`DRAIN`] after the end counts as failed.
+/// second. A request still under way once the drain time after the end has passed
+/// counts as failed.
 pub async fn run_closed(
     target: Arc<dyn Target>,
     spec: &LoadSpec,

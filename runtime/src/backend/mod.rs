@@ -104,7 +104,7 @@ pub trait Backend {
         Device::Cpu
     }
 
-    /// Whether its runs take process-wide turns ([`turns::RUN_TURNS`]). The worker then
+    /// Whether its runs take process-wide turns (`RUN_TURNS`). The worker then
     /// takes the turn before it forms the batch, so that requests arriving while the
     /// batch waits run in it rather than after it.
     fn takes_turns(&self) -> bool {

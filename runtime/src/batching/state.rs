@@ -202,7 +202,7 @@ impl<T: Queued> State<T> {
     }
 
     /// Expires what is dead, then decides what to run: the queue's front (see
-    /// [`State::batch_start`] for when normal requests go first).
+    /// `State::batch_start` for when normal requests go first).
     ///
     /// A batch leaves at once when it is full (`max_batch_size` rows, or the next request
     /// cannot join it), when it reaches the largest preferred size, or when there is no

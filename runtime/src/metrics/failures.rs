@@ -47,7 +47,7 @@ pub struct ModelFailures {
 
 impl ModelFailures {
     /// Counters of `family` (labelled task, variant, reason) for one model, every
-    /// reason of [`MODEL_FAILURE_REASONS`] bound in advance.
+    /// reason of `MODEL_FAILURE_REASONS` bound in advance.
     pub fn new(family: &IntCounterVec, task: &str, variant: &str) -> Self {
         let bound = MODEL_FAILURE_REASONS.iter().map(|r| family.with_label_values(&[task, variant, r])).collect();
         Self::with_bound(family, task, variant, bound)

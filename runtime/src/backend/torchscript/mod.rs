@@ -1,5 +1,5 @@
-//! [`TchBackend`]: TorchScript modules on libtorch (the `tch` crate, feature `tch`), on
-//! the CPU or an NVIDIA GPU, behind the same [`Backend`] trait as ONNX Runtime's
+//! `TchBackend`: TorchScript modules on libtorch (the `tch` crate, feature `tch`), on
+//! the CPU or an NVIDIA GPU, behind the same [`Backend`](super::Backend) trait as ONNX Runtime's
 //! sessions, so batching, profiling and hot swaps work alike.
 //!
 //! A TorchScript file does not say what its `forward` takes, so, as for Triton's
