@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use modelless::profile::percentile;
+use modelless::stats::percentile;
 use modelless::{BatchingConfig, PolicyConfig, ProfileMode, Runtime, Slo, TaskConfig, Tensor, Ticket, VariantConfig};
 
 const TASK: &str = "classify-image";

@@ -23,12 +23,12 @@ pub mod profile;
 pub mod registry;
 pub mod request;
 pub mod signature;
+pub mod stats;
 pub mod tensor;
 pub mod warmup;
 
 pub use backend::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
 pub use batching::BatchingConfig;
-pub use batching::state::Priority;
 pub use error::{BackendError, Error, ErrorKind};
 pub use model::{Admission, DrainHandle, LoadPhase, MAX_INSTANCES, Model, ModelConfig, StartOptions, Ticket};
 /// The policy ABI's types and guest kit, as this runtime speaks them.
@@ -37,6 +37,7 @@ pub use registry::{
     Device, FindProfile, MakeBackend, ModelFormat, ProfileMode, Registry, SwitchReport, Task, TaskConfig, TaskStatus,
     VariantConfig, VariantState, VariantStatus, VersionStatus,
 };
+pub use request::Priority;
 pub use request::{InferOptions, Inputs, Output, Slo, Timings};
 pub use signature::{SignatureConfig, SignatureMismatch, TensorDeclaration, TensorMaps};
 pub use tensor::{DType, Element, Tensor, TensorData};

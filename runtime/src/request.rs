@@ -3,11 +3,56 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::batching::state::Priority;
+use bytes::Bytes;
+
 use crate::classify::{Class, top_k};
 use crate::error::{BackendError, Error};
-use crate::preprocess::ImageData;
 use crate::tensor::Tensor;
+
+/// How urgent a request is. Higher priorities are batched first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Batched before every normal request.
+    High,
+    /// The default.
+    #[default]
+    Normal,
+}
+
+/// One image of a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageData {
+    /// A JPEG or PNG file's bytes.
+    Encoded(Bytes),
+    /// Pixels already decoded: 8-bit RGB, row-major, upright.
+    Rgb {
+        /// Width in pixels.
+        width: u32,
+        /// Height in pixels.
+        height: u32,
+        /// `width × height × 3` bytes.
+        pixels: Bytes,
+    },
+}
+
+impl From<Vec<u8>> for ImageData {
+    fn from(encoded: Vec<u8>) -> Self {
+        ImageData::Encoded(Bytes::from(encoded))
+    }
+}
+
+impl From<Bytes> for ImageData {
+    fn from(encoded: Bytes) -> Self {
+        ImageData::Encoded(encoded)
+    }
+}
+
+impl From<&'static [u8]> for ImageData {
+    fn from(encoded: &'static [u8]) -> Self {
+        ImageData::Encoded(Bytes::from_static(encoded))
+    }
+}
 
 /// The inputs of one request. A model with a single input also takes one unnamed
 /// tensor (`Inputs::from(tensor)`). A task whose variants declare `preprocess` also

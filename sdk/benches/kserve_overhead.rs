@@ -44,8 +44,8 @@ use modelless::kserve::proto::model_infer_request::InferInputTensor;
 use modelless::kserve::proto::{ModelInferRequest, ModelInferResponse};
 use modelless::kserve::tonic;
 use modelless::kserve::{ServerConfig, tensors};
-use modelless::profile::percentile;
 use modelless::{BatchingConfig, ModelConfig, Runtime, Tensor};
+use modelless_runtime::stats::percentile;
 use raw_tcp::RawClient;
 use tonic::transport::{Channel, Endpoint};
 

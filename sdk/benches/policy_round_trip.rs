@@ -27,9 +27,9 @@ use modelless::policy_abi::{
     Decision, Demand, LatencyFit, LatencySummary, PolicyOutput, RunTotals, ServingKnobs, Snapshot, SystemSnapshot,
     TaskSnapshot, Throughput, VariantCost, VariantSnapshot, VariantState,
 };
-use modelless::profile::percentile;
 use modelless_policy_slo_predictive::SloPredictive;
 use modelless_policy_static::Static;
+use modelless_runtime::stats::percentile;
 
 const TASKS: usize = 8;
 const VARIANTS: usize = 6;

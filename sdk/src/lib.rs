@@ -50,6 +50,6 @@ pub use modelless_runtime::{
     SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration,
     TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
 };
-pub use modelless_runtime::{backend, classify, metrics, policy, preprocess, profile, signature, warmup};
+pub use modelless_runtime::{backend, classify, metrics, policy, preprocess, profile, signature, stats, warmup};
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 pub use steering::PolicyConfig;

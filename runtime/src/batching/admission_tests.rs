@@ -7,9 +7,9 @@ use modelless_policy_abi::LatencyFit;
 
 use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use crate::batching::BatchingConfig;
-use crate::batching::state::Priority;
 use crate::error::Error;
 use crate::model::{Admission, Model, StartOptions, Ticket};
+use crate::request::Priority;
 use crate::request::{InferOptions, Inputs};
 use crate::tensor::Tensor;
 

@@ -132,7 +132,7 @@ impl Queue {
         &self,
         inner: &Inner,
         rows: usize,
-        priority: super::state::Priority,
+        priority: crate::request::Priority,
         deadline: Instant,
         now: Instant,
     ) -> Option<Error> {

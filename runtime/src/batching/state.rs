@@ -14,21 +14,11 @@ use std::time::{Duration, Instant};
 
 use super::BatchingConfig;
 use super::deadline::BatchCost;
+pub use crate::request::Priority;
 
 /// How much of the previous batches' rows the priority share remembers per batch:
 /// about the last ten batches count.
 const SHARE_MEMORY: f64 = 0.9;
-
-/// How urgent a request is. Higher priorities are batched first.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Priority {
-    /// Batched before every normal request.
-    High,
-    /// The default.
-    #[default]
-    Normal,
-}
 
 /// What the queue needs to know about a request.
 pub trait Queued {

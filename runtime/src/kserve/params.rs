@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::status::ServeError;
-use crate::batching::state::Priority;
+use crate::request::Priority;
 
 /// A parameter value, from either protocol.
 #[derive(Clone, Debug, PartialEq)]

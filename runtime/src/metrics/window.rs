@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use modelless_policy_abi::{Demand, LatencySummary, Refusals};
 
 use crate::error::ErrorKind;
-use crate::profile::percentile;
+use crate::stats::percentile;
 
 /// Seconds of arrivals kept.
 const SECONDS: usize = 60;

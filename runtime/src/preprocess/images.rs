@@ -2,44 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-
 use super::{DecodeLimits, Decoded, ImagePreprocess, PreprocessError, decode, to_tensor};
+use crate::request::ImageData;
 use crate::tensor::Tensor;
-
-/// One image of a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ImageData {
-    /// A JPEG or PNG file's bytes.
-    Encoded(Bytes),
-    /// Pixels already decoded: 8-bit RGB, row-major, upright.
-    Rgb {
-        /// Width in pixels.
-        width: u32,
-        /// Height in pixels.
-        height: u32,
-        /// `width × height × 3` bytes.
-        pixels: Bytes,
-    },
-}
-
-impl From<Vec<u8>> for ImageData {
-    fn from(encoded: Vec<u8>) -> Self {
-        ImageData::Encoded(Bytes::from(encoded))
-    }
-}
-
-impl From<Bytes> for ImageData {
-    fn from(encoded: Bytes) -> Self {
-        ImageData::Encoded(encoded)
-    }
-}
-
-impl From<&'static [u8]> for ImageData {
-    fn from(encoded: &'static [u8]) -> Self {
-        ImageData::Encoded(Bytes::from_static(encoded))
-    }
-}
 
 /// The images a queued request's image input was made from, kept so that a switch can
 /// make it again for another variant.

@@ -1,4 +1,4 @@
-//! Least squares, and percentiles of measured latencies.
+//! Least squares through measured latencies.
 
 use modelless_policy_abi::LatencyFit;
 
@@ -54,13 +54,6 @@ pub fn fit_weighted_line(points: &[(f64, f64, f64)]) -> Option<Line> {
     Some(Line { slope: a, intercept: c, r2 })
 }
 
-/// The `p` quantile (0..=1) of `values`, nearest rank; NaN when empty.
-pub fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let rank = ((values.len() as f64 * p).ceil() as usize).clamp(1, values.len().max(1)) - 1;
-    values.get(rank).copied().unwrap_or(f64::NAN)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,14 +96,5 @@ mod tests {
         assert!((weighted.intercept - repeated.intercept).abs() < 1e-12);
         assert!((weighted.r2 - repeated.r2).abs() < 1e-12);
         assert!(fit_weighted_line(&[(1.0, 2.0, 0.0), (2.0, 5.0, 0.0)]).is_none(), "no weight");
-    }
-
-    #[test]
-    fn percentiles_use_the_nearest_rank() {
-        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&mut v, 0.5), 50.0);
-        assert_eq!(percentile(&mut v, 0.99), 99.0);
-        assert_eq!(percentile(&mut v, 1.0), 100.0);
-        assert!(percentile(&mut [], 0.5).is_nan());
     }
 }

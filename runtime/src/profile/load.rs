@@ -5,10 +5,10 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::fit::percentile;
 use crate::error::Error;
 use crate::model::{Model, Ticket};
 use crate::request::{InferOptions, Inputs};
+use crate::stats::percentile;
 use crate::warmup::zero_batch;
 
 /// Threads waiting for a steady load's answers; more than a batch, so that a whole

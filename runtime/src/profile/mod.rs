@@ -19,7 +19,7 @@ mod variant;
 mod warmup_predictor;
 
 pub use first_run::{involuntary_context_switches, sample_first_runs};
-pub use fit::{Line, fit_line, fit_weighted_line, percentile};
+pub use fit::{Line, fit_line, fit_weighted_line};
 pub use load::{SteadyLoad, closed_loop, steady_load};
 pub use measure::{ProfileEvent, ProfileOptions, profile_model};
 pub use memory::{GpuMemory, MemoryProbe, ProcessMemory, memory_probe};

@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use modelless_policy_abi::BatchPoint;
 
-use super::fit::{Line, fit_line, percentile};
+use super::fit::{Line, fit_line};
 use super::memory::MemoryProbe;
 use crate::backend::{Backend, Batch, ModelMetadata};
 use crate::error::BackendError;
+use crate::stats::percentile;
 use crate::warmup::zero_batch;
 
 /// What to measure.
