@@ -28,6 +28,8 @@ test-deps:
 # prerequisites in order, and this keeps that order under -j too.
 .NOTPARALLEL: test
 test: test-deps setup-torch
+	# The runtime's modules import only from their own layer and those below.
+	python3 scripts/module_layers.py --quiet
 	# The release CLI without libtorch: the container test builds its image from it.
 	cargo build --release --locked -p modelless-lab
 	$(TORCH_ENV) cargo test --workspace --all-features --locked

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
 use modelless_runtime::preprocess::{PreprocessConfig, PreprocessPool};
-use modelless_runtime::profile::{Profile, variant_profile};
+use modelless_runtime::profile::Profile;
+use modelless_runtime::registry::variant_profile;
 use modelless_runtime::{
     BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
     ModelMetadata, Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket,
@@ -235,7 +236,7 @@ impl Runtime {
     /// The process's metrics in Prometheus' text format, as `/metrics` serves them:
     /// for an application that exposes them on its own endpoint.
     pub fn metrics_text(&self) -> String {
-        modelless_runtime::metrics::serving_metrics().render(&self.registry)
+        modelless_runtime::metrics::serving_metrics().render(&self.registry.gauge_reading())
     }
 
     /// Loads an ONNX model, warms it up and starts serving it; blocks until its

@@ -2,6 +2,7 @@
 //! OS thread (never on an async executor); it is created and warmed up on a loader
 //! thread of lower priority, then moved to that thread, hence `Send`.
 
+mod declaration;
 mod device;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
@@ -14,6 +15,7 @@ pub(crate) mod turns;
 
 use std::sync::Arc;
 
+pub use declaration::TensorDeclaration;
 pub use device::Device;
 
 use crate::error::BackendError;

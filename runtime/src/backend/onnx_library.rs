@@ -16,10 +16,10 @@
 //! A library whose file name gives a version older than this build needs is passed
 //! over, and said so: a Python environment often holds an older ONNX Runtime.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::BackendError;
+pub use crate::error::library::{FIX, SearchedPlace};
 
 /// The library's file name on this platform.
 #[cfg(target_os = "macos")]
@@ -37,23 +37,6 @@ pub const MINIMUM_VERSION: (u32, u32) = (1, ort::MINOR_VERSION);
 /// The ONNX Runtime release that `modelless setup` installs by default: the one this
 /// build is tested with.
 pub const TESTED_VERSION: &str = "1.31.1";
-
-/// One place searched, and what was found there.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SearchedPlace {
-    /// Which rule of the search order it comes from.
-    pub source: &'static str,
-    /// The path (or, for the loader, the name) tried.
-    pub path: PathBuf,
-    /// Why it was not taken.
-    pub outcome: String,
-}
-
-impl fmt::Display for SearchedPlace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} ({})", self.source, self.path.display(), self.outcome)
-    }
-}
 
 /// The roots the search starts from, read from the process by [`SearchRoots::of_process`]
 /// or set by hand (tests).
@@ -266,11 +249,6 @@ pub fn file_version(path: &Path) -> Option<(u32, u32)> {
     let mut numbers = name.split('.').filter_map(|part| part.parse::<u32>().ok());
     Some((numbers.next()?, numbers.next()?))
 }
-
-/// The error's advice: the one-line fix.
-pub const FIX: &str = "run `modelless setup` (puts ONNX Runtime in the per-user directory), or \
-                       `pip install onnxruntime` in the active Python environment, or set ORT_DYLIB_PATH \
-                       to a libonnxruntime";
 
 #[cfg(test)]
 mod tests {

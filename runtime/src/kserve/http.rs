@@ -462,7 +462,7 @@ async fn repository_call(
 }
 
 async fn metrics(State(service): Shared) -> impl IntoResponse {
-    let text = serving_metrics().render(service.registry());
+    let text = serving_metrics().render(&service.registry().gauge_reading());
     ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], text)
 }
 

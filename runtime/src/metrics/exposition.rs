@@ -22,8 +22,30 @@ use modelless_policy_abi::GpuSnapshot;
 use super::cpu::CpuSample;
 use super::failures::ModelFailures;
 use crate::error::Error;
-use crate::registry::Registry;
 use crate::request::Timings;
+
+/// What the gauges show at one moment, read by whoever owns the models and tasks
+/// (the registry), so that metrics need not know them.
+#[derive(Clone, Debug, Default)]
+pub struct GaugeReading {
+    /// Requests waiting, per (model or task, variant serving it).
+    pub pending: Vec<(String, String, u64)>,
+    /// Each task's variants, and whether each is the one serving.
+    pub variants: Vec<(String, String, bool)>,
+    /// The preprocessing pool, where there is one.
+    pub preprocessing: Option<PoolGauges>,
+}
+
+/// The preprocessing pool's gauges.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PoolGauges {
+    /// Images waiting.
+    pub queued: usize,
+    /// Its threads.
+    pub threads: usize,
+    /// Seconds its threads have worked.
+    pub busy_seconds: f64,
+}
 
 /// Every metric the process exports.
 pub struct ServingMetrics {
@@ -349,10 +371,10 @@ impl ServingMetrics {
         self.policy_on_fallback.set(i64::from(on_fallback));
     }
 
-    /// Reads the gauges from `registry` and the machine, then encodes every metric in
+    /// Sets the gauges from `gauges` and the machine, then encodes every metric in
     /// Prometheus' text format.
-    pub fn render(&self, registry: &Registry) -> String {
-        self.read_gauges(registry);
+    pub fn render(&self, gauges: &GaugeReading) -> String {
+        self.read_gauges(gauges);
         let mut text = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut text) {
             tracing::warn!(error = %e, "metrics not encoded");
@@ -360,29 +382,20 @@ impl ServingMetrics {
         String::from_utf8_lossy(&text).into_owned()
     }
 
-    fn read_gauges(&self, registry: &Registry) {
+    fn read_gauges(&self, gauges: &GaugeReading) {
         // Models and variants that went away leave no stale gauge behind.
         self.pending_requests.reset();
         self.active_variant.reset();
-        for name in registry.names() {
-            if let Ok(model) = registry.get(&name) {
-                self.pending_requests.with_label_values(&[&name, &name]).set(model.queued() as i64);
-            }
+        for (model, variant, queued) in &gauges.pending {
+            self.pending_requests.with_label_values(&[model, variant]).set(*queued as i64);
         }
-        if let Some(task) = registry.tasks().first() {
-            let pool = task.preprocess_pool().read();
+        if let Some(pool) = &gauges.preprocessing {
             self.preprocess_queue.set(pool.queued as i64);
             self.preprocess_threads.set(pool.threads as i64);
             self.preprocess_busy_seconds.set(pool.busy_seconds);
         }
-        for task in registry.tasks() {
-            let status = task.status();
-            for variant in &status.variants {
-                let active = i64::from(variant.name == status.active);
-                self.active_variant.with_label_values(&[task.name(), &variant.name]).set(active);
-            }
-            let (_, queued) = task.serving();
-            self.pending_requests.with_label_values(&[task.name(), &status.active]).set(queued as i64);
+        for (task, variant, active) in &gauges.variants {
+            self.active_variant.with_label_values(&[task, variant]).set(i64::from(*active));
         }
         let now = CpuSample::now();
         let mut last = self.last_cpu.lock().unwrap_or_else(PoisonError::into_inner);
@@ -528,7 +541,7 @@ mod tests {
         assert_eq!((totals.success, totals.inferences, totals.executions, totals.failure), (2, 4, 1, 1));
         assert_eq!(totals.compute, Duration::from_micros(1800));
         assert_eq!(totals.batch_run, Duration::from_micros(850), "one batch counts once");
-        let text = metrics.render(&Registry::new());
+        let text = metrics.render(&GaugeReading::default());
         let line = r#"modelless_inference_count{task="exposition-test",variant="v1"} 4"#;
         assert!(text.contains(line), "{text}");
         let line = r#"modelless_inference_request_failure{reason="expired",task="exposition-test",variant="v1"} 1"#;

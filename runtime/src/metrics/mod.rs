@@ -16,7 +16,7 @@ mod traffic;
 mod window;
 
 pub use cpu::{CpuSample, CpuUtilisation};
-pub use exposition::{ModelCounters, ModelTotals, ServingMetrics, serving_metrics};
+pub use exposition::{GaugeReading, ModelCounters, ModelTotals, PoolGauges, ServingMetrics, serving_metrics};
 pub use failures::ModelFailures;
 pub use gpu::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
 pub use memory::{machine_memory, machine_page_faults, pages_faulted_by_this_thread, process_rss_bytes};

@@ -14,12 +14,12 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use modelless_policy_abi::{ABI_VERSION, Decision, PreprocessingSnapshot, Snapshot, SystemSnapshot};
 
 use super::apply::Applier;
-use super::error::PolicyError;
 use super::guard::{Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 use super::host::{PolicyEngine, PolicyModule};
 use super::record::Recorder;
 use super::snapshot::{TaskReading, round, task_snapshot};
 use crate::error::Error;
+use crate::error::PolicyError;
 use crate::metrics::{CpuSample, machine_memory, serving_metrics};
 use crate::preprocess::PoolReading;
 use crate::registry::Task;

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use modelless_policy_abi::{Decision, ServingKnobs, Snapshot, TaskDecision};
 
-use super::error::PolicyError;
 use super::host::{PolicyInstance, PolicyModule};
+use crate::error::PolicyError;
 
 /// Consecutive failures after which the native fallback takes over.
 pub const DEFAULT_MAX_FAILURES: u32 = 3;

@@ -14,7 +14,7 @@ use wasmtime::{
     Trap, TypedFunc,
 };
 
-use super::error::PolicyError;
+use crate::error::PolicyError;
 
 /// Limits every policy call runs under.
 #[derive(Clone, Debug, PartialEq)]

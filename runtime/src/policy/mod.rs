@@ -6,7 +6,6 @@
 
 mod apply;
 mod control;
-mod error;
 mod guard;
 mod host;
 mod record;
@@ -14,8 +13,8 @@ mod snapshot;
 #[cfg(test)]
 mod test_modules;
 
+pub use crate::error::PolicyError;
 pub use control::{ControlConfig, ControlLoop, ControlStatus, EarlyTick, ListTasks};
-pub use error::PolicyError;
 pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 pub use host::{HostConfig, PolicyEngine, PolicyInstance, PolicyLog, PolicyModule};
 pub use record::{RecordedTick, Recorder, Replayed, read_ticks, replay};

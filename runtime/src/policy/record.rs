@@ -8,8 +8,8 @@ use std::path::Path;
 use modelless_policy_abi::{Decision, Snapshot};
 use serde::{Deserialize, Serialize};
 
-use super::error::PolicyError;
 use super::host::PolicyInstance;
+use crate::error::PolicyError;
 
 /// One tick as recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

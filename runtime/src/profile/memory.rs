@@ -8,6 +8,14 @@ pub trait MemoryProbe {
     fn bytes_in_use(&self) -> Option<u64>;
 }
 
+/// The fake backend's log reports the most memory a batch of it held.
+#[cfg(any(test, feature = "test-util"))]
+impl MemoryProbe for crate::backend::fake::BatchLog {
+    fn bytes_in_use(&self) -> Option<u64> {
+        Some(self.peak_memory())
+    }
+}
+
 /// The process's resident set (on the CPU, sessions' memory is the process's).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProcessMemory;

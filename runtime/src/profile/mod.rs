@@ -14,7 +14,6 @@ mod memory;
 mod onnx;
 mod store;
 mod sweep;
-mod variant;
 #[cfg(feature = "warmup-predictor")]
 mod warmup_predictor;
 
@@ -26,6 +25,5 @@ pub use memory::{GpuMemory, MemoryProbe, ProcessMemory, memory_probe};
 pub use onnx::{ort_profile_key, store_beside};
 pub use store::{ProfileStore, file_sha256, profile_key};
 pub use sweep::{Sweep, SweepConfig, SweepEvent, sweep};
-pub use variant::{variant_profile, variant_profile_key};
 #[cfg(feature = "warmup-predictor")]
 pub use warmup_predictor::{Example, HeldOut, PredictorError, WarmupFeatures, WarmupPredictor, held_out_error, mape};

@@ -2,7 +2,9 @@
 //! `ArcSwap` snapshot and take no lock; loads and unloads replace the snapshot.
 
 mod config;
+mod gauges;
 mod images;
+mod profile;
 mod route;
 mod task;
 
@@ -12,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 
 pub use config::{Device, ModelFormat, ProfileMode, TaskConfig, VariantConfig};
+pub use profile::{variant_profile, variant_profile_key};
 #[cfg(test)]
 pub(crate) use task::memory_capped;
 pub use task::{FindProfile, MakeBackend, SwitchReport, Task, TaskStatus, VariantState, VariantStatus, VersionStatus};

@@ -10,38 +10,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::backend::TensorDeclaration;
+pub use crate::error::SignatureMismatch;
 pub use bind::{Binding, bind};
 pub use bound::bound_factory;
 
 use crate::backend::{ModelMetadata, TensorSpec};
 use crate::error::Error;
-use crate::tensor::DType;
-
-/// One declared input or output: of a task's signature, or of a TorchScript module.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TensorDeclaration {
-    /// Its name in requests and answers.
-    pub name: String,
-    /// Element type: `f32`, `f16`, `i64`, `i32`, `u8` or `bool` (or KServe's `FP32`, …).
-    #[serde(alias = "datatype")]
-    pub dtype: DType,
-    /// Dimensions, `-1` where open; the first is the batch dimension.
-    pub shape: Vec<i64>,
-}
-
-impl TensorDeclaration {
-    /// A declaration from its parts.
-    pub fn new(name: impl Into<String>, dtype: DType, shape: impl Into<Vec<i64>>) -> Self {
-        TensorDeclaration { name: name.into(), dtype, shape: shape.into() }
-    }
-
-    /// As the runtime describes tensors: `None` for an open dimension.
-    pub fn spec(&self) -> TensorSpec {
-        let shape = self.shape.iter().map(|&d| usize::try_from(d).ok()).collect::<Vec<_>>();
-        TensorSpec::new(self.name.clone(), self.dtype, shape)
-    }
-}
 
 /// The largest rank and dimension a declared signature may name.
 const MAX_RANK: usize = 16;
@@ -158,30 +133,10 @@ pub fn describe(signature: &ModelMetadata) -> String {
     format!("inputs {}; outputs {}", list(&signature.inputs), list(&signature.outputs))
 }
 
-/// A variant that cannot serve its task: which tensor, why, and both signatures.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "variant `{variant}` does not fit task `{task}`: {tensor}: {reason} \
-     (task: {task_signature}; variant: {variant_signature})"
-)]
-pub struct SignatureMismatch {
-    /// The task.
-    pub task: String,
-    /// The variant.
-    pub variant: String,
-    /// The tensor that does not fit, as `input `x`` or `output `y``.
-    pub tensor: String,
-    /// What does not fit.
-    pub reason: String,
-    /// The task's signature, described.
-    pub task_signature: String,
-    /// The variant's own, described.
-    pub variant_signature: String,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tensor::DType;
 
     fn spec(name: &str, shape: &[usize]) -> TensorSpec {
         TensorSpec::new(name, DType::F32, shape.iter().map(|&d| Some(d)).collect::<Vec<_>>())

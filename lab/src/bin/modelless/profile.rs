@@ -7,11 +7,12 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use modelless::backend::onnx::{OrtEnvironmentConfig, environment};
 use modelless::profile::{
     Example, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor, closed_loop,
-    fit_line, mape, memory_probe, profile_model, steady_load, store_beside, variant_profile_key,
+    fit_line, mape, memory_probe, profile_model, steady_load, store_beside,
 };
 use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
 
 use modelless_lab::plot::{Series, scatter_with_lines};
+use modelless_runtime::registry::variant_profile_key;
 
 /// Arguments of `modelless profile`.
 #[derive(clap::Args)]

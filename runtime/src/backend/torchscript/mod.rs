@@ -51,7 +51,7 @@ pub fn device_to_load(device: Device, fallback_to_cpu: bool) -> Device {
     if missing && fallback_to_cpu { Device::Cpu } else { device }
 }
 
-pub use crate::signature::TensorDeclaration;
+pub use crate::backend::TensorDeclaration;
 
 /// What a TorchScript variant takes and gives, and how its module runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,15 +7,12 @@ use std::path::Path;
 use modelless_policy_abi::{Profile, ProfileKey};
 use serde::Serialize;
 
-use super::measure::{ProfileOptions, profile_model};
-use super::memory::memory_probe;
-use super::onnx::{ort_profile_key, store_beside};
-use super::store::profile_key;
+use super::{ModelFormat, ProfileMode, VariantConfig};
 use crate::backend::Device;
 use crate::backend::onnx::OrtEnvironmentConfig;
 use crate::backend::torchscript::TorchScriptConfig;
 use crate::error::Error;
-use crate::registry::{ModelFormat, ProfileMode, VariantConfig};
+use crate::profile::{ProfileOptions, memory_probe, ort_profile_key, profile_key, profile_model, store_beside};
 
 /// The settings a profile of a TorchScript module holds for.
 #[derive(Serialize)]

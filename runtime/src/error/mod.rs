@@ -10,7 +10,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::policy::PolicyError;
+pub(crate) mod library;
+mod mismatch;
+mod policy;
+
+pub use mismatch::SignatureMismatch;
+pub use policy::PolicyError;
 
 /// What went wrong inside a backend: loading a model or running a batch.
 #[derive(Debug, thiserror::Error)]
@@ -20,11 +25,11 @@ pub enum BackendError {
     #[error(
         "ONNX Runtime library not found; searched, in order:\n{}\nto fix: {}",
         searched.iter().map(|place| format!("  - {place}")).collect::<Vec<_>>().join("\n"),
-        crate::backend::onnx_library::FIX
+        library::FIX
     )]
     LibraryNotFound {
         /// The places tried, in order, and why each was not taken.
-        searched: Vec<crate::backend::onnx_library::SearchedPlace>,
+        searched: Vec<library::SearchedPlace>,
     },
     /// The model file does not exist or cannot be read.
     #[error("cannot read model file {path}: {source}")]
@@ -82,7 +87,7 @@ pub enum BackendError {
     InputMismatch(String),
     /// The model does not fit the signature of the task it was loaded for.
     #[error("{0}")]
-    DoesNotFitTask(Box<crate::signature::SignatureMismatch>),
+    DoesNotFitTask(Box<SignatureMismatch>),
     /// The backend panicked; the panic was contained and the backend keeps serving.
     #[error("backend panicked: {0}")]
     Panicked(String),
@@ -305,7 +310,7 @@ pub enum Error {
     /// A variant does not fit its task's signature: it was not loaded, and it is
     /// never routed to nor switched to.
     #[error("{0}")]
-    DoesNotFitTask(Arc<crate::signature::SignatureMismatch>),
+    DoesNotFitTask(Arc<SignatureMismatch>),
     /// No task of that name exists.
     #[error("unknown task `{0}`")]
     UnknownTask(String),
