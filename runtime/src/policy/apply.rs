@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use modelless_policy_abi::{Decision, TaskDecision};
 
 use super::control::ControlStatus;
+use crate::batching::BatchingKnobs;
 use crate::registry::Task;
 
 /// Applies decisions, counting switches and their failures in `status`.
@@ -39,7 +40,11 @@ impl Applier {
     fn apply_task(&self, task: &Arc<Task>, wanted: &TaskDecision) -> Vec<String> {
         let mut reports = Vec::new();
         if wanted.max_batch_size.is_some() || wanted.max_queue_delay_us.is_some() {
-            match task.configure_active(wanted.max_batch_size, wanted.max_queue_delay_us) {
+            let knobs = BatchingKnobs {
+                max_batch_size: wanted.max_batch_size.map(|rows| rows as usize),
+                max_queue_delay_us: wanted.max_queue_delay_us,
+            };
+            match task.configure_variant(&task.serving().0.variant, knobs) {
                 Ok(applied) => {
                     let clamped = [
                         ("max_batch_size", wanted.max_batch_size.map(u64::from), applied.max_batch_size as u64),
