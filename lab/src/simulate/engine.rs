@@ -363,13 +363,7 @@ impl Sim<'_> {
             self.ahead.get((now / SECOND_US) as usize).cloned().unwrap_or_else(|| vec![0.0; self.model.tasks.len()]);
         let decision = decider.decide(&snapshot, &coming);
         self.stats.ticks += 1;
-        for wanted in &decision.tasks {
-            let Some(task) = self.model.task_index(&wanted.task) else { continue };
-            let model = &self.model.tasks[task];
-            if self.servers[server].apply(task, model, wanted, now, decider.free_switches()) {
-                self.stats.switches += 1;
-            }
-        }
+        self.stats.switches += self.servers[server].steer(self.model, &decision, now, decider.free_switches());
         self.start(server, now);
     }
 

@@ -14,9 +14,10 @@ use modelless_runtime::batching::BatchCost;
 use modelless_runtime::batching::deadline::{ArrivalRate, Backlog, admits};
 
 use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
+use modelless_runtime::policy::core::{self, Action, TaskView, VariantView};
 use modelless_runtime::policy::{TaskReading, task_snapshot};
 use modelless_runtime::policy_abi::{
-    ABI_VERSION, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskDecision, TaskSnapshot, VariantState,
+    ABI_VERSION, Decision, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantState,
 };
 
 use super::model::{SimModel, SimTask};
@@ -243,33 +244,60 @@ impl Server {
         Ok(Running { task, variant: requests[0].variant, requests, started_us: now })
     }
 
-    /// Applies a policy's decision for one task at `now`, as the control loop does:
-    /// knobs to the active variant first (clamped to what it was configured for),
-    /// then the switch. A loaded variant takes over at once, with `free` any does;
-    /// another loads first. Returns whether a switch started.
-    pub fn apply(&mut self, task: usize, model: &SimTask, wanted: &TaskDecision, now: u64, free: bool) -> bool {
+    /// Carries out a policy's decision at `now` as the control loop does: the
+    /// runtime's control core checks and clamps it (what it reports goes to no one
+    /// here), and its actions are done on this server. Returns the switches started.
+    pub fn steer(&mut self, model: &SimModel, decision: &Decision, now: u64, free: bool) -> u64 {
+        let plan = core::tick(decision, &self.views(model));
+        plan.actions.iter().map(|action| u64::from(self.carry_out(model, action, now, free))).sum()
+    }
+
+    /// What the control core is to know of this server's tasks, as the control loop
+    /// reads it from the runtime's: each variant's batches are bounded by its
+    /// configured size, and a variant loading is a switch under way.
+    fn views(&self, model: &SimModel) -> Vec<TaskView> {
+        self.tasks
+            .iter()
+            .zip(&model.tasks)
+            .map(|(state, task)| TaskView {
+                name: task.name.clone(),
+                active: task.variants[state.active].name.clone(),
+                switching: state.loading.is_some(),
+                variants: task
+                    .variants
+                    .iter()
+                    .map(|v| VariantView { name: v.name.clone(), ceiling: v.max_batch_size as usize, refused: None })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Carries out one of the control core's actions at `now`, as the control loop
+    /// does: knobs set on the variant named; a switch to a loaded variant (with
+    /// `free`, to any) at once, to another once it has loaded. Returns whether a
+    /// switch started.
+    fn carry_out(&mut self, model: &SimModel, action: &Action, now: u64, free: bool) -> bool {
+        let Some(task) = model.task_index(action.task()) else { return false };
+        let variants = &model.tasks[task].variants;
         let state = &mut self.tasks[task];
-        let active = state.active;
-        if let Some(batch) = wanted.max_batch_size {
-            state.knobs[active].0 = batch.clamp(1, model.variants[active].max_batch_size.max(1));
+        match action {
+            Action::Configure { variant, knobs, .. } => {
+                let Some(variant) = variants.iter().position(|v| &v.name == variant) else { return false };
+                let (rows, delay) = &mut state.knobs[variant];
+                *rows = knobs.max_batch_size.map_or(*rows, |set| u32::try_from(set).unwrap_or(u32::MAX));
+                *delay = knobs.max_queue_delay_us.unwrap_or(*delay);
+                false
+            }
+            Action::Switch { variant, .. } => {
+                let Some(variant) = variants.iter().position(|v| &v.name == variant) else { return false };
+                if free || state.loaded[variant] {
+                    state.switch_to(variant);
+                } else {
+                    state.loading = Some((variant, now + (variants[variant].load_ms * 1e3) as u64));
+                }
+                true
+            }
         }
-        if let Some(delay) = wanted.max_queue_delay_us {
-            state.knobs[active].1 = delay;
-        }
-        let Some(variant) =
-            wanted.variant.as_ref().and_then(|name| model.variants.iter().position(|v| &v.name == name))
-        else {
-            return false;
-        };
-        if variant == active || state.loading.is_some() {
-            return false;
-        }
-        if free || state.loaded[variant] {
-            state.switch_to(variant);
-        } else {
-            state.loading = Some((variant, now + (model.variants[variant].load_ms * 1e3) as u64));
-        }
-        true
     }
 
     /// Variants whose load finished by `now` take over.
@@ -369,5 +397,59 @@ fn readiness(task: &TaskState, now: u64) -> Readiness {
         Readiness::Now { rows }
     } else {
         Readiness::At(head.arrived_us + delay)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use modelless_runtime::batching::MAX_QUEUE_DELAY_US;
+    use modelless_runtime::policy_abi::{LatencyFit, TaskDecision, VariantSnapshot};
+
+    use super::*;
+    use crate::simulate::SimVariant;
+
+    /// Task `t`: `a` loaded and serving, `b` not loaded (it loads in 100 ms), batches
+    /// of up to 8.
+    fn model() -> SimModel {
+        let variant = |name: &str, loaded| SimVariant {
+            name: name.into(),
+            accuracy: 70.0,
+            fit: LatencyFit { a_ms: 1.0, c_ms: 1.0, r2: 1.0 },
+            spread: 0.0,
+            load_ms: 100.0,
+            loaded,
+            max_batch_size: 8,
+            max_queue_delay_us: 0,
+            max_queue_size: 64,
+            calibration: None,
+            snapshot: VariantSnapshot::default(),
+        };
+        let task = SimTask {
+            name: "t".into(),
+            slo_ms: None,
+            active: 0,
+            variants: vec![variant("a", true), variant("b", false)],
+        };
+        SimModel { cores: 1, tasks: vec![task] }
+    }
+
+    #[test]
+    fn a_decision_is_clamped_as_the_runtime_clamps_it_and_its_knobs_await_the_variant_switched_to() {
+        let model = model();
+        let mut server = Server::new(&model);
+        let wanted = TaskDecision {
+            variant: Some("b".into()),
+            max_batch_size: Some(99),
+            max_queue_delay_us: Some(u64::MAX),
+            ..TaskDecision::keep("t")
+        };
+        let decision = Decision { tasks: vec![wanted, TaskDecision::keep("nope")] };
+        assert_eq!(server.steer(&model, &decision, 0, false), 1);
+        let task = &server.tasks[0];
+        assert_eq!(task.knobs, [(8, 0), (8, MAX_QUEUE_DELAY_US)], "the knobs are b's, within bounds");
+        assert_eq!((task.active, task.loading), (0, Some((1, 100_000))), "b loads first");
+        assert_eq!(server.steer(&model, &decision, 50_000, false), 0, "a switch is under way");
+        server.finish_loads(100_000);
+        assert_eq!(server.tasks[0].active, 1);
     }
 }

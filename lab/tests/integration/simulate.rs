@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use modelless::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
-use modelless::policy_abi::{LatencyFit, VariantCost, VariantSnapshot};
+use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, VariantCost, VariantSnapshot};
 use modelless_lab::load::{LoadSpec, Pattern, RunResult, SecondRuns, Status, TaskLoad};
 use modelless_lab::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
 
@@ -221,5 +221,47 @@ fn a_load_the_simulator_cannot_model_is_refused() {
         let mut decider = |_| Box::new(Oracle::default()) as Box<dyn Decider>;
         let refused = simulate(&model, &spec, &SimConfig::default(), &mut decider, &mut |_, _| {}).err();
         assert!(refused.as_ref().is_some_and(|e| e.to_string().contains(expected)), "{refused:?}");
+    }
+}
+
+/// Decides once: the task to `variant` with batches of one; every later tick, nothing.
+struct SwitchOnce {
+    variant: &'static str,
+    decided: bool,
+}
+
+impl Decider for SwitchOnce {
+    fn decide(&mut self, _: &Snapshot, _: &[f64]) -> Decision {
+        if std::mem::replace(&mut self.decided, true) {
+            return Decision::default();
+        }
+        let switch = TaskDecision {
+            variant: Some(self.variant.into()),
+            max_batch_size: Some(1),
+            ..TaskDecision::keep("classify")
+        };
+        Decision { tasks: vec![switch] }
+    }
+}
+
+#[test]
+fn a_decision_made_once_that_switches_and_sets_knobs_sets_them_on_the_variant_switched_to() {
+    // Loaded, medium takes over at once; unloaded, once its load is done.
+    for loaded in [true, false] {
+        let mut model = model(2);
+        model.tasks[0].variants[1].loaded = loaded;
+        let spec = load(Pattern::Constant { rate: 120.0, duration_s: 10 });
+        let mut decider = |_| Box::new(SwitchOnce { variant: "medium", decided: false }) as Box<dyn Decider>;
+        let (result, stats) = simulate(&model, &spec, &SimConfig::default(), &mut decider, &mut |_, _| {}).unwrap();
+        assert_eq!(stats.switches, 1);
+        let on_medium: Vec<u32> = result
+            .records
+            .iter()
+            .filter(|r| r.variant.as_deref() == Some("medium"))
+            .filter_map(|r| r.batch_size)
+            .collect();
+        assert!(on_medium.len() > 500, "loaded {loaded}: {} answered by medium", on_medium.len());
+        let largest = on_medium.iter().max().copied();
+        assert_eq!(largest, Some(1), "loaded {loaded}: medium forms the batches of one it was switched to with");
     }
 }

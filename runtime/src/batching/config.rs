@@ -9,6 +9,42 @@ use crate::error::Error;
 /// (whether by a config, an override or a policy).
 pub const MAX_QUEUE_DELAY_US: u64 = 60_000_000;
 
+/// The two knobs a policy (or an operator) turns while a model serves; `None` keeps
+/// the value in force.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchingKnobs {
+    /// Most rows in one batch.
+    pub max_batch_size: Option<usize>,
+    /// How long the oldest queued request may wait for a batch to fill, in µs.
+    pub max_queue_delay_us: Option<u64>,
+}
+
+impl BatchingKnobs {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.max_batch_size.is_none() && self.max_queue_delay_us.is_none()
+    }
+
+    /// These knobs within bounds: the batch size between 1 and `ceiling` (the largest
+    /// batch the variant was configured, and its memory sized, for), the delay at most
+    /// [`MAX_QUEUE_DELAY_US`]. The one place these bounds are drawn, so that what a
+    /// policy is told was applied is what the batcher runs.
+    pub fn clamped(self, ceiling: usize) -> BatchingKnobs {
+        BatchingKnobs {
+            max_batch_size: self.max_batch_size.map(|rows| rows.clamp(1, ceiling.max(1))),
+            max_queue_delay_us: self.max_queue_delay_us.map(|delay| delay.min(MAX_QUEUE_DELAY_US)),
+        }
+    }
+
+    /// `self`, with the knobs `later` sets replacing those it sets too.
+    pub fn then(self, later: BatchingKnobs) -> BatchingKnobs {
+        BatchingKnobs {
+            max_batch_size: later.max_batch_size.or(self.max_batch_size),
+            max_queue_delay_us: later.max_queue_delay_us.or(self.max_queue_delay_us),
+        }
+    }
+}
+
 /// How requests of one model are gathered into batches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -73,6 +109,19 @@ impl BatchingConfig {
         self
     }
 
+    /// These knobs with `knobs` set (as they are: clamp them first); preferred batch
+    /// sizes above the batch size go, as a batch never reaches them.
+    pub fn with_knobs(mut self, knobs: BatchingKnobs) -> Self {
+        if let Some(rows) = knobs.max_batch_size {
+            self.max_batch_size = rows;
+            self.preferred_batch_sizes.retain(|&b| b <= rows);
+        }
+        if let Some(delay) = knobs.max_queue_delay_us {
+            self.max_queue_delay_us = delay;
+        }
+        self
+    }
+
     /// The largest preferred size a batch may reach, if any.
     pub fn largest_preferred(&self) -> Option<usize> {
         self.preferred_batch_sizes.iter().copied().filter(|&p| p <= self.max_batch_size).max()
@@ -102,5 +151,31 @@ impl BatchingConfig {
             return Err(Error::Config(format!("preferred batch size {bad} is outside 1..={}", self.max_batch_size)));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knobs_are_clamped_to_the_ceiling_and_the_longest_delay() {
+        let asked = BatchingKnobs { max_batch_size: Some(99), max_queue_delay_us: Some(u64::MAX) };
+        let clamped = asked.clamped(8);
+        assert_eq!(clamped, BatchingKnobs { max_batch_size: Some(8), max_queue_delay_us: Some(MAX_QUEUE_DELAY_US) });
+        let none = BatchingKnobs { max_batch_size: Some(0), ..BatchingKnobs::default() };
+        assert_eq!(none.clamped(8).max_batch_size, Some(1), "a batch holds one row at least");
+        assert_eq!(none.clamped(0).max_batch_size, Some(1), "whatever the ceiling");
+        assert_eq!(BatchingKnobs::default().clamped(8), BatchingKnobs::default(), "what is not set stays unset");
+    }
+
+    #[test]
+    fn later_knobs_replace_earlier_ones_and_preferred_sizes_above_the_batch_go() {
+        let earlier = BatchingKnobs { max_batch_size: Some(4), max_queue_delay_us: Some(100) };
+        let later = BatchingKnobs { max_queue_delay_us: Some(250), ..BatchingKnobs::default() };
+        assert_eq!(earlier.then(later), BatchingKnobs { max_batch_size: Some(4), max_queue_delay_us: Some(250) });
+        let batching = BatchingConfig::default().with_preferred_batch_sizes([8, 4, 2]);
+        let set = batching.with_knobs(earlier.then(later));
+        assert_eq!((set.max_batch_size, set.max_queue_delay_us, set.preferred_batch_sizes), (4, 250, vec![4, 2]));
     }
 }

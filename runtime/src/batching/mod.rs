@@ -10,6 +10,6 @@ pub(crate) mod queue;
 pub mod state;
 pub(crate) mod worker;
 
-pub use config::{BatchingConfig, MAX_QUEUE_DELAY_US};
+pub use config::{BatchingConfig, BatchingKnobs, MAX_QUEUE_DELAY_US};
 pub use deadline::BatchCost;
 pub use state::State;

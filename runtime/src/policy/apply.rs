@@ -1,14 +1,15 @@
-//! Applying a policy's decision to the tasks: batching knobs at once, clamped to what
-//! the variant was configured for and to the batcher's own bounds, variant switches on
-//! a thread of their own. A decision is a peer's input like any other: whatever it
-//! holds is either applied within bounds or reported, never fatal.
+//! Carrying out a policy's decision on the tasks: what they are now goes to the
+//! control core ([`super::core::tick`]), which checks and clamps the decision; its
+//! actions are done here, knobs at once, variant switches on a thread of their own so
+//! that a switch that loads a variant never holds up the next tick.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use modelless_policy_abi::{Decision, TaskDecision};
+use modelless_policy_abi::Decision;
 
 use super::control::ControlStatus;
+use super::core::{self, Action, TaskView, VariantView, short};
 use crate::registry::Task;
 
 /// Applies decisions, counting switches and their failures in `status`.
@@ -25,63 +26,50 @@ impl Applier {
 
     /// Applies a decision; returns what could not be applied as it was asked.
     pub(super) fn apply(&self, tasks: &[Arc<Task>], decision: &Decision) -> Vec<String> {
-        let mut reports = Vec::new();
-        for wanted in &decision.tasks {
-            let Some(task) = tasks.iter().find(|t| t.name() == wanted.task) else {
-                reports.push(format!("unknown task `{}` ignored", short(&wanted.task)));
-                continue;
-            };
-            reports.extend(self.apply_task(task, wanted));
-        }
-        reports
-    }
-
-    fn apply_task(&self, task: &Arc<Task>, wanted: &TaskDecision) -> Vec<String> {
-        let mut reports = Vec::new();
-        if wanted.max_batch_size.is_some() || wanted.max_queue_delay_us.is_some() {
-            match task.configure_active(wanted.max_batch_size, wanted.max_queue_delay_us) {
-                Ok(applied) => {
-                    let clamped = [
-                        ("max_batch_size", wanted.max_batch_size.map(u64::from), applied.max_batch_size as u64),
-                        ("max_queue_delay_us", wanted.max_queue_delay_us, applied.max_queue_delay_us),
-                    ];
-                    for (knob, asked, got) in clamped {
-                        if let Some(asked) = asked.filter(|&asked| asked != got) {
-                            reports.push(format!("task `{}`: {knob} {asked} clamped to {got}", task.name()));
-                        }
+        let views: Vec<TaskView> = tasks.iter().map(|task| self.view(task)).collect();
+        let plan = core::tick(decision, &views);
+        let mut reports = plan.reports;
+        for action in plan.actions {
+            let Some(task) = tasks.iter().find(|t| t.name() == action.task()) else { continue };
+            match action {
+                Action::Configure { variant, knobs, .. } => {
+                    if let Err(e) = task.configure_variant(&variant, knobs) {
+                        reports.push(format!("task `{}`: knobs not applied: {e}", task.name()));
                     }
                 }
-                Err(e) => reports.push(format!("task `{}`: knobs not applied: {e}", task.name())),
+                Action::Switch { variant, .. } => reports.extend(self.switch(task, variant)),
             }
-        }
-        if wanted.instances.is_some() {
-            reports.push(format!("task `{}`: changing instances is not supported; ignored", task.name()));
-        }
-        if let Some(variant) = &wanted.variant {
-            reports.extend(self.switch(task, variant));
         }
         reports
     }
 
-    /// Starts a switch on a thread of its own, unless the task has one under way.
-    fn switch(&self, task: &Arc<Task>, variant: &str) -> Option<String> {
-        if task.serving().0.variant == variant {
+    /// What the core is to know of `task` now.
+    fn view(&self, task: &Task) -> TaskView {
+        let variants = task
+            .batch_ceilings()
+            .into_iter()
+            .map(|(name, ceiling)| {
+                let refused = task.can_serve(&name).err().map(|e| e.to_string());
+                VariantView { name, ceiling, refused }
+            })
+            .collect();
+        TaskView {
+            name: task.name().to_string(),
+            active: task.serving().0.variant,
+            switching: self.switching.lock().unwrap_or_else(PoisonError::into_inner).contains(task.name()),
+            variants,
+        }
+    }
+
+    /// Starts a switch on a thread of its own.
+    fn switch(&self, task: &Arc<Task>, variant: String) -> Option<String> {
+        let name = task.name().to_string();
+        // The core saw no switch under way, and only this loop starts one.
+        if !self.switching.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone()) {
             return None;
         }
-        let name = task.name().to_string();
-        if let Err(e) = task.can_serve(variant) {
-            return Some(format!(
-                "task `{name}`: switch to `{}` refused: {}",
-                short(variant),
-                cut(&e.to_string(), 400)
-            ));
-        }
-        if !self.switching.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone()) {
-            return Some(format!("task `{name}`: a switch is under way; `{}` waits for a later tick", short(variant)));
-        }
         self.status.lock().unwrap_or_else(PoisonError::into_inner).switches += 1;
-        let (task, variant, switching, status) =
-            (task.clone(), variant.to_string(), self.switching.clone(), self.status.clone());
+        let (task, switching, status) = (task.clone(), self.switching.clone(), self.status.clone());
         let spawned = std::thread::Builder::new().name(format!("modelless-switch-{name}")).spawn(move || {
             if let Err(e) = task.switch_to(&variant) {
                 let report = format!("task `{}`: switch to `{}` failed: {e}", task.name(), short(&variant));
@@ -101,16 +89,6 @@ impl Applier {
     pub(super) fn switching(&self) -> bool {
         !self.switching.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
     }
-}
-
-/// A name a policy wrote, cut for a report: the policy may write megabytes of it.
-fn short(name: &str) -> &str {
-    cut(name, 64)
-}
-
-/// `text` cut to `max_chars` characters.
-fn cut(text: &str, max_chars: usize) -> &str {
-    text.char_indices().nth(max_chars).map_or(text, |(at, _)| &text[..at])
 }
 
 #[cfg(test)]

@@ -416,7 +416,7 @@ mod tests {
         assert_eq!((reported.threads, reported.queue_length, reported.queue_size), (2, 5, 64));
         assert_eq!(reported.utilisation_percent, 75.0, "3 s of work in 2 s of 2 threads");
     }
-    use crate::policy::test_modules::answering;
+    use crate::policy::test_modules::{answering, answering_once};
     use crate::registry::{MakeBackend, TaskConfig, VariantConfig};
     use crate::request::{Inputs, Slo};
     use crate::tensor::Tensor;
@@ -474,6 +474,24 @@ mod tests {
         assert!(status.reports.iter().any(|r| r.contains("clamped to 8")), "{:?}", status.reports);
         assert!(status.reports.iter().any(|r| r.contains("unknown task `nope`")), "{:?}", status.reports);
         assert_eq!(request(&task).unwrap().model.as_ref(), "v1");
+    }
+
+    #[test]
+    fn a_decision_made_once_that_switches_and_sets_knobs_sets_them_on_the_variant_switched_to() {
+        let task = task();
+        let json = r#"{"tasks":[{"task":"classify","variant":"v1","max_batch_size":1}]}"#;
+        let control = start(&task, &answering_once(json), HostConfig::default());
+        wait_for("the switch", || task.serving().0.variant == "v1");
+        // The ticks after it decide nothing: what the one decision set must stay set.
+        let ticked = control.status().ticks;
+        wait_for("two more ticks", || control.status().ticks >= ticked + 2);
+        assert!(control.status().last_decision.tasks.is_empty());
+        assert_eq!(task.serving().0.max_batch_size, 1, "the knobs belong to the variant switched to");
+        let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+        let tickets: Vec<_> = (0..8).map(|_| task.submit(input(), &Slo::default()).unwrap()).collect();
+        let served: Vec<(String, usize)> =
+            tickets.into_iter().map(|t| t.wait().map(|out| (out.model.to_string(), out.batch_size)).unwrap()).collect();
+        assert_eq!(served, vec![("v1".to_string(), 1); 8], "eight requests at once, each a batch of its own");
     }
 
     #[test]

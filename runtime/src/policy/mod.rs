@@ -2,10 +2,12 @@
 //! which variant serves each task and with what batching knobs. This module holds the
 //! sandbox they run in ([`PolicyEngine`]), the guard that keeps a failing one from
 //! mattering ([`GuardedPolicy`]): a policy that fails never stops serving, and the
-//! loop that asks it every tick and applies what it decides ([`ControlLoop`]).
+//! loop that asks it every tick and applies what it decides ([`ControlLoop`]), through
+//! the pure control core ([`core::tick`]) that the simulator calls too.
 
 mod apply;
 mod control;
+pub mod core;
 mod guard;
 mod host;
 mod record;

@@ -27,9 +27,28 @@ pub(crate) const EMPTY_DECISION: &str = "(i64.or (i64.shl (i64.const 1024) (i64.
 
 /// A policy whose `decide` always answers `json`.
 pub(crate) fn answering(json: &str) -> String {
+    policy(&answer_at_2048(json), &data_at_2048(json))
+}
+
+/// A policy whose first `decide` answers `json` and every later one `{"tasks":[]}`:
+/// a decision made once, never repeated.
+pub(crate) fn answering_once(json: &str) -> String {
+    let decide = format!(
+        "(if (result i64) (i32.eqz (global.get $decided)) \
+           (then (global.set $decided (i32.const 1)) {}) \
+           (else {EMPTY_DECISION}))",
+        answer_at_2048(json)
+    );
+    policy(&decide, &format!("(global $decided (mut i32) (i32.const 0)) {}", data_at_2048(json)))
+}
+
+/// `decide`'s answer: `json` as [`data_at_2048`] writes it.
+fn answer_at_2048(json: &str) -> String {
+    format!("(i64.or (i64.shl (i64.const 2048) (i64.const 32)) (i64.const {}))", json.len())
+}
+
+/// A data segment holding `json` at 2048.
+fn data_at_2048(json: &str) -> String {
     let escaped = json.replace('\\', "\\\\").replace('"', "\\\"");
-    policy(
-        &format!("(i64.or (i64.shl (i64.const 2048) (i64.const 32)) (i64.const {}))", json.len()),
-        &format!(r#"(data (i32.const 2048) "{escaped}")"#),
-    )
+    format!(r#"(data (i32.const 2048) "{escaped}")"#)
 }

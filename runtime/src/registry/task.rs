@@ -20,7 +20,7 @@ use super::config::{TaskConfig, VariantConfig};
 use super::images::{self, ImageServices};
 use super::route::choose;
 use crate::backend::{BackendFactory, ModelMetadata};
-use crate::batching::{BatchingConfig, MAX_QUEUE_DELAY_US};
+use crate::batching::{BatchingConfig, BatchingKnobs};
 use crate::classify::read_labels;
 use crate::error::{BackendError, Error};
 use crate::metrics::{ModelFailures, TaskTraffic, serving_metrics};
@@ -160,6 +160,23 @@ struct VariantSlot {
     /// Why its model does not fit the task, once a load found it does not: it is then
     /// neither routed nor switched to until a new version that fits is loaded.
     misfit: Option<Arc<SignatureMismatch>>,
+    /// The knobs set for it while the task runs (by a policy). They outlast its
+    /// versions: knobs set before it loads are those it serves its first batch with.
+    knobs: BatchingKnobs,
+}
+
+impl VariantSlot {
+    /// The version that serves it, if one is ready.
+    fn serving_version(&self) -> Option<&VersionEntry> {
+        self.current.and_then(|c| self.versions.get(&c))
+    }
+
+    /// The largest batch it may form: as configured, and no larger than what its
+    /// serving version's profile found fits in memory.
+    fn ceiling(&self) -> usize {
+        let fits = memory_ceiling(self.serving_version().and_then(|e| e.profile.as_deref()));
+        fits.map_or(self.config.batching.max_batch_size, |fits| fits.min(self.config.batching.max_batch_size))
+    }
 }
 
 struct Inner {
@@ -229,6 +246,7 @@ impl Task {
                 next_version: 1,
                 last_active: now,
                 misfit: None,
+                knobs: BatchingKnobs::default(),
             })
             .collect();
         let signature = Arc::new(OnceLock::new());
@@ -455,32 +473,37 @@ impl Task {
         (knobs, model.queued() as u64)
     }
 
-    /// Changes the active variant's batch size and queue delay, the batch size clamped
-    /// to between 1 and the variant's configured one (what its memory was sized for),
-    /// the delay to [`MAX_QUEUE_DELAY_US`]; returns the knobs in force.
-    pub fn configure_active(
-        &self,
-        max_batch_size: Option<u32>,
-        max_queue_delay_us: Option<u64>,
-    ) -> Result<BatchingConfig, Error> {
+    /// Each variant's name and the largest batch it may form: its configured
+    /// `max_batch_size`, capped to what its serving version's profile found fits in
+    /// memory. A batch size set by [`Task::configure_variant`] is clamped to it.
+    pub fn batch_ceilings(&self) -> Vec<(String, usize)> {
+        self.lock().variants.iter().map(|slot| (slot.config.name.clone(), slot.ceiling())).collect()
+    }
+
+    /// Sets `variant`'s batch size and queue delay, whether it serves, waits loaded, or
+    /// is not loaded yet (it then loads with them), within bounds (see
+    /// [`BatchingKnobs::clamped`]; the variant's ceiling is in [`Task::batch_ceilings`]).
+    /// The knobs stay with the variant across its reloads and versions. Returns the
+    /// knobs it serves (or is to serve) with.
+    pub fn configure_variant(&self, variant: &str, knobs: BatchingKnobs) -> Result<BatchingConfig, Error> {
         let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
-        let (model, ceiling) = {
-            let inner = self.lock();
-            let slot = &inner.variants[inner.active];
-            let entry = slot.current.and_then(|c| slot.versions.get(&c));
-            let model = entry.and_then(|e| e.model.clone());
-            let profile = entry.and_then(|e| e.profile.as_deref());
-            (model.ok_or(Error::ShuttingDown)?, memory_capped(slot.config.batching.clone(), profile).max_batch_size)
+        let index = self.index_of(variant)?;
+        let (model, batching) = {
+            let mut inner = self.lock();
+            let slot = &mut inner.variants[index];
+            let knobs = knobs.clamped(slot.ceiling());
+            slot.knobs = slot.knobs.then(knobs);
+            match slot.serving_version().and_then(|e| e.model.clone()) {
+                Some(model) => {
+                    let batching = model.batching().with_knobs(knobs);
+                    (Some(model), batching)
+                }
+                None => (None, slot.config.batching.clone().with_knobs(slot.knobs)),
+            }
         };
-        let mut batching = model.batching();
-        if let Some(rows) = max_batch_size {
-            batching.max_batch_size = (rows as usize).clamp(1, ceiling.max(1));
-            batching.preferred_batch_sizes.retain(|&b| b <= batching.max_batch_size);
+        if let Some(model) = model {
+            model.configure(batching.clone())?;
         }
-        if let Some(delay) = max_queue_delay_us {
-            batching.max_queue_delay_us = delay.min(MAX_QUEUE_DELAY_US);
-        }
-        model.configure(batching.clone())?;
         Ok(batching)
     }
 
@@ -491,7 +514,7 @@ impl Task {
             .variants
             .iter()
             .map(|slot| {
-                let entry = slot.current.and_then(|c| slot.versions.get(&c));
+                let entry = slot.serving_version();
                 let profile = entry.and_then(|e| e.profile.as_ref());
                 let cost = VariantCost {
                     fit: profile.and_then(|p| p.fit),
@@ -543,7 +566,7 @@ impl Task {
         let index = self.index_of(variant)?;
         let inner = self.lock();
         let slot = &inner.variants[index];
-        Ok(slot.current.and_then(|c| slot.versions.get(&c)).and_then(|e| e.profile.clone()))
+        Ok(slot.serving_version().and_then(|e| e.profile.clone()))
     }
 
     /// Variants, their versions and states.
@@ -611,7 +634,7 @@ impl Task {
     /// version again (its configured file at first), recording the states. Holds no
     /// lock while the model loads.
     fn load(&self, index: usize, path: Option<PathBuf>) -> Result<u64, Error> {
-        let (config, version, path) = {
+        let (config, version, path, knobs) = {
             let mut inner = self.lock();
             let slot = &mut inner.variants[index];
             let reload = path.is_none().then_some(slot.latest).flatten();
@@ -636,7 +659,7 @@ impl Task {
                     load_time: None,
                 },
             );
-            (slot.config.clone(), version, path)
+            (slot.config.clone(), version, path, slot.knobs)
         };
         let inner = self.inner.clone();
         let on_phase = Arc::new(move |phase: LoadPhase| {
@@ -669,7 +692,7 @@ impl Task {
             self.signature.clone(),
         );
         let loading = Instant::now();
-        let batching = memory_capped(config.batching.clone(), profile.as_deref());
+        let batching = memory_capped(config.batching.clone().with_knobs(knobs), profile.as_deref());
         let started =
             Model::start_with(&config.name, factory, config.instances, batching, options).and_then(|model| match model
                 .preprocess()
@@ -769,8 +792,7 @@ impl Task {
     fn move_waiting(&self, from: usize, to: usize) -> usize {
         let (from, to) = {
             let inner = self.lock();
-            let model =
-                |slot: &VariantSlot| slot.current.and_then(|c| slot.versions.get(&c)).and_then(|e| e.model.clone());
+            let model = |slot: &VariantSlot| slot.serving_version().and_then(|e| e.model.clone());
             (model(&inner.variants[from]), model(&inner.variants[to]))
         };
         match (from, to) {
@@ -789,7 +811,7 @@ impl Task {
         let mut routes =
             Routes { ready: Vec::new(), accuracies: Vec::new(), costs: Some(Vec::new()), names: Vec::new(), active: 0 };
         for (i, slot) in inner.variants.iter().enumerate() {
-            let Some(entry) = slot.current.and_then(|c| slot.versions.get(&c)) else { continue };
+            let Some(entry) = slot.serving_version() else { continue };
             let Some(model) = entry.model.clone() else { continue };
             let throughput = entry.profile.as_ref().and_then(|p| p.max_throughput).map(|t| t.requests_per_s);
             match (throughput, routes.costs.as_mut()) {
@@ -838,11 +860,16 @@ fn mark_drained(inner: &mut Inner) {
     }
 }
 
+/// The largest batch that fits the device memory `profile` measured, if it measured.
+fn memory_ceiling(profile: Option<&Profile>) -> Option<usize> {
+    profile.and_then(|p| p.max_safe_batch).map(|b| b.max(1) as usize)
+}
+
 /// `batching` with its largest batch no larger than the largest that fits the device
 /// memory `profile` measured: a batch predicted not to fit is never formed, and a
 /// request with more rows than that (within the configured `max_batch_size`) runs split.
 pub(crate) fn memory_capped(mut batching: BatchingConfig, profile: Option<&Profile>) -> BatchingConfig {
-    if let Some(fits) = profile.and_then(|p| p.max_safe_batch).map(|b| b.max(1) as usize)
+    if let Some(fits) = memory_ceiling(profile)
         && fits < batching.max_batch_size
     {
         tracing::info!(configured = batching.max_batch_size, fits, "batches capped to what fits in memory");
@@ -931,7 +958,28 @@ mod tests {
         let refused = task.submit(nine_rows, &Slo::default()).err();
         assert!(matches!(refused, Some(Error::RequestTooLarge { rows: 9, max_batch_size: 8, .. })), "{refused:?}");
         // A policy asking for more than fits gets what fits.
-        assert_eq!(task.configure_active(Some(8), None).unwrap().max_batch_size, 3);
+        let asked = BatchingKnobs { max_batch_size: Some(8), ..BatchingKnobs::default() };
+        assert_eq!(task.configure_variant("v", asked).unwrap().max_batch_size, 3);
+        assert_eq!(task.batch_ceilings(), [("v".to_string(), 3)]);
+    }
+
+    #[test]
+    fn knobs_set_for_a_variant_not_loaded_are_those_it_loads_and_serves_with() {
+        let mut config = TaskConfig::new("knobs");
+        for name in ["v0", "v1"] {
+            config = config.with_variant(VariantConfig::new(name, "fake", 70.0).with_warmup(WarmupConfig::disabled()));
+        }
+        let make: MakeBackend = Arc::new(|_, _| FakeBackend::factory(FakeConfig::default(), BatchLog::default()));
+        let task = Task::start(config, make).unwrap();
+        let one = BatchingKnobs { max_batch_size: Some(1), max_queue_delay_us: Some(250) };
+        let set = task.configure_variant("v1", one).unwrap();
+        assert_eq!((set.max_batch_size, set.max_queue_delay_us), (1, 250));
+        assert_eq!(task.serving().0.max_batch_size, 8, "the active variant keeps its own");
+        task.switch_to("v1").unwrap();
+        let (knobs, _) = task.serving();
+        assert_eq!((knobs.variant.as_str(), knobs.max_batch_size, knobs.max_queue_delay_us), ("v1", 1, 250));
+        let unknown = task.configure_variant("v9", one).err();
+        assert!(matches!(unknown, Some(Error::UnknownVariant { .. })), "{unknown:?}");
     }
 
     #[test]
