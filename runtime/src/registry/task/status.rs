@@ -1,0 +1,183 @@
+//! What a task reports of itself: its variants, versions and states for people and
+//! the repository API, and the snapshot of each variant a policy decides on.
+
+use super::lifecycle::mark_drained;
+use super::*;
+
+/// One version of a variant, as [`Task::status`] reports it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct VersionStatus {
+    /// Version number, from 1.
+    pub version: u64,
+    /// Its state.
+    pub state: VariantState,
+    /// Its model file.
+    pub path: PathBuf,
+    /// How long the slowest instance took to warm up.
+    pub warmup: Option<Duration>,
+    /// Memory it is estimated to hold while loaded (twice its file: weights, and
+    /// the copies sessions pack them into).
+    pub memory_bytes: u64,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Its profiled maximal throughput, in requests per second.
+    pub max_throughput_per_s: Option<f64>,
+    /// Its profiled warm latency against batch size.
+    pub latency_fit: Option<LatencyFit>,
+    /// How its queue admits requests with a deadline, while it is loaded: by its
+    /// profiled batch cost, or (without a profile) by the queue's room alone.
+    pub admission: Option<Admission>,
+}
+
+/// One variant, as [`Task::status`] reports it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct VariantStatus {
+    /// Its name.
+    pub name: String,
+    /// Its accuracy.
+    pub accuracy: f64,
+    /// The version that serves it, if one is ready.
+    pub current: Option<u64>,
+    /// Its versions, oldest first.
+    pub versions: Vec<VersionStatus>,
+}
+
+impl VariantStatus {
+    /// State of the serving version, or `Unloaded`.
+    pub fn state(&self) -> VariantState {
+        self.current
+            .and_then(|c| self.versions.iter().find(|v| v.version == c))
+            .map_or(VariantState::Unloaded, |v| v.state)
+    }
+}
+
+/// A task's variants and which one is active.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TaskStatus {
+    /// The task.
+    pub name: String,
+    /// The active variant.
+    pub active: String,
+    /// Its serving version.
+    pub active_version: u64,
+    /// All variants, cheapest first.
+    pub variants: Vec<VariantStatus>,
+    /// Requests waiting in the active variant's queue.
+    pub queue_length: u64,
+    /// The latency target its callers expect, in ms.
+    pub latency_slo_ms: Option<f64>,
+    /// The input that takes encoded images, where its variants preprocess images.
+    pub image_input: Option<String>,
+    /// The tensor the active variant's preprocessing makes of one image (batch of 1).
+    pub image_shape: Option<Vec<usize>>,
+}
+
+impl TaskStatus {
+    /// The variant called `name`.
+    pub fn variant(&self, name: &str) -> Option<&VariantStatus> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+}
+
+impl Task {
+    /// Every variant as a policy sees it: accuracy, state, and what it costs.
+    pub fn variant_snapshots(&self) -> Vec<VariantSnapshot> {
+        let inner = self.lock();
+        inner
+            .variants
+            .iter()
+            .map(|slot| {
+                let entry = slot.serving_version();
+                let profile = entry.and_then(|e| e.profile.as_ref());
+                let cost = VariantCost {
+                    fit: profile.and_then(|p| p.fit),
+                    max_throughput: profile.and_then(|p| p.max_throughput),
+                    load_ms: entry.and_then(|e| e.load_time).map(|t| t.as_secs_f64() * 1e3),
+                    memory_bytes: entry.map(|e| e.memory_bytes).filter(|&b| b > 0),
+                    max_safe_batch: profile.and_then(|p| p.max_safe_batch),
+                };
+                let known = cost != VariantCost::default();
+                // The counters are the variant's, whichever version ran the batches.
+                let runs = entry.and_then(|e| e.model.as_ref()).map(|model| {
+                    let totals = model.counters().totals();
+                    RunTotals {
+                        batches: totals.executions,
+                        rows: totals.inferences,
+                        run_ms: totals.batch_run.as_secs_f64() * 1e3,
+                    }
+                });
+                let state = match (entry, &slot.misfit) {
+                    (Some(e), _) => e.state,
+                    (None, Some(_)) => VariantState::Failed,
+                    (None, None) => VariantState::Unloaded,
+                };
+                VariantSnapshot {
+                    name: slot.config.name.clone(),
+                    accuracy: slot.config.accuracy,
+                    state,
+                    // Where it runs if loaded (a variant may have fallen back to the CPU).
+                    device: entry.and_then(|e| e.model.as_ref()).map_or(slot.config.device, |m| m.device()).name(),
+                    profile: known.then_some(cost),
+                    runs,
+                }
+            })
+            .collect()
+    }
+
+    /// The profile of `variant`'s serving version, if it has one.
+    pub fn profile(&self, variant: &str) -> Result<Option<Arc<Profile>>, Error> {
+        let index = self.index_of(variant)?;
+        let inner = self.lock();
+        let slot = &inner.variants[index];
+        Ok(slot.serving_version().and_then(|e| e.profile.clone()))
+    }
+
+    /// Variants, their versions and states.
+    pub fn status(&self) -> TaskStatus {
+        let queue_length = self.serving().1;
+        let routes = self.routes.load();
+        let active_model = routes.as_ref().map(|r| &r.ready[r.active]);
+        let image_input = active_model.and_then(|m| m.image_input().map(str::to_string));
+        let image_shape = active_model.and_then(|m| m.preprocess().map(|p| p.shape(1)));
+        let mut inner = self.lock();
+        mark_drained(&mut inner);
+        let active = &inner.variants[inner.active];
+        TaskStatus {
+            name: self.name.to_string(),
+            queue_length,
+            latency_slo_ms: self.latency_slo_ms,
+            image_input,
+            image_shape,
+            active: active.config.name.clone(),
+            active_version: active.current.unwrap_or(0),
+            variants: inner
+                .variants
+                .iter()
+                .map(|slot| VariantStatus {
+                    name: slot.config.name.clone(),
+                    accuracy: slot.config.accuracy,
+                    current: slot.current,
+                    versions: slot
+                        .versions
+                        .iter()
+                        .map(|(&version, e)| VersionStatus {
+                            version,
+                            state: e.state,
+                            path: e.path.clone(),
+                            warmup: e.warmup,
+                            memory_bytes: e.memory_bytes,
+                            error: e.error.clone(),
+                            max_throughput_per_s: e
+                                .profile
+                                .as_ref()
+                                .and_then(|p| p.max_throughput)
+                                .map(|t| t.requests_per_s),
+                            latency_fit: e.profile.as_ref().and_then(|p| p.fit),
+                            admission: e.model.as_ref().map(|m| m.admission()),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}

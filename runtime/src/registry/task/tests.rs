@@ -1,0 +1,214 @@
+use modelless_policy_abi::{ProfileKey, Throughput};
+
+use super::*;
+use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+use crate::profile::MemoryProbe;
+use crate::tensor::Tensor;
+use crate::warmup::WarmupConfig;
+
+/// Variants v0, v1, v2 of accuracy 60, 70, 80, all loaded, v0 active.
+fn task(find_profile: Option<FindProfile>) -> Task {
+    let mut config = TaskConfig::new("classify");
+    for (i, accuracy) in [60.0, 70.0, 80.0].into_iter().enumerate() {
+        let variant = VariantConfig::new(format!("v{i}"), "fake", accuracy).with_warmup(WarmupConfig::disabled());
+        config = config.with_variant(variant.with_preload(true));
+    }
+    let make: MakeBackend = Arc::new(|_, _| FakeBackend::factory(FakeConfig::default(), BatchLog::default()));
+    Task::start_profiled(config, make, find_profile).unwrap()
+}
+
+/// Profiles with these maximal throughputs by variant name; none for the others.
+fn profiles(throughputs: &'static [(&'static str, f64)]) -> FindProfile {
+    Arc::new(move |variant, _| {
+        let (_, per_s) = throughputs.iter().find(|(name, _)| *name == variant.name)?;
+        Some(Profile {
+            key: ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() },
+            points: Vec::new(),
+            fit: None,
+            max_throughput: Some(Throughput { requests_per_s: *per_s, batch_size: 1 }),
+            memory_budget_bytes: None,
+            max_safe_batch: None,
+            first_runs: Vec::new(),
+        })
+    })
+}
+
+#[test]
+fn batches_are_capped_to_what_fits_the_measured_memory_and_larger_requests_run_split() {
+    let fake = FakeConfig { memory_per_row: 1 << 20, per_batch: Duration::from_millis(20), ..FakeConfig::default() };
+    let log = BatchLog::default();
+    let make: MakeBackend = {
+        let log = log.clone();
+        Arc::new(move |_, _| FakeBackend::factory(fake.clone(), log.clone()))
+    };
+    let batching = BatchingConfig::default().with_max_batch_size(8);
+    let variant = VariantConfig::new("v", "fake", 50.0).with_batching(batching).with_warmup(WarmupConfig::disabled());
+    // What the profiler stores for a memory budget that fits 3 rows.
+    let find: FindProfile = Arc::new(|_, _| {
+        Some(Profile {
+            key: ProfileKey { model_sha256: "00".into(), device: "cuda:0".into(), settings: "{}".into() },
+            points: Vec::new(),
+            fit: None,
+            max_throughput: None,
+            memory_budget_bytes: Some(3 << 20),
+            max_safe_batch: Some(3),
+            first_runs: Vec::new(),
+        })
+    });
+    let task = Task::start_profiled(TaskConfig::new("gpu").with_variant(variant), make, Some(find)).unwrap();
+    let row = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    let tickets: Vec<_> = (0..10).map(|_| task.submit(row(), &Slo::default()).unwrap()).collect();
+    tickets.into_iter().for_each(|t| drop(t.wait().unwrap()));
+    assert!(log.sizes().iter().all(|&rows| rows <= 3), "{:?}", log.sizes());
+    assert!(log.sizes().contains(&3), "batches grow to the cap: {:?}", log.sizes());
+    assert!(log.bytes_in_use().unwrap() <= 3 << 20);
+    let seven_rows: Vec<f32> = (0..7 * 4).map(|i| i as f32).collect();
+    let answer = task.submit(Inputs::from(Tensor::new([7, 4], seven_rows.clone()).unwrap()), &Slo::default());
+    let answer = answer.unwrap().wait().unwrap();
+    // The fake backend answers its input: the parts come back joined in order.
+    assert_eq!(answer.first().unwrap().as_slice::<f32>().unwrap(), &seven_rows[..]);
+    assert!(log.sizes().iter().all(|&rows| rows <= 3), "{:?}", log.sizes());
+    assert!(log.bytes_in_use().unwrap() <= 3 << 20);
+    let nine_rows = Inputs::from(Tensor::new([9, 4], vec![1.0f32; 36]).unwrap());
+    let refused = task.submit(nine_rows, &Slo::default()).err();
+    assert!(matches!(refused, Some(Error::RequestTooLarge { rows: 9, max_batch_size: 8, .. })), "{refused:?}");
+    // A policy asking for more than fits gets what fits.
+    let asked = BatchingKnobs { max_batch_size: Some(8), ..BatchingKnobs::default() };
+    assert_eq!(task.configure_variant("v", asked).unwrap().max_batch_size, 3);
+    assert_eq!(task.batch_ceilings(), [("v".to_string(), 3)]);
+}
+
+#[test]
+fn knobs_set_for_a_variant_not_loaded_are_those_it_loads_and_serves_with() {
+    let mut config = TaskConfig::new("knobs");
+    for name in ["v0", "v1"] {
+        config = config.with_variant(VariantConfig::new(name, "fake", 70.0).with_warmup(WarmupConfig::disabled()));
+    }
+    let make: MakeBackend = Arc::new(|_, _| FakeBackend::factory(FakeConfig::default(), BatchLog::default()));
+    let task = Task::start(config, make).unwrap();
+    let one = BatchingKnobs { max_batch_size: Some(1), max_queue_delay_us: Some(250) };
+    let set = task.configure_variant("v1", one).unwrap();
+    assert_eq!((set.max_batch_size, set.max_queue_delay_us), (1, 250));
+    assert_eq!(task.serving().0.max_batch_size, 8, "the active variant keeps its own");
+    task.switch_to("v1").unwrap();
+    let (knobs, _) = task.serving();
+    assert_eq!((knobs.variant.as_str(), knobs.max_batch_size, knobs.max_queue_delay_us), ("v1", 1, 250));
+    let unknown = task.configure_variant("v9", one).err();
+    assert!(matches!(unknown, Some(Error::UnknownVariant { .. })), "{unknown:?}");
+}
+
+#[test]
+fn a_profile_without_a_memory_limit_leaves_the_batching_as_configured() {
+    let batching = BatchingConfig::default().with_max_batch_size(8).with_preferred_batch_sizes([8, 4]);
+    let mut profile = profiles(&[("v", 100.0)])(&VariantConfig::new("v", "fake", 1.0), Path::new("fake")).unwrap();
+    assert_eq!(memory_capped(batching.clone(), Some(&profile)), batching);
+    profile.max_safe_batch = Some(16);
+    assert_eq!(memory_capped(batching.clone(), Some(&profile)), batching);
+    profile.max_safe_batch = Some(5);
+    let capped = memory_capped(batching, Some(&profile));
+    assert_eq!((capped.max_batch_size, capped.preferred_batch_sizes), (5, vec![4]));
+}
+
+fn served(task: &Task, min_accuracy: f64) -> String {
+    let input = Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    let slo = Slo::default().with_min_accuracy(min_accuracy);
+    task.submit(input, &slo).unwrap().wait().unwrap().model.to_string()
+}
+
+#[test]
+fn with_every_variant_profiled_the_cheapest_by_throughput_serves_accuracy_requests() {
+    // v2 is listed last but answers four times as many requests a second as v1.
+    let task = task(Some(profiles(&[("v0", 500.0), ("v1", 100.0), ("v2", 400.0)])));
+    assert_eq!(served(&task, 65.0), "v2");
+    assert_eq!(served(&task, 55.0), "v0", "the active variant is accurate enough");
+    let status = task.status();
+    let v1 = status.variant("v1").unwrap();
+    assert_eq!(v1.versions[0].max_throughput_per_s, Some(100.0));
+    assert_eq!(task.profile("v2").unwrap().and_then(|p| p.max_throughput).map(|t| t.requests_per_s), Some(400.0));
+}
+
+#[test]
+fn the_task_counts_its_traffic_as_requests_end() {
+    let task = task(None);
+    for _ in 0..5 {
+        served(&task, 50.0);
+    }
+    let input = Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    assert!(task.submit(input, &Slo::default().with_min_accuracy(99.0)).is_err());
+    let reading = task.traffic().read();
+    assert_eq!(reading.in_flight, 0);
+    assert_eq!(reading.tick.latencies_ms.len(), 5);
+    assert_eq!(reading.tick.rejections, 1);
+    assert!(task.traffic().read().tick.latencies_ms.is_empty(), "a reading takes the tick's answers");
+}
+
+#[test]
+fn without_a_profile_for_every_variant_the_configured_order_decides() {
+    let task = task(Some(profiles(&[("v0", 500.0), ("v2", 400.0)])));
+    assert_eq!(served(&task, 65.0), "v1");
+    assert!(task.profile("v1").unwrap().is_none());
+    assert_eq!(served(&self::task(None), 65.0), "v1");
+}
+
+#[test]
+fn a_variant_snapshot_counts_the_batches_its_sessions_ran() {
+    let variant = VariantConfig::new("only", "fake", 70.0).with_warmup(WarmupConfig::disabled());
+    let config = TaskConfig::new("runs-counted").with_variant(variant.with_preload(true));
+    let slow =
+        FakeConfig { per_batch: Duration::from_millis(2), per_row: Duration::from_millis(1), ..FakeConfig::default() };
+    let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(slow.clone(), BatchLog::default()));
+    let task = Task::start_profiled(config, make, None).unwrap();
+    for rows in [1, 3] {
+        let input = Inputs::from(Tensor::new([rows, 4], vec![1.0f32; 4 * rows]).unwrap());
+        task.submit(input, &Slo::default()).unwrap().wait().unwrap();
+    }
+    let runs = task.variant_snapshots()[0].runs.unwrap();
+    assert_eq!((runs.batches, runs.rows), (2, 4));
+    assert!(runs.run_ms >= 2.0 * 2.0 + 4.0, "two batches of 2 ms and four rows of 1 ms: {runs:?}");
+}
+
+#[test]
+fn a_switch_moves_the_requests_waiting_for_the_replaced_variant() {
+    // `slow` runs one row at a time, 100 ms each; `fast` takes no time.
+    let one_row = BatchingConfig::default().with_max_batch_size(1);
+    let mut config = TaskConfig::new("moves-waiting");
+    for name in ["slow", "fast"] {
+        let variant = VariantConfig::new(name, "fake", 70.0).with_warmup(WarmupConfig::disabled());
+        config = config.with_variant(variant.with_preload(true).with_batching(one_row.clone()));
+    }
+    let make: MakeBackend = Arc::new(|variant, _| {
+        let per_batch = if variant.name == "slow" { Duration::from_millis(100) } else { Duration::ZERO };
+        FakeBackend::factory(FakeConfig { per_batch, ..FakeConfig::default() }, BatchLog::default())
+    });
+    let task = Task::start_profiled(config, make, None).unwrap();
+    let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    let tickets: Vec<_> = (0..4).map(|_| task.submit(input(), &Slo::default()).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(task.switch_to("fast").unwrap().moved, 3, "one runs on `slow`, three wait");
+    let served: Vec<String> = tickets.into_iter().map(|t| t.wait().unwrap().model.to_string()).collect();
+    assert_eq!(served, ["slow", "fast", "fast", "fast"]);
+    assert_eq!(task.traffic().read().in_flight, 0, "each counted once as it ended");
+}
+
+#[test]
+fn a_batch_waiting_for_its_turn_takes_in_the_requests_that_arrive_meanwhile() {
+    let log = BatchLog::default();
+    let variant = VariantConfig::new("v", "fake", 70.0).with_warmup(WarmupConfig::disabled()).with_preload(true);
+    let config = TaskConfig::new("tops-up").with_variant(variant);
+    let fake = FakeConfig { takes_turns: true, ..FakeConfig::default() };
+    let sizes = log.clone();
+    let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(fake.clone(), sizes.clone()));
+    let task = Task::start_profiled(config, make, None).unwrap();
+    let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    // Another task's batch holds the turn: the first request's batch waits for it,
+    // and three more arrive meanwhile.
+    let other = crate::backend::turns::RUN_TURNS.take();
+    let first = task.submit(input(), &Slo::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    let more: Vec<_> = (0..3).map(|_| task.submit(input(), &Slo::default()).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(30));
+    drop(other);
+    let batch_sizes: Vec<usize> = std::iter::once(first).chain(more).map(|t| t.wait().unwrap().batch_size).collect();
+    assert_eq!(batch_sizes, [4, 4, 4, 4]);
+    assert_eq!(log.sizes(), [4], "one run, not one for the first request and one for the rest");
+}
