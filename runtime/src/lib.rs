@@ -27,6 +27,7 @@ pub mod stats;
 pub mod tensor;
 pub mod warmup;
 
+pub use answered::Outcome;
 pub use backend::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
 pub use batching::BatchingConfig;
 pub use error::{BackendError, Error, ErrorKind};

@@ -102,7 +102,7 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
-    use crate::load::record::Status;
+    use crate::load::record::Outcome;
     use crate::load::runner::Answer;
     use crate::load::summary::TaskTarget;
 
@@ -126,7 +126,7 @@ mod tests {
                 tokio::time::sleep(delay).await;
                 now.fetch_sub(1, Ordering::SeqCst);
                 Answer {
-                    status: Status::Ok,
+                    status: Outcome::Served,
                     variant: Some("v".into()),
                     batch_size: Some(1),
                     reason: None,
@@ -153,7 +153,7 @@ mod tests {
         let n = result.records.len();
         // 4 clients × 1 s / 20 ms = 200 at most; timer slack on a busy machine costs some.
         assert!((60..=204).contains(&n), "{n} requests");
-        assert!(result.records.iter().all(|r| r.status == Status::Ok && r.latency_ms >= 19.0));
+        assert!(result.records.iter().all(|r| r.status == Outcome::Served && r.latency_ms >= 19.0));
         assert!(result.records.windows(2).all(|w| w[0].sent_s <= w[1].sent_s));
         assert_eq!((seconds, result.duration_s), (1, 1));
         assert!(

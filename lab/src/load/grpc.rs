@@ -18,7 +18,7 @@ use modelless_runtime::kserve::tonic::{Code, transport::Channel};
 use bytes::Bytes;
 
 use super::images::ImageSet;
-use super::record::{Stages, Status};
+use super::record::{Outcome, Stages};
 use super::runner::{Answer, Target};
 use super::summary::TaskTarget;
 use super::{LoadError, LoadSpec};
@@ -138,11 +138,11 @@ fn stages(ms_of: &dyn Fn(&str) -> Option<f64>) -> Option<Stages> {
 }
 
 /// How a gRPC status counts in a run.
-fn status_of(code: Code) -> Status {
+fn status_of(code: Code) -> Outcome {
     match code {
-        Code::ResourceExhausted | Code::FailedPrecondition | Code::OutOfRange => Status::Rejected,
-        Code::DeadlineExceeded => Status::Expired,
-        _ => Status::Failed,
+        Code::ResourceExhausted | Code::FailedPrecondition | Code::OutOfRange => Outcome::Rejected,
+        Code::DeadlineExceeded => Outcome::Expired,
+        _ => Outcome::Failed,
     }
 }
 
@@ -190,7 +190,7 @@ impl Target for Grpc {
                         Some(ParameterChoice::Int64Param(us)) => Some(us as f64 / 1e3),
                         _ => None,
                     });
-                    Answer { status: Status::Ok, variant, batch_size, reason: None, stages }
+                    Answer { status: Outcome::Served, variant, batch_size, reason: None, stages }
                 }
                 Err(status) => Answer {
                     status: status_of(status.code()),

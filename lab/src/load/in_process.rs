@@ -10,7 +10,7 @@ use modelless_runtime::policy_abi::RunTotals;
 use modelless_runtime::{Error, Inputs, Slo, Tensor};
 
 use super::images::ImageSet;
-use super::record::{Stages, Status};
+use super::record::{Outcome, Stages};
 use super::runner::{Answer, Target};
 use super::summary::TaskTarget;
 use super::{LoadError, LoadSpec};
@@ -98,14 +98,14 @@ impl InProcess {
 }
 
 /// How an error of the runtime counts in a run.
-fn status_of(error: &Error) -> Status {
+fn status_of(error: &Error) -> Outcome {
     match error {
         Error::Overloaded { .. }
         | Error::WouldMissDeadline { .. }
         | Error::RequestTooLarge { .. }
-        | Error::NoVariantMeetsSlo { .. } => Status::Rejected,
-        Error::DeadlineExceeded { .. } => Status::Expired,
-        _ => Status::Failed,
+        | Error::NoVariantMeetsSlo { .. } => Outcome::Rejected,
+        Error::DeadlineExceeded { .. } => Outcome::Expired,
+        _ => Outcome::Failed,
     }
 }
 
@@ -138,7 +138,7 @@ impl Target for InProcess {
             match ticket {
                 Ok(ticket) => match ticket.await_answer().await {
                     Ok(output) => Answer {
-                        status: Status::Ok,
+                        status: Outcome::Served,
                         variant: Some(output.model.to_string()),
                         batch_size: Some(output.batch_size as u32),
                         reason: None,

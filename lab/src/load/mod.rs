@@ -39,7 +39,7 @@ pub use grpc::Grpc;
 pub use images::ImageSet;
 pub use in_process::{InProcess, RequestMaker};
 pub use pattern::Pattern;
-pub use record::{RequestRecord, Stages, Status};
+pub use record::{Outcome, RequestRecord, Stages};
 pub use runner::{Answer, Progress, RunResult, Target, run};
 pub use runs::{RunsMeter, SecondRuns, read_runs_csv, runs_csv};
 pub use stages::StageBreakdown;

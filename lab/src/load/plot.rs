@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::record::{RequestRecord, Status};
+use super::record::{Outcome, RequestRecord};
 use super::runner::RunResult;
 use super::stages::StageBreakdown;
 use crate::plot::{Anchor, Canvas};
@@ -23,7 +23,7 @@ pub fn task_svg(run: &RunResult, task: &str, title: &str) -> String {
     let Some(target) = run.targets.iter().find(|t| t.task == task) else { return String::new() };
     let seconds = f64::from(run.duration_s.max(1));
     let records: Vec<_> = run.records.iter().filter(|r| r.task == task).collect();
-    let mut answered: Vec<f64> = records.iter().filter(|r| r.status == Status::Ok).map(|r| r.latency_ms).collect();
+    let mut answered: Vec<f64> = records.iter().filter(|r| r.status == Outcome::Served).map(|r| r.latency_ms).collect();
     answered.sort_by(f64::total_cmp);
     let p999 = answered.get(answered.len() * 999 / 1000).copied().unwrap_or(0.0);
     let y_max = p999.max(target.slo_ms * 1.5).max(1.0);
@@ -57,8 +57,8 @@ pub fn task_svg(run: &RunResult, task: &str, title: &str) -> String {
 
     // Every request: answered in time black, late or failed red (failed at the top).
     for r in &records {
-        let in_slo = r.status == Status::Ok && r.latency_ms <= target.slo_ms;
-        let (colour, ms) = if r.status == Status::Ok {
+        let in_slo = r.status == Outcome::Served && r.latency_ms <= target.slo_ms;
+        let (colour, ms) = if r.status == Outcome::Served {
             (if in_slo { "black" } else { SLO_RED }, r.latency_ms)
         } else {
             (SLO_RED, y_max)

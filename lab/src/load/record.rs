@@ -3,35 +3,10 @@
 use std::io::Write;
 use std::path::Path;
 
+pub use modelless_runtime::Outcome;
 use serde::{Deserialize, Serialize};
 
 use super::LoadError;
-
-/// How a request ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Answered (in time or not).
-    Ok,
-    /// Refused at admission: queue full, too large, no variant accurate enough.
-    Rejected,
-    /// Its deadline passed before it ran.
-    Expired,
-    /// Any other error.
-    Failed,
-}
-
-impl Status {
-    /// Its name in logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Rejected => "rejected",
-            Status::Expired => "expired",
-            Status::Failed => "failed",
-        }
-    }
-}
 
 /// One request of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,7 +16,7 @@ pub struct RequestRecord {
     /// When it was sent, s from the start of the run.
     pub sent_s: f64,
     /// How it ended.
-    pub status: Status,
+    pub status: Outcome,
     /// From sending to its answer or error, ms.
     pub latency_ms: f64,
     /// The variant that answered.
@@ -104,7 +79,7 @@ impl RequestRecord {
         RequestRecord {
             task: task.to_string(),
             sent_s,
-            status: Status::Failed,
+            status: Outcome::Failed,
             latency_ms: drain_ms,
             variant: None,
             batch_size: None,
@@ -196,7 +171,7 @@ mod tests {
             RequestRecord {
                 task: "t".into(),
                 sent_s: 0.25,
-                status: Status::Ok,
+                status: Outcome::Served,
                 latency_ms: 12.5,
                 variant: Some("v1".into()),
                 batch_size: Some(4),
@@ -212,7 +187,7 @@ mod tests {
             RequestRecord {
                 task: "t".into(),
                 sent_s: 0.5,
-                status: Status::Rejected,
+                status: Outcome::Rejected,
                 latency_ms: 0.1,
                 variant: None,
                 batch_size: None,

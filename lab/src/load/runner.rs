@@ -13,7 +13,7 @@ use modelless_runtime::policy_abi::RunTotals;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::time::Instant;
 
-use super::record::{RequestRecord, Stages, Status};
+use super::record::{Outcome, RequestRecord, Stages};
 use super::runs::{RunsMeter, SecondRuns};
 use super::summary::{Sample, Second, Summary, TaskTarget, summarize, timeline};
 use super::{Arrival, LoadError, LoadSpec, Schedule};
@@ -22,7 +22,7 @@ use super::{Arrival, LoadError, LoadSpec, Schedule};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer {
     /// How it ended.
-    pub status: Status,
+    pub status: Outcome,
     /// The variant that answered.
     pub variant: Option<String>,
     /// Rows in the batch it ran in.

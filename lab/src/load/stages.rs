@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use super::record::{RequestRecord, Stages, Status};
+use super::record::{Outcome, RequestRecord, Stages};
 
 /// The mean time of each stage over the answered requests that told their stages, ms,
 /// and what remained: in the server outside the stages (routing, waking the caller),
@@ -36,7 +36,7 @@ impl StageBreakdown {
     pub fn of<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> Option<Self> {
         let told: Vec<(&Stages, f64)> = records
             .into_iter()
-            .filter(|r| r.status == Status::Ok)
+            .filter(|r| r.status == Outcome::Served)
             .filter_map(|r| r.stages.as_ref().map(|s| (s, r.latency_ms)))
             .collect();
         if told.is_empty() {
@@ -100,7 +100,7 @@ mod tests {
         RequestRecord {
             task: "t".into(),
             sent_s,
-            status: Status::Ok,
+            status: Outcome::Served,
             latency_ms,
             variant: None,
             batch_size: None,
@@ -114,7 +114,7 @@ mod tests {
         let a = Stages { decode_ms: 4.0, preprocess_ms: 1.0, queue_ms: 2.0, compute_ms: 3.0, total_ms: 11.0 };
         let b = Stages { decode_ms: 2.0, preprocess_ms: 1.0, queue_ms: 0.0, compute_ms: 5.0, total_ms: 9.0 };
         let mut failed = answered(0.0, 99.0, Some(a));
-        failed.status = Status::Failed;
+        failed.status = Outcome::Failed;
         let records = [answered(0.1, 12.0, Some(a)), answered(1.2, 10.0, Some(b)), answered(1.5, 50.0, None), failed];
         let breakdown = StageBreakdown::of(&records).unwrap();
         assert_eq!(breakdown.answers, 2, "untold and failed ones are left out");

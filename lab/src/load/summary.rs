@@ -7,7 +7,7 @@ use std::fmt::Write;
 use modelless_runtime::stats::percentile;
 use serde::{Deserialize, Serialize};
 
-use super::record::{RequestRecord, Status};
+use super::record::{Outcome, RequestRecord};
 use super::stages::{StageBreakdown, stage_table};
 
 /// A task as a run targets it: its latency SLO and its variants' accuracies.
@@ -36,7 +36,7 @@ impl TaskTarget {
     }
 
     fn in_slo(&self, record: &RequestRecord) -> bool {
-        record.status == Status::Ok && record.latency_ms <= self.slo_ms
+        record.status == Outcome::Served && record.latency_ms <= self.slo_ms
     }
 }
 
@@ -142,10 +142,11 @@ fn summary<'a>(
     samples: &[&Sample],
     duration_s: f64,
 ) -> Summary {
-    let count = |status: Status| records.iter().filter(|r| r.status == status).count() as u64;
+    let count = |status: Outcome| records.iter().filter(|r| r.status == status).count() as u64;
     let sent = records.len() as u64;
     let in_slo = records.iter().filter(|r| target_of(r).in_slo(r)).count() as u64;
-    let mut latencies: Vec<f64> = records.iter().filter(|r| r.status == Status::Ok).map(|r| r.latency_ms).collect();
+    let mut latencies: Vec<f64> =
+        records.iter().filter(|r| r.status == Outcome::Served).map(|r| r.latency_ms).collect();
     let mut at = |q| (!latencies.is_empty()).then(|| percentile(&mut latencies, q));
     let (p50_ms, p95_ms, p99_ms) = (at(0.5), at(0.95), at(0.99));
     let per_request = |f: &dyn Fn(&RequestRecord) -> f64| {
@@ -160,10 +161,10 @@ fn summary<'a>(
     Summary {
         task: name.to_string(),
         sent,
-        completed: count(Status::Ok),
-        rejected: count(Status::Rejected),
-        expired: count(Status::Expired),
-        failed: count(Status::Failed),
+        completed: count(Outcome::Served),
+        rejected: count(Outcome::Rejected),
+        expired: count(Outcome::Expired),
+        failed: count(Outcome::Failed),
         failures_by_reason: records.iter().filter_map(|r| r.failure_kind()).fold(BTreeMap::new(), |mut by, kind| {
             *by.entry(kind.to_string()).or_default() += 1;
             by
@@ -174,7 +175,7 @@ fn summary<'a>(
         p95_ms,
         p99_ms,
         goodput_per_s: if duration_s > 0.0 { in_slo as f64 / duration_s } else { 0.0 },
-        throughput_per_s: if duration_s > 0.0 { count(Status::Ok) as f64 / duration_s } else { 0.0 },
+        throughput_per_s: if duration_s > 0.0 { count(Outcome::Served) as f64 / duration_s } else { 0.0 },
         effective_accuracy,
         normalized_accuracy,
         variant_switches: switches(samples),
@@ -241,7 +242,7 @@ pub fn timeline(records: &[RequestRecord], targets: &[TaskTarget], samples: &[Sa
             let second = second as u32;
             let in_slo = sent.iter().filter(|r| target.in_slo(r)).count() as u64;
             let mut latencies: Vec<f64> =
-                sent.iter().filter(|r| r.status == Status::Ok).map(|r| r.latency_ms).collect();
+                sent.iter().filter(|r| r.status == Outcome::Served).map(|r| r.latency_ms).collect();
             let mut at = |q| (!latencies.is_empty()).then(|| percentile(&mut latencies, q));
             let (p50_ms, p99_ms) = (at(0.5), at(0.99));
             let sample = samples.iter().find(|s| s.second == second && s.task == target.task);
@@ -339,7 +340,7 @@ pub fn markdown_table(rows: &[(String, Summary)]) -> String {
 mod tests {
     use super::*;
 
-    fn record(task: &str, sent_s: f64, status: Status, latency_ms: f64, variant: Option<&str>) -> RequestRecord {
+    fn record(task: &str, sent_s: f64, status: Outcome, latency_ms: f64, variant: Option<&str>) -> RequestRecord {
         RequestRecord {
             task: task.into(),
             sent_s,
@@ -349,8 +350,8 @@ mod tests {
             batch_size: None,
             stages: None,
             reason: match status {
-                Status::Ok => None,
-                Status::Rejected => Some(crate::load::record::reason("queue_full", "queue full")),
+                Outcome::Served => None,
+                Outcome::Rejected => Some(crate::load::record::reason("queue_full", "queue full")),
                 _ => Some(crate::load::record::reason("expired", "expired")),
             },
         }
@@ -378,12 +379,12 @@ mod tests {
     fn a_hand_made_log_sums_up_as_worked_out_by_hand() {
         let a = target("a", 100.0, &[("small", 60.0), ("big", 80.0)]);
         let records = vec![
-            record("a", 0.1, Status::Ok, 50.0, Some("big")),   // in time: 80
-            record("a", 0.2, Status::Ok, 90.0, Some("small")), // in time: 60
-            record("a", 1.1, Status::Ok, 150.0, Some("big")),  // late: 0
-            record("a", 1.2, Status::Rejected, 0.5, None),     // 0
-            record("a", 1.3, Status::Expired, 100.0, None),    // 0
-            record("b", 1.4, Status::Ok, 10.0, Some("x")),     // another task
+            record("a", 0.1, Outcome::Served, 50.0, Some("big")), // in time: 80
+            record("a", 0.2, Outcome::Served, 90.0, Some("small")), // in time: 60
+            record("a", 1.1, Outcome::Served, 150.0, Some("big")), // late: 0
+            record("a", 1.2, Outcome::Rejected, 0.5, None),       // 0
+            record("a", 1.3, Outcome::Expired, 100.0, None),      // 0
+            record("b", 1.4, Outcome::Served, 10.0, Some("x")),   // another task
         ];
         let samples = [
             sample("a", 0, "big", 0),
@@ -409,10 +410,10 @@ mod tests {
     fn the_pooled_summary_normalises_each_task_by_its_own_best_variant() {
         let targets = [target("a", 100.0, &[("a1", 50.0)]), target("b", 10.0, &[("b1", 40.0), ("b2", 80.0)])];
         let records = vec![
-            record("a", 0.0, Status::Ok, 20.0, Some("a1")), // 1.0
-            record("b", 0.0, Status::Ok, 5.0, Some("b1")),  // 0.5
-            record("b", 0.0, Status::Ok, 20.0, Some("b2")), // late: 0
-            record("b", 0.0, Status::Failed, 1.0, None),    // 0
+            record("a", 0.0, Outcome::Served, 20.0, Some("a1")), // 1.0
+            record("b", 0.0, Outcome::Served, 5.0, Some("b1")),  // 0.5
+            record("b", 0.0, Outcome::Served, 20.0, Some("b2")), // late: 0
+            record("b", 0.0, Outcome::Failed, 1.0, None),        // 0
         ];
         let all = summarize(&records, &targets, &[], 1.0);
         assert_eq!(all.len(), 3);
@@ -428,9 +429,9 @@ mod tests {
     fn the_timeline_buckets_requests_by_the_second_they_were_sent() {
         let a = target("a", 100.0, &[("v", 1.0)]);
         let records = vec![
-            record("a", 0.1, Status::Ok, 50.0, Some("v")),
-            record("a", 0.9, Status::Ok, 150.0, Some("v")),
-            record("a", 2.5, Status::Rejected, 1.0, None),
+            record("a", 0.1, Outcome::Served, 50.0, Some("v")),
+            record("a", 0.9, Outcome::Served, 150.0, Some("v")),
+            record("a", 2.5, Outcome::Rejected, 1.0, None),
         ];
         let faulting = Sample { page_faults: Some(2_352), rss_bytes: Some(300 << 20), ..sample("a", 1, "v", 4) };
         let rows = timeline(&records, &[a], &[faulting], 3);

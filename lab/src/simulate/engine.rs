@@ -16,7 +16,7 @@ use rand::rngs::StdRng;
 
 use super::model::SimModel;
 use super::server::{Queued, Server};
-use crate::load::{LoadError, LoadSpec, RequestRecord, RunResult, Sample, Status, TaskTarget};
+use crate::load::{LoadError, LoadSpec, Outcome, RequestRecord, RunResult, Sample, TaskTarget};
 
 const SECOND_US: u64 = 1_000_000;
 
@@ -244,7 +244,7 @@ impl Sim<'_> {
         self.events.push(Reverse((at, self.sequence, event)));
     }
 
-    fn record(&mut self, index: usize, task: usize, queued: &Queued, end: (Status, u64), batch: Option<(usize, u32)>) {
+    fn record(&mut self, index: usize, task: usize, queued: &Queued, end: (Outcome, u64), batch: Option<(usize, u32)>) {
         self.record_why(index, task, queued, end, batch, "queue_full");
     }
 
@@ -254,7 +254,7 @@ impl Sim<'_> {
         index: usize,
         task: usize,
         queued: &Queued,
-        end: (Status, u64),
+        end: (Outcome, u64),
         batch: Option<(usize, u32)>,
         refused: &str,
     ) {
@@ -267,11 +267,11 @@ impl Sim<'_> {
             batch_size: batch.map(|(_, rows)| rows),
             stages: None,
             reason: match end.0 {
-                Status::Rejected if refused == "would_miss_deadline" => {
+                Outcome::Rejected if refused == "would_miss_deadline" => {
                     Some(crate::load::record::reason(refused, "the simulated queue would answer it after its deadline"))
                 }
-                Status::Rejected => Some(crate::load::record::reason(refused, "the simulated queue is full")),
-                Status::Expired => Some(crate::load::record::reason("expired", "expired in the simulated queue")),
+                Outcome::Rejected => Some(crate::load::record::reason(refused, "the simulated queue is full")),
+                Outcome::Expired => Some(crate::load::record::reason("expired", "expired in the simulated queue")),
                 _ => None,
             },
         });
@@ -287,12 +287,12 @@ impl Sim<'_> {
         state.traffic.arrived(second);
         if state.queue.len() >= self.model.tasks[task].variants[state.active].max_queue_size {
             state.traffic.rejected_for(ErrorKind::Overloaded);
-            self.record(index, task, &queued, (Status::Rejected, now), None);
+            self.record(index, task, &queued, (Outcome::Rejected, now), None);
             return server;
         }
         if self.servers[server].would_miss(task, queued.deadline_us, now).is_some() {
             self.servers[server].tasks[task].traffic.rejected_for(ErrorKind::WouldMissDeadline);
-            self.record_why(index, task, &queued, (Status::Rejected, now), None, "would_miss_deadline");
+            self.record_why(index, task, &queued, (Outcome::Rejected, now), None, "would_miss_deadline");
             return server;
         }
         let state = &mut self.servers[server].tasks[task];
@@ -319,7 +319,7 @@ impl Sim<'_> {
             let state = &mut self.servers[server].tasks[task];
             state.traffic.expired();
             state.in_flight -= 1;
-            self.record(queued.index, task, &queued, (Status::Expired, now.min(queued.deadline_us)), None);
+            self.record(queued.index, task, &queued, (Outcome::Expired, now.min(queued.deadline_us)), None);
         }
         match self.servers[server].next_batch(now) {
             Ok(batch) => {
@@ -345,7 +345,7 @@ impl Sim<'_> {
             let state = &mut self.servers[server].tasks[batch.task];
             state.traffic.answered(latency_ms, late);
             state.in_flight -= 1;
-            self.record(queued.index, batch.task, queued, (Status::Ok, now), Some((batch.variant, rows)));
+            self.record(queued.index, batch.task, queued, (Outcome::Served, now), Some((batch.variant, rows)));
         }
         self.start(server, now);
     }

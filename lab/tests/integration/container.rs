@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use modelless_lab::load::{RequestRecord, Status};
+use modelless_lab::load::{Outcome, RequestRecord};
 
 use crate::common::{crate_dir, models_dir};
 
@@ -148,7 +148,11 @@ fn the_image_builds_runs_answers_over_v2_and_stops_gracefully() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert!(records.len() >= 40, "{} requests sent", records.len());
-    assert!(records.iter().all(|r| r.status == Status::Ok), "{:?}", records.iter().find(|r| r.status != Status::Ok));
+    assert!(
+        records.iter().all(|r| r.status == Outcome::Served),
+        "{:?}",
+        records.iter().find(|r| r.status != Outcome::Served)
+    );
     assert!(records.iter().all(|r| r.variant.as_deref() == Some("mobilenetv2-0.35")));
 
     ok(podman(&["stop", "-t", "30", &name]), "podman stop");

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use modelless_lab::load::{RequestRecord, Status};
+use modelless_lab::load::{Outcome, RequestRecord};
 
 use crate::common::{crate_dir, models_dir};
 
@@ -211,13 +211,13 @@ impl Access {
     }
 }
 
-struct Outcome {
+struct StopRun {
     sent: usize,
     failed: usize,
     held_at_kill: usize,
 }
 
-fn stop_one_replica_mid_run(dir: &Path, config: &Path, signal_name: &str) -> Outcome {
+fn stop_one_replica_mid_run(dir: &Path, config: &Path, signal_name: &str) -> StopRun {
     let fleet = Fleet::start(dir, config, signal_name);
     let load = dir.join("load.toml");
     std::fs::write(
@@ -255,7 +255,7 @@ fn stop_one_replica_mid_run(dir: &Path, config: &Path, signal_name: &str) -> Out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let failed: Vec<&RequestRecord> = records.iter().filter(|r| r.status != Status::Ok).collect();
+    let failed: Vec<&RequestRecord> = records.iter().filter(|r| r.status != Outcome::Served).collect();
     let log = fleet.access_log();
     // What the stopped replica held: requests nginx had sent it that were still under
     // way at the signal, or that it sent on before the process was seen gone. nginx
@@ -302,7 +302,7 @@ fn stop_one_replica_mid_run(dir: &Path, config: &Path, signal_name: &str) -> Out
         assert!(replica_log.trim_end().ends_with("stopped"), "it drained and stopped:\n{replica_log}");
     }
     fleet.stop();
-    Outcome { sent: records.len(), failed: failed.len(), held_at_kill }
+    StopRun { sent: records.len(), failed: failed.len(), held_at_kill }
 }
 
 #[test]

@@ -13,7 +13,7 @@ use crate::efficientnet::image_task;
 #[test]
 fn loadgen_sends_photos_in_process_and_over_grpc_and_reports_the_stages() {
     use modelless::kserve::ServerConfig;
-    use modelless_lab::load::{Grpc, ImageSet, InProcess, LoadError, LoadSpec, RunResult, Status, run_closed};
+    use modelless_lab::load::{Grpc, ImageSet, InProcess, LoadError, LoadSpec, Outcome, RunResult, run_closed};
 
     let runtime = std::sync::Arc::new(Runtime::builder().with_task(image_task()).build().unwrap());
     let tokio = tokio::runtime::Runtime::new().unwrap();
@@ -28,7 +28,7 @@ fn loadgen_sends_photos_in_process_and_over_grpc_and_reports_the_stages() {
     let decoded = |result: &RunResult, how: &str| {
         assert!(result.records.len() >= 4, "{how}: {} answers", result.records.len());
         for record in &result.records {
-            assert_eq!(record.status, Status::Ok, "{how}: {record:?}");
+            assert_eq!(record.status, Outcome::Served, "{how}: {record:?}");
             let stages = record.stages.unwrap_or_else(|| panic!("{how}: no stages in {record:?}"));
             assert!(stages.decode_ms > 0.0 && stages.compute_ms > 0.0 && stages.total_ms > 0.0, "{how}: {stages:?}");
         }
@@ -48,7 +48,7 @@ fn loadgen_sends_photos_in_process_and_over_grpc_and_reports_the_stages() {
 
     let fed_tensors = run(std::sync::Arc::new(InProcess::new(runtime.clone(), &spec).unwrap()));
     for record in &fed_tensors.records {
-        assert!(record.status == Status::Ok && record.stages.unwrap().decode_ms == 0.0, "fed tensors: {record:?}");
+        assert!(record.status == Outcome::Served && record.stages.unwrap().decode_ms == 0.0, "fed tensors: {record:?}");
     }
 
     let url = format!("http://{}", server.grpc_address());

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::{BatchingConfig, MakeBackend, Runtime, TaskConfig, Tensor, VariantConfig, WarmupConfig};
-use modelless_lab::load::{InProcess, LoadSpec, Pattern, RequestMaker, Status, TaskLoad, run};
+use modelless_lab::load::{InProcess, LoadSpec, Outcome, Pattern, RequestMaker, TaskLoad, run};
 
 /// A task of one fake variant that takes `per_batch` per batch of up to `max_batch`.
 fn fake_task(name: &str, per_batch: Duration, batching: BatchingConfig) -> (TaskConfig, MakeBackend) {
@@ -52,21 +52,21 @@ fn every_scheduled_request_is_sent_and_recorded_with_how_it_ended() {
         assert_eq!(record.task, spec.tasks[arrival.task].task);
     }
     let fast: Vec<_> = result.records.iter().filter(|r| r.task == "fast").collect();
-    assert!(fast.iter().all(|r| r.status == Status::Ok && r.variant.as_deref() == Some("v0")));
+    assert!(fast.iter().all(|r| r.status == Outcome::Served && r.variant.as_deref() == Some("v0")));
     // A lower bound that the fake's sleep sets, whatever the machine's speed.
     assert!(fast.iter().all(|r| r.latency_ms >= 20.0), "latency counts from sending, and a batch takes 20 ms");
     let slow: Vec<_> = result.records.iter().filter(|r| r.task == "slow").collect();
     let count = |status| slow.iter().filter(|r| r.status == status).count();
     // At most 5 a second are served and 2 wait; 30 a second arrive: some are refused
     // on any machine, and every request is either answered or refused.
-    assert!(count(Status::Rejected) > 0 && count(Status::Ok) > 0, "{} refused", count(Status::Rejected));
-    assert_eq!(count(Status::Ok) + count(Status::Rejected), slow.len(), "nothing else happens to them");
+    assert!(count(Outcome::Rejected) > 0 && count(Outcome::Served) > 0, "{} refused", count(Outcome::Rejected));
+    assert_eq!(count(Outcome::Served) + count(Outcome::Rejected), slow.len(), "nothing else happens to them");
 
     let summaries = result.summaries();
     assert_eq!(summaries.len(), 3, "each task and all");
     let late = fast.iter().filter(|r| r.latency_ms > 150.0).count();
     assert_eq!(summaries[0].slo_violations as usize, late, "the fast task's violations are its answers over 150 ms");
-    assert_eq!(summaries[1].rejected as usize, count(Status::Rejected));
+    assert_eq!(summaries[1].rejected as usize, count(Outcome::Rejected));
     assert_eq!(result.samples.iter().filter(|s| s.task == "fast" && s.active.as_deref() == Some("v0")).count(), 3);
     assert_eq!(result.timeline().len(), 6, "3 seconds of 2 tasks");
     assert!(result.samples.iter().all(|s| s.page_faults.is_some()), "the machine's page faults, each second");
@@ -121,7 +121,7 @@ fn a_request_maker_sends_its_own_inputs_to_the_variant_it_names() {
     let target = InProcess::new(rt.clone(), &spec).unwrap().with_requests("made", maker.clone()).unwrap();
     let result = tokio::runtime::Runtime::new().unwrap().block_on(run(Arc::new(target), &spec, &mut |_| {})).unwrap();
     assert!(!result.records.is_empty());
-    assert!(result.records.iter().all(|r| r.status == Status::Ok && r.variant.as_deref() == Some("v1")));
+    assert!(result.records.iter().all(|r| r.status == Outcome::Served && r.variant.as_deref() == Some("v1")));
     assert!(log.leaders().iter().all(|&first| first == 7.0), "the maker's rows ran: {:?}", log.leaders());
     let unknown = InProcess::new(rt, &spec).unwrap().with_requests("other", maker);
     assert!(matches!(unknown, Err(modelless_lab::load::LoadError::Target(_))));

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use modelless::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, VariantCost, VariantSnapshot};
-use modelless_lab::load::{LoadSpec, Pattern, RunResult, SecondRuns, Status, TaskLoad};
+use modelless_lab::load::{LoadSpec, Outcome, Pattern, RunResult, SecondRuns, TaskLoad};
 use modelless_lab::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
 
 use crate::common::policy_module;
@@ -103,11 +103,11 @@ fn requests_end_as_the_model_says_rejected_when_the_queue_is_full_expired_past_t
     let spec = load(Pattern::Constant { rate: 400.0, duration_s: 5 });
     let result = run(&model, &spec, &SimConfig::default(), "static");
     let count = |status| result.records.iter().filter(|r| r.status == status).count();
-    assert!(count(Status::Rejected) > 1000, "{} rejected", count(Status::Rejected));
-    assert!(count(Status::Ok) > 100);
+    assert!(count(Outcome::Rejected) > 1000, "{} rejected", count(Outcome::Rejected));
+    assert!(count(Outcome::Served) > 100);
     // Batches of 8 take 68 ms: a full queue of 16 waits at most about 3 of them.
-    assert!(result.records.iter().filter(|r| r.status == Status::Ok).all(|r| r.latency_ms < 4.0 * 68.0 * 1.5));
-    assert!(result.records.iter().filter(|r| r.status == Status::Ok).all(|r| r.batch_size.is_some()));
+    assert!(result.records.iter().filter(|r| r.status == Outcome::Served).all(|r| r.latency_ms < 4.0 * 68.0 * 1.5));
+    assert!(result.records.iter().filter(|r| r.status == Outcome::Served).all(|r| r.batch_size.is_some()));
 }
 
 #[test]

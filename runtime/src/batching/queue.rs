@@ -17,9 +17,9 @@ use crossbeam_channel::Sender;
 
 use super::BatchingConfig;
 use super::deadline::{ArrivalRate, Backlog, BatchCost, admits};
-use super::state::{DeadReason, Next, Queued, State};
+use super::state::{Next, Queued, State};
 use super::worker::Pending;
-use crate::answered::{AnswerHook, Answered};
+use crate::answered::{AnswerHook, Answered, Outcome};
 use crate::error::Error;
 use crate::metrics::ModelCounters;
 
@@ -300,17 +300,16 @@ impl Queue {
 
     fn answer_dead(&self, dead: Vec<super::state::Dead<Pending>>) {
         for d in dead {
-            let answered = match d.reason {
-                DeadReason::Expired => {
-                    let error = Error::DeadlineExceeded { model: self.model.to_string() };
-                    self.counters.failed(&error);
-                    let _ = d.item.reply.send(Err(error));
-                    Answered::Expired
-                }
-                DeadReason::Abandoned => {
-                    self.counters.canceled();
-                    Answered::Abandoned
-                }
+            // The queue drops a request for one of two reasons: its caller left, or
+            // its deadline (as State judges it) passed.
+            let answered = if d.reason == Outcome::Abandoned {
+                self.counters.canceled();
+                Answered::Abandoned
+            } else {
+                let error = Error::DeadlineExceeded { model: self.model.to_string() };
+                self.counters.failed(&error);
+                let _ = d.item.reply.send(Err(error));
+                Answered::Expired
             };
             self.tell(answered);
         }

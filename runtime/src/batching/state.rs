@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::BatchingConfig;
 use super::deadline::BatchCost;
+use crate::answered::Outcome;
 pub use crate::request::Priority;
 
 /// How much of the previous batches' rows the priority share remembers per batch:
@@ -36,22 +37,14 @@ pub trait Queued {
     fn can_batch_with(&self, other: &Self) -> bool;
 }
 
-/// Why a request left the queue without running.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeadReason {
-    /// Its deadline passed, or would pass before a batch started now could answer it.
-    Expired,
-    /// Its caller went away.
-    Abandoned,
-}
-
 /// A request that left the queue without running.
 #[derive(Debug)]
 pub struct Dead<T> {
     /// The request.
     pub item: T,
-    /// Why.
-    pub reason: DeadReason,
+    /// Why: [`Outcome::Expired`] (its deadline passed, or would pass before a batch
+    /// started now answered it) or [`Outcome::Abandoned`] (its caller went away).
+    pub reason: Outcome,
 }
 
 /// What to do next.
@@ -163,9 +156,9 @@ impl<T: Queued> State<T> {
         let cost = self.cost;
         let dead_reason = |item: &T| {
             if item.is_abandoned() {
-                Some(DeadReason::Abandoned)
+                Some(Outcome::Abandoned)
             } else if item.deadline().is_some_and(|d| now >= expiry(cost.as_ref(), d, item.rows())) {
-                Some(DeadReason::Expired)
+                Some(Outcome::Expired)
             } else {
                 None
             }
@@ -306,7 +299,7 @@ impl<T: Queued> State<T> {
             .iter()
             .rev()
             .filter_map(|&i| self.queue.remove(i))
-            .map(|slot| Dead { item: slot.item, reason: DeadReason::Expired })
+            .map(|slot| Dead { item: slot.item, reason: Outcome::Expired })
             .collect();
         dead.reverse();
         dead
@@ -595,7 +588,7 @@ mod tests {
         assert_eq!(s.next_deadline(), Some(soon));
         let (dead, next) = s.next_batch(soon);
         assert_eq!(dead.len(), 1);
-        assert_eq!((dead[0].item.id, dead[0].reason), (0, DeadReason::Expired));
+        assert_eq!((dead[0].item.id, dead[0].reason), (0, Outcome::Expired));
         assert_eq!(ids(next), vec![1]);
     }
 
@@ -608,7 +601,7 @@ mod tests {
         s.append(gone, t0).unwrap();
         s.append(Req::new(1), t0).unwrap();
         let (dead, next) = s.next_batch(t0);
-        assert_eq!(dead.iter().map(|d| d.reason).collect::<Vec<_>>(), vec![DeadReason::Abandoned]);
+        assert_eq!(dead.iter().map(|d| d.reason).collect::<Vec<_>>(), vec![Outcome::Abandoned]);
         assert_eq!(ids(next), vec![1]);
     }
 
@@ -671,7 +664,7 @@ mod tests {
         s.append(due(2, ms(9)), t0).unwrap();
         assert_eq!(s.next_deadline(), Some(t0 - Duration::from_micros(100) + Duration::from_nanos(1)));
         let (dead, next) = s.next_batch(t0);
-        assert_eq!(dead.iter().map(|d| (d.item.id, d.reason)).collect::<Vec<_>>(), [(0, DeadReason::Expired)]);
+        assert_eq!(dead.iter().map(|d| (d.item.id, d.reason)).collect::<Vec<_>>(), [(0, Outcome::Expired)]);
         assert_eq!(ids(next), vec![1]);
         // Request 2 is due at 9 ms: starting at 4 ms it still makes it, not after.
         assert!(s.expire(ms(4)).is_empty());
@@ -693,7 +686,7 @@ mod tests {
         let mut s = costed(BatchingConfig::default().with_max_batch_size(8));
         fill(&mut s, 11);
         let (dead, next) = s.next_batch(t0);
-        assert_eq!(dead.iter().map(|d| (d.item.id, d.reason)).collect::<Vec<_>>(), [(0, DeadReason::Expired)]);
+        assert_eq!(dead.iter().map(|d| (d.item.id, d.reason)).collect::<Vec<_>>(), [(0, Outcome::Expired)]);
         assert_eq!(ids(next), (1..9).collect::<Vec<_>>());
         // Due at 12, it makes it: the boundary is in time.
         let mut s = costed(BatchingConfig::default().with_max_batch_size(8));
@@ -725,7 +718,7 @@ mod tests {
         // Due at 13 ms, the head makes it only if its batch runs at the mean: with a
         // request behind the batch to take its room, it leaves.
         let (dead, next) = s.next_batch(t0);
-        assert_eq!(dead.iter().map(|d| (d.item.id, d.reason)).collect::<Vec<_>>(), [(0, DeadReason::Expired)]);
+        assert_eq!(dead.iter().map(|d| (d.item.id, d.reason)).collect::<Vec<_>>(), [(0, Outcome::Expired)]);
         assert_eq!(ids(next), (1..9).collect::<Vec<_>>());
         // With nobody behind, it keeps its chance.
         s.append(due(9, ms(13)), t0).unwrap();

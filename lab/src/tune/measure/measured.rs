@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::load::{RunResult, Status};
+use crate::load::{Outcome, RunResult};
 use crate::stats::mean_and_sd;
 use crate::tune::reference::ModelAlone;
 
@@ -38,7 +38,7 @@ impl Measured {
     pub fn of_run(result: &RunResult) -> Self {
         let summary = result.summaries().into_iter().find(|s| s.task != "all").unwrap_or_default();
         let answered: Vec<f64> =
-            result.records.iter().filter(|r| r.status == Status::Ok).map(|r| r.latency_ms).collect();
+            result.records.iter().filter(|r| r.status == Outcome::Served).map(|r| r.latency_ms).collect();
         Measured {
             throughput_per_s: summary.throughput_per_s,
             goodput_per_s: summary.goodput_per_s,
