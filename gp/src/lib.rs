@@ -56,6 +56,13 @@ pub struct NoisyProcess {
     nugget: f64,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for NoisyProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NoisyProcess").finish_non_exhaustive()
+    }
+}
+
 impl NoisyProcess {
     /// Fits `costs` at `points` (row-major, `dimensions` numbers each), keeping the
     /// noise term of highest likelihood among those of [`NUGGETS`] that are at least

@@ -136,6 +136,7 @@ thread_local! {
 
 /// The system allocator, recording the largest single allocation each thread asks
 /// for. Install it in a test binary with `#[global_allocator]`.
+#[derive(Debug)]
 pub struct PeakAllocator;
 
 impl PeakAllocator {
@@ -156,9 +157,9 @@ impl PeakAllocator {
     }
 }
 
-// The allocator trait is unsafe to implement: every call goes straight to the system
-// allocator with the caller's arguments, and only the sizes are looked at.
 #[allow(unsafe_code)]
+// SAFETY: the allocator trait is unsafe to implement: every call goes straight to the
+// system allocator with the caller's arguments, and only the sizes are looked at.
 unsafe impl GlobalAlloc for PeakAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         Self::record(layout.size());

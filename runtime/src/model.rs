@@ -158,6 +158,13 @@ pub struct StartOptions {
     pub latency_fit: Option<LatencyFit>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for StartOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartOptions").field("task", &self.task).finish_non_exhaustive()
+    }
+}
+
 impl Default for StartOptions {
     fn default() -> Self {
         StartOptions {
@@ -189,6 +196,13 @@ pub struct Model {
     queue: Arc<Queue>,
     counters: Arc<ModelCounters>,
     preprocess: Option<Arc<ImagePreprocess>>,
+}
+
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model").field("name", &self.name).finish_non_exhaustive()
+    }
 }
 
 impl Model {
@@ -513,6 +527,13 @@ impl Drop for Model {
 #[derive(Clone)]
 pub struct DrainHandle(Arc<Queue>);
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for DrainHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DrainHandle").finish_non_exhaustive()
+    }
+}
+
 impl DrainHandle {
     /// Whether the model was closed and has answered everything it had queued.
     pub fn is_drained(&self) -> bool {
@@ -596,6 +617,13 @@ fn effective_batching(name: &str, metadata: &ModelMetadata, mut batching: Batchi
 #[must_use = "dropping a ticket withdraws its request"]
 pub struct Ticket {
     state: TicketState,
+}
+
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket").finish_non_exhaustive()
+    }
 }
 
 enum TicketState {

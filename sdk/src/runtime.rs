@@ -112,6 +112,13 @@ pub struct RuntimeBuilder {
     custom: Vec<(String, BackendFactory, usize, BatchingConfig)>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder").finish_non_exhaustive()
+    }
+}
+
 impl RuntimeBuilder {
     /// Starts from a whole config.
     pub fn with_config(mut self, config: RuntimeConfig) -> Self {
@@ -220,6 +227,13 @@ pub struct Runtime {
     /// What the config declared, for the model repository.
     #[cfg(feature = "server")]
     pub(crate) declared: Mutex<crate::serving::Declared>,
+}
+
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").finish_non_exhaustive()
+    }
 }
 
 impl Runtime {

@@ -36,6 +36,13 @@ pub struct Grpc {
     last_variant: Arc<Mutex<Vec<Option<String>>>>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for Grpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grpc").finish_non_exhaustive()
+    }
+}
+
 impl Grpc {
     /// Connects to `url` (`http://host:port`) and prepares a request per task of `spec`
     /// from the model's metadata: one row of zeros per input, or one of `images` for

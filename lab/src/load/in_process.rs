@@ -22,6 +22,13 @@ pub struct InProcess {
     tasks: Vec<Prepared>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcess").finish_non_exhaustive()
+    }
+}
+
 struct Prepared {
     target: TaskTarget,
     inputs: Vec<(String, Tensor)>,

@@ -13,6 +13,13 @@ pub struct WasmDecider {
     recorder: Option<Recorder>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for WasmDecider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmDecider").field("policy", &self.policy).finish_non_exhaustive()
+    }
+}
+
 impl WasmDecider {
     /// `module` with `parameters`, falling back to the tasks' configured variants
     /// and knobs in `model`.

@@ -5,6 +5,9 @@
 //! image built and run with podman; and the README's examples built as an application
 //! outside the workspace.
 
+// Tests may unwrap: a failure is the test failing, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 // The sdk's test helpers: where the generated models, photos and policy modules are.
 #[allow(dead_code)]
 #[path = "../../../sdk/tests/integration/common.rs"]

@@ -93,6 +93,13 @@ pub struct FakeBackend {
     instance: usize,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for FakeBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeBackend").finish_non_exhaustive()
+    }
+}
+
 impl FakeBackend {
     /// A factory of fakes that all record into `log`.
     pub fn factory(config: FakeConfig, log: BatchLog) -> BackendFactory {

@@ -164,6 +164,13 @@ pub struct OrtBackend {
     device: Device,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for OrtBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrtBackend").finish_non_exhaustive()
+    }
+}
+
 impl OrtBackend {
     /// Loads `path` into a new session of `env` on `device`.
     pub fn load(

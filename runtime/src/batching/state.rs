@@ -72,6 +72,13 @@ pub struct State<T> {
     recent_rows: [f64; 2],
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl<T> std::fmt::Debug for State<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State").finish_non_exhaustive()
+    }
+}
+
 impl<T: Queued> State<T> {
     /// An empty queue with the given knobs, without a batch cost.
     pub fn new(config: BatchingConfig) -> Self {

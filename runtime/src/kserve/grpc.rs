@@ -30,6 +30,13 @@ pub struct GrpcEndpoint {
     service: Arc<InferenceService>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for GrpcEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcEndpoint").finish_non_exhaustive()
+    }
+}
+
 impl GrpcEndpoint {
     /// Serves `service` over gRPC.
     pub fn new(service: Arc<InferenceService>) -> Self {

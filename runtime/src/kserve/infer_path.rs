@@ -42,6 +42,13 @@ pub struct InferenceRoutes {
     read_timeout: Duration,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for InferenceRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InferenceRoutes").finish_non_exhaustive()
+    }
+}
+
 impl InferenceRoutes {
     /// Serves `endpoint`, refusing messages over `max_message` bytes either way, and a
     /// `ModelInfer` whose message has not arrived within `read_timeout`.

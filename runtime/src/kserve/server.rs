@@ -52,6 +52,13 @@ pub struct Server {
     drain_timeout: Duration,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").finish_non_exhaustive()
+    }
+}
+
 impl Server {
     /// Binds both addresses and serves `service` on them from the current tokio
     /// runtime.

@@ -247,6 +247,13 @@ pub struct InferenceService {
     draining: AtomicBool,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for InferenceService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InferenceService").finish_non_exhaustive()
+    }
+}
+
 impl InferenceService {
     /// Serves what `registry` holds within the default limits; repository calls go to
     /// `repository` once [`with_model_control`](Self::with_model_control) allows them.

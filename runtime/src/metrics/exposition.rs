@@ -78,6 +78,13 @@ pub struct ServingMetrics {
     gpu: GpuGauges,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for ServingMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingMetrics").finish_non_exhaustive()
+    }
+}
+
 /// Per GPU, labelled by its index and model name; none where NVML finds no GPU.
 struct GpuGauges {
     utilization: GaugeVec,
@@ -424,6 +431,13 @@ pub struct ModelCounters {
     latency: Histogram,
     /// In the order of [`STAGES`].
     stages: [Histogram; STAGES.len()],
+}
+
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for ModelCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelCounters").finish_non_exhaustive()
+    }
 }
 
 impl ModelCounters {

@@ -45,6 +45,13 @@ pub struct ModelFailures {
     warnings: WarningGate,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for ModelFailures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelFailures").field("task", &self.task).finish_non_exhaustive()
+    }
+}
+
 impl ModelFailures {
     /// Counters of `family` (labelled task, variant, reason) for one model, every
     /// reason of `MODEL_FAILURE_REASONS` bound in advance.

@@ -146,6 +146,13 @@ pub struct ControlLoop {
     thread: Option<JoinHandle<()>>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for ControlLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlLoop").finish_non_exhaustive()
+    }
+}
+
 impl ControlLoop {
     /// Starts steering the tasks `tasks` lists with `module`; `fallback` holds each
     /// task's configured knobs.

@@ -89,6 +89,13 @@ pub struct GuardedPolicy {
     failures: BTreeMap<&'static str, u64>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for GuardedPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardedPolicy").finish_non_exhaustive()
+    }
+}
+
 impl GuardedPolicy {
     /// `module`, instantiated with `parameters` on its first tick.
     pub fn new(module: PolicyModule, parameters: Option<serde_json::Value>, fallback: KeepConfigured) -> Self {

@@ -74,6 +74,13 @@ pub struct PolicyEngine {
     ticker: Arc<Ticker>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for PolicyEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyEngine").finish_non_exhaustive()
+    }
+}
+
 /// Advances the engine's epoch every [`EPOCH_TICK`], only while calls are in flight:
 /// idle policies cost no wakeups, and a call wakes the clock only when it is the first
 /// in flight.
@@ -195,6 +202,13 @@ pub struct PolicyModule {
     has_state: bool,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for PolicyModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyModule").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
 impl PolicyModule {
     /// Its name (the file's stem, or what it was compiled as).
     pub fn name(&self) -> &str {
@@ -298,6 +312,13 @@ pub struct PolicyInstance {
     init: Option<TypedFunc<(i32, i32), i64>>,
     save_state: Option<TypedFunc<(), i64>>,
     load_state: Option<TypedFunc<(i32, i32), i64>>,
+}
+
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for PolicyInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyInstance").finish_non_exhaustive()
+    }
 }
 
 impl PolicyInstance {

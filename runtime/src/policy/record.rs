@@ -30,6 +30,13 @@ pub struct Recorder {
     out: std::io::BufWriter<std::fs::File>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").finish_non_exhaustive()
+    }
+}
+
 impl Recorder {
     /// Appends to `path`, creating it.
     pub fn open(path: &Path) -> std::io::Result<Recorder> {

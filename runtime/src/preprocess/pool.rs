@@ -106,6 +106,13 @@ pub struct PreprocessPool {
     limits: DecodeLimits,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for PreprocessPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreprocessPool").field("threads", &self.threads).finish_non_exhaustive()
+    }
+}
+
 impl PreprocessPool {
     /// Starts the pool's threads.
     pub fn start(config: &PreprocessConfig) -> Result<Arc<PreprocessPool>, Error> {

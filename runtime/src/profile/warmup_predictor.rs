@@ -79,6 +79,13 @@ pub struct WarmupPredictor {
     forest: RandomForestRegressor<f64, f64, DenseMatrix<f64>, Vec<f64>>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for WarmupPredictor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmupPredictor").finish_non_exhaustive()
+    }
+}
+
 impl WarmupPredictor {
     /// Trains on `examples` (at least two, each with a positive warm latency).
     pub fn train(examples: &[Example]) -> Result<Self, PredictorError> {

@@ -84,6 +84,13 @@ pub struct Registry {
     tasks: Named<Task>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").finish_non_exhaustive()
+    }
+}
+
 impl Registry {
     /// Nothing loaded.
     pub fn new() -> Self {

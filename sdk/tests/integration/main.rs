@@ -7,6 +7,9 @@
 //! and the deployment manifests validated offline. The command line and the lab's
 //! tools are tested in `modelless-lab`.
 
+// Tests may unwrap: a failure is the test failing, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod deploy;
 mod devices;

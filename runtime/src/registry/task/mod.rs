@@ -126,6 +126,13 @@ pub struct Task {
     control: Mutex<()>,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Task").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
 impl Task {
     /// Loads the active variant (and those marked `preload`) and returns the task,
     /// ready to serve. Fails if the active variant cannot be loaded.
