@@ -27,12 +27,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use modelless::preprocess::{ImagePreprocess, image_tensor};
 use modelless::{
     BatchingConfig, DType, OrtEnvironmentConfig, PolicyConfig, ProfileMode, Runtime, SignatureConfig, Slo, TaskConfig,
     Tensor, TensorDeclaration, VariantConfig,
 };
 use modelless_lab::load::{InProcess, LoadSpec, Progress, RequestMaker, Second, TaskLoad, TraceConfig, run};
+use modelless_runtime::preprocess::{ImagePreprocess, image_tensor};
 use serde::Deserialize;
 
 const TASK: &str = "classify-photo";

@@ -19,9 +19,6 @@ mod common;
 
 use anyhow::Result;
 use common::{output_dir, setup_file};
-use modelless::policy::{
-    ControlConfig, ControlLoop, GuardedPolicy, HostConfig, KeepConfigured, ListTasks, PolicyEngine,
-};
 use modelless::policy_abi::guest::{Policy, decide_json};
 use modelless::policy_abi::{
     Decision, Demand, LatencyFit, LatencySummary, PolicyOutput, RunTotals, ServingKnobs, Snapshot, SystemSnapshot,
@@ -29,6 +26,9 @@ use modelless::policy_abi::{
 };
 use modelless_policy_slo_predictive::SloPredictive;
 use modelless_policy_static::Static;
+use modelless_runtime::policy::{
+    ControlConfig, ControlLoop, GuardedPolicy, HostConfig, KeepConfigured, ListTasks, PolicyEngine,
+};
 use modelless_runtime::stats::percentile;
 
 const TASKS: usize = 8;

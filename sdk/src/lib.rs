@@ -24,7 +24,8 @@
 //! ```
 //!
 //! ONNX Runtime is loaded from a shared library at run time: see
-//! [`backend::onnx`] for where it is looked for.
+//! the repository's `docs/devices.md` for where it is looked for, and
+//! [`OrtEnvironmentConfig`] for the sessions' settings.
 
 #[cfg(feature = "server")]
 mod overrides;
@@ -39,9 +40,7 @@ mod steering;
 static ALLOCATOR: modelless_runtime::fuzzing::PeakAllocator = modelless_runtime::fuzzing::PeakAllocator;
 
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
-/// KServe V2 endpoints (feature `server`): see [`Runtime::serve`].
-#[cfg(feature = "server")]
-pub use modelless_runtime::kserve;
+pub use modelless_runtime::classify::Class;
 pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
 pub use modelless_runtime::{
@@ -50,6 +49,48 @@ pub use modelless_runtime::{
     SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration,
     TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
 };
-pub use modelless_runtime::{backend, classify, metrics, policy, preprocess, profile, signature, stats, warmup};
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 pub use steering::PolicyConfig;
+
+/// Models as the runtime runs them: the backend trait for sessions of your own, and
+/// the tensors and devices they declare.
+pub mod backend {
+    /// The fake backend (sleep, echo, fail) for tests of code built on modelless
+    /// (feature `test-util`).
+    #[cfg(feature = "test-util")]
+    pub use modelless_runtime::backend::fake;
+    pub use modelless_runtime::backend::torchscript::TorchScriptConfig;
+    pub use modelless_runtime::backend::{
+        Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorDeclaration, TensorSpec,
+    };
+}
+
+/// Images in: how a variant decodes, resizes and normalises them.
+pub mod preprocess {
+    pub use modelless_runtime::preprocess::{
+        ChannelOrder, DecodeLimits, Decoded, ImageData, ImagePreprocess, ImageSize, Interpolation, Layout,
+        PreprocessConfig, PreprocessError, ResizeMode, decode, image_tensor, to_tensor,
+    };
+}
+
+/// Policy modules outside a running runtime: compile, call, record and replay them.
+pub mod policy {
+    pub use modelless_runtime::policy::{
+        ControlStatus, DecidedBy, EarlyTick, HostConfig, PolicyEngine, PolicyError, PolicyInstance, PolicyModule,
+        RecordedTick, Recorder, Replayed, read_ticks, replay,
+    };
+}
+
+/// The statistics the runtime reports with.
+pub mod stats {
+    pub use modelless_runtime::stats::percentile;
+}
+
+/// KServe V2 endpoints (feature `server`): see [`Runtime::serve`].
+#[cfg(feature = "server")]
+pub mod kserve {
+    pub use modelless_runtime::kserve::{
+        Code, ModelControlMode, OverrideLimits, RequestLimits, ServeError, Server, ServerConfig, ServerError,
+        TlsConfig, proto, tensors, tonic,
+    };
+}

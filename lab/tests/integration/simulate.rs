@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use modelless::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, VariantCost, VariantSnapshot};
 use modelless_lab::load::{LoadSpec, Outcome, Pattern, RunResult, SecondRuns, TaskLoad};
 use modelless_lab::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
+use modelless_runtime::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
 
 use crate::common::policy_module;
 

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use modelless::metrics::{gpu_snapshots, gpus_absent_reason};
 use modelless::{
     BatchingConfig, Device, OrtEnvironmentConfig, PolicyConfig, Runtime, Slo, TaskConfig, Tensor, VariantConfig,
 };
+use modelless_runtime::metrics::{gpu_snapshots, gpus_absent_reason};
 
 use crate::common::{max_relative_diff, models_dir, policy_module, wait_for};
 
@@ -125,8 +125,8 @@ fn an_onnx_variant_on_cuda_serves_batched_requests_with_the_cpus_answers() {
 #[cfg(feature = "tch")]
 mod cuda {
     use modelless::backend::torchscript::{TensorDeclaration, TorchScriptConfig};
-    use modelless::metrics::process_gpu_memory;
     use modelless::{DType, ProfileMode, WarmupConfig};
+    use modelless_runtime::metrics::process_gpu_memory;
 
     use super::*;
     use crate::common::torchscript_dir;

@@ -9,7 +9,6 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
 use modelless::kserve::proto::model_infer_request::InferInputTensor;
 use modelless::kserve::proto::{InferTensorContents, ModelInferRequest, ServerReadyRequest};
@@ -17,6 +16,7 @@ use modelless::kserve::tensors;
 use modelless::kserve::tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use modelless::kserve::{ModelControlMode, ServerConfig, TlsConfig};
 use modelless::{BatchingConfig, ModelConfig, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig};
+use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

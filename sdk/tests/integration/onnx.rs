@@ -192,10 +192,10 @@ async fn a_fixed_batch_model_serves_concurrent_callers_one_at_a_time() {
 /// on a virtual machine, beside other work, a batch ran 5 times its time.
 #[test]
 fn after_warm_up_no_batch_size_grows_the_sessions_memory() {
-    use modelless::backend::onnx::{OrtBackend, environment};
     use modelless::backend::{Backend, Batch, Device};
-    use modelless::metrics::pages_faulted_by_this_thread;
     use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
+    use modelless_runtime::backend::onnx::{OrtBackend, environment};
+    use modelless_runtime::metrics::pages_faulted_by_this_thread;
 
     let env = environment(&OrtEnvironmentConfig::default()).unwrap();
     // Its own pool of one thread: every page the run touches is faulted on this thread.

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::policy::{HostConfig, PolicyEngine};
 use modelless::policy_abi::guest::Policy;
 use modelless::policy_abi::{Decision, Snapshot};
 use modelless::{Error, MakeBackend, PolicyConfig, Runtime, RuntimeConfig, TaskConfig, VariantConfig, WarmupConfig};
+use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 
 use crate::common::{fixture_path, fixture_snapshots, policy_module, wait_for};
 

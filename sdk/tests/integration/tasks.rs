@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::{
     BatchingConfig, Error, MakeBackend, Priority, ProfileMode, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor,
     VariantConfig, VariantState, WarmupConfig,
 };
+use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 
 use crate::common::{models_dir, wait_for};
 
@@ -101,7 +101,8 @@ fn failed_requests_show_in_the_metrics_under_their_own_reason() {
     let wrong_shape = Tensor::new([1, 3], vec![0.0; 3]).unwrap();
     let invalid = rt.submit_task("failure-reasons", wrong_shape, Slo::default()).err();
     assert!(matches!(invalid, Some(Error::InvalidInput { .. })), "{invalid:?}");
-    let broken = rt.infer_task_blocking("failure-reasons", row(modelless::backend::fake::FAIL_ROW), Slo::default());
+    let broken =
+        rt.infer_task_blocking("failure-reasons", row(modelless_runtime::backend::fake::FAIL_ROW), Slo::default());
     assert!(matches!(broken, Err(Error::Backend { .. })), "{broken:?}");
     let unmet = rt.submit_task("failure-reasons", row(3.0), Slo::default().with_min_accuracy(99.0)).err();
     assert!(matches!(unmet, Some(Error::NoVariantMeetsSlo { .. })), "{unmet:?}");

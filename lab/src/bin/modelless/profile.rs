@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use modelless::backend::onnx::{OrtEnvironmentConfig, environment};
-use modelless::profile::{
+use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
+use modelless_runtime::backend::onnx::{OrtEnvironmentConfig, environment};
+use modelless_runtime::profile::{
     Example, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor, closed_loop,
     fit_line, mape, memory_probe, profile_model, steady_load, store_beside,
 };
-use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
 
 use modelless_lab::plot::{Series, scatter_with_lines};
 use modelless_runtime::registry::variant_profile_key;

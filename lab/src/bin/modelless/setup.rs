@@ -6,7 +6,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 use modelless::OrtEnvironmentConfig;
-use modelless::backend::onnx_library::{
+use modelless_runtime::backend::onnx_library::{
     LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, find_in_python, package_libraries, user_library_dir,
 };
 
@@ -38,7 +38,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let installed = installed?;
     println!("[3/3] loading it to check");
     let config = OrtEnvironmentConfig::default().with_library_path(&installed);
-    modelless::backend::onnx::environment(&config).with_context(|| format!("{} does not load", installed.display()))?;
+    modelless_runtime::backend::onnx::environment(&config)
+        .with_context(|| format!("{} does not load", installed.display()))?;
     println!("ONNX Runtime installed: {}", installed.display());
     println!("applications that link modelless now find it without ORT_DYLIB_PATH");
     Ok(())

@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::ProgressBar;
-use modelless::policy::{HostConfig, PolicyEngine, Recorder};
 use modelless::{RuntimeBuilder, RuntimeConfig};
 use modelless_lab::load::read_runs_csv;
 use modelless_lab::simulate::{Decider, Oracle, SimConfig, SimModel, WasmDecider, simulate};
+use modelless_runtime::policy::{HostConfig, PolicyEngine, Recorder};
 
 /// Makes the decider of each server.
 type MakeDecider = Box<dyn FnMut(usize) -> Box<dyn Decider>>;
