@@ -18,7 +18,7 @@ SRC = Path("runtime/src")
 # Lowest first; a module may import only from its own layer's files and from lower
 # layers. Two modules of one layer must not import each other.
 LAYERS = [
-    ["tensor", "request", "stats", "error", "answered", "panic"],
+    ["tensor", "request", "stats", "error", "answered", "panic", "trace"],
     ["backend", "signature", "classify"],
     ["preprocess", "warmup"],
     ["batching", "admission"],

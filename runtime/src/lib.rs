@@ -24,6 +24,7 @@ pub mod registry;
 pub mod request;
 pub mod signature;
 pub mod tensor;
+pub mod trace;
 pub mod warmup;
 
 pub use backend::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};

@@ -11,8 +11,8 @@ pub mod pool;
 
 pub use config::{ChannelOrder, ImagePreprocess, ImageSize, Interpolation, Layout, ResizeMode};
 pub use decode::{DEFAULT_MAX_PIXELS, DecodeLimits, Decoded, decode};
-pub(crate) use images::ImageSource;
 pub use images::{ImageData, Prepared, prepare};
+pub(crate) use images::{ImageSource, prepare_in};
 pub use pixels::to_tensor;
 pub use pool::{PoolReading, PreprocessConfig, PreprocessPool};
 

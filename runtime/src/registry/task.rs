@@ -28,6 +28,7 @@ use crate::model::{Admission, DrainHandle, LoadPhase, Model, StartOptions, Ticke
 use crate::preprocess::PreprocessPool;
 use crate::request::{InferOptions, Inputs, Slo};
 use crate::signature::{SignatureMismatch, bound_factory};
+use crate::trace;
 
 /// Makes the backend factory of a variant's version (its config, and the model file
 /// of that version).
@@ -319,12 +320,13 @@ impl Task {
     /// Queues a request on `model`, counted in the task's traffic; one that carries
     /// images goes through the preprocessing pool first.
     fn submit_counted(&self, model: &Arc<Model>, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
+        let span = trace::request(&self.name, model.name(), options.priority, options.deadline);
         if inputs.has_images() {
-            return images::submit(&self.images, model.clone(), inputs, options);
+            return images::submit(&self.images, model.clone(), inputs, options, span);
         }
         // Counted in flight before it can be answered, so the count never dips below zero.
         self.traffic.admitted();
-        let submitted = model.submit(inputs, options);
+        let submitted = model.submit_in(inputs, options, span);
         if let Err(error) = &submitted {
             self.traffic.unadmitted(error);
         }
