@@ -18,7 +18,7 @@ SRC = Path("runtime/src")
 # Lowest first; a module may import only from its own layer's files and from lower
 # layers. Two modules of one layer must not import each other.
 LAYERS = [
-    ["tensor", "request", "stats", "error", "answered", "classify"],
+    ["tensor", "request", "stats", "error", "answered", "classify", "trace"],
     ["metrics", "backend", "signature"],
     ["preprocess", "warmup"],
     ["batching", "admission"],

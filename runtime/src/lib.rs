@@ -25,6 +25,7 @@ pub mod request;
 pub mod signature;
 pub mod stats;
 pub mod tensor;
+pub mod trace;
 pub mod warmup;
 
 pub use answered::Outcome;

@@ -20,6 +20,7 @@ use crate::error::{BackendError, Error};
 use crate::metrics::{ModelCounters, serving_metrics};
 use crate::preprocess::{ImagePreprocess, ImageSource};
 use crate::request::{InferOptions, Inputs, Output};
+use crate::trace::{self, Traced};
 use crate::warmup::{WarmupConfig, warm_up};
 use modelless_policy_abi::LatencyFit;
 
@@ -184,6 +185,8 @@ impl Default for StartOptions {
 /// A model that serves requests.
 pub struct Model {
     name: Arc<str>,
+    /// The task it serves as a variant, named in its request spans.
+    task: Option<Arc<str>>,
     version: u64,
     metadata: ModelMetadata,
     device: Device,
@@ -292,6 +295,7 @@ impl Model {
         spawn(format!("modelless-{name}-timer"), move || timer_task(timer_queue))?;
         Ok(Model {
             name: names.model.clone(),
+            task: options.task.clone(),
             version: options.version,
             metadata,
             device,
@@ -438,6 +442,7 @@ impl Model {
 
     /// Answers a request taken from its queue that cannot run after all.
     pub(crate) fn fail_taken(&self, pending: Pending, error: Error) {
+        pending.traced.failed(&error);
         self.counters.failed(&error);
         self.queue.tell(Answered::Failed);
         let _ = pending.reply.send(Err(error));
@@ -457,19 +462,34 @@ impl Model {
     /// rows than the batch in force runs as several batches (each part counts as a
     /// request in the model's counters) and is answered once all have run.
     pub fn submit(&self, inputs: Inputs, options: InferOptions) -> Result<Ticket, Error> {
+        // A plain model is its own task.
+        let task = self.task.as_deref().unwrap_or(&self.name);
+        let span = trace::request(task, &self.name, options.priority, options.deadline);
+        self.submit_in(inputs, options, span)
+    }
+
+    /// Like [`Model::submit`], for a request whose span (see [`crate::trace`]) a task made.
+    pub(crate) fn submit_in(
+        &self,
+        inputs: Inputs,
+        options: InferOptions,
+        span: tracing::Span,
+    ) -> Result<Ticket, Error> {
         if inputs.has_images() {
             let error = Error::InvalidInput {
                 model: self.name.to_string(),
                 reason: "images go to a task whose variants declare `preprocess`; a model takes tensors".into(),
             };
+            trace::failed(&span, &error);
             self.counters.failed(&error);
             return Err(error);
         }
-        self.submit_prepared(inputs, options, Instant::now(), Prepared::default(), None)
+        self.submit_prepared(inputs, options, Instant::now(), Prepared::default(), None, span)
     }
 
     /// Like [`Model::submit`], for a request that arrived at `arrived` and whose
-    /// images took `prepared` to become its image input (made from `source`).
+    /// images took `prepared` to become its image input (made from `source`); `span`
+    /// is its request span.
     pub(crate) fn submit_prepared(
         &self,
         inputs: Inputs,
@@ -477,9 +497,14 @@ impl Model {
         arrived: Instant,
         prepared: Prepared,
         source: Option<Arc<ImageSource>>,
+        span: tracing::Span,
     ) -> Result<Ticket, Error> {
         let batch_rows = self.batching.load().max_batch_size;
-        let rejected = |e: &Error| self.counters.failed(e);
+        let refused = |e: &Error| trace::failed(&span, e);
+        let rejected = |e: &Error| {
+            self.counters.failed(e);
+            refused(e);
+        };
         let admitted = admit(&self.name, &self.metadata, self.max_request_rows(), inputs).inspect_err(rejected)?;
         let pending = |part: Admitted, source: Option<Arc<ImageSource>>| {
             let (reply, answer) = oneshot::channel();
@@ -493,13 +518,14 @@ impl Model {
                 prepared,
                 source,
                 reply,
+                traced: Traced::queued(span.clone()),
             };
             (pending, answer)
         };
         // Most requests fit a batch: they allocate nothing for parts.
         if admitted.rows <= batch_rows {
             let (whole, answer) = pending(admitted, source);
-            self.queue.submit(std::iter::once(whole))?;
+            self.queue.submit(std::iter::once(whole)).inspect_err(refused)?;
             return Ok(Ticket::queued(answer, Vec::new()));
         }
         let invalid = || Error::InvalidInput { model: self.name.to_string(), reason: "inputs disagree on rows".into() };
@@ -507,7 +533,7 @@ impl Model {
         // A part is not made again for another variant: it stays where it queued.
         let (parts, mut answers): (Vec<_>, Vec<_>) = parts.into_iter().map(|part| pending(part, None)).unzip();
         let first = answers.remove(0);
-        self.queue.submit(parts.into_iter())?;
+        self.queue.submit(parts.into_iter()).inspect_err(refused)?;
         Ok(Ticket::queued(first, answers))
     }
 

@@ -43,6 +43,9 @@ pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConf
 pub use modelless_runtime::classify::Class;
 pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
+/// The target of the runtime's request spans, one per request with a child per stage:
+/// `modelless::request=info` in a filter turns them on (see docs/serving.md, "Tracing").
+pub use modelless_runtime::trace::TARGET as TRACE_TARGET;
 pub use modelless_runtime::{
     BackendError, BackendFactory, BatchingConfig, DType, Device, Element, Error, ErrorKind, InferOptions, Inputs,
     MakeBackend, Model, ModelConfig, ModelFormat, ModelMetadata, Output, Priority, ProfileMode, SignatureConfig,

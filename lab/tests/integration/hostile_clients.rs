@@ -4,6 +4,7 @@
 //! Every good request is answered, every bad one refused with its code, the process
 //! lives on, and its peak memory stays flat.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -35,22 +36,28 @@ const EXCHANGE_LIMIT: Duration = Duration::from_secs(20);
 const PEAK_GROWTH_LIMIT_MIB: u64 = 256;
 
 /// `modelless serve` on loopback, stopped when dropped.
-struct ServeProcess {
+pub(crate) struct ServeProcess {
     child: Child,
-    grpc: SocketAddr,
-    http: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    pub log: Arc<Mutex<Vec<String>>>,
 }
 
 impl ServeProcess {
     /// Starts it on `config`, with model control on and `root` as the repository.
     fn start(config: &Path, root: &Path) -> ServeProcess {
+        let args: [&OsStr; 4] =
+            ["--model-control-mode".as_ref(), "explicit".as_ref(), "--model-repository".as_ref(), root.as_ref()];
+        ServeProcess::start_with(config, &args)
+    }
+
+    /// Starts it on `config` with `args` besides, on loopback ports of its choosing.
+    pub(crate) fn start_with(config: &Path, args: &[&OsStr]) -> ServeProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_modelless"))
-            .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--model-control-mode", "explicit"])
+            .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
             .arg("--config")
             .arg(config)
-            .arg("--model-repository")
-            .arg(root)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -89,7 +96,7 @@ impl ServeProcess {
     }
 
     /// Stops it with SIGTERM, as an operator would; kills it if it does not stop.
-    fn stop(&mut self) -> bool {
+    pub(crate) fn stop(&mut self) -> bool {
         let _ = Command::new("kill").arg(self.child.id().to_string()).status();
         let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until {

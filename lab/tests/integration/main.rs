@@ -2,7 +2,8 @@
 //! process and over gRPC, the simulator and its policies, `modelless tune` searching,
 //! storing and writing a setting; the `modelless serve` binary under a barrage of
 //! hostile clients; a fleet of replicas behind nginx losing one mid-run; the container
-//! image built and run with podman; and the README's examples built as an application
+//! image built and run with podman; one request's trace exported over OTLP by
+//! `modelless serve`; and the README's examples built as an application
 //! outside the workspace.
 
 // Tests may unwrap: a failure is the test failing, with its message.
@@ -23,4 +24,5 @@ mod hostile_clients;
 mod images;
 mod load;
 mod simulate;
+mod tracing;
 mod tune;

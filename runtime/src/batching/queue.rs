@@ -185,6 +185,7 @@ impl Queue {
         for pending in refused {
             let error = Error::Overloaded { model: self.model.to_string(), max_queue_size };
             self.counters.failed(&error);
+            pending.traced.failed(&error);
             let _ = pending.reply.send(Err(error));
             self.tell(Answered::Failed);
         }
@@ -308,6 +309,7 @@ impl Queue {
             } else {
                 let error = Error::DeadlineExceeded { model: self.model.to_string() };
                 self.counters.failed(&error);
+                d.item.traced.failed(&error);
                 let _ = d.item.reply.send(Err(error));
                 Answered::Expired
             };

@@ -19,6 +19,7 @@ use crate::metrics::ModelCounters;
 use crate::preprocess::ImageSource;
 use crate::request::{Output, Timings};
 use crate::tensor::Tensor;
+use crate::trace::{self, Traced};
 
 /// A request waiting in the queue.
 pub(crate) struct Pending {
@@ -34,6 +35,8 @@ pub(crate) struct Pending {
     /// The images its image input was made from, to make it again for another variant.
     pub source: Option<Arc<ImageSource>>,
     pub reply: oneshot::Sender<Result<Output, Error>>,
+    /// Its request span and the stage it is in, carried across the queue's threads.
+    pub traced: Traced,
 }
 
 /// Time spent on a request's images before it queued.
@@ -93,7 +96,7 @@ pub(crate) fn worker_task(
                 queue.top_up(&mut batch);
             }
             let rows = batch.iter().map(|p| p.rows).sum();
-            run_batch(&names, backend.as_mut(), batch);
+            run_batch(&names, backend.as_mut(), batch, index);
             drop(turn);
             match queue.next_for(index, rows, waited) {
                 Some(next) => batch = next,
@@ -108,8 +111,11 @@ pub(crate) fn worker_task(
     drop(backend);
 }
 
-fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pending>) {
+fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pending>, instance: usize) {
     let started = Instant::now();
+    // Entered while it runs, so that what the backend logs is seen in the batch.
+    let batch_span = trace::batch_run(&names.model, instance);
+    let _running = batch_span.enter();
     let tell = |answered: Answered| {
         if let Some(on_answer) = &names.on_answer {
             on_answer(answered);
@@ -125,14 +131,23 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     };
     let mut columns: Vec<Vec<Tensor>> = (0..first.tensors.len()).map(|_| Vec::with_capacity(requests.len())).collect();
     let mut waiters = Vec::with_capacity(requests.len());
-    for request in requests {
+    let rows: Vec<usize> = requests.iter().map(|r| r.rows).collect();
+    let batch_size = rows.iter().sum();
+    batch_span.record("batch_size", batch_size).record("requests", requests.len());
+    for mut request in requests {
         for (column, tensor) in columns.iter_mut().zip(request.tensors) {
             column.push(tensor);
         }
-        waiters.push((request.reply, request.rows, request.admitted, request.deadline, request.prepared));
+        request.traced.run_in(&batch_span, batch_size, instance);
+        waiters.push((
+            request.reply,
+            request.rows,
+            request.admitted,
+            request.deadline,
+            request.prepared,
+            request.traced,
+        ));
     }
-    let rows: Vec<usize> = waiters.iter().map(|w| w.1).collect();
-    let batch_size = rows.iter().sum();
     let inputs = columns.into_iter().map(Tensor::concat_rows).collect::<Option<Vec<_>>>();
     let assembled = Instant::now();
     let result = match inputs {
@@ -151,7 +166,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     match per_request {
         Ok(per_request) => {
             names.counters.executed(computed - assembled);
-            for ((reply, rows, admitted, deadline, prepared), tensors) in waiters.into_iter().zip(per_request) {
+            for ((reply, rows, admitted, deadline, prepared, traced), tensors) in waiters.into_iter().zip(per_request) {
                 let timings = Timings {
                     decode: prepared.decode,
                     preprocess: prepared.preprocess,
@@ -177,11 +192,14 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
                 names.counters.served(rows, &timings);
                 tell(Answered::Served { latency: timings.total, late });
                 let _ = reply.send(Ok(output));
+                // The request's spans end once its answer is sent.
+                drop(traced);
             }
         }
         Err(source) => {
             let error = Error::Backend { model: names.model.to_string(), source: Arc::new(source) };
-            for (reply, ..) in waiters {
+            for (reply, .., traced) in waiters {
+                traced.failed(&error);
                 names.counters.failed(&error);
                 tell(Answered::Failed);
                 let _ = reply.send(Err(error.clone()));

@@ -19,6 +19,7 @@ use super::repository::load_config;
 use super::service::{InferAnswer, InferCall, InferenceService, ModelStats, RequestedOutput};
 use super::status::ServeError;
 use super::tensors;
+use super::trace_context::RemoteParent;
 use crate::backend::TensorSpec;
 
 /// Extensions of the protocol served, as `ServerMetadata` lists them.
@@ -48,17 +49,20 @@ impl GrpcEndpoint {
         self.service.limits()
     }
 
-    /// Runs one `ModelInfer`; `deadline` is the call's `grpc-timeout`.
+    /// Runs one `ModelInfer`; `deadline` is the call's `grpc-timeout`, `parent` the
+    /// caller's span.
     pub(super) async fn infer(
         &self,
         request: ModelInferRequest,
         deadline: Option<Duration>,
+        parent: RemoteParent,
     ) -> Result<ModelInferResponse, Status> {
         let (name, version) = (request.model_name.clone(), request.model_version.clone());
         let bounds = self.service.input_bounds(&name, &version);
         let decoded = bounds.and_then(|bounds| decode_infer(request, &bounds));
         let mut call = decoded.map_err(|e| self.service.refused("grpc", &name, &version, e))?;
         call.deadline = deadline.map(|d| Instant::now() + d);
+        call.parent = parent;
         let answer = self.service.infer(call).await?;
         Ok(encode_infer(answer))
     }
@@ -120,7 +124,8 @@ impl GrpcInferenceService for GrpcEndpoint {
 
     async fn model_infer(&self, request: Request<ModelInferRequest>) -> Answer<ModelInferResponse> {
         let (metadata, _, message) = request.into_parts();
-        Ok(Response::new(self.infer(message, call_timeout(&metadata.into_headers())).await?))
+        let headers = metadata.into_headers();
+        Ok(Response::new(self.infer(message, call_timeout(&headers), RemoteParent::from_headers(&headers)).await?))
     }
 
     async fn model_statistics(&self, request: Request<ModelStatisticsRequest>) -> Answer<ModelStatisticsResponse> {
@@ -245,6 +250,7 @@ pub(super) fn decode_infer(request: ModelInferRequest, bounds: &InputBounds) -> 
             })
             .collect::<Result<_, _>>()?,
         deadline: None,
+        parent: RemoteParent::default(),
     })
 }
 

@@ -26,6 +26,7 @@ use super::repository::load_config;
 use super::service::{InferAnswer, InferCall, InferenceService, ModelStats, RequestedOutput};
 use super::status::{Code, ServeError};
 use super::tensors;
+use super::trace_context::RemoteParent;
 use crate::backend::TensorSpec;
 use crate::metrics::serving_metrics;
 
@@ -319,6 +320,7 @@ fn decode_infer(
             })
             .collect::<Result<_, _>>()?,
         deadline: None,
+        parent: RemoteParent::from_headers(headers),
     };
     Ok((call, binary))
 }

@@ -25,6 +25,7 @@ use super::grpc::{GrpcEndpoint, call_timeout};
 use super::proto::ModelInferRequest;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::status::{Code, ServeError};
+use super::trace_context::RemoteParent;
 use super::wire_scan::check_infer_request;
 
 /// The method this path serves.
@@ -83,8 +84,8 @@ where
         }
         let (endpoint, max, read_timeout) = (self.endpoint.clone(), self.max_message, self.read_timeout);
         Box::pin(contain_panics(async move {
-            let deadline = call_timeout(request.headers());
-            let answer = infer(&endpoint, request.into_body(), deadline, max, read_timeout).await;
+            let (deadline, parent) = (call_timeout(request.headers()), RemoteParent::from_headers(request.headers()));
+            let answer = infer(&endpoint, request.into_body(), deadline, parent, max, read_timeout).await;
             Ok(answer.unwrap_or_else(|status| status.into_http()))
         }))
     }
@@ -109,6 +110,7 @@ async fn infer<B>(
     endpoint: &GrpcEndpoint,
     body: B,
     deadline: Option<Duration>,
+    parent: RemoteParent,
     max: usize,
     read_timeout: Duration,
 ) -> Result<http::Response<tonic::body::Body>, Status>
@@ -129,7 +131,7 @@ where
     let request = ModelInferRequest::decode(message)
         .map_err(|e| Status::internal(format!("failed to decode Protobuf message: {e}")))
         .inspect_err(count_refusal)?;
-    let answer = endpoint.infer(request, deadline).await?;
+    let answer = endpoint.infer(request, deadline, parent).await?;
     let length = answer.encoded_len();
     if length > max {
         return Err(too_large("answer", length, max));

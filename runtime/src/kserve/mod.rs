@@ -22,6 +22,7 @@ mod service;
 mod status;
 pub mod tensors;
 mod tls;
+mod trace_context;
 mod wire_scan;
 
 /// The protocol's messages, and the client and server stubs tonic generates for it.
@@ -46,3 +47,4 @@ pub use status::{Code, ServeError};
 /// The gRPC library of the endpoints and of the generated client, for building
 /// connections (`tonic::transport::Endpoint`).
 pub use tonic;
+pub use trace_context::RemoteParent;

@@ -12,6 +12,7 @@ use super::params::{InferParams, ParamValue};
 use super::repository::{Repository, RepositoryEntry};
 use super::status::{Code, ServeError};
 use super::tensors;
+use super::trace_context::RemoteParent;
 use crate::backend::{ModelMetadata, TensorSpec};
 use crate::metrics::{ModelTotals, serving_metrics};
 use crate::model::Model;
@@ -48,6 +49,8 @@ pub struct InferCall {
     pub outputs: Vec<RequestedOutput>,
     /// The transport's deadline (gRPC's `grpc-timeout`).
     pub deadline: Option<Instant>,
+    /// The caller's span, which the request span continues.
+    pub parent: RemoteParent,
 }
 
 /// The answer to an [`InferCall`].
@@ -376,11 +379,12 @@ impl InferenceService {
         for (name, images) in call.images {
             inputs = inputs.with_images(name, images);
         }
-        let ticket = match &target {
-            Target::Task(task) => task.submit(inputs, &slo)?,
-            Target::Variant(task, variant) => task.submit_to(variant, inputs, &slo)?,
-            Target::Model(model) => model.submit(inputs, slo.options(Instant::now()))?,
-        };
+        // The request span is made as it is submitted, under the caller's span.
+        let ticket = call.parent.in_scope(|| match &target {
+            Target::Task(task) => task.submit(inputs, &slo),
+            Target::Variant(task, variant) => task.submit_to(variant, inputs, &slo),
+            Target::Model(model) => model.submit(inputs, slo.options(Instant::now())),
+        })?;
         let output = ticket.await_answer().await?;
         let (model, version, task) = (output.model.to_string(), output.version, output.task.clone());
         let (batch_size, timings) = (output.batch_size, output.timings);

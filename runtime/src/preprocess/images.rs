@@ -2,9 +2,12 @@
 
 use std::time::{Duration, Instant};
 
+use tracing::Span;
+
 use super::{DecodeLimits, Decoded, ImagePreprocess, PreprocessError, decode, to_tensor};
 use crate::request::ImageData;
 use crate::tensor::Tensor;
+use crate::trace;
 
 /// The images a queued request's image input was made from, kept so that a switch can
 /// make it again for another variant.
@@ -28,19 +31,34 @@ pub struct Prepared {
 }
 
 /// Decodes `images` within `limits` and makes them the tensor `preprocess` describes.
-/// The error names the image (from 0) that failed.
+/// The error names the image (from 0) that failed. Each image's decode and
+/// preprocessing are spans (see [`crate::trace`]) in the current span.
 pub fn prepare(
     images: &[ImageData],
     preprocess: &ImagePreprocess,
     limits: &DecodeLimits,
 ) -> Result<Prepared, (usize, PreprocessError)> {
+    prepare_in(images, preprocess, limits, &Span::current())
+}
+
+/// Like [`prepare`], its stages' spans children of the request span `request`.
+pub(crate) fn prepare_in(
+    images: &[ImageData],
+    preprocess: &ImagePreprocess,
+    limits: &DecodeLimits,
+    request: &Span,
+) -> Result<Prepared, (usize, PreprocessError)> {
     let (mut decode_time, mut preprocess_time) = (Duration::ZERO, Duration::ZERO);
     let mut rows = Vec::with_capacity(images.len());
     for (index, image) in images.iter().enumerate() {
         let started = Instant::now();
+        let decoding = trace::decode(request, index);
         let decoded = decoded(image, preprocess, limits).map_err(|e| (index, e))?;
+        drop(decoding);
         let decoded_at = Instant::now();
+        let preprocessing = trace::preprocess(request, index);
         rows.push(to_tensor(&decoded, preprocess).map_err(|e| (index, e))?);
+        drop(preprocessing);
         decode_time += decoded_at - started;
         preprocess_time += decoded_at.elapsed();
     }

@@ -12,7 +12,7 @@ pub mod pool;
 pub use crate::request::ImageData;
 pub use config::{ChannelOrder, ImagePreprocess, ImageSize, Interpolation, Layout, ResizeMode};
 pub use decode::{DEFAULT_MAX_PIXELS, DecodeLimits, Decoded, decode};
-pub(crate) use images::ImageSource;
+pub(crate) use images::{ImageSource, prepare_in};
 pub use images::{Prepared, prepare};
 pub use pixels::to_tensor;
 pub use pool::{PoolReading, PreprocessConfig, PreprocessPool};

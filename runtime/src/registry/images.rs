@@ -13,9 +13,10 @@ use crate::batching::worker::{Pending, Prepared};
 use crate::error::Error;
 use crate::metrics::TaskTraffic;
 use crate::model::{Model, Ticket};
-use crate::preprocess::{ImagePreprocess, ImageSource, PreprocessPool, prepare};
+use crate::preprocess::{ImagePreprocess, ImageSource, PreprocessPool, prepare_in};
 use crate::request::{InferOptions, Inputs};
 use crate::signature::ImageInput;
+use crate::trace;
 
 /// What preprocessing a task's requests needs besides the variant.
 #[derive(Clone)]
@@ -65,16 +66,18 @@ pub(super) fn check_fits(model: &Model, preprocess: &ImagePreprocess) -> Result<
 }
 
 /// Hands a request carrying images to the pool, which preprocesses them for `model`
-/// and queues it there; the ticket follows it.
+/// and queues it there; the ticket follows it, and so does its request span `span`.
 pub(super) fn submit(
     services: &ImageServices,
     model: Arc<Model>,
     inputs: Inputs,
     options: InferOptions,
+    span: tracing::Span,
 ) -> Result<Ticket, Error> {
     let arrived = Instant::now();
     let invalid = |reason: String| Error::InvalidInput { model: model.name().to_string(), reason };
     let refuse = |error: Error| {
+        trace::failed(&span, &error);
         model.counters().failed(&error);
         services.traffic.refused();
         Err(error)
@@ -111,9 +114,10 @@ pub(super) fn submit(
     let (queued, ticket) = oneshot::channel();
     let (pool, traffic) = (services.pool.clone(), services.traffic.clone());
     let job_model = model.clone();
+    let job_span = span.clone();
     services.traffic.admitted();
     let job = move || {
-        let model = job_model;
+        let (model, span) = (job_model, job_span);
         if queued.is_closed() {
             model.counters().canceled();
             traffic.ended(Answered::Abandoned);
@@ -121,22 +125,25 @@ pub(super) fn submit(
         }
         if options.deadline.is_some_and(|deadline| Instant::now() >= deadline) {
             let error = Error::DeadlineExceeded { model: model.name().to_string() };
+            trace::failed(&span, &error);
             model.counters().failed(&error);
             traffic.ended(Answered::Expired);
             let _ = queued.send(Err(error));
             return;
         }
-        let result = match prepare(&images, &preprocess, pool.limits()) {
+        let result = match prepare_in(&images, &preprocess, pool.limits(), &span) {
             Ok(prepared) => {
                 let timings = Prepared { decode: prepared.decode, preprocess: prepared.preprocess };
                 let source = Arc::new(ImageSource { images, input: input.clone() });
                 let mut tensors = tensors;
                 tensors.push((Some(input), prepared.tensor));
-                model.submit_prepared(Inputs { tensors, images: Vec::new() }, options, arrived, timings, Some(source))
+                let inputs = Inputs { tensors, images: Vec::new() };
+                model.submit_prepared(inputs, options, arrived, timings, Some(source), span)
             }
             Err((index, e)) => {
                 let error =
                     Error::InvalidInput { model: model.name().to_string(), reason: format!("image {index}: {e}") };
+                trace::failed(&span, &error);
                 model.counters().failed(&error);
                 Err(error)
             }
@@ -151,6 +158,7 @@ pub(super) fn submit(
             model: format!("{} (preprocessing)", model.name()),
             max_queue_size: services.pool.queue_size(),
         };
+        trace::failed(&span, &error);
         services.traffic.unadmitted(&error);
         model.counters().failed(&error);
         return Err(error);
@@ -181,7 +189,7 @@ pub(super) fn remake(services: &ImageServices, to: Arc<Model>, mut pending: Pend
         let Some(index) = to.metadata().inputs.iter().position(|s| s.name == source.input) else {
             return to.fail_taken(pending, invalid(format!("moved to a variant without input `{}`", source.input)));
         };
-        match prepare(&source.images, &preprocess, &limits) {
+        match prepare_in(&source.images, &preprocess, &limits, &pending.traced.request) {
             Ok(prepared) if index < pending.tensors.len() => {
                 pending.tensors[index] = prepared.tensor;
                 pending.key = batch_key(&pending.tensors);

@@ -5,6 +5,7 @@
 //! `cargo run --release -p modelless-lab -- tune --config examples/classify.toml --task classify-image`
 
 mod loadgen;
+mod otlp;
 mod plan;
 mod policy;
 mod profile;
@@ -15,6 +16,9 @@ mod tune;
 mod tune_measure;
 
 use clap::{Parser, Subcommand};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// modelless: an embeddable runtime for serving ML models.
 #[derive(Parser)]
@@ -59,12 +63,32 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
-    // The library reports what goes wrong while serving (a variant without a profile,
-    // a recording that stopped) as warnings; `RUST_LOG` sets the level.
+    let cli = Cli::parse();
+    let exporter = match &cli.command {
+        Command::Serve(args) => args.otlp_endpoint.as_deref().map(otlp::Exporter::start).transpose()?,
+        _ => None,
+    };
+    init_logging(exporter.as_ref());
+    let result = run(cli.command);
+    // After serving stopped, so that the last requests' spans leave too.
+    if let Some(exporter) = exporter {
+        exporter.shutdown();
+    }
+    result
+}
+
+/// The library reports what goes wrong while serving (a variant without a profile, a
+/// recording that stopped) as warnings on stderr; `RUST_LOG` sets the level. The
+/// request spans go to `exporter`, where there is one.
+fn init_logging(exporter: Option<&otlp::Exporter>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    match Cli::parse().command {
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    tracing_subscriber::registry().with(log).with(exporter.map(otlp::Exporter::layer)).init();
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Serve(args) => serve::run(args),
         Command::Profile(args) => profile::run(args),
         Command::Policy(command) => policy::run(command),

@@ -27,6 +27,11 @@ pub struct Args {
     /// `explicit`), overriding the config; as Triton's --model-control-mode.
     #[arg(long, value_parser = parse_mode)]
     model_control_mode: Option<ModelControlMode>,
+    /// Export every request's span, with a child per stage, over OTLP/gRPC to this
+    /// collector (e.g. http://127.0.0.1:4317); a caller's W3C `traceparent` is
+    /// honoured, so its trace continues inside the server.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 fn parse_mode(mode: &str) -> Result<ModelControlMode, String> {

@@ -2,6 +2,7 @@
 //! cheapest that is accurate enough; and queuing it there, counted.
 
 use super::*;
+use crate::trace;
 
 impl Task {
     /// Whether `variant` can serve the task: known, and not found to misfit its
@@ -46,12 +47,13 @@ impl Task {
         inputs: Inputs,
         options: InferOptions,
     ) -> Result<Ticket, Error> {
+        let span = trace::request(&self.name, model.name(), options.priority, options.deadline);
         if inputs.has_images() {
-            return images::submit(&self.images, model.clone(), inputs, options);
+            return images::submit(&self.images, model.clone(), inputs, options, span);
         }
         // Counted in flight before it can be answered, so the count never dips below zero.
         self.traffic.admitted();
-        let submitted = model.submit(inputs, options);
+        let submitted = model.submit_in(inputs, options, span);
         if let Err(error) = &submitted {
             self.traffic.unadmitted(error);
         }
