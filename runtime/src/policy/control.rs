@@ -591,21 +591,39 @@ mod tests {
             wait_for("the configured variant", || task.serving().0.variant == "v0");
             assert!(request(&task).is_ok(), "{kind}");
         }
-        // Modules that are no policy at all never get to decide: a reload to one is
-        // refused, and the policy deciding stays.
+        // Modules that are no policy at all never get to decide: a reload to one, from
+        // the file the loop watches, is refused, and the policy deciding stays.
         let task = task();
-        let control = start(&task, &answering(r#"{"tasks":[]}"#), HostConfig::default());
-        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("test.wat");
         let good = answering(r#"{"tasks":[]}"#);
-        for refused in [
+        std::fs::write(&path, &good).unwrap();
+        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+        let tasks: ListTasks = {
+            let task = task.clone();
+            Arc::new(move || vec![task.clone()])
+        };
+        let module = engine.compile_file(&path).unwrap();
+        let control =
+            ControlLoop::start(tasks, module, None, fallback(), ControlConfig::default().with_tick(TICK)).unwrap();
+        control.watch(path.clone(), engine, Duration::from_millis(10)).unwrap();
+        let refusals = || control.status().reports.iter().filter(|r| r.contains("refused")).count();
+        for (i, refused) in [
             b"not wasm at all".to_vec(),
-            good.replace("modelless_policy_abi_v1", "modelless_policy_abi_v9").into_bytes(),
+            good.replace("modelless_policy_abi_v1", "modelless_policy_abi_v9 ").into_bytes(),
             good.replace(r#"(export "decide")"#, "").into_bytes(),
-        ] {
-            assert!(engine.compile("refused", &refused).is_err());
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            std::fs::write(&path, &refused).unwrap();
+            wait_for("the refusal", || refusals() > i);
             assert!(request(&task).is_ok());
         }
-        assert_eq!(control.status().policy, "test");
+        let status = control.status();
+        assert_eq!((status.policy.as_str(), status.reloads), ("test", 0), "{:?}", status.reports);
+        let ticks = status.ticks;
+        wait_for("the policy deciding on", || control.status().ticks > ticks + 2);
     }
 
     #[test]
