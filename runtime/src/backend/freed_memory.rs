@@ -51,6 +51,7 @@ fn set_thresholds() -> bool {
 }
 
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::metrics::pages_faulted_by_this_thread;

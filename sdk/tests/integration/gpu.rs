@@ -124,7 +124,7 @@ fn an_onnx_variant_on_cuda_serves_batched_requests_with_the_cpus_answers() {
 
 #[cfg(feature = "tch")]
 mod cuda {
-    use modelless::backend::torchscript::{TensorDeclaration, TorchScriptConfig};
+    use modelless::backend::{TensorDeclaration, TorchScriptConfig};
     use modelless::{DType, ProfileMode, WarmupConfig};
     use modelless_runtime::metrics::process_gpu_memory;
 

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use modelless::backend::torchscript::{TensorDeclaration, TorchScriptConfig};
+use modelless::backend::{TensorDeclaration, TorchScriptConfig};
 use modelless::{
     BackendError, BatchingConfig, DType, Error, ProfileMode, Runtime, Slo, TaskConfig, Tensor, VariantConfig,
     WarmupConfig,

@@ -21,6 +21,13 @@ pub struct TchBackend {
     on: tch::Device,
 }
 
+// Its parts (sessions, threads, closures, channels) print nothing useful.
+impl std::fmt::Debug for TchBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TchBackend").finish_non_exhaustive()
+    }
+}
+
 impl TchBackend {
     /// Loads the module at `path` onto `device`.
     pub fn load(path: &Path, config: &TorchScriptConfig, device: Device) -> Result<Self, BackendError> {
