@@ -518,21 +518,27 @@ mod tests {
         assert!(request(&task).is_ok());
     }
 
+    /// A loop steering `task` with the module in the file at `path`, which it watches.
+    fn watching(task: &Arc<Task>, path: &Path) -> ControlLoop {
+        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+        let tasks: ListTasks = {
+            let task = task.clone();
+            Arc::new(move || vec![task.clone()])
+        };
+        let module = engine.compile_file(path).unwrap();
+        let control =
+            ControlLoop::start(tasks, module, None, fallback(), ControlConfig::default().with_tick(TICK)).unwrap();
+        control.watch(path.to_path_buf(), engine, Duration::from_millis(10)).unwrap();
+        control
+    }
+
     #[test]
     fn a_watched_file_reloads_when_it_changes() {
         let task = task();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("policy.wat");
         std::fs::write(&path, answering(r#"{"tasks":[]}"#)).unwrap();
-        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
-        let tasks: ListTasks = {
-            let task = task.clone();
-            Arc::new(move || vec![task.clone()])
-        };
-        let module = engine.compile_file(&path).unwrap();
-        let control =
-            ControlLoop::start(tasks, module, None, fallback(), ControlConfig::default().with_tick(TICK)).unwrap();
-        control.watch(path.clone(), engine, Duration::from_millis(10)).unwrap();
+        let control = watching(&task, &path);
         std::fs::write(&path, "not a module").unwrap();
         wait_for("the refusal", || control.status().reports.iter().any(|r| r.contains("refused")));
         std::fs::write(&path, answering(r#"{"tasks":[{"task":"classify","variant":"v1"}]}"#)).unwrap();
@@ -598,15 +604,7 @@ mod tests {
         let path = dir.path().join("test.wat");
         let good = answering(r#"{"tasks":[]}"#);
         std::fs::write(&path, &good).unwrap();
-        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
-        let tasks: ListTasks = {
-            let task = task.clone();
-            Arc::new(move || vec![task.clone()])
-        };
-        let module = engine.compile_file(&path).unwrap();
-        let control =
-            ControlLoop::start(tasks, module, None, fallback(), ControlConfig::default().with_tick(TICK)).unwrap();
-        control.watch(path.clone(), engine, Duration::from_millis(10)).unwrap();
+        let control = watching(&task, &path);
         let refusals = || control.status().reports.iter().filter(|r| r.contains("refused")).count();
         for (i, refused) in [
             b"not wasm at all".to_vec(),
