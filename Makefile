@@ -30,6 +30,9 @@ test-deps:
 test: test-deps setup-torch
 	# The runtime's modules import only from their own layer and those below.
 	python3 scripts/module_layers.py --quiet
+	# An application linking modelless compiles none of the lab's crates, and the
+	# build without default features none of the policy host's or the images'.
+	bash scripts/lean_build.sh
 	# The release CLI without libtorch: the container test builds its image from it.
 	cargo build --release --locked -p modelless-lab
 	$(TORCH_ENV) cargo test --workspace --all-features --locked

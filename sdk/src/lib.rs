@@ -29,9 +29,11 @@
 
 #[cfg(feature = "server")]
 mod overrides;
+mod policy_config;
 mod runtime;
 #[cfg(feature = "server")]
 mod serving;
+#[cfg(feature = "policies")]
 mod steering;
 
 // The fuzz targets assert on the largest allocation a decoder makes.
@@ -52,8 +54,8 @@ pub use modelless_runtime::{
     SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration,
     TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
 };
+pub use policy_config::PolicyConfig;
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
-pub use steering::PolicyConfig;
 
 /// Models as the runtime runs them: the backend trait for sessions of your own, and
 /// the tensors and devices they declare.
@@ -72,11 +74,16 @@ pub mod backend {
 pub mod preprocess {
     pub use modelless_runtime::preprocess::{
         ChannelOrder, DecodeLimits, Decoded, ImageData, ImagePreprocess, ImageSize, Interpolation, Layout,
-        PreprocessConfig, PreprocessError, ResizeMode, decode, image_tensor, to_tensor,
+        PreprocessConfig, PreprocessError, ResizeMode,
     };
+    /// Decoding and preprocessing one image outside a runtime (feature `images`).
+    #[cfg(feature = "images")]
+    pub use modelless_runtime::preprocess::{decode, image_tensor, to_tensor};
 }
 
-/// Policy modules outside a running runtime: compile, call, record and replay them.
+/// Policy modules outside a running runtime: compile, call, record and replay them
+/// (feature `policies`).
+#[cfg(feature = "policies")]
 pub mod policy {
     pub use modelless_runtime::policy::{
         ControlStatus, DecidedBy, EarlyTick, HostConfig, PolicyEngine, PolicyError, PolicyInstance, PolicyModule,

@@ -1,7 +1,9 @@
 //! [`Runtime`]: the models an application serves, and the calls to reach them.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+#[cfg(any(feature = "policies", feature = "server"))]
+use std::sync::Mutex;
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
 use modelless_runtime::preprocess::{PreprocessConfig, PreprocessPool};
@@ -13,7 +15,9 @@ use modelless_runtime::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::steering::{PolicyConfig, RunningPolicy};
+use crate::policy_config::PolicyConfig;
+#[cfg(feature = "policies")]
+use crate::steering::RunningPolicy;
 
 /// Everything a runtime is built from; the format of its TOML config file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -170,6 +174,7 @@ impl RuntimeBuilder {
             onnxruntime: self.config.onnxruntime,
             preprocessing: PreprocessPool::start(&self.config.preprocessing)?,
             registry: Arc::new(Registry::new()),
+            #[cfg(feature = "policies")]
             policy: Mutex::new(None),
             #[cfg(feature = "server")]
             declared: Mutex::new(crate::serving::Declared {
@@ -186,6 +191,7 @@ impl RuntimeBuilder {
         for (name, factory, instances, batching) in self.custom {
             runtime.load_backend(&name, factory, instances, batching)?;
         }
+        #[cfg(feature = "policies")]
         if let Some(policy) = self.config.policy {
             runtime.start_policy(policy)?;
         }
@@ -223,6 +229,7 @@ pub struct Runtime {
     onnxruntime: OrtEnvironmentConfig,
     preprocessing: Arc<PreprocessPool>,
     pub(crate) registry: Arc<Registry>,
+    #[cfg(feature = "policies")]
     pub(crate) policy: Mutex<Option<RunningPolicy>>,
     /// What the config declared, for the model repository.
     #[cfg(feature = "server")]
@@ -543,10 +550,12 @@ mod tests {
             // What is accepted is within bounds everywhere it is used, and reads back
             // the same when written out.
             prop_assert!(config.validate().is_ok());
+            #[cfg(feature = "policies")]
             if let Some(policy) = &config.policy {
                 let host = policy.host_config();
                 prop_assert!(host.memory_limit_bytes >= 1 << 20 && host.deadline.as_millis() >= 1);
             }
+            #[cfg(feature = "server")]
             if let Some(server) = &config.server {
                 let limits = server.request_limits();
                 prop_assert!(limits.max_message_bytes >= 1 << 20 && limits.max_tensor_elements >= 1);

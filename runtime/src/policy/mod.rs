@@ -4,20 +4,33 @@
 //! mattering ([`GuardedPolicy`]): a policy that fails never stops serving, and the
 //! loop that asks it every tick and applies what it decides ([`ControlLoop`]), through
 //! the pure control core ([`core::tick`]) that the simulator calls too.
+//!
+//! The sandbox and everything that runs a module need feature `policies`; the control
+//! core and the snapshot of a task are always here.
 
+#[cfg(feature = "policies")]
 mod apply;
+#[cfg(feature = "policies")]
 mod control;
 pub mod core;
+#[cfg(feature = "policies")]
 mod guard;
+#[cfg(feature = "policies")]
 mod host;
+#[cfg(feature = "policies")]
 mod record;
 mod snapshot;
 #[cfg(test)]
+#[cfg(feature = "policies")]
 mod test_modules;
 
 pub use crate::error::PolicyError;
+#[cfg(feature = "policies")]
 pub use control::{ControlConfig, ControlLoop, ControlStatus, EarlyTick, ListTasks};
+#[cfg(feature = "policies")]
 pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
+#[cfg(feature = "policies")]
 pub use host::{HostConfig, PolicyEngine, PolicyInstance, PolicyLog, PolicyModule};
+#[cfg(feature = "policies")]
 pub use record::{RecordedTick, Recorder, Replayed, read_ticks, replay};
 pub use snapshot::{TaskReading, task_snapshot};

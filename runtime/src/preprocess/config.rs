@@ -176,6 +176,7 @@ impl ImagePreprocess {
     }
 
     /// Per channel (R, G, B), what a value `v` becomes: `v * multiply + add`.
+    #[cfg_attr(not(feature = "images"), allow(dead_code))]
     pub(crate) fn affine(&self) -> ([f32; 3], [f32; 3]) {
         let mut multiply = [1.0; 3];
         let mut add = [0.0; 3];
@@ -212,6 +213,7 @@ impl ImagePreprocess {
 
     /// Of an image `width`×`height`, the region `(left, top, width, height)` that is
     /// scaled to the model's size.
+    #[cfg_attr(not(feature = "images"), allow(dead_code))]
     pub(crate) fn source_region(&self, width: u32, height: u32) -> (f64, f64, f64, f64) {
         let (w, h) = (f64::from(width), f64::from(height));
         match self.resize {
@@ -230,6 +232,7 @@ impl ImagePreprocess {
     /// The most an image `width`×`height` may be shrunk (1, 2, 4 or 8) while the
     /// region scaled to the model's size still has at least its pixels: a JPEG can be
     /// decoded at that scale in the DCT domain.
+    #[cfg_attr(not(feature = "images"), allow(dead_code))]
     pub(crate) fn shrink_allowed(&self, width: u32, height: u32) -> u32 {
         let (_, _, cw, ch) = self.source_region(width, height);
         let (tw, th) = self.size.dims();

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use tracing::Span;
 
-use super::{DecodeLimits, Decoded, ImagePreprocess, PreprocessError, decode, to_tensor};
+use super::{DecodeLimits, ImagePreprocess, PreprocessError};
 use crate::request::ImageData;
 use crate::tensor::Tensor;
 use crate::trace;
@@ -53,11 +53,11 @@ pub(crate) fn prepare_in(
     for (index, image) in images.iter().enumerate() {
         let started = Instant::now();
         let decoding = trace::decode(request, index);
-        let decoded = decoded(image, preprocess, limits).map_err(|e| (index, e))?;
+        let decoded = pixels::decoded(image, preprocess, limits).map_err(|e| (index, e))?;
         drop(decoding);
         let decoded_at = Instant::now();
         let preprocessing = trace::preprocess(request, index);
-        rows.push(to_tensor(&decoded, preprocess).map_err(|e| (index, e))?);
+        rows.push(pixels::to_tensor(&decoded, preprocess).map_err(|e| (index, e))?);
         drop(preprocessing);
         decode_time += decoded_at - started;
         preprocess_time += decoded_at.elapsed();
@@ -67,21 +67,50 @@ pub(crate) fn prepare_in(
     Ok(Prepared { tensor, decode: decode_time, preprocess: preprocess_time })
 }
 
-fn decoded(image: &ImageData, preprocess: &ImagePreprocess, limits: &DecodeLimits) -> Result<Decoded, PreprocessError> {
-    match image {
-        ImageData::Encoded(bytes) => decode(bytes, limits, Some(preprocess)),
-        ImageData::Rgb { width, height, pixels } => {
-            let expected = u64::from(*width) * u64::from(*height) * 3;
-            if expected != pixels.len() as u64 || expected == 0 {
-                return Err(PreprocessError::Decode(format!(
-                    "{width}x{height} RGB pixels take {expected} bytes, not {}",
-                    pixels.len()
-                )));
+/// The pixel work, where this build has it.
+#[cfg(feature = "images")]
+mod pixels {
+    pub(super) use super::super::to_tensor;
+    use super::super::{DecodeLimits, Decoded, ImagePreprocess, PreprocessError, decode};
+    use crate::request::ImageData;
+
+    pub(super) fn decoded(
+        image: &ImageData,
+        preprocess: &ImagePreprocess,
+        limits: &DecodeLimits,
+    ) -> Result<Decoded, PreprocessError> {
+        match image {
+            ImageData::Encoded(bytes) => decode(bytes, limits, Some(preprocess)),
+            ImageData::Rgb { width, height, pixels } => {
+                let expected = u64::from(*width) * u64::from(*height) * 3;
+                if expected != pixels.len() as u64 || expected == 0 {
+                    return Err(PreprocessError::Decode(format!(
+                        "{width}x{height} RGB pixels take {expected} bytes, not {}",
+                        pixels.len()
+                    )));
+                }
+                if u64::from(*width) * u64::from(*height) > limits.max_pixels {
+                    return Err(PreprocessError::TooLarge(format!("{width}x{height} is more than the pixel limit")));
+                }
+                Ok(Decoded { width: *width, height: *height, rgb: pixels.to_vec(), shrink: 1 })
             }
-            if u64::from(*width) * u64::from(*height) > limits.max_pixels {
-                return Err(PreprocessError::TooLarge(format!("{width}x{height} is more than the pixel limit")));
-            }
-            Ok(Decoded { width: *width, height: *height, rgb: pixels.to_vec(), shrink: 1 })
         }
+    }
+}
+
+/// A build without feature `images` refuses every image; tasks that take images are
+/// refused before any request comes (see `TaskConfig::validate`).
+#[cfg(not(feature = "images"))]
+mod pixels {
+    use super::super::{DecodeLimits, Decoded, ImagePreprocess, PreprocessError};
+    use crate::request::ImageData;
+    use crate::tensor::Tensor;
+
+    pub(super) fn decoded(_: &ImageData, _: &ImagePreprocess, _: &DecodeLimits) -> Result<Decoded, PreprocessError> {
+        Err(PreprocessError::Unsupported(super::super::NO_IMAGES.into()))
+    }
+
+    pub(super) fn to_tensor(_: &Decoded, _: &ImagePreprocess) -> Result<Tensor, PreprocessError> {
+        Err(PreprocessError::Unsupported(super::super::NO_IMAGES.into()))
     }
 }

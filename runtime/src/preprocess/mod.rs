@@ -2,22 +2,35 @@
 //! limits, resize (with the crop) and normalise as the variant's `preprocess` section
 //! says. Requests that carry images are preprocessed on a pool of their own, for the
 //! variant that will run them (see [`pool`]).
+//!
+//! Decoding and resizing need feature `images`; without it the settings still parse,
+//! and a task whose variants declare `preprocess` is refused when it is configured.
 
 mod config;
+#[cfg(feature = "images")]
 mod decode;
 mod images;
+mod limits;
+#[cfg(feature = "images")]
 mod pixels;
 pub mod pool;
 
 pub use crate::request::ImageData;
 pub use config::{ChannelOrder, ImagePreprocess, ImageSize, Interpolation, Layout, ResizeMode};
-pub use decode::{DEFAULT_MAX_PIXELS, DecodeLimits, Decoded, decode};
+#[cfg(feature = "images")]
+pub use decode::decode;
 pub(crate) use images::{ImageSource, prepare_in};
 pub use images::{Prepared, prepare};
+pub use limits::{DEFAULT_MAX_PIXELS, DecodeLimits, Decoded};
+#[cfg(feature = "images")]
 pub use pixels::to_tensor;
 pub use pool::{PoolReading, PreprocessConfig, PreprocessPool};
 
+#[cfg(feature = "images")]
 use crate::tensor::Tensor;
+
+/// Why a build without feature `images` takes no image.
+pub const NO_IMAGES: &str = "this build of modelless has no image decoding (feature `images`)";
 
 /// Why an image could not become a tensor.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +52,7 @@ pub enum PreprocessError {
 
 /// The encoded image `encoded` as a one-row tensor of what `preprocess` describes,
 /// within the default [`DecodeLimits`].
+#[cfg(feature = "images")]
 pub fn image_tensor(encoded: &[u8], preprocess: &ImagePreprocess) -> Result<Tensor, PreprocessError> {
     preprocess.validate()?;
     let decoded = decode(encoded, &DecodeLimits::default(), Some(preprocess))?;
@@ -47,6 +61,7 @@ pub fn image_tensor(encoded: &[u8], preprocess: &ImagePreprocess) -> Result<Tens
 
 /// Images for the tests of this crate.
 #[cfg(test)]
+#[cfg(feature = "images")]
 pub(crate) mod test_images {
     /// A PNG of `width`×`height` pixels coloured by `pixel`.
     pub fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
@@ -81,6 +96,7 @@ pub(crate) mod test_images {
 }
 
 #[cfg(test)]
+#[cfg(feature = "images")]
 mod tests {
     use super::test_images::{png, png_claiming};
     use super::*;

@@ -162,6 +162,13 @@ impl TaskConfig {
             }
             v.batching.validate()?;
             if let Some(preprocess) = &v.preprocess {
+                if cfg!(not(feature = "images")) {
+                    return bad(format!(
+                        "variant `{}` declares `preprocess`: {}",
+                        v.name,
+                        crate::preprocess::NO_IMAGES
+                    ));
+                }
                 preprocess
                     .validate()
                     .map_err(|e| Error::Config(format!("task `{}`: variant `{}`: {e}", self.name, v.name)))?;
@@ -365,5 +372,31 @@ impl VariantConfig {
     pub fn with_profile(mut self, profile: ProfileMode) -> Self {
         self.profile = profile;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taking_images() -> TaskConfig {
+        let images = ImagePreprocess::new(224, [0.0; 3], [1.0; 3]);
+        let mut task = TaskConfig::new("photos");
+        task.variants.push(VariantConfig::new("small", "small.onnx", 70.0).with_preprocess(images));
+        task
+    }
+
+    #[cfg(feature = "images")]
+    #[test]
+    fn a_task_that_takes_images_is_valid_where_images_are_built_in() {
+        assert!(taking_images().validate().is_ok());
+    }
+
+    #[cfg(not(feature = "images"))]
+    #[test]
+    fn a_task_that_takes_images_is_refused_naming_the_feature_where_they_are_not() {
+        let refused = taking_images().validate().unwrap_err().to_string();
+        assert!(refused.contains("variant `small` declares `preprocess`"), "{refused}");
+        assert!(refused.contains("feature `images`"), "{refused}");
     }
 }

@@ -208,6 +208,7 @@ pub(super) fn remake(services: &ImageServices, to: Arc<Model>, mut pending: Pend
 }
 
 #[cfg(test)]
+#[cfg(feature = "images")]
 mod tests {
     use std::time::Duration;
 
