@@ -66,6 +66,9 @@ pub enum PolicyError {
     /// The policy answered `{"error": …}`.
     #[error("the policy reported: {0}")]
     Reported(String),
+    /// The host could not start: its engine or its clock thread. No module is at fault.
+    #[error("the policy host cannot start: {0}")]
+    Host(String),
     /// The module file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
@@ -82,7 +85,7 @@ impl PartialEq for PolicyError {
         use PolicyError::*;
         match (self, other) {
             (Invalid(a), Invalid(b)) | (Instantiate(a), Instantiate(b)) | (Trap(a), Trap(b)) => a == b,
-            (InvalidOutput(a), InvalidOutput(b)) | (Reported(a), Reported(b)) => a == b,
+            (InvalidOutput(a), InvalidOutput(b)) | (Reported(a), Reported(b)) | (Host(a), Host(b)) => a == b,
             (WrongAbi { marker: a, version: v }, WrongAbi { marker: b, version: w }) => a == b && v == w,
             (MissingExport { name: a, expected: x }, MissingExport { name: b, expected: y }) => a == b && x == y,
             (Timeout { deadline_ms: a }, Timeout { deadline_ms: b }) => a == b,
@@ -106,6 +109,7 @@ impl PartialEq for PolicyError {
                 | OversizedOutput { .. }
                 | InvalidOutput(_)
                 | Reported(_)
+                | Host(_)
                 | Read { .. },
                 _,
             ) => false,
@@ -128,6 +132,7 @@ impl PolicyError {
             PolicyError::OversizedOutput { .. } => "oversized_output",
             PolicyError::InvalidOutput(_) => "invalid_output",
             PolicyError::Reported(_) => "reported",
+            PolicyError::Host(_) => "host",
             PolicyError::Read { .. } => "read",
         }
     }

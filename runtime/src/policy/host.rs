@@ -131,14 +131,14 @@ impl PolicyEngine {
         let mut wasm = Config::new();
         wasm.epoch_interruption(true);
         wasm.consume_fuel(config.fuel.is_some());
-        let engine = Engine::new(&wasm).map_err(|e| PolicyError::Invalid(message(&e)))?;
+        let engine = Engine::new(&wasm).map_err(|e| PolicyError::Host(message(&e)))?;
         let ticker =
             Arc::new(Ticker { in_flight: AtomicUsize::new(0), state: Mutex::new(false), wake: Condvar::new() });
         let (clock, for_ticker) = (engine.clone(), ticker.clone());
         std::thread::Builder::new()
             .name("modelless-policy-clock".into())
             .spawn(move || for_ticker.run(clock))
-            .map_err(|e| PolicyError::Instantiate(format!("cannot start the policy clock: {e}")))?;
+            .map_err(|e| PolicyError::Host(format!("cannot start the policy clock: {e}")))?;
         Ok(Arc::new(PolicyEngine { engine, config, ticker }))
     }
 
