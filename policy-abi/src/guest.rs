@@ -81,6 +81,28 @@ fn to_json(value: &impl serde::Serialize) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|e| format!(r#"{{"error":"cannot encode: {e}"}}"#).into_bytes())
 }
 
+/// How loud a line a policy logs is, as `modelless.log` numbers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Something failed.
+    Error = 0,
+    /// The policy cannot do its job as configured (the runtime shows it in the
+    /// policy's status and logs).
+    Warn = 1,
+    /// Of interest.
+    Info = 2,
+    /// For whoever debugs the policy.
+    Debug = 3,
+}
+
+/// Logs `message` through the host's `modelless.log` import. Natively (tests), nothing.
+pub fn log(level: Level, message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    raw::log(level as i32, message);
+    #[cfg(not(target_arch = "wasm32"))]
+    let _ = (level, message);
+}
+
 /// Packs an output buffer's address and length as the ABI returns them.
 pub fn pack(ptr: u32, len: u32) -> i64 {
     ((u64::from(ptr) << 32) | u64::from(len)) as i64
@@ -97,6 +119,20 @@ pub fn unpack(packed: i64) -> (u32, u32) {
 #[allow(unsafe_code, reason = "the ABI passes buffers as raw addresses into linear memory")]
 pub mod raw {
     use super::pack;
+
+    #[link(wasm_import_module = "modelless")]
+    unsafe extern "C" {
+        /// The host's `modelless.log(level, ptr, len)`.
+        #[link_name = "log"]
+        fn host_log(level: i32, ptr: i32, len: i32);
+    }
+
+    /// `modelless.log`: `message` at `level` (0 error … 4 trace).
+    pub fn log(level: i32, message: &str) {
+        // SAFETY: the host reads `len` bytes at `ptr` of this module's memory during
+        // the call, and `message` lives across it.
+        unsafe { host_log(level, message.as_ptr() as i32, message.len() as i32) }
+    }
 
     /// `alloc`: a buffer of `len` bytes the host writes into.
     pub fn alloc(len: i32) -> i32 {

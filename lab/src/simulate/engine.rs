@@ -307,7 +307,10 @@ impl Sim<'_> {
         let Some(early) = self.early_tick else { return false };
         let since_last = now.saturating_sub(self.ticks[server].last_us);
         since_last >= early.min_gap.as_micros() as u64
-            && self.servers[server].tasks.iter().any(|t| t.active_queue() >= early.queue_length)
+            && self.servers[server]
+                .tasks
+                .iter()
+                .any(|t| t.active_queue() >= early.queue_length || t.traffic.turned_away() > 0)
     }
 
     /// Starts the next batch on an idle executor, or a wake-up for a held one.

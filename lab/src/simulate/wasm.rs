@@ -11,6 +11,8 @@ use super::model::SimModel;
 pub struct WasmDecider {
     policy: GuardedPolicy,
     recorder: Option<Recorder>,
+    /// What the policy warned of, each said once.
+    warned: std::collections::BTreeSet<String>,
 }
 
 // Its parts (sessions, threads, closures, channels) print nothing useful.
@@ -34,7 +36,8 @@ impl WasmDecider {
             };
             (task.name.clone(), knobs)
         });
-        WasmDecider { policy: GuardedPolicy::new(module, parameters, KeepConfigured::new(configured)), recorder: None }
+        let policy = GuardedPolicy::new(module, parameters, KeepConfigured::new(configured));
+        WasmDecider { policy, recorder: None, warned: std::collections::BTreeSet::new() }
     }
 
     /// Records every tick (snapshot and decision) with `recorder`, as the control loop
@@ -52,6 +55,23 @@ impl WasmDecider {
 
 impl Decider for WasmDecider {
     fn decide(&mut self, snapshot: &Snapshot, _ahead: &[f64]) -> Decision {
+        let decision = self.decide_and_record(snapshot);
+        for message in self.policy.take_warnings() {
+            if self.warned.insert(message.clone()) {
+                tracing::warn!(%message, "the policy warns");
+            }
+        }
+        decision
+    }
+}
+
+impl WasmDecider {
+    /// What was warned of so far, each once.
+    pub fn warnings(&self) -> impl Iterator<Item = &str> {
+        self.warned.iter().map(String::as_str)
+    }
+
+    fn decide_and_record(&mut self, snapshot: &Snapshot) -> Decision {
         let Some(recorder) = &mut self.recorder else { return self.policy.decide(snapshot).decision };
         // Encoded once, for the module and the recording alike.
         let Ok(json) = serde_json::to_vec(snapshot) else { return self.policy.decide(snapshot).decision };

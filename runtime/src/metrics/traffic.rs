@@ -92,6 +92,12 @@ impl TaskTraffic {
         }
     }
 
+    /// Requests turned away since the last reading because their queue could not take
+    /// them (see [`TrafficWindow::turned_away`]).
+    pub fn turned_away(&self) -> u64 {
+        self.lock().turned_away()
+    }
+
     fn second(&self) -> u64 {
         self.started.elapsed().as_secs()
     }

@@ -100,6 +100,13 @@ impl TrafficWindow {
         }
     }
 
+    /// Requests turned away since the last tick because their queue could not take
+    /// them: refused as full or as it would have answered them late, or expired in it.
+    pub fn turned_away(&self) -> u64 {
+        let r = &self.tick.refusals;
+        r.queue_full + r.would_miss_deadline + r.expired
+    }
+
     /// Arrivals per second over the last 1, 10 and 60 seconds before second `now`
     /// (the second under way is not complete, so it does not count).
     pub fn demand(&mut self, now: u64) -> Demand {
@@ -152,6 +159,20 @@ mod tests {
         assert_eq!(window.demand(25).per_s_1s, 0.0);
         assert_eq!(window.demand(25).per_s_10s, 5.0 * 30.0 / 10.0);
         assert_eq!(window.demand(100), Demand::default());
+    }
+
+    #[test]
+    fn requests_turned_away_by_their_queue_count_until_the_tick_takes_them() {
+        let mut window = TrafficWindow::default();
+        window.rejected_for(ErrorKind::InvalidInput);
+        window.answered(10.0, true);
+        assert_eq!(window.turned_away(), 0, "a bad request or a late answer is no full queue");
+        window.rejected_for(ErrorKind::WouldMissDeadline);
+        window.rejected_for(ErrorKind::Overloaded);
+        window.expired();
+        assert_eq!(window.turned_away(), 3);
+        window.take_tick();
+        assert_eq!(window.turned_away(), 0);
     }
 
     #[test]

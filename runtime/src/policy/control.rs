@@ -40,9 +40,11 @@ pub struct ControlConfig {
     pub early_tick: Option<EarlyTick>,
 }
 
-/// When the loop ticks early: a task's queue reached `queue_length`, and the last
-/// tick is at least `min_gap` old. A flash crowd is answered within a fraction of a
-/// tick, and a busy queue costs at most one decision every `min_gap`.
+/// When the loop ticks early: a task's queue reached `queue_length`, or the task
+/// turned a request away because its queue could not take it (full, or it would have
+/// answered it late: admission keeps such a queue short), and the last tick is at
+/// least `min_gap` old. A flash crowd is answered within a fraction of a tick, and a
+/// busy queue costs at most one decision every `min_gap`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EarlyTick {
     /// Requests queued for a task's active variant that call a tick.
@@ -290,9 +292,11 @@ impl LoopState {
                     let parameters = parameters.or_else(|| self.policy.parameters().cloned());
                     let result = self.policy.replace(module, parameters, last_snapshot.as_ref());
                     if result.is_ok() {
+                        let warnings = self.policy.take_warnings();
                         let mut status = self.lock_status();
                         status.policy = name;
                         status.reloads += 1;
+                        status.reports.extend(warnings.into_iter().map(policy_warning));
                     }
                     let _ = reply.send(result);
                 }
@@ -316,6 +320,7 @@ impl LoopState {
                         Err(e) => (self.policy.decide(&snapshot), None, vec![format!("snapshot not encoded: {e}")]),
                     };
                     reports.extend(self.applier.apply(&tasks, &decided.decision));
+                    reports.extend(self.policy.take_warnings().into_iter().map(policy_warning));
                     let mut status = self.lock_status();
                     status.ticks = tick + 1;
                     status.early_ticks += u64::from(early);
@@ -338,7 +343,8 @@ impl LoopState {
     /// Whether a queue calls an early tick, `since_last` after the last tick.
     fn queue_grew(&self, since_last: Duration) -> bool {
         let Some(early) = self.config.early_tick else { return false };
-        since_last >= early.min_gap && (self.tasks)().iter().any(|t| t.serving().1 >= early.queue_length)
+        since_last >= early.min_gap
+            && (self.tasks)().iter().any(|t| t.serving().1 >= early.queue_length || t.traffic().turned_away() > 0)
     }
 
     /// The policy's decision and the shadow's on the encoded snapshot, recorded when
@@ -365,6 +371,12 @@ impl LoopState {
     fn lock_status(&self) -> std::sync::MutexGuard<'_, ControlStatus> {
         self.status.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A warning the policy logged, as the status reports it (and the log says it).
+fn policy_warning(message: String) -> String {
+    tracing::warn!(%message, "the policy warns");
+    format!("policy: {message}")
 }
 
 /// The snapshot of `tasks` and the machine at tick `tick`.
@@ -423,6 +435,7 @@ mod tests {
         assert_eq!((reported.threads, reported.queue_length, reported.queue_size), (2, 5, 64));
         assert_eq!(reported.utilisation_percent, 75.0, "3 s of work in 2 s of 2 threads");
     }
+    use crate::batching::BatchingConfig;
     use crate::policy::test_modules::{answering, answering_once};
     use crate::registry::{MakeBackend, TaskConfig, VariantConfig};
     use crate::request::{Inputs, Slo};
@@ -624,11 +637,13 @@ mod tests {
         wait_for("the policy deciding on", || control.status().ticks > ticks + 2);
     }
 
-    #[test]
-    fn a_growing_queue_calls_a_tick_before_it_is_due() {
+    /// Task `classify` (`variant` on a fake backend whose batches take 50 ms) under a
+    /// policy that keeps everything, ticking hourly and early once a queue holds
+    /// `queue_length`.
+    fn ticking_early(variant: VariantConfig, queue_length: u64) -> (Arc<Task>, ControlLoop) {
         let fake = FakeConfig { per_batch: Duration::from_millis(50), ..FakeConfig::default() };
         let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(fake.clone(), BatchLog::default()));
-        let variant = VariantConfig::new("v0", "fake", 60.0).with_warmup(WarmupConfig::disabled());
+        let variant = variant.with_warmup(WarmupConfig::disabled());
         let task = Arc::new(Task::start(TaskConfig::new("classify").with_variant(variant), make).unwrap());
         let module =
             PolicyEngine::new(HostConfig::default()).unwrap().compile("keep", answering(r#"{"tasks":[]}"#).as_bytes());
@@ -636,9 +651,15 @@ mod tests {
             let task = task.clone();
             Arc::new(move || vec![task.clone()])
         };
-        let early = EarlyTick { queue_length: 8, min_gap: Duration::from_millis(20) };
+        let early = EarlyTick { queue_length, min_gap: Duration::from_millis(20) };
         let config = ControlConfig::default().with_tick(Duration::from_secs(3600)).with_early_tick(early);
         let control = ControlLoop::start(tasks, module.unwrap(), None, fallback(), config).unwrap();
+        (task, control)
+    }
+
+    #[test]
+    fn a_growing_queue_calls_a_tick_before_it_is_due() {
+        let (task, control) = ticking_early(VariantConfig::new("v0", "fake", 60.0), 8);
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(control.status().ticks, 0, "nothing queued, and the tick is an hour away");
         let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
@@ -650,6 +671,21 @@ mod tests {
         let settled = control.status().ticks;
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(control.status().ticks, settled, "an empty queue calls no tick");
+    }
+
+    #[test]
+    fn a_request_turned_away_by_a_full_queue_calls_a_tick_before_it_is_due() {
+        // A queue of 2 refuses most of a burst: admission keeps it short, so only the
+        // refusals show the crowd.
+        let batching = BatchingConfig { max_batch_size: 1, max_queue_size: 2, ..BatchingConfig::default() };
+        let (task, control) = ticking_early(VariantConfig::new("v0", "fake", 60.0).with_batching(batching), 1_000);
+        let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+        let refused = (0..16).filter(|_| task.submit(input(), &Slo::default()).is_err()).count();
+        assert!(refused > 0, "the queue holds 2");
+        wait_for("an early tick", || control.status().early_ticks > 0);
+        let settled = control.status().ticks;
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(control.status().ticks, settled, "a tick took the refusals: no more until the next");
     }
 
     #[test]

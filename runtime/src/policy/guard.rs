@@ -87,7 +87,15 @@ pub struct GuardedPolicy {
     max_failures: u32,
     consecutive_failures: u32,
     failures: BTreeMap<&'static str, u64>,
+    /// What the module warned of since [`GuardedPolicy::take_warnings`] was last called.
+    warnings: Vec<String>,
 }
+
+/// `modelless.log` levels at or below this are warnings (0 error, 1 warn).
+const WARNING_LEVEL: i32 = 1;
+/// Warnings kept between two calls of [`GuardedPolicy::take_warnings`]: a module that
+/// warns every tick cannot grow them without bound.
+const MAX_WARNINGS: usize = 32;
 
 // Its parts (sessions, threads, closures, channels) print nothing useful.
 impl std::fmt::Debug for GuardedPolicy {
@@ -107,7 +115,22 @@ impl GuardedPolicy {
             max_failures: DEFAULT_MAX_FAILURES,
             consecutive_failures: 0,
             failures: BTreeMap::new(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// What the module logged at warning level or above (through `modelless.log`)
+    /// since the last call: the control loop shows it in the policy's status and logs.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Keeps the warnings among `instance`'s logs.
+    fn keep_warnings(warnings: &mut Vec<String>, instance: &mut PolicyInstance) {
+        let logged = instance.take_logs().into_iter().filter(|l| l.level <= WARNING_LEVEL).map(|l| l.message);
+        warnings.extend(logged);
+        let excess = warnings.len().saturating_sub(MAX_WARNINGS);
+        warnings.drain(..excess);
     }
 
     /// Sets how many consecutive failures hand over to the fallback.
@@ -198,6 +221,7 @@ impl GuardedPolicy {
         };
         if let Some(snapshot) = last_snapshot {
             instance.decide(snapshot)?;
+            Self::keep_warnings(&mut self.warnings, &mut instance);
         }
         self.module = module;
         self.parameters = parameters;
@@ -211,7 +235,9 @@ impl GuardedPolicy {
             Some(instance) => instance,
             None => self.instance.insert(self.module.instantiate(self.parameters.as_ref())?),
         };
-        instance.decide_json(json)
+        let decided = instance.decide_json(json);
+        Self::keep_warnings(&mut self.warnings, instance);
+        decided
     }
 }
 
