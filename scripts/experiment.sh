@@ -3,7 +3,8 @@
 # three co-located, under a gentle trace (warm-up ramp) and a steep one (flash
 # crowd). Every policy runs for real (in process, open-loop load) and in the
 # simulator on the profiles the real runs use, and again with batches timed as the
-# real runs' sessions ran them (calibrated); the oracle runs in the simulator only.
+# real runs' sessions ran them (calibrated); the oracle and the offline optimum run in
+# the simulator only.
 # Writes per run the request log, timeline, summary and plots, and results.md, the
 # table of them all.
 #
@@ -72,9 +73,10 @@ for scenario in "${SCENARIOS[@]}"; do
     echo "== $name: $config, $load ($((SECONDS - started)) s so far)" >&2
     # Loading the runtime once measures the profiles that are missing (stored beside
     # the models, so only the first scenario pays) and keeps them for the simulator.
-    # The oracle ticks once a second, on the second it foresees: no early ticks.
+    # The oracle ticks once a second, on the second it foresees: no early ticks. The
+    # offline optimum and the cheapest variant bound the gain a policy can take.
     "$MODELLESS" simulate --config "$config" --save-model "$dir/model.json" --load "$load" "${SCALE[@]}" --oracle \
-        --out "$dir/sim/oracle" --label oracle >/dev/null
+        --against-optimum --out "$dir/sim/oracle" --label oracle >/dev/null
     for policy in "${POLICY_LIST[@]}"; do
         IFS='|' read -r label module parameters <<<"$policy"
         echo "-- $name / $label: real run" >&2
@@ -94,7 +96,7 @@ for scenario in "${SCENARIOS[@]}"; do
     # run; each policy's takes the other policies' runs, not its own.
     echo "-- $name: simulations calibrated on the real runs" >&2
     "$MODELLESS" simulate --model "$dir/model.json" --calibrate "$dir"/real/* \
-        --save-model "$dir/model-calibrated.json" --load "$load" "${SCALE[@]}" --oracle \
+        --save-model "$dir/model-calibrated.json" --load "$load" "${SCALE[@]}" --oracle --against-optimum \
         --out "$dir/sim-calibrated/oracle" --label oracle >/dev/null 2>"$dir/calibration.txt"
     for policy in "${POLICY_LIST[@]}"; do
         IFS='|' read -r label module parameters <<<"$policy"

@@ -1,8 +1,10 @@
 """The experiment's tables: for each scenario and policy, the real run beside its
 simulation (SLO violations, effective accuracy, and the simulator's gap to the real
-run), and the oracle (simulated only); then the same against simulations calibrated
-on the real runs (batches timed as the sessions ran them). Reads the summary.json
-files scripts/experiment.sh wrote; prints Markdown."""
+run), the share of the attainable gain the real run took (its effective accuracy above
+the cheapest variant's, over the offline optimum's), and the oracle and the optimum
+(simulated only); then the same against simulations calibrated on the real runs
+(batches timed as the sessions ran them). Reads the summary.json files
+scripts/experiment.sh wrote; prints Markdown."""
 
 import json
 import sys
@@ -21,38 +23,62 @@ def gap(sim, real):
     return f"{(sim - real) / real * 100:+.0f} %"
 
 
-def against(real, sim, oracle):
+def share(run, bounds):
+    """The share of the attainable gain `run` took: its effective accuracy above the
+    cheapest variant's over the optimum's."""
+    cheapest, optimum = bounds
+    attainable = optimum["effective_accuracy"] - cheapest["effective_accuracy"]
+    if attainable <= 1e-9:
+        return "—"
+    return f"{(run['effective_accuracy'] - cheapest['effective_accuracy']) / attainable * 100:.0f} %"
+
+
+def against(real, sim, oracle, bounds):
     """The columns every table has: violations and effective accuracy, real beside
-    simulated, and the real run over the oracle."""
+    simulated, the real run over the oracle, and its share of the attainable gain."""
     return (f"| {real['slo_violation_pct']:.3f} | {sim['slo_violation_pct']:.3f} "
             f"| {gap(sim['slo_violation_pct'], real['slo_violation_pct'])} "
             f"| {real['effective_accuracy']:.2f} | {sim['effective_accuracy']:.2f} "
             f"| {gap(sim['effective_accuracy'], real['effective_accuracy'])} "
-            f"| {real['effective_accuracy'] / oracle['effective_accuracy']:.3f} ")
+            f"| {real['effective_accuracy'] / oracle['effective_accuracy']:.3f} | {share(real, bounds)} ")
 
 
 def rows(scenario, sims):
-    """(policy, real, simulated) for each real run of the scenario, and the oracle."""
-    oracle = pooled(scenario / sims / "oracle" / "summary.json")
+    """(policy, real, simulated) for each real run of the scenario, the oracle, and
+    the bounds of the gain (the cheapest variant's run and the optimum's), which
+    `simulate --oracle --against-optimum` wrote beside the oracle's."""
+    oracle_dir = scenario / sims / "oracle"
+    oracle = pooled(oracle_dir / "summary.json")
+    bounds = (pooled(oracle_dir / "cheapest" / "summary.json"), pooled(oracle_dir / "optimum" / "summary.json"))
     runs = [(run.name, pooled(run / "summary.json"), pooled(scenario / sims / run.name / "summary.json"))
             for run in sorted((scenario / "real").iterdir())]
-    return runs, oracle
+    return runs, oracle, bounds
+
+
+def simulated_rows(scenario, oracle, bounds):
+    """The oracle's and the optimum's rows (simulated only)."""
+    for name, run in (("oracle", oracle), ("optimum", bounds[1])):
+        print(f"| {scenario.name} | {name} (sim) | — | {run['slo_violation_pct']:.3f} | | — "
+              f"| {run['effective_accuracy']:.2f} | | {run['effective_accuracy'] / oracle['effective_accuracy']:.3f} "
+              f"| {share(run, bounds)} |", end="")
+        yield run
 
 
 def main(out):
     root = Path(out)
     print("| scenario | policy | SLO violations % real | sim | gap | eff. accuracy real | sim | gap | "
-          "÷ oracle | norm. accuracy real | p99 ms real | switches real | max queue real |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "÷ oracle | share of the attainable gain | norm. accuracy real | p99 ms real | switches real "
+          "| max queue real |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for scenario in sorted(p for p in root.iterdir() if (p / "real").is_dir()):
-        runs, oracle = rows(scenario, "sim")
+        runs, oracle, bounds = rows(scenario, "sim")
         for name, real, sim in runs:
-            print(f"| {scenario.name} | {name} {against(real, sim, oracle)}"
+            print(f"| {scenario.name} | {name} {against(real, sim, oracle, bounds)}"
                   f"| {real['normalized_accuracy']:.3f} | {real['p99_ms'] or 0:.1f} "
                   f"| {real['variant_switches']} | {real['max_queue_length']} |")
-        print(f"| {scenario.name} | oracle (sim) | — | {oracle['slo_violation_pct']:.3f} | | — "
-              f"| {oracle['effective_accuracy']:.2f} | | 1.000 | {oracle['normalized_accuracy']:.3f} "
-              f"| {oracle['p99_ms'] or 0:.1f} (sim) | {oracle['variant_switches']} (sim) | {oracle['max_queue_length']} (sim) |")
+        for run in simulated_rows(scenario, oracle, bounds):
+            print(f" {run['normalized_accuracy']:.3f} | {run['p99_ms'] or 0:.1f} (sim) "
+                  f"| {run['variant_switches']} (sim) | {run['max_queue_length']} (sim) |")
     calibrated(root)
     before_after(root)
     print()
@@ -68,14 +94,15 @@ def calibrated(root):
     print()
     print("Simulated on the machine as the real runs found it (calibrated):")
     print()
-    print("| scenario | policy | SLO violations % real | sim | gap | eff. accuracy real | sim | gap | ÷ oracle |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| scenario | policy | SLO violations % real | sim | gap | eff. accuracy real | sim | gap | ÷ oracle "
+          "| share of the attainable gain |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for scenario in scenarios:
-        runs, oracle = rows(scenario, "sim-calibrated")
+        runs, oracle, bounds = rows(scenario, "sim-calibrated")
         for name, real, sim in runs:
-            print(f"| {scenario.name} | {name} {against(real, sim, oracle)}|")
-        print(f"| {scenario.name} | oracle (sim) | — | {oracle['slo_violation_pct']:.3f} | | — "
-              f"| {oracle['effective_accuracy']:.2f} | | 1.000 |")
+            print(f"| {scenario.name} | {name} {against(real, sim, oracle, bounds)}|")
+        for _ in simulated_rows(scenario, oracle, bounds):
+            print()
 
 
 def before_after(root):

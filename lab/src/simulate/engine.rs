@@ -176,6 +176,28 @@ pub fn simulate(
     Ok((result, sim.stats))
 }
 
+/// What an offline planner knows of a run: each second's arrivals per model task at
+/// one server, and each model task's SLO.
+pub(crate) struct Foreseen {
+    /// `arrivals[second][task]`.
+    pub arrivals: Vec<Vec<f64>>,
+    /// Per model task: the first spec task's that loads it; `None` where none does.
+    pub slo_ms: Vec<Option<f64>>,
+}
+
+/// What an offline planner knows of a run of `spec` on `model` at one of `servers`.
+pub(crate) fn foreseen(model: &SimModel, spec: &LoadSpec, servers: usize) -> Result<Foreseen, LoadError> {
+    let schedule = spec.schedule()?;
+    let (task_of, targets) = targets(model, spec)?;
+    let mut slo_ms = vec![None; model.tasks.len()];
+    for (&task, target) in task_of.iter().zip(&targets).rev() {
+        slo_ms[task] = Some(target.slo_ms);
+    }
+    let mut arrivals = arrivals_per_second(&schedule, &task_of, model.tasks.len(), servers.max(1));
+    arrivals.truncate(schedule.duration_s as usize);
+    Ok(Foreseen { arrivals, slo_ms })
+}
+
 /// Each spec task's model task, and its target (SLO from the spec or the model).
 fn targets(model: &SimModel, spec: &LoadSpec) -> Result<(Vec<usize>, Vec<TaskTarget>), LoadError> {
     let mut task_of = Vec::new();

@@ -9,7 +9,9 @@ use anyhow::Context;
 use indicatif::ProgressBar;
 use modelless::{RuntimeBuilder, RuntimeConfig};
 use modelless_lab::load::read_runs_csv;
-use modelless_lab::simulate::{Decider, Oracle, SimConfig, SimModel, WasmDecider, simulate};
+use modelless_lab::simulate::{
+    Decider, Oracle, SimConfig, SimModel, WasmDecider, cheapest, effective_accuracy, optimum, share_of_gain, simulate,
+};
 use modelless_runtime::policy::{HostConfig, PolicyEngine, Recorder};
 
 /// Makes the decider of each server.
@@ -44,6 +46,15 @@ pub struct Args {
     /// Let the oracle decide: it knows the next second's demand and switches for free.
     #[arg(long)]
     oracle: bool,
+    /// Run the offline optimum instead of a policy: the best schedule of variants,
+    /// second by second, knowing the whole load in advance (see `docs/policies.md`).
+    #[arg(long, conflicts_with_all = ["oracle", "policy", "against_optimum"])]
+    optimum: bool,
+    /// After the policy's (or the oracle's) run, run the offline optimum and the
+    /// cheapest variant too (written beside it, in `optimum/` and `cheapest/`), and
+    /// say what share of the attainable gain in effective accuracy the policy took.
+    #[arg(long)]
+    against_optimum: bool,
     /// Highest utilisation the oracle lets a server reach.
     #[arg(long, default_value_t = 0.8)]
     oracle_utilisation: f64,
@@ -92,6 +103,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None if args.policy.is_none() => config.as_ref().and_then(|c| c.policy.as_ref()?.parameters.clone()),
         None => None,
     };
+    let config = SimConfig {
+        servers: args.servers,
+        tick: args.ticks.tick(),
+        seed: args.seed,
+        early_tick: args.ticks.early_tick(),
+    };
+    if args.optimum {
+        let found = run_optimum(&model, &spec, &config)?;
+        return crate::loadgen::report(&found.result, &args.out, args.label.as_deref().unwrap_or("optimum"), args.csv);
+    }
     let (mut decider, label): (MakeDecider, String) = if args.oracle {
         let oracle = Oracle::knowing(&model, args.oracle_utilisation);
         (Box::new(move |_| Box::new(oracle.clone()) as Box<dyn Decider>), "oracle".into())
@@ -115,12 +136,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (Box::new(make), name)
     };
     let label = args.label.clone().unwrap_or(label);
-    let config = SimConfig {
-        servers: args.servers,
-        tick: args.ticks.tick(),
-        seed: args.seed,
-        early_tick: args.ticks.early_tick(),
-    };
     let bar = ProgressBar::new(0);
     let started = Instant::now();
     let (result, stats) = simulate(&model, &spec, &config, &mut decider, &mut |second, duration| {
@@ -138,7 +153,50 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         stats.early_ticks,
         stats.switches
     );
-    crate::loadgen::report(&result, &args.out, &label, args.csv)
+    crate::loadgen::report(&result, &args.out, &label, args.csv)?;
+    if args.against_optimum {
+        let found = run_optimum(&model, &spec, &config)?;
+        let (floor, _) = cheapest(&model, &spec, &config)?;
+        let (ours, best, least) =
+            (effective_accuracy(&result), effective_accuracy(&found.result), effective_accuracy(&floor));
+        found.result.write(&args.out.join("optimum"), "optimum", args.csv)?;
+        floor.write(&args.out.join("cheapest"), "cheapest", args.csv)?;
+        let violations = |r: &modelless_lab::load::RunResult| r.summaries().last().map_or(0.0, |s| s.slo_violation_pct);
+        println!("| run | eff. accuracy | SLO violations % | share of the attainable gain |");
+        println!("|---|---:|---:|---:|");
+        for (name, run, accuracy) in [(&label, &result, ours), (&"optimum".into(), &found.result, best)] {
+            let share = share_of_gain(accuracy, least, best).map_or("-".into(), |s| format!("{:.0} %", s * 100.0));
+            println!("| {name} | {accuracy:.2} | {:.3} | {share} |", violations(run));
+        }
+        println!("| cheapest | {least:.2} | {:.3} | 0 % |", violations(&floor));
+    }
+    Ok(())
+}
+
+/// The offline optimum of `spec` on `model`, with a bar over the plans tried.
+fn run_optimum(
+    model: &SimModel,
+    spec: &modelless_lab::load::LoadSpec,
+    config: &SimConfig,
+) -> anyhow::Result<modelless_lab::simulate::Optimum> {
+    let bar = ProgressBar::new(0);
+    let started = Instant::now();
+    let found = optimum(model, spec, config, &mut |done, all| {
+        bar.set_length(all as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    let best = found.tried.iter().map(|t| t.1).fold(f64::NEG_INFINITY, f64::max);
+    let mean_capacity = found.plan.capacities.iter().sum::<f64>() / found.plan.capacities.len().max(1) as f64;
+    eprintln!(
+        "optimum in {:.2} s: {} plans run, the best scoring {best:.2} (planned at a mean capacity of {mean_capacity:.2}{}, \
+         {} switches)",
+        started.elapsed().as_secs_f64(),
+        found.tried.len(),
+        if found.no_queue_delay { ", no queue delay" } else { "" },
+        found.plan.switches()
+    );
+    Ok(found)
 }
 
 /// `model` calibrated on the runs written under `dirs` (itself when there are none).
