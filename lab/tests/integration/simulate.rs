@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, VariantCost, VariantSnapshot};
 use modelless_lab::load::{LoadSpec, Outcome, Pattern, RunResult, SecondRuns, TaskLoad};
-use modelless_lab::simulate::{Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
+use modelless_lab::simulate::{
+    CAPACITIES, Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, cheapest, effective_accuracy,
+    optimum, share_of_gain, simulate,
+};
 use modelless_runtime::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
 
 use crate::common::policy_module;
@@ -91,7 +94,7 @@ fn a_wasm_policy_steers_simulated_tasks_and_beats_serving_the_largest_variant_re
     assert_eq!(fixed.variant_switches, 0);
     assert!(fixed.slo_violation_pct > 20.0, "200/s on the large variant: {fixed:?}");
     assert!(fixed.rejected + fixed.expired > 500, "requests that could not be answered in time: {fixed:?}");
-    assert!(steered.variant_switches >= 2, "down as load rises, up as it falls: {steered:?}");
+    assert!(steered.variant_switches >= 1, "down as the load rises: {steered:?}");
     assert!(steered.slo_violation_pct < 1.0, "{steered:?}");
     assert!(steered.effective_accuracy > fixed.effective_accuracy);
 }
@@ -121,12 +124,13 @@ fn more_servers_behind_least_connections_take_more_load() {
 }
 
 #[test]
-fn the_oracle_serves_more_accurately_than_any_policy_within_its_utilisation_limit() {
+fn the_oracle_serves_the_next_second_within_its_utilisation_limit() {
     let (model, spec) = (model(2), rising());
     let oracle = run(&model, &spec, &SimConfig::default(), "oracle").summaries()[0].clone();
-    let steered = run(&model, &spec, &SimConfig::default(), "slo-predictive").summaries()[0].clone();
+    let cheapest_meeting = run(&model, &spec, &SimConfig::default(), "cheapest-meeting-slo").summaries()[0].clone();
     assert!(oracle.slo_violation_pct < 0.5, "{oracle:?}");
-    assert!(oracle.effective_accuracy >= steered.effective_accuracy * 0.99, "{oracle:?}\n{steered:?}");
+    // Its limit leaves accuracy on the table, so it is no bound: the optimum is.
+    assert!(oracle.effective_accuracy > cheapest_meeting.effective_accuracy, "{oracle:?}\n{cheapest_meeting:?}");
 }
 
 #[test]
@@ -264,4 +268,85 @@ fn a_decision_made_once_that_switches_and_sets_knobs_sets_them_on_the_variant_sw
         let largest = on_medium.iter().max().copied();
         assert_eq!(largest, Some(1), "loaded {loaded}: medium forms the batches of one it was switched to with");
     }
+}
+
+/// A family whose accuracies lie close together, as the EfficientNet-Lite0/1/2 profiles
+/// here: (name, accuracy, a ms, c ms); batches of up to 8, a 2 ms queue delay, an SLO
+/// of 100 ms. The large variant answers about 59 requests a second.
+const CLOSE_FAMILY: [(&str, f64, f64, f64); 3] =
+    [("lite0", 75.1, 8.2, 2.6), ("lite1", 76.7, 13.3, 0.6), ("lite2", 77.6, 16.6, 3.0)];
+
+fn close_model() -> SimModel {
+    let mut model = model(0);
+    model.tasks[0].slo_ms = Some(100.0);
+    for (variant, &(name, accuracy, a_ms, c_ms)) in model.tasks[0].variants.iter_mut().zip(&CLOSE_FAMILY) {
+        let fit = LatencyFit { a_ms, c_ms, r2: 0.999 };
+        (variant.name, variant.accuracy, variant.fit, variant.max_queue_delay_us) = (name.into(), accuracy, fit, 2_000);
+        variant.snapshot.name = name.into();
+        variant.snapshot.accuracy = accuracy;
+        variant.snapshot.profile = Some(VariantCost { fit: Some(fit), ..VariantCost::default() });
+    }
+    model
+}
+
+/// Each second's active variant, from the run's samples.
+fn actives(result: &RunResult) -> Vec<String> {
+    result.samples.iter().filter_map(|s| s.active.clone()).collect()
+}
+
+#[test]
+fn a_steady_load_keeps_one_variant_the_most_accurate_that_meets_the_slo() {
+    let model = close_model();
+    let early = SimConfig {
+        early_tick: Some(EarlyTick { queue_length: 8, min_gap: Duration::from_millis(20) }),
+        ..SimConfig::default()
+    };
+    for share in [0.15, 0.3, 0.6] {
+        let spec = load(Pattern::Constant { rate: 59.0 * share, duration_s: 60 });
+        let steered = run(&model, &spec, &early, "slo-predictive");
+        let served = actives(&steered);
+        let switches = served[5..].windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(switches <= 1, "at {share} of lite2's capacity: {served:?}");
+        // The most accurate variant that, served alone, keeps 99.5 % in time.
+        let meeting = CLOSE_FAMILY
+            .iter()
+            .rev()
+            .map(|&(name, ..)| name)
+            .find(|&name| {
+                let mut decider = |_| {
+                    let module = PolicyEngine::new(HostConfig::default()).unwrap();
+                    let module = module.compile_file(&policy_module("static")).unwrap();
+                    let parameters = serde_json::json!({ "variant": name });
+                    Box::new(WasmDecider::new(module, Some(parameters), &model)) as Box<dyn Decider>
+                };
+                let (alone, _) = simulate(&model, &spec, &early, &mut decider, &mut |_, _| {}).unwrap();
+                alone.summaries()[0].slo_violation_pct < 0.5
+            })
+            .unwrap();
+        assert_eq!(served.last().map(String::as_str), Some(meeting), "at {share}: {served:?}");
+        if share < 0.5 {
+            assert_eq!(meeting, "lite2");
+        }
+    }
+}
+
+#[test]
+fn the_offline_optimum_bounds_the_policies_and_their_share_of_the_gain_counts_from_the_cheapest() {
+    let (model, spec) = (model(2), rising());
+    let config = SimConfig::default();
+    let found = optimum(&model, &spec, &config, &mut |_, _| {}).unwrap();
+    let (floor, _) = cheapest(&model, &spec, &config).unwrap();
+    let steered = run(&model, &spec, &config, "slo-predictive");
+    let largest = run(&model, &spec, &config, "static");
+    let (best, least) = (effective_accuracy(&found.result), effective_accuracy(&floor));
+    // The large variant serves until the first tick switches.
+    let after_first_tick = floor.records.iter().filter(|r| r.sent_s >= 1.1);
+    assert!(after_first_tick.clone().all(|r| r.variant.as_deref().is_none_or(|v| v == "small")), "the cheapest");
+    for other in [&steered, &largest] {
+        assert!(best >= effective_accuracy(other), "{best} against {}", effective_accuracy(other));
+    }
+    assert!(found.result.summaries()[0].slo_violation_pct < 0.5, "{:?}", found.result.summaries()[0]);
+    let share = share_of_gain(effective_accuracy(&steered), least, best).unwrap();
+    assert!(share > 0.5 && share <= 1.0, "{share}");
+    assert!(found.tried.len() > CAPACITIES.len(), "plans at every capacity, then refined");
 }

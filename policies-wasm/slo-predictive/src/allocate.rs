@@ -18,9 +18,12 @@
 //! co-located tasks on similar variants rather than one on the smallest beside
 //! another on the largest.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
 use modelless_policy_abi::LatencyFit;
 
-use crate::{Sharing, SloPredictive};
+use crate::{Sharing, SloPredictive, queue};
 
 /// A variant a task may serve.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,8 +50,19 @@ pub struct Budgets {
 pub struct Contender<'a> {
     /// The task's name.
     pub name: &'a str,
-    /// Requests per second expected ahead.
+    /// Requests per second expected ahead: what keeping the variant serving is judged
+    /// by.
     pub demand: f64,
+    /// What a step up is judged by: no less than `demand`, by as much as the demand
+    /// measured may be off (see [`crate::SloPredictive::lone_rates`]).
+    pub step_up_demand: f64,
+    /// Each recent second's demand relative to the mean, bursts beyond Poisson noise
+    /// kept (see [`crate::queue::spread`]); a lone task is predicted with it.
+    pub spread: Vec<f64>,
+    /// The queue delay its batches wait for, ms.
+    pub max_delay_ms: f64,
+    /// What a lone task's simulated p99 misses, ms (see [`crate::unseen`]).
+    pub unseen_ms: f64,
     /// The largest batch it is predicted with.
     pub ceiling: u32,
     /// None for a task without a latency target: it keeps its variant, and its load
@@ -60,13 +74,18 @@ pub struct Contender<'a> {
     pub active: usize,
     /// Its own signals say it is behind: it steps down whatever the others do.
     pub behind: bool,
+    /// The late answers and refusals, when the variant serving was seen failing.
+    pub seen_failing: Option<u64>,
     /// Its last change has settled: it may step up.
     pub may_step_up: bool,
+    /// Per candidate, whether it may be stepped up to (see [`crate::failures`]).
+    pub may_try: Vec<bool>,
 }
 
 /// The variant (an index into `candidates`) each of `tasks` is to serve.
 pub fn allocate(policy: &SloPredictive, tasks: &[Contender]) -> Vec<usize> {
-    let mut plan = Plan { policy, tasks, chosen: tasks.iter().map(|t| t.active).collect() };
+    let mut plan =
+        Plan { policy, tasks, chosen: tasks.iter().map(|t| t.active).collect(), simulated: RefCell::default() };
     plan.make_room();
     plan.step_up();
     plan.chosen
@@ -76,6 +95,9 @@ struct Plan<'p, 'a> {
     policy: &'p SloPredictive,
     tasks: &'p [Contender<'a>],
     chosen: Vec<usize>,
+    /// A lone task's simulated p99 by (task, variant, demand's bits): the allocation
+    /// asks for the same several times a tick, and each costs a simulation.
+    simulated: RefCell<BTreeMap<(usize, usize, u64), Option<f64>>>,
 }
 
 impl Plan<'_, '_> {
@@ -95,16 +117,38 @@ impl Plan<'_, '_> {
         })
     }
 
-    fn p99(&self, i: usize, v: usize, others: Sharing) -> Option<f64> {
+    /// Task `i`'s p99 on `v` beside `others` at `demand`: for a lone task, simulated
+    /// under its arrivals as they come; beside others, by the closed formula that
+    /// prices their turns on the executor.
+    fn p99_at(&self, i: usize, v: usize, others: Sharing, demand: f64) -> Option<f64> {
         let (task, fit) = (&self.tasks[i], self.tasks[i].candidates[v].fit);
+        if !self.policy.is_co_located() {
+            let simulate = || {
+                let target = task.budgets.map_or(f64::MAX, |b| b.stay_ms);
+                let arrivals = queue::Arrivals { per_s: demand, spread: &task.spread };
+                let batcher = queue::Batcher { fit, max_batch: task.ceiling, max_delay_ms: task.max_delay_ms };
+                queue::p99_ms(&arrivals, batcher, target).map(|p99| p99 + task.unseen_ms)
+            };
+            return *self.simulated.borrow_mut().entry((i, v, demand.to_bits())).or_insert_with(simulate);
+        }
         let row_ms = self.policy.row_ms(task.name, fit, task.ceiling);
-        self.policy.predict(fit, task.demand, task.ceiling, row_ms, others)
+        self.policy.predict(fit, demand, task.ceiling, row_ms, others)
+    }
+
+    fn p99(&self, i: usize, v: usize, others: Sharing) -> Option<f64> {
+        self.p99_at(i, v, others, self.tasks[i].demand)
     }
 
     /// Whether task `i` serving `v` is predicted within `budget_ms` beside the others
     /// serving theirs in `chosen`.
     fn fits(&self, i: usize, v: usize, chosen: &[usize], budget_ms: f64) -> bool {
         self.p99(i, v, self.others(i, chosen)).is_some_and(|p| p <= budget_ms)
+    }
+
+    /// Like [`Plan::fits`], at the demand a step up is judged by.
+    fn fits_stepped_up(&self, i: usize, v: usize, chosen: &[usize], budget_ms: f64) -> bool {
+        let demand = self.tasks[i].step_up_demand;
+        self.p99_at(i, v, self.others(i, chosen), demand).is_some_and(|p| p <= budget_ms)
     }
 
     /// Whether task `i` is predicted over its target as `chosen` serves.
@@ -152,13 +196,15 @@ impl Plan<'_, '_> {
 
     /// Task `i`'s own step down: the most accurate variant below the one it serves
     /// predicted within its target, else the one predicted fastest; when none keeps
-    /// up, the one that costs least per request.
+    /// up, the one that costs least per request. Like a step up, a variant stepped down
+    /// to is judged by the demand a step up is (a crowd that is still rising would
+    /// leave one chosen by the lower figure at the next tick).
     fn own_step_down(&self, i: usize) -> usize {
         let task = &self.tasks[i];
         let current = self.chosen[i];
         let Some(budgets) = task.budgets else { return current };
         let others = self.others(i, &self.chosen);
-        let p99 = |v: usize| self.p99(i, v, others);
+        let p99 = |v: usize| self.p99_at(i, v, others, task.step_up_demand);
         let accuracy = |v: usize| task.candidates[v].accuracy;
         let lower = (0..task.candidates.len())
             .filter(|&v| accuracy(v) < accuracy(current) && p99(v).is_some_and(|p| p <= budgets.stay_ms))
@@ -241,8 +287,8 @@ impl Plan<'_, '_> {
             within_now.iter().all(|&j| !self.over(j, &trial))
         };
         (0..task.candidates.len())
-            .filter(|&v| task.candidates[v].accuracy > task.candidates[now].accuracy)
-            .filter(|&v| self.fits(i, v, &self.chosen, budgets.step_up_ms) && leaves_room(v))
+            .filter(|&v| task.candidates[v].accuracy > task.candidates[now].accuracy && task.may_try[v])
+            .filter(|&v| self.fits_stepped_up(i, v, &self.chosen, budgets.step_up_ms) && leaves_room(v))
             .max_by(|&x, &y| task.candidates[x].accuracy.total_cmp(&task.candidates[y].accuracy))
     }
 }

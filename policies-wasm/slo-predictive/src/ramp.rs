@@ -6,7 +6,7 @@
 //! the windows apart for five more seconds, but its last second no higher than the
 //! last window's mean.
 
-use serde::{Deserialize, Serialize};
+use crate::history::History;
 
 /// Length of each of the two windows compared, ms.
 const WINDOW_MS: u64 = 5_000;
@@ -14,83 +14,49 @@ const WINDOW_MS: u64 = 5_000;
 /// the last window's mean for the demand to count as still rising.
 const STILL_RISING_SIGMAS: f64 = 1.0;
 
-/// Arrivals counted at each tick: (time ms, arrivals so far).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Arrivals {
-    samples: Vec<(u64, u64)>,
-}
-
-impl Arrivals {
-    /// Counts `arrived` requests up to `now_ms`.
-    pub fn record(&mut self, now_ms: u64, arrived: u64) {
-        let total = self.samples.last().map_or(0, |s| s.1) + arrived;
-        self.samples.push((now_ms, total));
-        // Keep the last sample before the two windows, to interpolate at their start.
-        let start = now_ms.saturating_sub(2 * WINDOW_MS);
-        let before = self.samples.iter().take_while(|s| s.0 <= start).count();
-        self.samples.drain(..before.saturating_sub(1));
+/// How fast the rate rose over the two windows before the last tick, requests/s
+/// per s, less two standard deviations of the counts' difference; 0 when it did
+/// not rise, has stopped rising, or the history is shorter than the windows.
+pub fn rising_per_s2(history: &History) -> f64 {
+    let Some(&(last_ms, last)) = history.last() else { return 0.0 };
+    let (Some(middle_ms), Some(start_ms)) = (last_ms.checked_sub(WINDOW_MS), last_ms.checked_sub(2 * WINDOW_MS)) else {
+        return 0.0;
+    };
+    let (Some(middle), Some(start)) = (history.total_at(middle_ms), history.total_at(start_ms)) else { return 0.0 };
+    let (recent, before) = (last as f64 - middle, middle - start);
+    let Some(second_ago) = history.total_at(last_ms.saturating_sub(1_000)) else { return 0.0 };
+    let last_second = last as f64 - second_ago;
+    let recent_mean = recent * 1e3 / WINDOW_MS as f64;
+    if last_second - recent_mean <= STILL_RISING_SIGMAS * last_second.sqrt() {
+        return 0.0;
     }
-
-    /// Arrivals up to `at_ms`, interpolated between ticks; `None` before the first.
-    fn at(&self, at_ms: u64) -> Option<f64> {
-        let after = self.samples.iter().position(|s| s.0 >= at_ms)?;
-        let (t1, c1) = self.samples[after];
-        if after == 0 {
-            return (t1 == at_ms).then_some(c1 as f64);
-        }
-        let (t0, c0) = self.samples[after - 1];
-        let share = (at_ms - t0) as f64 / (t1 - t0).max(1) as f64;
-        Some(c0 as f64 + share * (c1 as f64 - c0 as f64))
-    }
-
-    /// How fast the rate rose over the two windows before the last tick, requests/s
-    /// per s, less two standard deviations of the counts' difference; 0 when it did
-    /// not rise, has stopped rising, or the history is shorter than the windows.
-    pub fn rising_per_s2(&self) -> f64 {
-        let Some(&(last_ms, last)) = self.samples.last() else { return 0.0 };
-        let (Some(middle_ms), Some(start_ms)) = (last_ms.checked_sub(WINDOW_MS), last_ms.checked_sub(2 * WINDOW_MS))
-        else {
-            return 0.0;
-        };
-        let (Some(middle), Some(start)) = (self.at(middle_ms), self.at(start_ms)) else { return 0.0 };
-        let (recent, before) = (last as f64 - middle, middle - start);
-        let Some(second_ago) = self.at(last_ms.saturating_sub(1_000)) else { return 0.0 };
-        let last_second = last as f64 - second_ago;
-        let recent_mean = recent * 1e3 / WINDOW_MS as f64;
-        if last_second - recent_mean <= STILL_RISING_SIGMAS * last_second.sqrt() {
-            return 0.0;
-        }
-        let rise = recent - before - 2.0 * (recent + before).sqrt();
-        let seconds = WINDOW_MS as f64 / 1e3;
-        rise.max(0.0) / (seconds * seconds)
-    }
+    let rise = recent - before - 2.0 * (recent + before).sqrt();
+    let seconds = WINDOW_MS as f64 / 1e3;
+    rise.max(0.0) / (seconds * seconds)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn ticks(rate_at: impl Fn(u64) -> u64, until_s: u64) -> Arrivals {
-        let mut arrivals = Arrivals::default();
-        arrivals.record(0, 0);
+    fn ticks(rate_at: impl Fn(u64) -> u64, until_s: u64) -> History {
+        let mut history = History::default();
+        history.record(0, 0);
         for s in 1..=until_s {
-            arrivals.record(s * 1000, rate_at(s));
+            history.record(s * 1000, rate_at(s));
         }
-        arrivals
+        history
     }
 
     #[test]
     fn a_ramp_is_seen_within_seconds_and_a_steady_or_short_history_is_not() {
         // 10 more requests each second than the second before.
-        let ramp = ticks(|s| 10 * s, 14);
-        let slope = ramp.rising_per_s2();
+        let slope = rising_per_s2(&ticks(|s| 10 * s, 14));
         // Last 5 s: 100..140 → 600; the 5 before: 50..90 → 350; (250 − 2·√950) / 25.
         assert!((slope - (250.0 - 2.0 * 950f64.sqrt()) / 25.0).abs() < 1e-9, "{slope}");
-        assert_eq!(ticks(|_| 50, 14).rising_per_s2(), 0.0, "steady");
-        assert_eq!(ticks(|s| 10 * s, 8).rising_per_s2(), 0.0, "less than two windows seen");
-        assert_eq!(ticks(|s| 200 - 10 * s, 14).rising_per_s2(), 0.0, "falling");
-        assert!(ramp.samples.len() <= 12, "old ticks are let go: {}", ramp.samples.len());
+        assert_eq!(rising_per_s2(&ticks(|_| 50, 14)), 0.0, "steady");
+        assert_eq!(rising_per_s2(&ticks(|s| 10 * s, 8)), 0.0, "less than two windows seen");
+        assert_eq!(rising_per_s2(&ticks(|s| 200 - 10 * s, 14)), 0.0, "falling");
     }
 
     #[test]
@@ -98,21 +64,10 @@ mod tests {
         // 50 a second, then 150 from second 10 on.
         let step = |s: u64| if s < 10 { 50 } else { 150 };
         // Second 12: the last 5 s (8..12) hold 50, 50, 150, 150, 150; the 5 before, 250.
-        let rising = ticks(step, 12).rising_per_s2();
+        let rising = rising_per_s2(&ticks(step, 12));
         assert!((rising - (300.0 - 2.0 * 800f64.sqrt()) / 25.0).abs() < 1e-9, "{rising}");
         // Second 16: the windows are still apart (750 against 450), but the last
         // second is the last window's mean.
-        assert_eq!(ticks(step, 16).rising_per_s2(), 0.0);
-    }
-
-    #[test]
-    fn ticks_between_seconds_are_interpolated() {
-        let mut arrivals = Arrivals::default();
-        for (t, n) in [(0, 0), (1_000, 10), (1_500, 10), (3_000, 20)] {
-            arrivals.record(t, n);
-        }
-        assert_eq!(arrivals.at(1_250), Some(15.0));
-        assert_eq!(arrivals.at(2_250), Some(30.0));
-        assert_eq!(arrivals.at(4_000), None);
+        assert_eq!(rising_per_s2(&ticks(step, 16)), 0.0);
     }
 }

@@ -112,6 +112,21 @@ fn the_static_module_steers_a_task_back_to_its_configured_variant() {
 }
 
 #[test]
+fn a_task_without_a_latency_target_under_slo_predictive_is_reported_in_the_policy_status() {
+    let rt = steered_runtime();
+    rt.reload_policy(policy_module("slo-predictive")).unwrap();
+    wait_for(|| rt.policy_status().unwrap().reports.iter().any(|r| r.contains("no latency target")));
+    let status = rt.policy_status().unwrap();
+    let report = status.reports.iter().find(|r| r.contains("no latency target")).unwrap();
+    assert!(report.starts_with("policy: task `classify`") && report.contains("latency_slo_ms"), "{report}");
+    // Said once, not every tick.
+    let ticks = status.ticks;
+    wait_for(|| rt.policy_status().unwrap().ticks > ticks + 3);
+    let said = rt.policy_status().unwrap().reports.iter().filter(|r| r.contains("no latency target")).count();
+    assert_eq!(said, 1);
+}
+
+#[test]
 fn a_reload_from_a_broken_file_is_refused_and_the_running_policy_stays() {
     let rt = steered_runtime();
     let dir = tempfile::tempdir().unwrap();
