@@ -201,7 +201,9 @@ fn burst(
     if !policy.is_file() {
         bail!("{} is missing: run scripts/setup.sh first", policy.display());
     }
-    rt.start_policy(PolicyConfig::new(policy).with_tick(Duration::from_millis(250)))?;
+    // Early ticks: a queue of 8, or a request turned away, calls a decision at once.
+    let steering = PolicyConfig::new(policy).with_tick(Duration::from_millis(250));
+    rt.start_policy(steering.with_early_tick(8, Duration::from_millis(20)))?;
     println!(
         "\nBurst: {:.0} → {:.0} → {:.0} requests/s for {} s, SLO {SLO_MS:.0} ms, slo-predictive steering:",
         rates[0],

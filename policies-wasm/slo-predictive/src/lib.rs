@@ -123,6 +123,9 @@ pub struct Parameters {
     /// rate, ms (two standard deviations below the count keep a short window's blip
     /// from counting as a crowd).
     pub recent_min_ms: u64,
+    /// Standard deviations of the count below which the arrivals since the last tick
+    /// are taken as a rate.
+    pub recent_sigmas: f64,
     /// Standard deviations of a rate's measurement between the demand staying is
     /// judged by (below the rate) and the one a step up is (above it).
     pub measured_sigmas: f64,
@@ -147,6 +150,7 @@ impl Default for Parameters {
             profile_weight: 20.0,
             spread_window_s: 60,
             recent_min_ms: 100,
+            recent_sigmas: 2.0,
             measured_sigmas: 2.0,
         }
     }
@@ -320,10 +324,13 @@ impl SloPredictive {
     /// A lone task's demand ahead, (to stay, to step up), requests/s, given `recent`,
     /// the rate since the last tick (already two deviations below what it counted).
     /// Staying is judged by the rates measured less `measured_sigmas` of their Poisson
-    /// deviation (a second of 20 requests has one of √20 ≈ 4.5, ten seconds' mean one of
-    /// √(20/10) ≈ 1.4), a step up by the 10 s rate plus as much, or the last second's
-    /// where more: a crowd is seen at once, and a steady load that moves within its
-    /// noise moves no variant. A rise carried ahead counts for both.
+    /// deviation (a second of 20 requests has one of √20 ≈ 4.5, five seconds' mean one
+    /// of √(20/5) = 2), a step up by the last five seconds' mean plus as much, or the
+    /// last second's where more: a crowd is seen at once, and a steady load that moves
+    /// within its noise moves no variant. A rising trend carried ahead counts for both;
+    /// a ramp within the last ten seconds (see [`ramp`]) carried `ramp_horizon_s` ahead
+    /// counts for a step up, and so for where a step down goes: a crowd still rising
+    /// would outgrow a variant chosen for the demand of now.
     pub fn lone_rates(&self, task: &TaskSnapshot, recent: f64, now_ms: u64) -> (f64, f64) {
         let d = &task.demand;
         let (one, ten) = (d.per_s_1s, d.per_s_10s);
@@ -336,7 +343,8 @@ impl SloPredictive {
         let last = &counts[counts.len().saturating_sub(LATEST_S)..];
         let latest = if last.len() == LATEST_S { last.iter().sum::<f64>() / LATEST_S as f64 } else { ten };
         let stay = low(one, 1.0).max(low(latest, LATEST_S as f64)).max(recent) + rise;
-        let up = one.max(high(latest, LATEST_S as f64)).max(recent) + rise;
+        let ramp = self.state.history.get(&task.name).map_or(0.0, ramp::rising_per_s2) * self.parameters.ramp_horizon_s;
+        let up = one.max(high(latest, LATEST_S as f64)).max(recent) + rise.max(ramp);
         (stay, up)
     }
 
@@ -407,9 +415,9 @@ impl SloPredictive {
             return 0.0;
         }
         let arrived = arrived as f64;
-        // Two standard deviations below what was counted: a short window's Poisson
-        // blip is no crowd, a crowd still shows.
-        (arrived - 2.0 * arrived.sqrt()).max(0.0) * 1e3 / (now_ms - then_ms) as f64
+        // `recent_sigmas` standard deviations below what was counted: a short window's
+        // Poisson blip is no crowd, a crowd still shows.
+        (arrived - self.parameters.recent_sigmas * arrived.sqrt()).max(0.0) * 1e3 / (now_ms - then_ms) as f64
     }
 
     /// Takes in the rows of each task's batches that `ran`, and their busy time against
