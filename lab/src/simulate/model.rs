@@ -81,6 +81,19 @@ impl SimVariant {
         self.fit.predict_ms(rows).max(0.05) * ratio
     }
 
+    /// Executor time a request takes at full batches, ms: `a + c/B` of its
+    /// [`SimVariant::cost_fit`], the least it can cost.
+    pub fn row_ms(&self) -> f64 {
+        let fit = self.cost_fit();
+        (fit.a_ms + fit.c_ms.max(0.0) / f64::from(self.max_batch_size.max(1))).max(0.0)
+    }
+
+    /// Whole seconds from asking for it until it can serve, when it is not loaded:
+    /// its load time, rounded up, and the tick that asks.
+    pub fn load_s(&self) -> usize {
+        (self.load_ms / 1e3).ceil() as usize + 1
+    }
+
     /// The line its batches take in this model: the profile's, or where calibrated,
     /// the chord of the calibrated times at one row and at its largest batch.
     pub fn cost_fit(&self) -> LatencyFit {

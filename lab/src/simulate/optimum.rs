@@ -82,15 +82,11 @@ pub fn plan(
         .map(|task| {
             task.variants
                 .iter()
-                .map(|v| {
-                    let fit = v.cost_fit();
-                    let batch = f64::from(v.max_batch_size.max(1));
-                    Cost {
-                        row_ms: (fit.a_ms + fit.c_ms.max(0.0) / batch).max(0.0),
-                        one_ms: fit.predict_ms(1).max(0.0),
-                        accuracy: v.accuracy,
-                        ready_s: if v.loaded { 0 } else { (v.load_ms / 1e3).ceil() as usize + 1 },
-                    }
+                .map(|v| Cost {
+                    row_ms: v.row_ms(),
+                    one_ms: v.cost_fit().predict_ms(1).max(0.0),
+                    accuracy: v.accuracy,
+                    ready_s: if v.loaded { 0 } else { v.load_s() },
                 })
                 .collect()
         })
@@ -320,7 +316,7 @@ impl Decider for Follow {
             let Some(now) = self.plan.variants.get(second.min(last)).map(|p| p[t]) else { continue };
             let loading_soon = (second + 1..self.plan.variants.len()).find_map(|s| {
                 let v = self.plan.variants[s][t];
-                let lead = (model_task.variants[v].load_ms / 1e3).ceil() as usize + 1;
+                let lead = model_task.variants[v].load_s();
                 let unloaded = task.variants.get(v).is_some_and(|x| x.state == VariantState::Unloaded);
                 (s <= second + lead && unloaded).then_some(v)
             });
@@ -347,11 +343,8 @@ pub fn cheapest(model: &SimModel, spec: &LoadSpec, config: &SimConfig) -> Result
         .tasks
         .iter()
         .map(|task| {
-            let row_ms = |v: &super::SimVariant| {
-                let fit = v.cost_fit();
-                fit.a_ms + fit.c_ms.max(0.0) / f64::from(v.max_batch_size.max(1))
-            };
-            (0..task.variants.len()).min_by(|&x, &y| row_ms(&task.variants[x]).total_cmp(&row_ms(&task.variants[y])))
+            let row_ms = |v: usize| task.variants[v].row_ms();
+            (0..task.variants.len()).min_by(|&x, &y| row_ms(x).total_cmp(&row_ms(y)))
         })
         .map(|v| v.unwrap_or(0))
         .collect::<Vec<_>>();
