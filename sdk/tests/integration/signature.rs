@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use modelless::{
     BatchingConfig, DType, Error, Inputs, Runtime, SignatureConfig, Slo, TaskConfig, Tensor, TensorDeclaration,
@@ -111,8 +111,11 @@ fn variants_of_other_names_and_shapes_switched_under_load_answer_every_request_i
         rt.switch_variant("zoo", order[switches % order.len()]).unwrap();
         switches += 1;
         assert_eq!(rt.task_metadata("zoo").unwrap(), signature, "metadata changed after switch {switches}");
-        // Some requests between switches, so each variant serves under load.
+        // Some requests between switches, so each variant serves under load; a client
+        // that panicked serves no more, and the bound ends the wait for it.
+        let until = Instant::now() + Duration::from_secs(60);
         while served.load(Ordering::Relaxed) < before + 20 {
+            assert!(Instant::now() < until, "the clients stopped serving after switch {switches}");
             std::thread::sleep(Duration::from_millis(1));
         }
     }
