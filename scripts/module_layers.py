@@ -22,7 +22,7 @@ LAYERS = [
     ["metrics", "backend", "signature"],
     ["preprocess", "warmup"],
     ["batching", "admission"],
-    ["model", "profile"],
+    ["model", "profile", "ocr"],
     ["registry"],
     ["policy"],
     ["kserve"],

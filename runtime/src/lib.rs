@@ -17,6 +17,8 @@ pub mod fuzzing;
 pub mod kserve;
 pub mod metrics;
 pub mod model;
+#[cfg(feature = "ocr")]
+pub mod ocr;
 pub mod policy;
 pub mod preprocess;
 pub mod profile;
