@@ -238,12 +238,13 @@ fn burst(
     }
     let summary = result.summaries().into_iter().next().context("no summary")?;
     println!(
-        "{} sent, {} answered ({:.1} % in the SLO), {} failed; {} switches; effective top-1 {:.1} % (the \
-         most accurate variant: {:.1} %)",
+        "{} sent, {} answered ({:.1} % in the SLO), {} refused or expired, {} failed; {} switches; \
+         effective top-1 {:.1} % (the most accurate variant: {:.1} %)",
         summary.sent,
         summary.completed,
         100.0 - summary.slo_violation_pct,
-        summary.rejected + summary.expired + summary.failed,
+        summary.rejected + summary.expired,
+        summary.failed,
         summary.variant_switches,
         summary.effective_accuracy,
         manifest.variants.iter().map(|v| v.top1).fold(0.0, f64::max),
