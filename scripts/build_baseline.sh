@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds the CLI of another git revision, for before/after benchmarks, and copies it
-# to DEST. In a worktree and a target folder of its own (built once, then reused
+# to DEST; with POLICIES, also that revision's policy modules, into that folder. In a worktree and a target folder of its own (built once, then reused
 # incrementally): in the shared one its binary would take the place of this
 # revision's.
 #
-#   bash scripts/build_baseline.sh REVISION DEST      (the first time: a full release build)
+#   bash scripts/build_baseline.sh REVISION DEST [POLICIES]   (the first time: a full release build)
 set -euo pipefail
 
 REVISION="$1"
 DEST="$(realpath -m "$2")"
+POLICIES="${3:+$(realpath -m "$3")}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 # Kept, at the same path, so that the next build of the same revision finds its
@@ -25,3 +26,8 @@ fi
     cargo build --quiet --release --locked -p modelless-lab)
 mkdir -p "$(dirname "$DEST")"
 cp "$CARGO_TARGET_DIR/baseline/release/modelless" "$DEST"
+if [[ -n "$POLICIES" ]]; then
+    (cd "$SRC" && CARGO_TARGET_DIR="$CARGO_TARGET_DIR/baseline" bash scripts/build_policies.sh 2>/dev/null)
+    mkdir -p "$POLICIES"
+    cp "$SRC"/.modelless/policies/*.wasm "$POLICIES"
+fi

@@ -10,8 +10,9 @@
 #
 #   bash scripts/experiment.sh [OUT]      (default experiments/results; ~23 min, ~30 with the first release build)
 #   ONLY="three-tasks-steep"              only these scenarios
-#   BASELINE=<git revision>               each real run again on that revision's build,
-#                                         right after this one's (before/after table)
+#   BASELINE=<git revision>               each real run again on that revision's build
+#                                         and its own policy modules, right after this
+#                                         one's (before/after table)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,7 +52,7 @@ bash scripts/release_cli.sh "$MODELLESS"
 started=$SECONDS
 if [[ -n "${BASELINE:-}" ]]; then
     echo "== building the baseline $BASELINE (the first time: a full release build)" >&2
-    bash scripts/build_baseline.sh "$BASELINE" "$OUT/bin/baseline"
+    bash scripts/build_baseline.sh "$BASELINE" "$OUT/bin/baseline" "$OUT/bin/baseline-policies"
 fi
 if [[ -z "${RATE_SCALE:-}" ]]; then
     "$MODELLESS" simulate --config experiments/classify.toml --save-model "$OUT/machine/model.json" \
@@ -85,7 +86,7 @@ for scenario in "${SCENARIOS[@]}"; do
         if [[ -n "${BASELINE:-}" ]]; then
             echo "-- $name / $label: real run on the baseline" >&2
             "$OUT/bin/baseline" loadgen --config "$config" --load "$load" "${SCALE[@]}" \
-                --policy "$POLICIES/$module.wasm" --policy-parameters "$parameters" "${EARLY[@]}" \
+                --policy "$OUT/bin/baseline-policies/$module.wasm" --policy-parameters "$parameters" "${EARLY[@]}" \
                 --label "$label" --out "$dir/baseline/$label" >/dev/null
         fi
         "$MODELLESS" simulate --model "$dir/model.json" --load "$load" "${SCALE[@]}" --policy "$POLICIES/$module.wasm" \

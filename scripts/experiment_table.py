@@ -112,7 +112,7 @@ def before_after(root):
     if not scenarios:
         return
     print()
-    print("The same real runs on the baseline build, each right after this build's:")
+    print("The same real runs on the baseline build with its own policy modules, each right after this build's:")
     print()
     print("| scenario | policy | SLO violations % baseline | this build | eff. accuracy baseline | this build "
           "| p99 ms baseline | this build | refused baseline | this build |")
