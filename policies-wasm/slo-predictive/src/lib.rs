@@ -16,7 +16,9 @@
 //!   target of a step down, by the last five seconds' mean plus as many, or the last
 //!   second's where more. The gap is the measurement's own noise: a steady load that
 //!   moves within it moves no variant. A rising trend (10 s against 60 s rates)
-//!   carried `horizon_s` ahead counts for both.
+//!   carried `horizon_s` ahead counts for both; a rise within the last seconds
+//!   carried `ramp_horizon_s` ahead counts for the step up, and `stay_ramp_share`
+//!   of it for staying.
 //! - What the simulation does not see (decoding before the queue, a host that stalls)
 //!   is measured against what it saw and added to every prediction (see [`unseen`]).
 //!
@@ -84,8 +86,13 @@ pub struct Parameters {
     pub headroom: f64,
     /// Share of the target a more accurate variant may be predicted to use to be
     /// stepped up to: less than `headroom`, so that a step up is not undone at the
-    /// next wave (a variant that was idle also runs its first batches slower).
+    /// next wave (a variant that was idle also runs its first batches slower). For a
+    /// lone task, whose demands to stay and to step up already lie apart by the
+    /// measured spread of its rate.
     pub step_up_headroom: f64,
+    /// The same for co-located tasks, predicted from the mean demand alone: the band
+    /// between it and `headroom` is all that keeps them from stepping up and back.
+    pub co_located_step_up_headroom: f64,
     /// Highest utilisation a variant may be predicted to run at.
     pub max_utilisation: f64,
     /// The 99th-percentile queueing wait in units of `L(b)·ρ/(1−ρ)`.
@@ -129,6 +136,11 @@ pub struct Parameters {
     /// Standard deviations of a rate's measurement between the demand staying is
     /// judged by (below the rate) and the one a step up is (above it).
     pub measured_sigmas: f64,
+    /// Share of a rising demand's ramp (carried `ramp_horizon_s` ahead) that a lone
+    /// task's demand to stay on its variant carries: judged from the measured rates
+    /// alone, a ramp is stepped down from a second late, when its queue already
+    /// turns requests away.
+    pub stay_ramp_share: f64,
 }
 
 impl Default for Parameters {
@@ -136,6 +148,7 @@ impl Default for Parameters {
         Parameters {
             headroom: 0.9,
             step_up_headroom: 0.85,
+            co_located_step_up_headroom: 0.75,
             max_utilisation: 0.85,
             queueing: 0.7,
             horizon_s: 10.0,
@@ -152,6 +165,7 @@ impl Default for Parameters {
             recent_min_ms: 100,
             recent_sigmas: 2.0,
             measured_sigmas: 2.0,
+            stay_ramp_share: 0.5,
         }
     }
 }
@@ -342,8 +356,9 @@ impl SloPredictive {
         let counts = self.state.history.get(&task.name).map(|h| h.counts()).unwrap_or_default();
         let last = &counts[counts.len().saturating_sub(LATEST_S)..];
         let latest = if last.len() == LATEST_S { last.iter().sum::<f64>() / LATEST_S as f64 } else { ten };
-        let stay = low(one, 1.0).max(low(latest, LATEST_S as f64)).max(recent) + rise;
         let ramp = self.state.history.get(&task.name).map_or(0.0, ramp::rising_per_s2) * self.parameters.ramp_horizon_s;
+        let stay = low(one, 1.0).max(low(latest, LATEST_S as f64)).max(recent)
+            + rise.max(ramp * self.parameters.stay_ramp_share);
         let up = one.max(high(latest, LATEST_S as f64)).max(recent) + rise.max(ramp);
         (stay, up)
     }
@@ -523,7 +538,12 @@ impl SloPredictive {
         let active = candidates.iter().position(|c| c.name == task.active.variant)?;
         let budgets = task.slo_latency_ms.map(|target| Budgets {
             stay_ms: target * self.parameters.headroom,
-            step_up_ms: target * self.parameters.step_up_headroom,
+            step_up_ms: target
+                * if self.co_located {
+                    self.parameters.co_located_step_up_headroom
+                } else {
+                    self.parameters.step_up_headroom
+                },
         });
         let seen_failing = self.seen_failing(task, own_latencies);
         let behind = budgets.is_some_and(|b| {
