@@ -77,6 +77,11 @@ pub enum ResizeMode {
     ShorterSideCrop,
     /// Scaled to `size`, aspect not kept.
     Stretch,
+    /// As text detectors take pages (PP-OCR's `limit_type = min`): scaled, aspect kept,
+    /// so that the shorter side is `size` (a side; an image whose shorter side is longer
+    /// keeps its scale), then each side rounded to the nearest multiple of 32. The
+    /// tensor's height and width follow the image.
+    ShorterSideMultiple32,
 }
 
 /// Resampling filters, as Pillow and torchvision name them.
@@ -193,9 +198,36 @@ impl ImagePreprocess {
         (multiply, add)
     }
 
-    /// The tensor shape of `rows` images.
+    /// The tensor shape of `rows` images (of the images' own size where the resize
+    /// follows them: see [`ImagePreprocess::follows_image`]).
     pub fn shape(&self, rows: usize) -> Vec<usize> {
         let (width, height) = self.size.dims();
+        self.shape_sized(rows, width, height)
+    }
+
+    /// Whether the tensor's height and width follow each image rather than `size`.
+    pub fn follows_image(&self) -> bool {
+        self.resize == ResizeMode::ShorterSideMultiple32
+    }
+
+    /// The size an image `width`×`height` is resized to.
+    pub fn target_size(&self, width: u32, height: u32) -> (u32, u32) {
+        if !self.follows_image() {
+            return self.size.dims();
+        }
+        let side = f64::from(self.size.dims().0);
+        let shorter = f64::from(width.min(height).max(1));
+        let scale = if shorter < side { side / shorter } else { 1.0 };
+        // Truncated, then to the nearest multiple of 32 (ties to even, as Python's round).
+        let to_32 = |v: u32| {
+            let scaled = (f64::from(v) * scale).trunc() / 32.0;
+            ((scaled.round_ties_even() as u32) * 32).clamp(32, MAX_TARGET_SIDE)
+        };
+        (to_32(width), to_32(height))
+    }
+
+    /// The tensor shape of `rows` images resized to `width`×`height`.
+    pub fn shape_sized(&self, rows: usize, width: u32, height: u32) -> Vec<usize> {
         let (width, height) = (width as usize, height as usize);
         match self.layout {
             Layout::Nchw => vec![rows, 3, height, width],
@@ -217,7 +249,7 @@ impl ImagePreprocess {
     pub(crate) fn source_region(&self, width: u32, height: u32) -> (f64, f64, f64, f64) {
         let (w, h) = (f64::from(width), f64::from(height));
         match self.resize {
-            ResizeMode::Stretch => (0.0, 0.0, w, h),
+            ResizeMode::Stretch | ResizeMode::ShorterSideMultiple32 => (0.0, 0.0, w, h),
             ResizeMode::ShorterSideCrop => {
                 let (tw, th) = self.size.dims();
                 let fraction = f64::from(self.crop_fraction);
@@ -235,7 +267,7 @@ impl ImagePreprocess {
     #[cfg_attr(not(feature = "images"), allow(dead_code))]
     pub(crate) fn shrink_allowed(&self, width: u32, height: u32) -> u32 {
         let (_, _, cw, ch) = self.source_region(width, height);
-        let (tw, th) = self.size.dims();
+        let (tw, th) = self.target_size(width, height);
         [8, 4, 2]
             .into_iter()
             .find(|&d| cw / f64::from(d) >= f64::from(tw) && ch / f64::from(d) >= f64::from(th))
@@ -246,6 +278,20 @@ impl ImagePreprocess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_for_a_text_detector_keeps_its_aspect_in_multiples_of_32() {
+        let detector: ImagePreprocess =
+            serde_json::from_str(r#"{"size": 736, "resize": "shorter_side_multiple32", "scale": 1}"#).unwrap();
+        assert!(detector.follows_image());
+        // 500 × 700: scaled by 736/500 to 736 × 1030.4 → 736 × 1024.
+        assert_eq!(detector.target_size(500, 700), (736, 1024));
+        // A larger page keeps its scale, rounded: 1000 × 1400 → 992 × 1408.
+        assert_eq!(detector.target_size(1000, 1400), (992, 1408));
+        assert_eq!(detector.shape_sized(1, 992, 1408), [1, 3, 1408, 992]);
+        let fixed = ImagePreprocess::new(224, [0.0; 3], [1.0; 3]);
+        assert_eq!((fixed.follows_image(), fixed.target_size(500, 700)), (false, (224, 224)));
+    }
 
     #[test]
     fn the_config_reads_both_size_forms_and_checks_the_normalisation() {

@@ -21,12 +21,13 @@ thread_local! {
 /// tensor of one row.
 pub fn to_tensor(decoded: &Decoded, preprocess: &ImagePreprocess) -> Result<Tensor, PreprocessError> {
     let resized = resize(decoded, preprocess)?;
-    normalise(&resized, preprocess)
+    let (width, height) = preprocess.target_size(decoded.width, decoded.height);
+    normalise(&resized, preprocess, preprocess.shape_sized(1, width, height))
 }
 
 /// The model-sized RGB pixels of `decoded`.
 fn resize(decoded: &Decoded, preprocess: &ImagePreprocess) -> Result<Vec<u8>, PreprocessError> {
-    let (width, height) = preprocess.size.dims();
+    let (width, height) = preprocess.target_size(decoded.width, decoded.height);
     let source = ImageRef::new(decoded.width, decoded.height, &decoded.rgb, PixelType::U8x3)
         .map_err(|e| PreprocessError::Decode(format!("decoded pixels: {e}")))?;
     let (left, top, region_w, region_h) = preprocess.source_region(decoded.width, decoded.height);
@@ -45,9 +46,8 @@ fn resize(decoded: &Decoded, preprocess: &ImagePreprocess) -> Result<Vec<u8>, Pr
 }
 
 /// Model-sized RGB pixels as the model's tensor.
-fn normalise(rgb: &[u8], preprocess: &ImagePreprocess) -> Result<Tensor, PreprocessError> {
+fn normalise(rgb: &[u8], preprocess: &ImagePreprocess, shape: Vec<usize>) -> Result<Tensor, PreprocessError> {
     let (multiply, add) = preprocess.affine();
-    let shape = preprocess.shape(1);
     let plane = rgb.len() / 3;
     // The source channel of each of the model's channels.
     let source = match preprocess.channel_order {

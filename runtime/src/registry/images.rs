@@ -49,9 +49,14 @@ pub(super) fn check_fits(model: &Model, preprocess: &ImagePreprocess) -> Result<
         Error::Config(format!("variant `{}`: `preprocess` fills input `{name}`, which it does not have", model.name()))
     })?;
     let shape = preprocess.shape(1);
+    // Where the size follows each image, the input must leave height and width open.
+    let follows = |axis: usize| preprocess.follows_image() && preprocess.spatial_axes().contains(&axis);
     let fits = spec.dtype == preprocess.dtype
         && spec.shape.len() == shape.len()
-        && spec.shape.iter().zip(&shape).skip(1).all(|(want, &got)| want.is_none_or(|w| w == got));
+        && spec.shape.iter().zip(&shape).enumerate().skip(1).all(|(axis, (want, &got))| match want {
+            None => true,
+            Some(w) => !follows(axis) && *w == got,
+        });
     if !fits {
         return Err(Error::Config(format!(
             "variant `{}`: its `preprocess` makes {} {:?} per image, but input `{name}` takes {} {}",
