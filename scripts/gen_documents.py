@@ -23,7 +23,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 FONT_DIR = Path("/usr/share/fonts/truetype/dejavu")
-FONTS = ["DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf", "DejaVuSans-Bold.ttf", "DejaVuSansCondensed.ttf"]
+# Those of Debian's fonts-dejavu-core.
+FONTS = ["DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf", "DejaVuSans-Bold.ttf", "DejaVuSerif-Bold.ttf", "DejaVuSansMono-Bold.ttf"]
 WORDS = (
     "account address amount annual balance bank between board budget building business "
     "capital central change city client company contract cost country credit customer "

@@ -23,6 +23,8 @@ command -v nginx >/dev/null || missing+=(nginx)
 command -v podman >/dev/null || missing+=(podman)
 command -v runc >/dev/null || missing+=(runc)
 command -v curl >/dev/null || missing+=(curl)
+# The OCR pipeline's labelled pages are rendered in the DejaVu fonts.
+[[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
     exit 0

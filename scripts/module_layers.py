@@ -22,9 +22,9 @@ LAYERS = [
     ["metrics", "backend", "signature"],
     ["preprocess", "warmup"],
     ["batching", "admission"],
-    ["model", "profile", "ocr"],
+    ["model", "profile"],
     ["registry"],
-    ["policy"],
+    ["policy", "ocr"],
     ["kserve"],
     ["fuzzing"],
 ]

@@ -103,6 +103,18 @@ for photo in chelsea.png coffee.png astronaut.png rocket.jpg; do
     cmp -s "$skimage_data/$photo" "$PHOTOS/$photo" || cp "$skimage_data/$photo" "$PHOTOS/$photo"
 done
 
+# PP-OCRv4's models for the read-text pipeline, and labelled pages to read (rendered
+# with the DejaVu fonts: Debian's fonts-dejavu-core, which scripts/install_test_deps.sh
+# installs).
+"$VENV/bin/python" "$ROOT/scripts/export_ocr.py" --out "$STATE/ocr"
+if [[ ! -f "$STATE/documents/labels.jsonl" ]]; then
+    if [[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]]; then
+        "$VENV/bin/python" "$ROOT/scripts/gen_documents.py" "$STATE/documents.tmp" --pages 200 >&2
+        rm -rf "$STATE/documents" && mv "$STATE/documents.tmp" "$STATE/documents"
+    else
+        log "warning: no DejaVu fonts (Debian: fonts-dejavu-core): the labelled pages are not made"
+    fi
+fi
 # Images of every format served, with Pillow's decode of each, and photo-like JPEGs of
 # the sizes the image benchmark uses.
 "$VENV/bin/python" "$ROOT/scripts/gen_images.py" --photos "$PHOTOS" --out "$STATE/images"

@@ -45,6 +45,7 @@ pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConf
 pub use modelless_runtime::classify::Class;
 pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
+pub use modelless_runtime::registry::{PipelineAnswer, PipelineGlue, PipelineValue, StageTime, Stages};
 /// The target of the runtime's request spans, one per request with a child per stage:
 /// `modelless::request=info` in a filter turns them on (see docs/serving.md, "Tracing").
 pub use modelless_runtime::trace::TARGET as TRACE_TARGET;
@@ -56,6 +57,15 @@ pub use modelless_runtime::{
 };
 pub use policy_config::PolicyConfig;
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
+
+/// Reading text (feature `ocr`): the `read-text` pipeline's glue around PP-OCR's
+/// detection, direction and recognition models, and its parts.
+#[cfg(feature = "ocr")]
+pub mod ocr {
+    pub use modelless_runtime::ocr::ctc::Alphabet;
+    pub use modelless_runtime::ocr::detect::DbConfig;
+    pub use modelless_runtime::ocr::{Line, ReadText, ReadTextConfig};
+}
 
 /// Models as the runtime runs them: the backend trait for sessions of your own, and
 /// the tensors and devices they declare.

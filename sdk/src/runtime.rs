@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
 use modelless_runtime::preprocess::{PreprocessConfig, PreprocessPool};
 use modelless_runtime::profile::Profile;
-use modelless_runtime::registry::variant_profile;
+use modelless_runtime::registry::{FindTask, Pipeline, PipelineAnswer, PipelineGlue, variant_profile};
 use modelless_runtime::{
     BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
     ModelMetadata, Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket,
@@ -415,6 +415,41 @@ impl Runtime {
     /// executor.
     pub fn infer_task_blocking(&self, task: &str, inputs: impl Into<Inputs>, slo: Slo) -> Result<Output, Error> {
         self.submit_task(task, inputs, slo)?.wait()
+    }
+
+    /// Serves `name` as a pipeline: `glue` answers each request by running items
+    /// through the tasks it names, which must be loaded (see
+    /// [`PipelineGlue`]). A pipeline may not take a task's name.
+    pub fn add_pipeline(&self, name: &str, glue: Arc<dyn PipelineGlue>) -> Result<(), Error> {
+        for stage in glue.stages() {
+            self.registry.task(&stage)?;
+        }
+        // Weak: the registry holds the pipeline, which must not keep the registry alive.
+        let registry = Arc::downgrade(&self.registry);
+        let find: FindTask = Arc::new(move |task: &str| registry.upgrade().ok_or(Error::ShuttingDown)?.task(task));
+        self.registry.insert_pipeline(Pipeline::new(name, glue, find)).map(drop)
+    }
+
+    /// Stops serving a pipeline; its stages stay.
+    pub fn remove_pipeline(&self, name: &str) -> Result<(), Error> {
+        self.registry.remove_pipeline(name).map(drop)
+    }
+
+    /// Names of the pipelines, sorted.
+    pub fn pipelines(&self) -> Vec<String> {
+        self.registry.pipeline_names()
+    }
+
+    /// Runs `inputs` through the pipeline `name` on this thread, the whole pipeline
+    /// under `slo`'s deadline; the answer says what each stage took and how many items
+    /// it ran. Do not call it on an async executor.
+    pub fn infer_pipeline_blocking(
+        &self,
+        name: &str,
+        inputs: impl Into<Inputs>,
+        slo: Slo,
+    ) -> Result<PipelineAnswer, Error> {
+        self.registry.pipeline(name)?.answer(inputs.into(), &slo)
     }
 
     /// Stops taking requests for a model; what it has queued still runs.

@@ -1,8 +1,8 @@
 //! Optical character recognition as PP-OCR does it, the glue of the `read-text`
 //! pipeline: a text detector's probability map becomes boxes ([`detect`]), each box a
 //! straightened line ([`lines`]) for the direction classifier and the recogniser, whose
-//! per-step probabilities become text ([`ctc`]). Pure functions on pixels and tensors;
-//! the models run as tasks of their own.
+//! per-step probabilities become text ([`ctc`]); [`ReadText`] is the pipeline glue
+//! that chains them around the three models, which run as tasks of their own.
 //!
 //! Needs feature `ocr` (which brings `images`).
 
@@ -10,3 +10,6 @@ pub mod ctc;
 pub mod detect;
 pub mod geometry;
 pub mod lines;
+pub mod read_text;
+
+pub use read_text::{Line, ReadText, ReadTextConfig};

@@ -4,6 +4,7 @@
 mod config;
 mod gauges;
 mod images;
+mod pipeline;
 mod profile;
 mod route;
 mod task;
@@ -14,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 
 pub use config::{Device, ModelFormat, ProfileMode, TaskConfig, VariantConfig};
+pub use pipeline::{FindTask, Pipeline, PipelineAnswer, PipelineGlue, PipelineValue, StageTime, Stages};
 pub use profile::{variant_profile, variant_profile_key};
 #[cfg(test)]
 pub(crate) use task::memory_capped;
@@ -77,11 +79,12 @@ impl<T> Named<T> {
     }
 }
 
-/// Loaded models and tasks.
+/// Loaded models, tasks and pipelines.
 #[derive(Default)]
 pub struct Registry {
     models: Named<Model>,
     tasks: Named<Task>,
+    pipelines: Named<Pipeline>,
 }
 
 // Its parts (sessions, threads, closures, channels) print nothing useful.
@@ -143,5 +146,29 @@ impl Registry {
     /// Removes a task; its variants drain and unload.
     pub fn remove_task(&self, name: &str) -> Result<Arc<Task>, Error> {
         self.tasks.remove(name).ok_or_else(|| Error::UnknownTask(name.to_string()))
+    }
+
+    /// The pipeline called `name`.
+    pub fn pipeline(&self, name: &str) -> Result<Arc<Pipeline>, Error> {
+        self.pipelines.get(name).ok_or_else(|| Error::UnknownTask(name.to_string()))
+    }
+
+    /// Names of the pipelines, sorted.
+    pub fn pipeline_names(&self) -> Vec<String> {
+        self.pipelines.names()
+    }
+
+    /// Adds a pipeline, unless a pipeline or a task of its name exists.
+    pub fn insert_pipeline(&self, pipeline: Pipeline) -> Result<Arc<Pipeline>, Error> {
+        let name = pipeline.name().to_string();
+        if self.tasks.get(&name).is_some() {
+            return Err(Error::AlreadyLoaded(name));
+        }
+        self.pipelines.insert(&name, pipeline).map_err(|_| Error::AlreadyLoaded(name))
+    }
+
+    /// Removes a pipeline; its stages stay.
+    pub fn remove_pipeline(&self, name: &str) -> Result<Arc<Pipeline>, Error> {
+        self.pipelines.remove(name).ok_or_else(|| Error::UnknownTask(name.to_string()))
     }
 }

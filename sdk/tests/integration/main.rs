@@ -20,6 +20,8 @@ mod gpu;
 mod images;
 #[cfg(feature = "server")]
 mod kserve;
+#[cfg(feature = "ocr")]
+mod ocr;
 mod onnx;
 mod policies;
 mod pretrained;

@@ -1,0 +1,236 @@
+//! The `read-text` pipeline's glue: a page in, its lines' text, boxes and scores out.
+//!
+//! 1. The page is decoded once, within the decode limits, and sent as pixels to the
+//!    detection task, whose variants resize it (`shorter_side_multiple32`) and
+//!    normalise it their own way: their probability map becomes boxes in the page's
+//!    pixels ([`super::detect`]).
+//! 2. Each box is cut out upright ([`super::lines`]). With a direction task, each line
+//!    (48 × 192) is turned half round where the classifier is sure it is upside down.
+//! 3. Each line goes to the recognition task at 48 rows and its own width rounded up to
+//!    a multiple of [`WIDTH_STEP`] (at least [`MIN_LINE_WIDTH`]): lines of equal width,
+//!    of this page and of every page in flight, share batches, and a line is padded by
+//!    less than a step. Greedy CTC decoding gives the text; lines scored below
+//!    `text_score` are left out.
+//!
+//! A page with more lines than `max_lines` is answered with its first `max_lines` in
+//! reading order, and the answer says so (`truncated`): a client gets what fitted its
+//! deadline's budget rather than nothing.
+
+use image::RgbImage;
+
+use super::ctc::Alphabet;
+use super::detect::{DbConfig, boxes};
+use super::lines::{LINE_HEIGHT, cut, line_input, scaled_width};
+use crate::error::Error;
+use crate::preprocess::{DecodeLimits, Decoded, decode};
+use crate::registry::{PipelineGlue, PipelineValue, Stages};
+use crate::request::{ImageData, Inputs};
+use crate::tensor::Tensor;
+
+/// Recognition inputs are this much wider than needed at most.
+pub const WIDTH_STEP: usize = 64;
+/// The narrowest recognition input (PP-OCR's 48 × 320).
+pub const MIN_LINE_WIDTH: usize = 320;
+/// The direction classifier's input width.
+pub const DIRECTION_WIDTH: usize = 192;
+
+/// The pipeline's stages and settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadTextConfig {
+    /// The detection task (page pixels in, probability map `[1, 1, H, W]` out).
+    pub detect: String,
+    /// The direction task (`[N, 3, 48, 192]` in, `[N, 2]` out: upright, upside down), if any.
+    pub direction: Option<String>,
+    /// The recognition task (`[N, 3, 48, W]` in, `[N, T, classes]` out).
+    pub recognize: String,
+    /// How boxes are drawn from the map.
+    pub db: DbConfig,
+    /// Lines whose recognition scores below this are left out.
+    pub text_score: f32,
+    /// A line is turned when the classifier says "upside down" above this.
+    pub direction_threshold: f32,
+    /// Lines answered per page, at most.
+    pub max_lines: usize,
+    /// Limits on the pages decoded.
+    pub limits: DecodeLimits,
+}
+
+impl Default for ReadTextConfig {
+    fn default() -> Self {
+        ReadTextConfig {
+            detect: "detect-text".into(),
+            direction: Some("text-direction".into()),
+            recognize: "recognize-text".into(),
+            db: DbConfig::default(),
+            text_score: 0.5,
+            direction_threshold: 0.9,
+            max_lines: 100,
+            limits: DecodeLimits::default(),
+        }
+    }
+}
+
+/// The glue, with the recogniser's alphabet.
+#[derive(Debug)]
+pub struct ReadText {
+    config: ReadTextConfig,
+    alphabet: Alphabet,
+}
+
+/// One line read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    /// Its text.
+    pub text: String,
+    /// Its box in the page's pixels: top left, top right, bottom right, bottom left.
+    pub quad: [[f32; 2]; 4],
+    /// The recogniser's confidence.
+    pub score: f32,
+}
+
+impl ReadText {
+    /// The glue for `config`, decoding with `alphabet` (the recognition model's dictionary).
+    pub fn new(config: ReadTextConfig, alphabet: Alphabet) -> Self {
+        ReadText { config, alphabet }
+    }
+
+    /// Reads `page`; `truncated` when it held more than `max_lines` lines.
+    pub fn read(&self, page: &ImageData, stages: &mut Stages<'_>) -> Result<(Vec<Line>, bool), Error> {
+        let pipeline = stages.pipeline().to_string();
+        let invalid = |reason: String| Error::InvalidInput { model: pipeline.clone(), reason };
+        let decoded = match page {
+            ImageData::Encoded(bytes) => {
+                decode(bytes, &self.config.limits, None).map_err(|e| invalid(e.to_string()))?
+            }
+            ImageData::Rgb { width, height, pixels } => {
+                Decoded { width: *width, height: *height, rgb: pixels.to_vec(), shrink: 1 }
+            }
+        };
+        let (width, height) = (decoded.width, decoded.height);
+        let pixels = ImageData::Rgb { width, height, pixels: decoded.rgb.clone().into() };
+        let detected = stages.run(&self.config.detect, vec![Inputs::image(pixels)])?;
+        let map = detected
+            .first()
+            .and_then(|answer| answer.first())
+            .ok_or_else(|| self.stage_fault("detection", "no map"))?;
+        let (map_h, map_w) = match map.shape() {
+            [_, _, h, w] => (*h, *w),
+            other => return Err(self.stage_fault("detection", &format!("a map of shape {other:?}, not [1, 1, H, W]"))),
+        };
+        let values = map.as_slice::<f32>().ok_or_else(|| self.stage_fault("detection", "a map not of f32"))?;
+        let mut found = boxes(values, map_w, map_h, (width, height), &self.config.db)
+            .map_err(|e| self.stage_fault("detection", &e.to_string()))?;
+        let truncated = found.len() > self.config.max_lines;
+        found.truncate(self.config.max_lines);
+        let page = RgbImage::from_raw(width, height, decoded.rgb)
+            .ok_or_else(|| invalid(format!("{width}x{height} pixels do not fill the image")))?;
+        let mut lines: Vec<RgbImage> = found.iter().map(|b| cut(&page, &b.quad)).collect();
+        if let Some(direction) = &self.config.direction {
+            self.turn_upside_down(direction, &mut lines, stages)?;
+        }
+        let items = lines
+            .iter()
+            .map(|line| {
+                let width = batch_width(scaled_width(line));
+                Tensor::new([1, 3, LINE_HEIGHT, width], line_input(line, width)).map(Inputs::from)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.stage_fault("recognition", &e.to_string()))?;
+        let recognised = stages.run(&self.config.recognize, items)?;
+        let mut read = Vec::with_capacity(recognised.len());
+        for (answer, found) in recognised.iter().zip(&found) {
+            let steps = answer.first().ok_or_else(|| self.stage_fault("recognition", "no output"))?;
+            let (t, classes) = match steps.shape() {
+                [_, t, c] => (*t, *c),
+                other => return Err(self.stage_fault("recognition", &format!("an output of shape {other:?}"))),
+            };
+            if classes != self.alphabet.classes() {
+                let why = format!("{classes} classes where the dictionary has {}", self.alphabet.classes());
+                return Err(self.stage_fault("recognition", &why));
+            }
+            let probabilities = steps.as_slice::<f32>().ok_or_else(|| self.stage_fault("recognition", "not f32"))?;
+            let decoded = self.alphabet.decode(probabilities, t);
+            if decoded.score >= self.config.text_score && !decoded.text.is_empty() {
+                read.push(Line { text: decoded.text, quad: found.quad.map(|p| [p.x, p.y]), score: decoded.score });
+            }
+        }
+        Ok((read, truncated))
+    }
+
+    fn turn_upside_down(&self, task: &str, lines: &mut [RgbImage], stages: &mut Stages<'_>) -> Result<(), Error> {
+        let items = lines
+            .iter()
+            .map(|line| {
+                Tensor::new([1, 3, LINE_HEIGHT, DIRECTION_WIDTH], line_input(line, DIRECTION_WIDTH)).map(Inputs::from)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.stage_fault("direction", &e.to_string()))?;
+        for (line, answer) in lines.iter_mut().zip(stages.run(task, items)?) {
+            let probabilities = answer.first().and_then(|t| t.as_slice::<f32>()).unwrap_or_default();
+            if let [upright, upside_down] = probabilities
+                && upside_down > upright
+                && *upside_down > self.config.direction_threshold
+            {
+                image::imageops::rotate180_in_place(line);
+            }
+        }
+        Ok(())
+    }
+
+    /// A stage answered with something the glue cannot read: its model is not what
+    /// the pipeline's configuration says it is.
+    fn stage_fault(&self, stage: &str, what: &str) -> Error {
+        Error::Config(format!("read-text: the {stage} stage answered {what}"))
+    }
+}
+
+/// The recognition input width for a line `width` wide at 48 rows.
+pub fn batch_width(width: usize) -> usize {
+    (width.div_ceil(WIDTH_STEP).max(1) * WIDTH_STEP).max(MIN_LINE_WIDTH)
+}
+
+impl PipelineGlue for ReadText {
+    fn stages(&self) -> Vec<String> {
+        let mut stages = vec![self.config.detect.clone()];
+        stages.extend(self.config.direction.clone());
+        stages.push(self.config.recognize.clone());
+        stages
+    }
+
+    fn answer(&self, request: Inputs, stages: &mut Stages<'_>) -> Result<Vec<(String, PipelineValue)>, Error> {
+        let page = request.images.into_iter().flat_map(|(_, images)| images).next();
+        let Some(page) = page else {
+            let reason = "a page image is needed (BYTES, JPEG or PNG)".to_string();
+            return Err(Error::InvalidInput { model: stages.pipeline().to_string(), reason });
+        };
+        let (lines, truncated) = self.read(&page, stages)?;
+        let n = lines.len();
+        let quads: Vec<f32> = lines.iter().flat_map(|l| l.quad.iter().flatten().copied().collect::<Vec<_>>()).collect();
+        let scores: Vec<f32> = lines.iter().map(|l| l.score).collect();
+        let tensor = |shape: Vec<usize>, values: Vec<f32>| {
+            Tensor::new(shape, values).map(PipelineValue::Tensor).map_err(|e| self.stage_fault("join", &e.to_string()))
+        };
+        let flag = Tensor::new([1], vec![u8::from(truncated)])
+            .map(PipelineValue::Tensor)
+            .map_err(|e| self.stage_fault("join", &e.to_string()))?;
+        Ok(vec![
+            ("text".into(), PipelineValue::Texts(lines.into_iter().map(|l| l.text).collect())),
+            ("boxes".into(), tensor(vec![n, 4, 2], quads)?),
+            ("scores".into(), tensor(vec![n], scores)?),
+            ("truncated".into(), flag),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_padded_to_the_next_step_and_never_below_the_narrowest_input() {
+        assert_eq!(batch_width(10), MIN_LINE_WIDTH);
+        assert_eq!(batch_width(321), 384);
+        assert_eq!(batch_width(384), 384);
+        assert_eq!(batch_width(1000), 1024);
+    }
+}
