@@ -12,7 +12,7 @@ use super::geometry::{Point, Quad};
 pub const LINE_HEIGHT: usize = 48;
 
 /// The box `quad` of `page` cut out upright: as wide as its longer horizontal side and
-/// as tall as its longer vertical one, sampled bilinearly with edges repeated. A cut
+/// as tall as its longer vertical one, sampled bicubically with edges repeated. A cut
 /// half again as tall as it is wide is taken for vertical text and turned a quarter
 /// to the left, as the reference does.
 pub fn cut(page: &RgbImage, quad: &Quad) -> RgbImage {
@@ -88,22 +88,37 @@ fn apply(h: &[f64; 9], x: f64, y: f64) -> (f64, f64) {
     ((h[0] * x + h[1] * y + h[2]) / w, (h[3] * x + h[4] * y + h[5]) / w)
 }
 
-/// The page's colour at (`x`, `y`), bilinear, edges repeated beyond the page.
+/// The page's colour at (`x`, `y`), bicubic as OpenCV weighs it (a = −0.75), edges
+/// repeated beyond the page.
 fn sample(page: &RgbImage, x: f64, y: f64) -> [u8; 3] {
+    const A: f64 = -0.75;
+    let weight = |t: f64| {
+        let t = t.abs();
+        if t <= 1.0 {
+            ((A + 2.0) * t - (A + 3.0)) * t * t + 1.0
+        } else if t < 2.0 {
+            ((A * t - 5.0 * A) * t + 8.0 * A) * t - 4.0 * A
+        } else {
+            0.0
+        }
+    };
     let (w, h) = (page.width().max(1) as i64, page.height().max(1) as i64);
     let (x0, y0) = (x.floor(), y.floor());
     let (fx, fy) = (x - x0, y - y0);
-    let at = |dx: i64, dy: i64| {
-        let px = (x0 as i64 + dx).clamp(0, w - 1) as u32;
-        let py = (y0 as i64 + dy).clamp(0, h - 1) as u32;
-        page.get_pixel(px, py).0
-    };
-    let (a, b, c, d) = (at(0, 0), at(1, 0), at(0, 1), at(1, 1));
-    std::array::from_fn(|i| {
-        let top = f64::from(a[i]) * (1.0 - fx) + f64::from(b[i]) * fx;
-        let bottom = f64::from(c[i]) * (1.0 - fx) + f64::from(d[i]) * fx;
-        (top * (1.0 - fy) + bottom * fy).round() as u8
-    })
+    let mut sum = [0.0f64; 3];
+    for j in -1..=2i64 {
+        let wy = weight(fy - j as f64);
+        let py = (y0 as i64 + j).clamp(0, h - 1) as u32;
+        for i in -1..=2i64 {
+            let wx = weight(fx - i as f64);
+            let px = (x0 as i64 + i).clamp(0, w - 1) as u32;
+            let pixel = page.get_pixel(px, py).0;
+            for c in 0..3 {
+                sum[c] += wx * wy * f64::from(pixel[c]);
+            }
+        }
+    }
+    sum.map(|v| v.round().clamp(0.0, 255.0) as u8)
 }
 
 #[cfg(test)]
