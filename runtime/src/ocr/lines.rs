@@ -4,7 +4,12 @@
 //! normalised to [-1, 1] in BGR order (as PaddleOCR's models were trained, on OpenCV's
 //! images), and padded with zeros on the right to the width of its batch.
 
-use image::RgbImage;
+use std::ops::Deref;
+
+use image::{ImageBuffer, Rgb, RgbImage};
+
+/// RGB pixels in any buffer: a page is cut from the bytes it arrived in, uncopied.
+pub type RgbPixels<C> = ImageBuffer<Rgb<u8>, C>;
 
 use super::geometry::{Point, Quad};
 
@@ -15,7 +20,7 @@ pub const LINE_HEIGHT: usize = 48;
 /// as tall as its longer vertical one, sampled bicubically with edges repeated. A cut
 /// half again as tall as it is wide is taken for vertical text and turned a quarter
 /// to the left, as the reference does.
-pub fn cut(page: &RgbImage, quad: &Quad) -> RgbImage {
+pub fn cut<C: Deref<Target = [u8]>>(page: &RgbPixels<C>, quad: &Quad) -> RgbImage {
     let width = quad[0].distance(quad[1]).max(quad[2].distance(quad[3])).max(1.0) as u32;
     let height = quad[0].distance(quad[3]).max(quad[1].distance(quad[2])).max(1.0) as u32;
     let corners = [
@@ -90,7 +95,7 @@ fn apply(h: &[f64; 9], x: f64, y: f64) -> (f64, f64) {
 
 /// The page's colour at (`x`, `y`), bicubic as OpenCV weighs it (a = −0.75), edges
 /// repeated beyond the page.
-fn sample(page: &RgbImage, x: f64, y: f64) -> [u8; 3] {
+fn sample<C: Deref<Target = [u8]>>(page: &RgbPixels<C>, x: f64, y: f64) -> [u8; 3] {
     const A: f64 = -0.75;
     let weight = |t: f64| {
         let t = t.abs();

@@ -16,11 +16,12 @@
 //! reading order, and the answer says so (`truncated`): a client gets what fitted its
 //! deadline's budget rather than nothing.
 
+use bytes::Bytes;
 use image::RgbImage;
 
 use super::ctc::Alphabet;
 use super::detect::{DbConfig, boxes};
-use super::lines::{LINE_HEIGHT, cut, line_input, scaled_width};
+use super::lines::{LINE_HEIGHT, RgbPixels, cut, line_input, scaled_width};
 use crate::error::Error;
 use crate::preprocess::{DecodeLimits, Decoded, decode};
 use crate::registry::{PipelineGlue, PipelineValue, Stages};
@@ -98,17 +99,19 @@ impl ReadText {
     pub fn read(&self, page: &ImageData, stages: &mut Stages<'_>) -> Result<(Vec<Line>, bool), Error> {
         let pipeline = stages.pipeline().to_string();
         let invalid = |reason: String| Error::InvalidInput { model: pipeline.clone(), reason };
-        let decoded = match page {
+        // Decoded once; the detection stage and the cuts share the pixels.
+        let (width, height, pixels) = match page {
             ImageData::Encoded(bytes) => {
-                decode(bytes, &self.config.limits, None).map_err(|e| invalid(e.to_string()))?
+                let Decoded { width, height, rgb, .. } =
+                    decode(bytes, &self.config.limits, None).map_err(|e| invalid(e.to_string()))?;
+                (width, height, Bytes::from(rgb))
             }
-            ImageData::Rgb { width, height, pixels } => {
-                Decoded { width: *width, height: *height, rgb: pixels.to_vec(), shrink: 1 }
-            }
+            ImageData::Rgb { width, height, pixels } => (*width, *height, pixels.clone()),
         };
-        let (width, height) = (decoded.width, decoded.height);
-        let pixels = ImageData::Rgb { width, height, pixels: decoded.rgb.clone().into() };
-        let detected = stages.run(&self.config.detect, vec![Inputs::image(pixels)])?;
+        let page = RgbPixels::from_raw(width, height, &pixels[..])
+            .ok_or_else(|| invalid(format!("{width}x{height} pixels do not fill the image")))?;
+        let image = ImageData::Rgb { width, height, pixels: pixels.clone() };
+        let detected = stages.run(&self.config.detect, vec![Inputs::image(image)])?;
         let map = detected
             .first()
             .and_then(|answer| answer.first())
@@ -122,8 +125,6 @@ impl ReadText {
             .map_err(|e| self.stage_fault("detection", &e.to_string()))?;
         let truncated = found.len() > self.config.max_lines;
         found.truncate(self.config.max_lines);
-        let page = RgbImage::from_raw(width, height, decoded.rgb)
-            .ok_or_else(|| invalid(format!("{width}x{height} pixels do not fill the image")))?;
         let mut lines: Vec<RgbImage> = found.iter().map(|b| cut(&page, &b.quad)).collect();
         if let Some(direction) = &self.config.direction {
             self.turn_upside_down(direction, &mut lines, stages)?;
@@ -205,7 +206,7 @@ impl PipelineGlue for ReadText {
         };
         let (lines, truncated) = self.read(&page, stages)?;
         let n = lines.len();
-        let quads: Vec<f32> = lines.iter().flat_map(|l| l.quad.iter().flatten().copied().collect::<Vec<_>>()).collect();
+        let quads: Vec<f32> = lines.iter().flat_map(|l| l.quad.iter().flatten().copied()).collect();
         let scores: Vec<f32> = lines.iter().map(|l| l.score).collect();
         let tensor = |shape: Vec<usize>, values: Vec<f32>| {
             Tensor::new(shape, values).map(PipelineValue::Tensor).map_err(|e| self.stage_fault("join", &e.to_string()))
