@@ -45,7 +45,9 @@ pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConf
 pub use modelless_runtime::classify::Class;
 pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
-pub use modelless_runtime::registry::{PipelineAnswer, PipelineGlue, PipelineValue, StageTime, Stages};
+pub use modelless_runtime::registry::{
+    PipelineAnswer, PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, StageTime, Stages,
+};
 /// The target of the runtime's request spans, one per request with a child per stage:
 /// `modelless::request=info` in a filter turns them on (see docs/serving.md, "Tracing").
 pub use modelless_runtime::trace::TARGET as TRACE_TARGET;

@@ -266,7 +266,7 @@ fn encode_infer(answer: InferAnswer) -> ModelInferResponse {
                 ParamValue::Double(d) => ParameterChoice::DoubleParam(d),
                 ParamValue::Str(s) => ParameterChoice::StringParam(s),
             };
-            (key.to_string(), InferParameter { parameter_choice: Some(choice) })
+            (key, InferParameter { parameter_choice: Some(choice) })
         })
         .collect();
     let (outputs, raw) = answer

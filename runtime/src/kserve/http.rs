@@ -347,7 +347,7 @@ fn encode_infer(answer: InferAnswer, binary: &BinaryOutputs) -> Response {
         })
         .collect();
     let parameters: Map<String, Value> =
-        answer.parameters().into_iter().map(|(key, value)| (key.to_string(), value.to_json())).collect();
+        answer.parameters().into_iter().map(|(key, value)| (key, value.to_json())).collect();
     let mut response = json!({
         "model_name": answer.model,
         "model_version": answer.version.to_string(),

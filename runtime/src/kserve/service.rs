@@ -16,7 +16,7 @@ use super::trace_context::RemoteParent;
 use crate::backend::{ModelMetadata, TensorSpec};
 use crate::metrics::{ModelTotals, serving_metrics};
 use crate::model::Model;
-use crate::registry::{Registry, Task};
+use crate::registry::{Pipeline, PipelineAnswer, PipelineOutput, PipelineValue, Registry, StageTime, Task};
 use crate::request::{Inputs, Slo, Timings};
 use crate::tensor::Tensor;
 
@@ -28,6 +28,8 @@ enum Target {
     Variant(Arc<Task>, String),
     /// A plain model.
     Model(Arc<Model>),
+    /// A pipeline of tasks.
+    Pipeline(Arc<Pipeline>),
 }
 
 /// One inference call, decoded from either protocol.
@@ -70,6 +72,8 @@ pub struct InferAnswer {
     pub timings: Timings,
     /// Named outputs, in the model's order.
     pub outputs: Vec<(String, AnswerTensor)>,
+    /// A pipeline's stages: each one's items and time.
+    pub stages: Vec<StageTime>,
 }
 
 /// An output a request asks for.
@@ -111,8 +115,8 @@ impl RequestedOutput {
 pub enum AnswerTensor {
     /// The model's output as it is.
     Tensor(Tensor),
-    /// `score:index:label` per class, `[rows, k]`.
-    Classes {
+    /// Strings: `score:index:label` per class, `[rows, k]`, or a pipeline's texts.
+    Strings {
         /// Its shape.
         shape: Vec<i64>,
         /// The strings, row-major.
@@ -125,7 +129,7 @@ impl AnswerTensor {
     pub fn datatype(&self) -> &'static str {
         match self {
             AnswerTensor::Tensor(t) => tensors::datatype(t.dtype()),
-            AnswerTensor::Classes { .. } => "BYTES",
+            AnswerTensor::Strings { .. } => "BYTES",
         }
     }
 
@@ -133,7 +137,7 @@ impl AnswerTensor {
     pub fn shape(&self) -> Vec<i64> {
         match self {
             AnswerTensor::Tensor(t) => tensors::shape_of(t),
-            AnswerTensor::Classes { shape, .. } => shape.clone(),
+            AnswerTensor::Strings { shape, .. } => shape.clone(),
         }
     }
 
@@ -142,7 +146,7 @@ impl AnswerTensor {
     pub fn to_raw(&self) -> Vec<u8> {
         match self {
             AnswerTensor::Tensor(t) => tensors::to_raw(t),
-            AnswerTensor::Classes { strings, .. } => {
+            AnswerTensor::Strings { strings, .. } => {
                 let mut raw = Vec::with_capacity(strings.iter().map(|s| 4 + s.len()).sum());
                 for s in strings {
                     raw.extend_from_slice(&(s.len() as u32).to_le_bytes());
@@ -157,7 +161,7 @@ impl AnswerTensor {
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             AnswerTensor::Tensor(t) => tensors::to_json(t),
-            AnswerTensor::Classes { strings, .. } => serde_json::json!(strings),
+            AnswerTensor::Strings { strings, .. } => serde_json::json!(strings),
         }
     }
 }
@@ -177,12 +181,14 @@ pub struct ModelDescription {
     pub outputs: Vec<TensorSpec>,
     /// The input that takes encoded images, presented as BYTES `[-1]`.
     pub image_input: Option<String>,
+    /// Outputs of strings, presented as BYTES `[-1]`.
+    pub text_outputs: Vec<String>,
 }
 
 impl ModelDescription {
     /// The protocol's datatype and shape of `spec`, one of its inputs or outputs.
     pub fn presented(&self, spec: &TensorSpec) -> (&'static str, Vec<i64>) {
-        if self.image_input.as_deref() == Some(spec.name.as_str()) {
+        if self.image_input.as_deref() == Some(spec.name.as_str()) || self.text_outputs.contains(&spec.name) {
             return ("BYTES", vec![-1]);
         }
         (tensors::datatype(spec.dtype), tensors::spec_shape(spec))
@@ -190,13 +196,15 @@ impl ModelDescription {
 }
 
 impl InferAnswer {
-    /// What the answer's parameters say about how it was served, for both protocols.
-    pub fn parameters(&self) -> Vec<(&'static str, ParamValue)> {
-        let mut parameters = vec![("variant", ParamValue::Str(self.model.clone()))];
+    /// What the answer's parameters say about how it was served, for both protocols:
+    /// the variant, the batch, where the time went; for a pipeline, each stage's
+    /// items, time and variants as `stage_<task>_items`, `_us` and `_variant`.
+    pub fn parameters(&self) -> Vec<(String, ParamValue)> {
+        let mut parameters = vec![("variant".to_string(), ParamValue::Str(self.model.clone()))];
         if let Some(task) = &self.task {
-            parameters.push(("task", ParamValue::Str(task.clone())));
+            parameters.push(("task".into(), ParamValue::Str(task.clone())));
         }
-        parameters.extend([("batch_size", ParamValue::Int(self.batch_size as i64))]);
+        parameters.push(("batch_size".into(), ParamValue::Int(self.batch_size as i64)));
         let t = &self.timings;
         for (name, took) in [
             ("decode_us", t.decode),
@@ -207,7 +215,13 @@ impl InferAnswer {
             ("compute_output_us", t.postprocess),
             ("total_us", t.total),
         ] {
-            parameters.push((name, ParamValue::Int(took.as_micros() as i64)));
+            parameters.push((name.into(), ParamValue::Int(took.as_micros() as i64)));
+        }
+        for stage in &self.stages {
+            let task = &stage.task;
+            parameters.push((format!("stage_{task}_items"), ParamValue::Int(stage.items as i64)));
+            parameters.push((format!("stage_{task}_us"), ParamValue::Int(stage.elapsed.as_micros() as i64)));
+            parameters.push((format!("stage_{task}_variant"), ParamValue::Str(stage.variants.join(","))));
         }
         parameters
     }
@@ -291,6 +305,17 @@ impl InferenceService {
     /// serves it now and the rows it takes, within the server's limits.
     pub fn input_bounds(&self, name: &str, version: &str) -> Result<InputBounds, ServeError> {
         let target = self.resolve(name)?;
+        if let Target::Pipeline(pipeline) = &target {
+            check_pipeline_version(name, version)?;
+            let image_input = pipeline.signature().image_input;
+            return Ok(InputBounds {
+                inputs: vec![TensorSpec::new(image_input.clone(), crate::tensor::DType::U8, [None])],
+                batched: true,
+                max_rows: 1,
+                limits: self.limits,
+                image_input: Some(image_input),
+            });
+        }
         let model = self.serving_model(name, &target, version)?;
         let metadata = described(&target, &model)?;
         Ok(InputBounds {
@@ -324,13 +349,19 @@ impl InferenceService {
         if let Ok(task) = self.registry.task(name) {
             return Ok(Target::Task(task));
         }
+        if let Ok(pipeline) = self.registry.pipeline(name) {
+            return Ok(Target::Pipeline(pipeline));
+        }
         if let Ok(model) = self.registry.get(name) {
             return Ok(Target::Model(model));
         }
         if let Some(task) = self.registry.tasks().into_iter().find(|t| t.has_variant(name)) {
             return Ok(Target::Variant(task, name.to_string()));
         }
-        Err(ServeError::new(Code::NotFound, format!("unknown model `{name}`: no task, variant or model of that name")))
+        Err(ServeError::new(
+            Code::NotFound,
+            format!("unknown model `{name}`: no task, pipeline, variant or model of that name"),
+        ))
     }
 
     /// The model serving `target` now, checked against the version asked for.
@@ -339,6 +370,9 @@ impl InferenceService {
             Target::Task(task) => task.active_model()?,
             Target::Variant(task, variant) => task.variant_model(variant)?,
             Target::Model(model) => model.clone(),
+            Target::Pipeline(_) => {
+                return Err(ServeError::new(Code::Internal, format!("`{name}` is a pipeline, served by no one model")));
+            }
         };
         let versioned = !matches!(target, Target::Task(_));
         if !version.is_empty() && (!versioned || version != model.version().to_string()) {
@@ -352,12 +386,27 @@ impl InferenceService {
 
     /// Whether `name` (at `version`, if given) can serve now.
     pub fn model_ready(&self, name: &str, version: &str) -> bool {
-        self.is_ready() && self.resolve(name).and_then(|t| self.serving_model(name, &t, version)).is_ok()
+        self.is_ready()
+            && self.resolve(name).is_ok_and(|target| match &target {
+                Target::Pipeline(pipeline) => {
+                    check_pipeline_version(name, version).is_ok() && self.pipeline_ready(pipeline)
+                }
+                _ => self.serving_model(name, &target, version).is_ok(),
+            })
+    }
+
+    /// Whether every stage of `pipeline` has a variant serving.
+    fn pipeline_ready(&self, pipeline: &Pipeline) -> bool {
+        pipeline.stages().iter().all(|stage| self.registry.task(stage).is_ok_and(|t| t.active_model().is_ok()))
     }
 
     /// What `name` takes and gives.
     pub fn metadata(&self, name: &str, version: &str) -> Result<ModelDescription, ServeError> {
         let target = self.resolve(name)?;
+        if let Target::Pipeline(pipeline) = &target {
+            check_pipeline_version(name, version)?;
+            return Ok(pipeline_description(name, pipeline));
+        }
         let model = self.serving_model(name, &target, version)?;
         let ModelMetadata { inputs, outputs } = described(&target, &model)?.clone();
         let (platform, versions) = match target {
@@ -365,12 +414,16 @@ impl InferenceService {
             _ => ("onnxruntime_onnx", vec![model.version().to_string()]),
         };
         let image_input = model.image_input().map(str::to_string);
-        Ok(ModelDescription { name: name.to_string(), versions, platform, inputs, outputs, image_input })
+        let text_outputs = Vec::new();
+        Ok(ModelDescription { name: name.to_string(), versions, platform, inputs, outputs, image_input, text_outputs })
     }
 
     /// Runs one inference.
     pub async fn infer(&self, call: InferCall) -> Result<InferAnswer, ServeError> {
         let target = self.resolve(&call.model)?;
+        if let Target::Pipeline(pipeline) = target {
+            return self.infer_pipeline(pipeline, call).await;
+        }
         let model = self.serving_model(&call.model, &target, &call.version)?;
         let wanted = wanted_outputs(&call.model, described(&target, &model)?, &call.outputs)?;
         let classify = |name: &str| call.outputs.iter().find(|o| o.name == name).and_then(|o| o.classification);
@@ -384,6 +437,7 @@ impl InferenceService {
             Target::Task(task) => task.submit(inputs, &slo),
             Target::Variant(task, variant) => task.submit_to(variant, inputs, &slo),
             Target::Model(model) => model.submit(inputs, slo.options(Instant::now())),
+            Target::Pipeline(_) => unreachable!("pipelines are answered above"),
         })?;
         let output = ticket.await_answer().await?;
         let (model, version, task) = (output.model.to_string(), output.version, output.task.clone());
@@ -396,7 +450,7 @@ impl InferenceService {
             let strings = classes.iter().flatten().map(|c| c.to_triton()).collect();
             classified.push((
                 name.clone(),
-                AnswerTensor::Classes { shape: vec![classes.len() as i64, per_row as i64], strings },
+                AnswerTensor::Strings { shape: vec![classes.len() as i64, per_row as i64], strings },
             ));
         }
         let names = output.names.clone();
@@ -417,6 +471,54 @@ impl InferenceService {
             batch_size,
             timings,
             outputs,
+            stages: Vec::new(),
+        })
+    }
+
+    /// Runs one request through `pipeline`, on a blocking thread: the glue waits for
+    /// its stages' answers.
+    async fn infer_pipeline(&self, pipeline: Arc<Pipeline>, call: InferCall) -> Result<InferAnswer, ServeError> {
+        check_pipeline_version(&call.model, &call.version)?;
+        let signature = pipeline.signature();
+        for RequestedOutput { name: output, .. } in &call.outputs {
+            if !signature.outputs.iter().any(|o| o.name() == output) {
+                let known: Vec<&str> = signature.outputs.iter().map(PipelineOutput::name).collect();
+                return Err(ServeError::invalid(format!(
+                    "pipeline `{}` has no output `{output}`; outputs: {}",
+                    call.model,
+                    known.join(", ")
+                )));
+            }
+        }
+        let slo = self.slo(&call);
+        let mut inputs: Inputs = call.inputs.into_iter().collect();
+        for (name, images) in call.images {
+            inputs = inputs.with_images(name, images);
+        }
+        let parent = call.parent;
+        let answer = tokio::task::spawn_blocking(move || parent.in_scope(|| pipeline.answer(inputs, &slo)))
+            .await
+            .map_err(|e| ServeError::new(Code::Internal, format!("pipeline `{}` failed: {e}", call.model)))??;
+        let PipelineAnswer { outputs, stages, total } = answer;
+        let outputs = outputs
+            .into_iter()
+            .filter(|(name, _)| call.outputs.is_empty() || call.outputs.iter().any(|o| &o.name == name))
+            .map(|(name, value)| match value {
+                PipelineValue::Tensor(tensor) => (name, AnswerTensor::Tensor(tensor)),
+                PipelineValue::Texts(strings) => {
+                    (name, AnswerTensor::Strings { shape: vec![strings.len() as i64], strings })
+                }
+            })
+            .collect();
+        Ok(InferAnswer {
+            model: call.model.clone(),
+            version: PIPELINE_VERSION,
+            id: call.id,
+            task: Some(call.model),
+            batch_size: 1,
+            timings: Timings { total, ..Timings::default() },
+            outputs,
+            stages,
         })
     }
 
@@ -455,6 +557,12 @@ impl InferenceService {
             Target::Task(task) => task_stats(&task),
             Target::Variant(task, variant) => vec![variant_stats(&task, &variant)],
             Target::Model(model) => vec![model_stats(&model)],
+            Target::Pipeline(pipeline) => pipeline
+                .stages()
+                .iter()
+                .filter_map(|stage| self.registry.task(stage).ok())
+                .flat_map(|task| task_stats(&task))
+                .collect(),
         })
     }
 
@@ -503,6 +611,43 @@ impl InferenceService {
         self.check_model_control()?;
         let repository = self.repository.clone();
         blocking(move || repository.unload(&name)).await
+    }
+}
+
+/// A pipeline's one version: its glue is code, not a versioned file.
+const PIPELINE_VERSION: u64 = 1;
+
+/// Refused unless `version` is empty or the pipeline's one version.
+fn check_pipeline_version(name: &str, version: &str) -> Result<(), ServeError> {
+    if version.is_empty() || version == PIPELINE_VERSION.to_string() {
+        return Ok(());
+    }
+    Err(ServeError::new(Code::NotFound, format!("pipeline `{name}` has no version `{version}` (serving: 1)")))
+}
+
+/// What a pipeline takes and gives, as the protocol presents it.
+fn pipeline_description(name: &str, pipeline: &Pipeline) -> ModelDescription {
+    let signature = pipeline.signature();
+    let mut text_outputs = Vec::new();
+    let outputs = signature
+        .outputs
+        .into_iter()
+        .map(|output| match output {
+            PipelineOutput::Tensor(spec) => spec,
+            PipelineOutput::Texts(name) => {
+                text_outputs.push(name.clone());
+                TensorSpec::new(name, crate::tensor::DType::U8, [None])
+            }
+        })
+        .collect();
+    ModelDescription {
+        name: name.to_string(),
+        versions: vec![PIPELINE_VERSION.to_string()],
+        platform: "modelless_pipeline",
+        inputs: vec![TensorSpec::new(signature.image_input.clone(), crate::tensor::DType::U8, [None])],
+        outputs,
+        image_input: Some(signature.image_input),
+        text_outputs,
     }
 }
 

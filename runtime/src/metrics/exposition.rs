@@ -72,6 +72,10 @@ pub struct ServingMetrics {
     endpoint_refusals: IntCounterVec,
     panics: IntCounterVec,
     policy_on_fallback: IntGauge,
+    pipeline_requests: IntCounterVec,
+    pipeline_latency: HistogramVec,
+    pipeline_stage_duration: HistogramVec,
+    pipeline_stage_items: HistogramVec,
     cpu_utilization: Gauge,
     process_cpu_utilization: Gauge,
     last_cpu: Mutex<Option<CpuSample>>,
@@ -97,6 +101,9 @@ struct GpuGauges {
 }
 
 const GPU_LABELS: [&str; 2] = ["gpu", "name"];
+
+/// Buckets of a pipeline's and its stages' times, s: pages take tens of ms to seconds.
+const PIPELINE_BUCKETS: [f64; 12] = [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0];
 
 /// The stages of a request, each with a histogram named after Triton's cumulative
 /// counters: decode and preprocess (its images), queue, compute input, infer, output.
@@ -234,6 +241,28 @@ impl ServingMetrics {
                 "1 while the native fallback policy decides because the loaded one failed",
             ),
         );
+        let histograms = |name: &str, help: &str, labels: &[&str], buckets: &[f64]| {
+            register(&registry, HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), labels))
+        };
+        let pipeline_latency = histograms(
+            "modelless_pipeline_request_latency_seconds",
+            "Time from a pipeline request's arrival to its answer, answered or not",
+            &["pipeline"],
+            &PIPELINE_BUCKETS,
+        );
+        let pipeline_stage_duration = histograms(
+            "modelless_pipeline_stage_duration_seconds",
+            "Time one request's items took through one stage of a pipeline, from the first submitted to the \
+             last answered",
+            &["pipeline", "stage"],
+            &PIPELINE_BUCKETS,
+        );
+        let pipeline_stage_items = histograms(
+            "modelless_pipeline_stage_items",
+            "Items one request ran through one stage of a pipeline (past the first stage: the fan-out)",
+            &["pipeline", "stage"],
+            &[0.0, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0],
+        );
         ServingMetrics {
             request_success: counters(
                 "modelless_inference_request_success",
@@ -318,6 +347,14 @@ impl ServingMetrics {
                 &["site"],
             ),
             policy_on_fallback,
+            pipeline_requests: counters(
+                "modelless_pipeline_requests",
+                "Pipeline requests by outcome: `success`, or the kind of failure",
+                &["pipeline", "outcome"],
+            ),
+            pipeline_latency,
+            pipeline_stage_duration,
+            pipeline_stage_items,
             cpu_utilization: gauge("modelless_cpu_utilization", "CPU utilisation of the machine, 0 to 1"),
             process_cpu_utilization: gauge(
                 "modelless_process_cpu_utilization",
@@ -376,6 +413,20 @@ impl ServingMetrics {
             self.policy_failures.with_label_values(&[kind]).inc();
         }
         self.policy_on_fallback.set(i64::from(on_fallback));
+    }
+
+    /// Records one request's run through `stage` of `pipeline`: `items` items in `took`.
+    pub fn pipeline_stage_ran(&self, pipeline: &str, stage: &str, items: usize, took: Duration) {
+        let labels = [pipeline, stage];
+        self.pipeline_stage_duration.with_label_values(&labels).observe(took.as_secs_f64());
+        self.pipeline_stage_items.with_label_values(&labels).observe(items as f64);
+    }
+
+    /// Counts a request `pipeline` answered after `took`, or failed with the kind of
+    /// failure `failure`.
+    pub fn pipeline_answered(&self, pipeline: &str, took: Duration, failure: Option<&str>) {
+        self.pipeline_requests.with_label_values(&[pipeline, failure.unwrap_or("success")]).inc();
+        self.pipeline_latency.with_label_values(&[pipeline]).observe(took.as_secs_f64());
     }
 
     /// Sets the gauges from `gauges` and the machine, then encodes every metric in

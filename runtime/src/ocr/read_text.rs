@@ -22,11 +22,12 @@ use image::RgbImage;
 use super::ctc::Alphabet;
 use super::detect::{DbConfig, boxes};
 use super::lines::{LINE_HEIGHT, RgbPixels, cut, line_input, scaled_width};
+use crate::backend::TensorSpec;
 use crate::error::Error;
 use crate::preprocess::{DecodeLimits, Decoded, decode};
-use crate::registry::{PipelineGlue, PipelineValue, Stages};
+use crate::registry::{PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, Stages};
 use crate::request::{ImageData, Inputs};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// Recognition inputs are this much wider than needed at most.
 pub const WIDTH_STEP: usize = 64;
@@ -196,6 +197,21 @@ impl PipelineGlue for ReadText {
         stages.extend(self.config.direction.clone());
         stages.push(self.config.recognize.clone());
         stages
+    }
+
+    /// A page in (`image`); `text` (BYTES `[N]`), `boxes` (FP32 `[N, 4, 2]`: top left,
+    /// top right, bottom right, bottom left, in the page's pixels), `scores` (FP32
+    /// `[N]`) and `truncated` (UINT8 `[1]`) out.
+    fn signature(&self) -> PipelineSignature {
+        PipelineSignature {
+            image_input: "image".into(),
+            outputs: vec![
+                PipelineOutput::Texts("text".into()),
+                PipelineOutput::Tensor(TensorSpec::new("boxes", DType::F32, [None, Some(4), Some(2)])),
+                PipelineOutput::Tensor(TensorSpec::new("scores", DType::F32, [None])),
+                PipelineOutput::Tensor(TensorSpec::new("truncated", DType::U8, [Some(1)])),
+            ],
+        }
     }
 
     fn answer(&self, request: Inputs, stages: &mut Stages<'_>) -> Result<Vec<(String, PipelineValue)>, Error> {

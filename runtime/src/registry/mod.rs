@@ -15,7 +15,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 
 pub use config::{Device, ModelFormat, ProfileMode, TaskConfig, VariantConfig};
-pub use pipeline::{FindTask, Pipeline, PipelineAnswer, PipelineGlue, PipelineValue, StageTime, Stages};
+pub use pipeline::{
+    FindTask, Pipeline, PipelineAnswer, PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, StageTime,
+    Stages,
+};
 pub use profile::{variant_profile, variant_profile_key};
 #[cfg(test)]
 pub(crate) use task::memory_capped;

@@ -22,6 +22,8 @@ mod images;
 mod kserve;
 #[cfg(feature = "ocr")]
 mod ocr;
+#[cfg(all(feature = "ocr", feature = "server"))]
+mod ocr_served;
 mod onnx;
 mod policies;
 mod pretrained;
