@@ -223,26 +223,28 @@ impl<T: Queued> State<T> {
         let start = self.batch_start();
         let head = &self.queue[start];
         let max = self.config.max_batch_size.max(1);
-        let mut prefix_rows = self.joinable(start, &head.item, 0);
-        let rows = prefix_rows.last().copied().unwrap_or(0);
-        if prefix_rows.is_empty() {
+        let (mut members, mut member_rows) = self.gather(start, &head.item);
+        let rows = member_rows.last().copied().unwrap_or(0);
+        if members.is_empty() {
             // Admission refuses oversized requests; should one slip through, run it alone.
-            prefix_rows.push(head.item.rows());
+            members.push(start);
+            member_rows.push(head.item.rows());
         }
-        let cannot_grow = rows >= max || start + prefix_rows.len() < self.queue.len();
+        // Requests of other shapes wait: holding the batch for more would hold them.
+        let cannot_grow = rows >= max || start + members.len() < self.queue.len();
         let reached_preferred = self.config.largest_preferred().is_some_and(|p| rows >= p);
         let delay = Duration::from_micros(self.config.max_queue_delay_us);
         let waited_enough = now.duration_since(head.enqueued) >= delay;
         if !(cannot_grow || reached_preferred || waited_enough) {
             return (Vec::new(), Some(Next::WaitUntil(head.enqueued + delay)));
         }
-        let take = self.cut(&prefix_rows);
-        let late = self.late_in(start, take, now);
+        members.truncate(self.cut(&member_rows));
+        let late = self.late_in(start, &members, now);
         if !late.is_empty() {
             return (late, None);
         }
         // Every request left answers in time at the predicted cost.
-        let batch: Vec<T> = self.queue.drain(start..start + take).map(|s| s.item).collect();
+        let batch = self.take_out(&members);
         self.count_batched(&batch);
         (Vec::new(), Some(Next::Batch(batch)))
     }
@@ -280,19 +282,20 @@ impl<T: Queued> State<T> {
         self.queue.iter().position(|s| s.item.priority() == Priority::Normal).unwrap_or(0)
     }
 
-    /// Takes out of the `take` requests from `start` those that a batch of them all,
-    /// started at `now`, would answer after their deadline (where the cost is
-    /// known). A request at the edge, answered in time only if the batch runs no
-    /// slower than predicted (not as slowly as recent batches strayed), leaves only
-    /// while a request behind the batch can take its room: under overload the batch
-    /// stays full and answers nobody late, otherwise the request keeps its chance.
-    fn late_in(&mut self, start: usize, take: usize, now: Instant) -> Vec<Dead<T>> {
+    /// Takes out of the requests at `members` (queue positions, ascending, from
+    /// `start` on) those that a batch of them all, started at `now`, would answer after
+    /// their deadline (where the cost is known). A request at the edge, answered in
+    /// time only if the batch runs no slower than predicted (not as slowly as recent
+    /// batches strayed), leaves only while a request outside the batch can take its
+    /// room: under overload the batch stays full and answers nobody late, otherwise
+    /// the request keeps its chance.
+    fn late_in(&mut self, start: usize, members: &[usize], now: Instant) -> Vec<Dead<T>> {
         let Some(cost) = &self.cost else { return Vec::new() };
-        let rows: usize = self.queue.range(start..start + take).map(|s| s.item.rows()).sum();
+        let rows: usize = members.iter().map(|&i| self.queue[i].item.rows()).sum();
         let (finish, finish_slow) = (now + cost.of(rows), now + cost.of_slow(rows));
-        let mut behind = self.queue.len().saturating_sub(start + take);
+        let mut behind = self.queue.len().saturating_sub(start + members.len());
         let mut late = Vec::new();
-        for i in start..start + take {
+        for &i in members {
             match self.queue[i].item.deadline() {
                 Some(d) if d < finish => late.push(i),
                 Some(d) if d < finish_slow && behind > 0 => {
@@ -302,14 +305,14 @@ impl<T: Queued> State<T> {
                 _ => {}
             }
         }
-        let mut dead: Vec<Dead<T>> = late
-            .iter()
-            .rev()
-            .filter_map(|&i| self.queue.remove(i))
-            .map(|slot| Dead { item: slot.item, reason: Outcome::Expired })
-            .collect();
-        dead.reverse();
-        dead
+        self.take_out(&late).into_iter().map(|item| Dead { item, reason: Outcome::Expired }).collect()
+    }
+
+    /// Removes the requests at `positions` (ascending) from the queue, in order.
+    fn take_out(&mut self, positions: &[usize]) -> Vec<T> {
+        let mut taken: Vec<T> = positions.iter().rev().filter_map(|&i| self.queue.remove(i)).map(|s| s.item).collect();
+        taken.reverse();
+        taken
     }
 
     /// Remembers the rows of a batch by priority, for the share.
@@ -357,6 +360,29 @@ impl<T: Queued> State<T> {
             totals.push(total);
         }
         totals
+    }
+
+    /// The queue positions, from `start` on, of the requests a batch led by `head`
+    /// gathers within `max_batch_size`, oldest first, passing over those it cannot
+    /// run with (another shape): requests of one shape that arrive interleaved with
+    /// others, as the lines of pages in flight do, still share batches. With them,
+    /// the batch's row totals as each joins.
+    fn gather(&self, start: usize, head: &T) -> (Vec<usize>, Vec<usize>) {
+        let max = self.config.max_batch_size.max(1);
+        let (mut members, mut totals) = (Vec::new(), Vec::new());
+        let mut total = 0;
+        for (i, slot) in self.queue.iter().enumerate().skip(start) {
+            if !slot.item.can_batch_with(head) {
+                continue;
+            }
+            if total + slot.item.rows() > max {
+                break;
+            }
+            total += slot.item.rows();
+            members.push(i);
+            totals.push(total);
+        }
+        (members, totals)
     }
 
     /// How many requests of the prefix to take: the longest prefix whose rows are a
@@ -493,6 +519,19 @@ mod tests {
         }
         assert_eq!(ids(s.next_batch(t0).1), vec![0, 1, 2]);
         assert!(matches!(s.next_batch(t0).1, Next::Idle));
+    }
+
+    #[test]
+    fn a_batch_gathers_its_shape_from_behind_requests_of_other_shapes() {
+        let t0 = Instant::now();
+        let mut s = state(BatchingConfig::default().with_max_batch_size(3));
+        // Two pages' lines, interleaved: widths 4, 8, 4, 8, 4, 4.
+        for (id, width) in [(0, 4), (1, 8), (2, 4), (3, 8), (4, 4), (5, 4)] {
+            s.append(Req { width, ..Req::new(id) }, t0).unwrap();
+        }
+        assert_eq!(ids(s.next_batch(t0).1), vec![0, 2, 4], "the oldest leads; its shape joins it, up to 3 rows");
+        assert_eq!(ids(s.next_batch(t0).1), vec![1, 3], "then the oldest left, with its own shape");
+        assert_eq!(ids(s.next_batch(t0).1), vec![5]);
     }
 
     #[test]

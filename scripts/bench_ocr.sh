@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Reading pages: modelless's `read-text` pipeline in process (lab/examples/read_load.rs)
+# against RapidOCR as its users run it (scripts/rapidocr_load.py: one RapidOCR()
+# called from N threads), the same PP-OCRv4 models on the same ONNX Runtime. Closed
+# loops of 1, 8 and 32 callers on labelled pages of 1, 5, 10 and 25 lines; the two
+# systems run one after the other in each cell, which of them first alternating, so
+# that the machine's drift falls on both alike. Writes each run's JSON line to
+# OUT/runs.jsonl, the table (throughput ratios, p50/p99, stage times) to
+# OUT/results.md and the plot to OUT/results.svg.
+#
+#   bash scripts/bench_ocr.sh [OUT]     (default bench-ocr; ~10 min a round)
+#   ROUNDS=1 RUN_S=6 CALLERS="1 8 32" LINES="1 5 10 25"
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$(realpath -m "${1:-$ROOT/bench-ocr}")"
+ROUNDS="${ROUNDS:-1}"
+RUN_S="${RUN_S:-6}"
+CALLERS="${CALLERS:-1 8 32}"
+LINES="${LINES:-1 5 10 25}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
+cd "$ROOT"
+
+DOCS="$ROOT/.modelless/documents"
+[ -f "$DOCS/labels.jsonl" ] || bash scripts/setup.sh
+RAPIDOCR="$(bash scripts/setup_rapidocr.sh)"
+cargo build --release --locked -q -p modelless-lab --example read_load
+LOAD="$CARGO_TARGET_DIR/release/examples/read_load"
+mkdir -p "$OUT"
+: >"$OUT/runs.jsonl"
+
+# The first 40 pages hold 1, 5, 10, 25, 1, … lines (scripts/gen_documents.py).
+pages_of() {
+    python3 - "$DOCS" "$1" <<'PY'
+import json, sys
+docs, lines = sys.argv[1], int(sys.argv[2])
+pages = [json.loads(l) for l in open(f"{docs}/labels.jsonl")][:40]
+print(" ".join(f"{docs}/{p['file']}" for p in pages if len(p["lines"]) == lines))
+PY
+}
+
+run() { # SYSTEM ROUND LINES CALLERS PAGES...
+    local system=$1 round=$2 lines=$3 callers=$4
+    shift 4
+    local line
+    if [ "$system" = modelless ]; then
+        line="$("$LOAD" --callers "$callers" --seconds "$RUN_S" "$@")"
+    else
+        line="$("$RAPIDOCR" scripts/rapidocr_load.py --callers "$callers" --seconds "$RUN_S" "$@")"
+    fi
+    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(round=int(sys.argv[2]), page_lines=int(sys.argv[3])); print(json.dumps(r))' \
+        "$line" "$round" "$lines" >>"$OUT/runs.jsonl"
+    tail -1 "$OUT/runs.jsonl" | python3 -c 'import json, sys
+r = json.load(sys.stdin)
+print("  round %d, %d-line pages, %d callers, %s: %.2f pages/s, p50 %.0f ms"
+      % (r["round"], r["page_lines"], r["callers"], r["system"], r["pages_per_s"], r["p50_ms"]), file=sys.stderr)'
+
+}
+
+cell=0
+for round in $(seq 1 "$ROUNDS"); do
+    for lines in $LINES; do
+        read -r -a pages <<<"$(pages_of "$lines")"
+        for callers in $CALLERS; do
+            cell=$((cell + 1))
+            if [ $((cell % 2)) -eq 1 ]; then order="modelless rapidocr"; else order="rapidocr modelless"; fi
+            for system in $order; do
+                run "$system" "$round" "$lines" "$callers" "${pages[@]}"
+            done
+        done
+    done
+done
+python3 scripts/bench_ocr_table.py "$OUT" | tee "$OUT/results.md"
+echo "bench_ocr: $OUT/results.md, $OUT/results.svg" >&2
