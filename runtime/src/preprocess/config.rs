@@ -82,6 +82,11 @@ pub enum ResizeMode {
     /// keeps its scale), then each side rounded to the nearest multiple of 32. The
     /// tensor's height and width follow the image.
     ShorterSideMultiple32,
+    /// As PP-OCR's `limit_type = max`: scaled, aspect kept, so that the longer side is
+    /// at most `size` (a smaller image keeps its scale), then each side rounded to the
+    /// nearest multiple of 32. The tensor's height and width follow the image: a
+    /// cheaper, coarser look at a large page.
+    LongerSideMultiple32,
 }
 
 /// Resampling filters, as Pillow and torchvision name them.
@@ -207,7 +212,7 @@ impl ImagePreprocess {
 
     /// Whether the tensor's height and width follow each image rather than `size`.
     pub fn follows_image(&self) -> bool {
-        self.resize == ResizeMode::ShorterSideMultiple32
+        matches!(self.resize, ResizeMode::ShorterSideMultiple32 | ResizeMode::LongerSideMultiple32)
     }
 
     /// The size an image `width`×`height` is resized to.
@@ -216,8 +221,12 @@ impl ImagePreprocess {
             return self.size.dims();
         }
         let side = f64::from(self.size.dims().0);
-        let shorter = f64::from(width.min(height).max(1));
-        let scale = if shorter < side { side / shorter } else { 1.0 };
+        let (shorter, longer) = (f64::from(width.min(height).max(1)), f64::from(width.max(height).max(1)));
+        let scale = match self.resize {
+            ResizeMode::ShorterSideMultiple32 if shorter < side => side / shorter,
+            ResizeMode::LongerSideMultiple32 if longer > side => side / longer,
+            _ => 1.0,
+        };
         // Truncated, then to the nearest multiple of 32 (ties to even, as Python's round).
         let to_32 = |v: u32| {
             let scaled = (f64::from(v) * scale).trunc() / 32.0;
@@ -249,7 +258,9 @@ impl ImagePreprocess {
     pub(crate) fn source_region(&self, width: u32, height: u32) -> (f64, f64, f64, f64) {
         let (w, h) = (f64::from(width), f64::from(height));
         match self.resize {
-            ResizeMode::Stretch | ResizeMode::ShorterSideMultiple32 => (0.0, 0.0, w, h),
+            ResizeMode::Stretch | ResizeMode::ShorterSideMultiple32 | ResizeMode::LongerSideMultiple32 => {
+                (0.0, 0.0, w, h)
+            }
             ResizeMode::ShorterSideCrop => {
                 let (tw, th) = self.size.dims();
                 let fraction = f64::from(self.crop_fraction);
@@ -291,6 +302,13 @@ mod tests {
         assert_eq!(detector.shape_sized(1, 992, 1408), [1, 3, 1408, 992]);
         let fixed = ImagePreprocess::new(224, [0.0; 3], [1.0; 3]);
         assert_eq!((fixed.follows_image(), fixed.target_size(500, 700)), (false, (224, 224)));
+        let coarse: ImagePreprocess =
+            serde_json::from_str(r#"{"size": 640, "resize": "longer_side_multiple32", "scale": 1}"#).unwrap();
+        assert!(coarse.follows_image());
+        // 1000 × 1400: scaled by 640/1400 to 457.1 × 640 → 448 × 640.
+        assert_eq!(coarse.target_size(1000, 1400), (448, 640));
+        // A smaller page keeps its scale: 300 × 500 → 288 × 512.
+        assert_eq!(coarse.target_size(300, 500), (288, 512));
     }
 
     #[test]
