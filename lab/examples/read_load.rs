@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p modelless-lab --example read_load -- \
-//!     --callers N --seconds S [--detect det-736] PAGE...
+//!     --callers N --seconds S [--detect det-736] [--config FILE] PAGE...
 //! ```
 
 use std::path::Path;
@@ -15,7 +15,6 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use modelless::ocr::{Alphabet, ReadText, ReadTextConfig};
 use modelless::{Inputs, Runtime, RuntimeConfig, Slo};
 
 /// The pipeline's stages in the order they run, as RapidOCR names them.
@@ -39,13 +38,10 @@ fn main() -> anyhow::Result<()> {
     }
     anyhow::ensure!(!pages.is_empty(), "no pages given");
 
-    let config = RuntimeConfig::from_file(root.join("examples/read_text.toml"))?;
+    let config = flag("--config").map_or_else(|| root.join("examples/read_text.toml"), Into::into);
+    let config = RuntimeConfig::from_file(config)?;
     let runtime = Arc::new(Runtime::builder().with_config(config).build()?);
     runtime.switch_variant("detect-text", &detect)?;
-    let dictionary =
-        std::fs::read_to_string(root.join(".modelless/ocr/dictionary.txt")).context("run scripts/setup.sh first")?;
-    let glue = ReadText::new(ReadTextConfig::default(), Alphabet::from_dictionary(&dictionary));
-    runtime.add_pipeline("read-text", Arc::new(glue))?;
 
     // One page first: the sessions' first runs are slow.
     runtime.infer_pipeline_blocking("read-text", Inputs::image(pages[0].clone()), Slo::default())?;

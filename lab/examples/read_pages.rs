@@ -10,10 +10,8 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::Context;
-use modelless::ocr::{Alphabet, ReadText, ReadTextConfig};
 use modelless::{Inputs, PipelineValue, Runtime, RuntimeConfig, Slo};
 
 fn main() -> anyhow::Result<()> {
@@ -27,10 +25,6 @@ fn main() -> anyhow::Result<()> {
     let config = RuntimeConfig::from_file(root.join("examples/read_text.toml"))?;
     let runtime = Runtime::builder().with_config(config).build()?;
     runtime.switch_variant("detect-text", &detect)?;
-    let dictionary =
-        std::fs::read_to_string(root.join(".modelless/ocr/dictionary.txt")).context("run scripts/setup.sh first")?;
-    let glue = ReadText::new(ReadTextConfig::default(), Alphabet::from_dictionary(&dictionary));
-    runtime.add_pipeline("read-text", Arc::new(glue))?;
 
     let documents = root.join(".modelless/documents");
     let labels = std::fs::read_to_string(documents.join("labels.jsonl")).context("run scripts/setup.sh first")?;

@@ -29,6 +29,7 @@
 
 #[cfg(feature = "server")]
 mod overrides;
+mod pipeline_config;
 mod policy_config;
 mod runtime;
 #[cfg(feature = "server")]
@@ -57,6 +58,7 @@ pub use modelless_runtime::{
     SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration,
     TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
 };
+pub use pipeline_config::{GlueKind, PipelineConfig};
 pub use policy_config::PolicyConfig;
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 

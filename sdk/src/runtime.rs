@@ -15,6 +15,7 @@ use modelless_runtime::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::pipeline_config::PipelineConfig;
 use crate::policy_config::PolicyConfig;
 #[cfg(feature = "policies")]
 use crate::steering::RunningPolicy;
@@ -32,6 +33,9 @@ pub struct RuntimeConfig {
     /// Tasks, each served by one of its variants.
     #[serde(default)]
     pub tasks: Vec<TaskConfig>,
+    /// Pipelines of the project's glue over the tasks (served after them).
+    #[serde(default)]
+    pub pipelines: Vec<PipelineConfig>,
     /// The pool that decodes and preprocesses the images requests carry.
     #[serde(default)]
     pub preprocessing: PreprocessConfig,
@@ -60,6 +64,7 @@ impl RuntimeConfig {
     pub fn validate(&self) -> Result<(), Error> {
         self.models.iter().try_for_each(ModelConfig::validate)?;
         self.tasks.iter().try_for_each(TaskConfig::validate)?;
+        self.pipelines.iter().try_for_each(PipelineConfig::validate)?;
         self.preprocessing.validate()?;
         self.policy.as_ref().map_or(Ok(()), PolicyConfig::validate)?;
         #[cfg(feature = "server")]
@@ -92,6 +97,7 @@ impl RuntimeConfig {
         self.models.iter_mut().for_each(|m| resolve(&mut m.path));
         self.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()).for_each(|v| resolve(&mut v.path));
         self.tasks.iter_mut().filter_map(|t| t.labels.as_mut()).for_each(resolve);
+        self.pipelines.iter_mut().for_each(|p| resolve(&mut p.dictionary));
         #[cfg(feature = "server")]
         if let Some(server) = self.server.as_mut() {
             server.model_repository.iter_mut().for_each(&resolve);
@@ -190,6 +196,10 @@ impl RuntimeBuilder {
         }
         for (name, factory, instances, batching) in self.custom {
             runtime.load_backend(&name, factory, instances, batching)?;
+        }
+        #[cfg(feature = "ocr")]
+        for pipeline in &self.config.pipelines {
+            runtime.add_pipeline(&pipeline.name, pipeline.glue()?)?;
         }
         #[cfg(feature = "policies")]
         if let Some(policy) = self.config.policy {

@@ -33,10 +33,13 @@ pub(crate) fn page(index: usize) -> (Vec<u8>, Page) {
     (std::fs::read(documents().join(&page.file)).unwrap(), page)
 }
 
-/// The three stages loaded from the example, and the pipeline `read-text` over them.
+/// The three stages and the pipeline `read-text` over them, as the example declares
+/// them, its glue then set to `config`.
 pub(crate) fn runtime(config: ReadTextConfig) -> Runtime {
     let runtime_config = RuntimeConfig::from_file(crate_dir().join("../examples/read_text.toml")).unwrap();
     let runtime = Runtime::builder().with_config(runtime_config).build().unwrap();
+    assert_eq!(runtime.pipelines(), ["read-text"], "the config declares the pipeline");
+    runtime.remove_pipeline("read-text").unwrap();
     let dictionary = std::fs::read_to_string(crate_dir().join("../.modelless/ocr/dictionary.txt")).unwrap();
     runtime.add_pipeline("read-text", Arc::new(ReadText::new(config, Alphabet::from_dictionary(&dictionary)))).unwrap();
     runtime

@@ -62,8 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 async fn serve(runtime: Arc<Runtime>, config: ServerConfig) -> anyhow::Result<()> {
     let server = runtime.clone().serve(&config).await.context("starting the endpoints")?;
     eprintln!(
-        "serving tasks [{}] and models [{}]: gRPC on {}, HTTP and /metrics on {}",
+        "serving tasks [{}], pipelines [{}] and models [{}]: gRPC on {}, HTTP and /metrics on {}",
         runtime.tasks().join(", "),
+        runtime.pipelines().join(", "),
         runtime.models().join(", "),
         server.grpc_address(),
         server.http_address()

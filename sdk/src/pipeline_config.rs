@@ -1,0 +1,84 @@
+//! The config's `[[pipelines]]`: pipelines of the project's own glue over tasks the
+//! config declares, so that `modelless serve` serves them as models.
+
+use std::path::PathBuf;
+#[cfg(feature = "ocr")]
+use std::sync::Arc;
+
+use modelless_runtime::Error;
+#[cfg(feature = "ocr")]
+use modelless_runtime::registry::PipelineGlue;
+use serde::{Deserialize, Serialize};
+
+/// The glues a config can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GlueKind {
+    /// `ocr::ReadText` (feature `ocr`): a page in, its lines' text, boxes and scores out.
+    ReadText,
+}
+
+/// One pipeline of the config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// The name it is served by.
+    pub name: String,
+    /// Its glue.
+    pub glue: GlueKind,
+    /// `read-text`: the recogniser's dictionary, one character a line.
+    pub dictionary: PathBuf,
+    /// `read-text`: the detection task (default `detect-text`).
+    #[serde(default)]
+    pub detect: Option<String>,
+    /// `read-text`: the direction task (default `text-direction`; `""` for none).
+    #[serde(default)]
+    pub direction: Option<String>,
+    /// `read-text`: the recognition task (default `recognize-text`).
+    #[serde(default)]
+    pub recognize: Option<String>,
+    /// `read-text`: lines answered per page at most (default 100).
+    #[serde(default)]
+    pub max_lines: Option<usize>,
+}
+
+impl PipelineConfig {
+    /// Checks what can be checked before anything is loaded.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.name.is_empty() {
+            return Err(Error::Config("a pipeline needs a name".into()));
+        }
+        if self.max_lines == Some(0) {
+            return Err(Error::Config(format!("pipeline `{}`: max_lines must be at least 1", self.name)));
+        }
+        if cfg!(not(feature = "ocr")) {
+            return Err(Error::Config(format!(
+                "pipeline `{}`: glue read-text needs modelless built with feature `ocr`",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Its glue, reading the files it names.
+    #[cfg(feature = "ocr")]
+    pub fn glue(&self) -> Result<Arc<dyn PipelineGlue>, Error> {
+        use modelless_runtime::ocr::ctc::Alphabet;
+        use modelless_runtime::ocr::{ReadText, ReadTextConfig};
+        let dictionary = std::fs::read_to_string(&self.dictionary)
+            .map_err(|e| Error::io("read the dictionary of", &self.dictionary, e))?;
+        let defaults = ReadTextConfig::default();
+        let config = ReadTextConfig {
+            detect: self.detect.clone().unwrap_or(defaults.detect.clone()),
+            direction: match self.direction.as_deref() {
+                None => defaults.direction.clone(),
+                Some("") => None,
+                Some(task) => Some(task.to_string()),
+            },
+            recognize: self.recognize.clone().unwrap_or(defaults.recognize.clone()),
+            max_lines: self.max_lines.unwrap_or(defaults.max_lines),
+            ..defaults
+        };
+        Ok(Arc::new(ReadText::new(config, Alphabet::from_dictionary(&dictionary))))
+    }
+}
