@@ -235,6 +235,21 @@ impl ImagePreprocess {
         (to_32(width), to_32(height))
     }
 
+    /// Where the tensor's height and width follow each image, the size a typical one
+    /// (a portrait page, 1 : √2) is resized to: what the variant is profiled at.
+    pub fn typical_size(&self) -> Option<(u32, u32)> {
+        if !self.follows_image() {
+            return None;
+        }
+        let side = self.size.dims().0;
+        let long = (f64::from(side) * std::f64::consts::SQRT_2).round() as u32;
+        let short = (f64::from(side) / std::f64::consts::SQRT_2).round() as u32;
+        Some(match self.resize {
+            ResizeMode::LongerSideMultiple32 => self.target_size(short, side),
+            _ => self.target_size(side, long),
+        })
+    }
+
     /// The tensor shape of `rows` images resized to `width`×`height`.
     pub fn shape_sized(&self, rows: usize, width: u32, height: u32) -> Vec<usize> {
         let (width, height) = (width as usize, height as usize);
@@ -309,6 +324,10 @@ mod tests {
         assert_eq!(coarse.target_size(1000, 1400), (448, 640));
         // A smaller page keeps its scale: 300 × 500 → 288 × 512.
         assert_eq!(coarse.target_size(300, 500), (288, 512));
+        // Profiled at a portrait page: 453 × 640 → 448 × 640; 736 × 1041 → 736 × 1056.
+        assert_eq!(coarse.typical_size(), Some((448, 640)));
+        assert_eq!(detector.typical_size(), Some((736, 1056)));
+        assert_eq!(fixed.typical_size(), None);
     }
 
     #[test]

@@ -8,10 +8,10 @@ use modelless_policy_abi::{Profile, ProfileKey};
 use serde::Serialize;
 
 use super::{ModelFormat, ProfileMode, VariantConfig};
-use crate::backend::Device;
 use crate::backend::onnx::OrtEnvironmentConfig;
 use crate::backend::torchscript::TorchScriptConfig;
-use crate::error::Error;
+use crate::backend::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata};
+use crate::error::{BackendError, Error};
 use crate::profile::{ProfileOptions, memory_probe, ort_profile_key, profile_key, profile_model, store_beside};
 
 /// The settings a profile of a TorchScript module holds for.
@@ -65,7 +65,62 @@ pub fn variant_profile(
     if !measure {
         return Ok(store.load(&variant.name, &key));
     }
-    let factory = variant.clone().with_device(device, false).backend_factory(onnxruntime, path);
+    let mut factory = variant.clone().with_device(device, false).backend_factory(onnxruntime, path);
+    if let Some(preprocess) = &variant.preprocess
+        && let Some((width, height)) = preprocess.typical_size()
+    {
+        factory = at_typical_size(factory, preprocess.input.clone(), preprocess.spatial_axes(), [height, width]);
+    }
     tracing::info!(model = %variant.name, %device, "no stored profile: profiling");
     profile_model(&variant.name, factory, key, &store, &options, memory_probe(device).as_ref(), &mut |_| {}).map(Some)
+}
+
+/// `factory`'s backends with the open spatial dimensions of their image input (`input`,
+/// else the first) fixed at a typical image's `[height, width]` (at `axes`), so that a
+/// model that takes images of any size, a text detector, is profiled at that size.
+fn at_typical_size(factory: BackendFactory, input: Option<String>, axes: [usize; 2], size: [u32; 2]) -> BackendFactory {
+    std::sync::Arc::new(move || {
+        let inner = factory()?;
+        let mut metadata = inner.metadata().clone();
+        let spec = match &input {
+            Some(name) => metadata.inputs.iter_mut().find(|s| &s.name == name),
+            None => metadata.inputs.first_mut(),
+        };
+        if let Some(spec) = spec {
+            for (axis, side) in axes.into_iter().zip(size) {
+                if let Some(dim @ None) = spec.shape.get_mut(axis) {
+                    *dim = Some(side as usize);
+                }
+            }
+        }
+        Ok(Box::new(AtTypicalSize { inner, metadata }) as Box<dyn Backend + Send>)
+    })
+}
+
+/// A backend that says its image input takes one size.
+struct AtTypicalSize {
+    inner: Box<dyn Backend + Send>,
+    metadata: ModelMetadata,
+}
+
+impl Backend for AtTypicalSize {
+    fn metadata(&self) -> &ModelMetadata {
+        &self.metadata
+    }
+
+    fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
+        self.inner.infer(batch)
+    }
+
+    fn warmup_batch_sizes(&self, max_batch_size: usize) -> Vec<usize> {
+        self.inner.warmup_batch_sizes(max_batch_size)
+    }
+
+    fn device(&self) -> Device {
+        self.inner.device()
+    }
+
+    fn takes_turns(&self) -> bool {
+        self.inner.takes_turns()
+    }
 }
