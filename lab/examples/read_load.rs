@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use modelless::{Inputs, Runtime, RuntimeConfig, Slo};
+use modelless_lab::pages::{flag, page_files};
 
 /// The pipeline's stages in the order they run, as RapidOCR names them.
 const STAGES: [(&str, usize); 3] = [("detect", 0), ("direction", 1), ("recognize", 2)];
@@ -23,20 +24,11 @@ const STAGES: [(&str, usize); 3] = [("detect", 0), ("direction", 1), ("recognize
 fn main() -> anyhow::Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let flag = |name: &str| flag(&args, name);
     let callers: usize = flag("--callers").unwrap_or_else(|| "1".into()).parse()?;
     let seconds: f64 = flag("--seconds").unwrap_or_else(|| "10".into()).parse()?;
     let detect = flag("--detect").unwrap_or_else(|| "det-736".into());
-    let mut pages = Vec::new();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        if arg.starts_with("--") {
-            rest.next();
-        } else {
-            pages.push(bytes::Bytes::from(std::fs::read(arg).with_context(|| format!("reading {arg}"))?));
-        }
-    }
-    anyhow::ensure!(!pages.is_empty(), "no pages given");
+    let pages = page_files(&args)?;
 
     let config = flag("--config").map_or_else(|| root.join("examples/read_text.toml"), Into::into);
     let config = RuntimeConfig::from_file(config)?;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use modelless::{Inputs, PolicyConfig, ProfileMode, Runtime, RuntimeConfig, Slo};
+use modelless_lab::pages::{flag, page_files};
 use rand::{Rng, SeedableRng};
 
 const DETECT: &str = "detect-text";
@@ -28,20 +29,11 @@ type Record = (f64, Result<f64, String>, Option<String>);
 fn main() -> anyhow::Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let flag = |name: &str| flag(&args, name);
     let number = |name: &str, default: f64| flag(name).map_or(Ok(default), |v| v.parse::<f64>());
     let (slo_ms, detect_slo_ms) = (number("--slo-ms", 2000.0)?, number("--detect-slo-ms", 1000.0)?);
     let (from, to, seconds) = (number("--from", 1.0)?, number("--to", 6.0)?, number("--seconds", 60.0)?);
-    let mut pages = Vec::new();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        if arg.starts_with("--") {
-            rest.next();
-        } else {
-            pages.push(bytes::Bytes::from(std::fs::read(arg).with_context(|| format!("reading {arg}"))?));
-        }
-    }
-    anyhow::ensure!(!pages.is_empty(), "no pages given");
+    let pages = page_files(&args)?;
 
     let mut config = RuntimeConfig::from_file(root.join("examples/read_text.toml"))?;
     let detect = config.tasks.iter_mut().find(|t| t.name == DETECT).context("no detection task")?;

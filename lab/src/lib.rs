@@ -18,6 +18,7 @@
 //! Gaussian-process crate, none of which an application that serves needs.
 
 pub mod load;
+pub mod pages;
 pub mod plan;
 pub mod plot;
 pub mod simulate;
