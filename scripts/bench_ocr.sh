@@ -29,15 +29,7 @@ LOAD="$CARGO_TARGET_DIR/release/examples/read_load"
 mkdir -p "$OUT"
 : >"$OUT/runs.jsonl"
 
-# The first 40 pages hold 1, 5, 10, 25, 1, … lines (scripts/gen_documents.py).
-pages_of() {
-    python3 - "$DOCS" "$1" <<'PY'
-import json, sys
-docs, lines = sys.argv[1], int(sys.argv[2])
-pages = [json.loads(l) for l in open(f"{docs}/labels.jsonl")][:40]
-print(" ".join(f"{docs}/{p['file']}" for p in pages if len(p["lines"]) == lines))
-PY
-}
+pages_of() { python3 scripts/pages_with_lines.py "$DOCS" "$1"; }
 
 run() { # SYSTEM ROUND LINES CALLERS PAGES...
     local system=$1 round=$2 lines=$3 callers=$4

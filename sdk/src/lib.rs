@@ -68,7 +68,7 @@ pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 pub mod ocr {
     pub use modelless_runtime::ocr::ctc::Alphabet;
     pub use modelless_runtime::ocr::detect::DbConfig;
-    pub use modelless_runtime::ocr::{Line, ReadText, ReadTextConfig};
+    pub use modelless_runtime::ocr::{FindLines, Line, ReadLine, ReadText, ReadTextConfig};
 }
 
 /// Models as the runtime runs them: the backend trait for sessions of your own, and

@@ -16,6 +16,12 @@ use serde::{Deserialize, Serialize};
 pub enum GlueKind {
     /// `ocr::ReadText` (feature `ocr`): a page in, its lines' text, boxes and scores out.
     ReadText,
+    /// `ocr::FindLines`, read-text's first half: a page in, its lines' cuts (PNG) and
+    /// boxes out; runs only the detection task.
+    FindLines,
+    /// `ocr::ReadLine`, read-text's second half: one line's cut in, its text out; runs
+    /// the direction and recognition tasks.
+    ReadLine,
 }
 
 /// One pipeline of the config.
@@ -26,18 +32,18 @@ pub struct PipelineConfig {
     pub name: String,
     /// Its glue.
     pub glue: GlueKind,
-    /// `read-text`: the recogniser's dictionary, one character a line.
+    /// The recogniser's dictionary, one character a line.
     pub dictionary: PathBuf,
-    /// `read-text`: the detection task (default `detect-text`).
+    /// The detection task (default `detect-text`).
     #[serde(default)]
     pub detect: Option<String>,
-    /// `read-text`: the direction task (default `text-direction`; `""` for none).
+    /// The direction task (default `text-direction`; `""` for none).
     #[serde(default)]
     pub direction: Option<String>,
-    /// `read-text`: the recognition task (default `recognize-text`).
+    /// The recognition task (default `recognize-text`).
     #[serde(default)]
     pub recognize: Option<String>,
-    /// `read-text`: lines answered per page at most (default 100).
+    /// Lines answered per page at most (default 100).
     #[serde(default)]
     pub max_lines: Option<usize>,
 }
@@ -53,7 +59,7 @@ impl PipelineConfig {
         }
         if cfg!(not(feature = "ocr")) {
             return Err(Error::Config(format!(
-                "pipeline `{}`: glue read-text needs modelless built with feature `ocr`",
+                "pipeline `{}`: the OCR glues need modelless built with feature `ocr`",
                 self.name
             )));
         }
@@ -64,7 +70,7 @@ impl PipelineConfig {
     #[cfg(feature = "ocr")]
     pub fn glue(&self) -> Result<Arc<dyn PipelineGlue>, Error> {
         use modelless_runtime::ocr::ctc::Alphabet;
-        use modelless_runtime::ocr::{ReadText, ReadTextConfig};
+        use modelless_runtime::ocr::{FindLines, ReadLine, ReadText, ReadTextConfig};
         let dictionary = std::fs::read_to_string(&self.dictionary)
             .map_err(|e| Error::io("read the dictionary of", &self.dictionary, e))?;
         let defaults = ReadTextConfig::default();
@@ -79,6 +85,11 @@ impl PipelineConfig {
             max_lines: self.max_lines.unwrap_or(defaults.max_lines),
             ..defaults
         };
-        Ok(Arc::new(ReadText::new(config, Alphabet::from_dictionary(&dictionary))))
+        let glue = ReadText::new(config, Alphabet::from_dictionary(&dictionary));
+        Ok(match self.glue {
+            GlueKind::ReadText => Arc::new(glue),
+            GlueKind::FindLines => Arc::new(FindLines(glue)),
+            GlueKind::ReadLine => Arc::new(ReadLine(glue)),
+        })
     }
 }

@@ -122,6 +122,14 @@ pub enum AnswerTensor {
         /// The strings, row-major.
         strings: Vec<String>,
     },
+    /// Runs of bytes (a pipeline's encoded images): raw over gRPC; over HTTP's JSON,
+    /// which carries only text, each as UTF-8 with what is not replaced.
+    Bytes {
+        /// Its shape.
+        shape: Vec<i64>,
+        /// The runs, row-major.
+        items: Vec<Vec<u8>>,
+    },
 }
 
 impl AnswerTensor {
@@ -129,7 +137,7 @@ impl AnswerTensor {
     pub fn datatype(&self) -> &'static str {
         match self {
             AnswerTensor::Tensor(t) => tensors::datatype(t.dtype()),
-            AnswerTensor::Strings { .. } => "BYTES",
+            AnswerTensor::Strings { .. } | AnswerTensor::Bytes { .. } => "BYTES",
         }
     }
 
@@ -137,7 +145,7 @@ impl AnswerTensor {
     pub fn shape(&self) -> Vec<i64> {
         match self {
             AnswerTensor::Tensor(t) => tensors::shape_of(t),
-            AnswerTensor::Strings { shape, .. } => shape.clone(),
+            AnswerTensor::Strings { shape, .. } | AnswerTensor::Bytes { shape, .. } => shape.clone(),
         }
     }
 
@@ -146,14 +154,8 @@ impl AnswerTensor {
     pub fn to_raw(&self) -> Vec<u8> {
         match self {
             AnswerTensor::Tensor(t) => tensors::to_raw(t),
-            AnswerTensor::Strings { strings, .. } => {
-                let mut raw = Vec::with_capacity(strings.iter().map(|s| 4 + s.len()).sum());
-                for s in strings {
-                    raw.extend_from_slice(&(s.len() as u32).to_le_bytes());
-                    raw.extend_from_slice(s.as_bytes());
-                }
-                raw
-            }
+            AnswerTensor::Strings { strings, .. } => length_prefixed(strings.iter().map(String::as_bytes)),
+            AnswerTensor::Bytes { items, .. } => length_prefixed(items.iter().map(Vec::as_slice)),
         }
     }
 
@@ -162,8 +164,21 @@ impl AnswerTensor {
         match self {
             AnswerTensor::Tensor(t) => tensors::to_json(t),
             AnswerTensor::Strings { strings, .. } => serde_json::json!(strings),
+            AnswerTensor::Bytes { items, .. } => {
+                serde_json::json!(items.iter().map(|b| String::from_utf8_lossy(b)).collect::<Vec<_>>())
+            }
         }
     }
+}
+
+/// Each run after its 4-byte little-endian length, as the protocol carries BYTES.
+fn length_prefixed<'a>(runs: impl Iterator<Item = &'a [u8]> + Clone) -> Vec<u8> {
+    let mut raw = Vec::with_capacity(runs.clone().map(|r| 4 + r.len()).sum());
+    for run in runs {
+        raw.extend_from_slice(&(run.len() as u32).to_le_bytes());
+        raw.extend_from_slice(run);
+    }
+    raw
 }
 
 /// What a name serves, for metadata calls.
@@ -508,6 +523,7 @@ impl InferenceService {
                 PipelineValue::Texts(strings) => {
                     (name, AnswerTensor::Strings { shape: vec![strings.len() as i64], strings })
                 }
+                PipelineValue::Bytes(items) => (name, AnswerTensor::Bytes { shape: vec![items.len() as i64], items }),
             })
             .collect();
         Ok(InferAnswer {

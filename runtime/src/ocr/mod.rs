@@ -2,7 +2,8 @@
 //! pipeline: a text detector's probability map becomes boxes ([`detect`]), each box a
 //! straightened line ([`lines`]) for the direction classifier and the recogniser, whose
 //! per-step probabilities become text ([`ctc`]); [`ReadText`] is the pipeline glue
-//! that chains them around the three models, which run as tasks of their own.
+//! that chains them around the three models, which run as tasks of their own;
+//! [`FindLines`] and [`ReadLine`] are its two halves, for stages in different servers.
 //!
 //! Needs feature `ocr` (which brings `images`).
 
@@ -11,5 +12,7 @@ pub mod detect;
 pub mod geometry;
 pub mod lines;
 pub mod read_text;
+pub mod split;
 
 pub use read_text::{Line, ReadText, ReadTextConfig};
+pub use split::{FindLines, ReadLine};

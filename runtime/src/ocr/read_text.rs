@@ -21,6 +21,7 @@ use image::RgbImage;
 
 use super::ctc::Alphabet;
 use super::detect::{DbConfig, boxes};
+use super::geometry::Quad;
 use super::lines::{LINE_HEIGHT, RgbPixels, cut, line_input, scaled_width};
 use crate::backend::TensorSpec;
 use crate::error::Error;
@@ -96,19 +97,33 @@ impl ReadText {
         ReadText { config, alphabet }
     }
 
+    /// Its settings.
+    pub fn config(&self) -> &ReadTextConfig {
+        &self.config
+    }
+
     /// Reads `page`; `truncated` when it held more than `max_lines` lines.
     pub fn read(&self, page: &ImageData, stages: &mut Stages<'_>) -> Result<(Vec<Line>, bool), Error> {
+        let (found, lines, truncated) = self.find(page, stages)?;
+        let read = self.recognise(lines, stages)?;
+        let lines = read
+            .into_iter()
+            .zip(&found)
+            .filter_map(|(read, quad)| {
+                let (text, score) = read?;
+                Some(Line { text, quad: quad.map(|p| [p.x, p.y]), score })
+            })
+            .collect();
+        Ok((lines, truncated))
+    }
+
+    /// The first half: `page`'s text boxes in reading order (at most `max_lines`), each
+    /// line cut out upright; `truncated` when there were more.
+    pub fn find(&self, page: &ImageData, stages: &mut Stages<'_>) -> Result<(Vec<Quad>, Vec<RgbImage>, bool), Error> {
         let pipeline = stages.pipeline().to_string();
         let invalid = |reason: String| Error::InvalidInput { model: pipeline.clone(), reason };
         // Decoded once; the detection stage and the cuts share the pixels.
-        let (width, height, pixels) = match page {
-            ImageData::Encoded(bytes) => {
-                let Decoded { width, height, rgb, .. } =
-                    decode(bytes, &self.config.limits, None).map_err(|e| invalid(e.to_string()))?;
-                (width, height, Bytes::from(rgb))
-            }
-            ImageData::Rgb { width, height, pixels } => (*width, *height, pixels.clone()),
-        };
+        let (width, height, pixels) = decoded(page, &self.config.limits).map_err(invalid)?;
         let page = RgbPixels::from_raw(width, height, &pixels[..])
             .ok_or_else(|| invalid(format!("{width}x{height} pixels do not fill the image")))?;
         let image = ImageData::Rgb { width, height, pixels: pixels.clone() };
@@ -126,7 +141,17 @@ impl ReadText {
             .map_err(|e| self.stage_fault("detection", &e.to_string()))?;
         let truncated = found.len() > self.config.max_lines;
         found.truncate(self.config.max_lines);
-        let mut lines: Vec<RgbImage> = found.iter().map(|b| cut(&page, &b.quad)).collect();
+        let lines: Vec<RgbImage> = found.iter().map(|b| cut(&page, &b.quad)).collect();
+        Ok((found.into_iter().map(|b| b.quad).collect(), lines, truncated))
+    }
+
+    /// The second half: each upright line turned where it is upside down, then read;
+    /// `None` for a line read with no text or scored below `text_score`.
+    pub fn recognise(
+        &self,
+        mut lines: Vec<RgbImage>,
+        stages: &mut Stages<'_>,
+    ) -> Result<Vec<Option<(String, f32)>>, Error> {
         if let Some(direction) = &self.config.direction {
             self.turn_upside_down(direction, &mut lines, stages)?;
         }
@@ -140,7 +165,7 @@ impl ReadText {
             .map_err(|e| self.stage_fault("recognition", &e.to_string()))?;
         let recognised = stages.run(&self.config.recognize, items)?;
         let mut read = Vec::with_capacity(recognised.len());
-        for (answer, found) in recognised.iter().zip(&found) {
+        for answer in &recognised {
             let steps = answer.first().ok_or_else(|| self.stage_fault("recognition", "no output"))?;
             let (t, classes) = match steps.shape() {
                 [_, t, c] => (*t, *c),
@@ -152,11 +177,10 @@ impl ReadText {
             }
             let probabilities = steps.as_slice::<f32>().ok_or_else(|| self.stage_fault("recognition", "not f32"))?;
             let decoded = self.alphabet.decode(probabilities, t);
-            if decoded.score >= self.config.text_score && !decoded.text.is_empty() {
-                read.push(Line { text: decoded.text, quad: found.quad.map(|p| [p.x, p.y]), score: decoded.score });
-            }
+            let kept = decoded.score >= self.config.text_score && !decoded.text.is_empty();
+            read.push(kept.then_some((decoded.text, decoded.score)));
         }
-        Ok((read, truncated))
+        Ok(read)
     }
 
     fn turn_upside_down(&self, task: &str, lines: &mut [RgbImage], stages: &mut Stages<'_>) -> Result<(), Error> {
@@ -183,6 +207,17 @@ impl ReadText {
     /// the pipeline's configuration says it is.
     fn stage_fault(&self, stage: &str, what: &str) -> Error {
         Error::Config(format!("read-text: the {stage} stage answered {what}"))
+    }
+}
+
+/// An image's pixels: decoded within `limits`, or as given.
+pub(super) fn decoded(image: &ImageData, limits: &DecodeLimits) -> Result<(u32, u32, Bytes), String> {
+    match image {
+        ImageData::Encoded(bytes) => {
+            let Decoded { width, height, rgb, .. } = decode(bytes, limits, None).map_err(|e| e.to_string())?;
+            Ok((width, height, Bytes::from(rgb)))
+        }
+        ImageData::Rgb { width, height, pixels } => Ok((*width, *height, pixels.clone())),
     }
 }
 

@@ -140,3 +140,30 @@ fn a_deadline_shorter_than_the_page_is_priced_at_is_refused_before_detection() {
         other => panic!("a 300 ms deadline: {other:?}"),
     }
 }
+
+#[test]
+fn the_two_halves_read_what_the_whole_pipeline_reads() {
+    use modelless::ocr::{FindLines, ReadLine};
+    let runtime = runtime(ReadTextConfig::default());
+    let dictionary = std::fs::read_to_string(crate_dir().join("../.modelless/ocr/dictionary.txt")).unwrap();
+    let glue = || ReadText::new(ReadTextConfig::default(), Alphabet::from_dictionary(&dictionary));
+    runtime.add_pipeline("find-lines", Arc::new(FindLines(glue()))).unwrap();
+    runtime.add_pipeline("read-line", Arc::new(ReadLine(glue()))).unwrap();
+    let (bytes, _) = page(2);
+    let whole =
+        texts(&runtime.infer_pipeline_blocking("read-text", Inputs::image(bytes.clone()), Slo::default()).unwrap());
+    let found = runtime.infer_pipeline_blocking("find-lines", Inputs::image(bytes), Slo::default()).unwrap();
+    let Some(PipelineValue::Bytes(lines)) = found.get("lines") else { panic!("no lines: {found:?}") };
+    assert_eq!(found.get("boxes").and_then(PipelineValue::tensor).unwrap().shape(), &[lines.len(), 4, 2]);
+    assert_eq!(found.stages.iter().map(|s| s.task.as_str()).collect::<Vec<_>>(), ["detect-text"]);
+    let halves: Vec<String> = lines
+        .iter()
+        .map(|png| {
+            let read =
+                runtime.infer_pipeline_blocking("read-line", Inputs::image(png.clone()), Slo::default()).unwrap();
+            texts(&read).remove(0)
+        })
+        .filter(|text| !text.is_empty())
+        .collect();
+    assert_eq!(halves, whole, "each line read alone, from its PNG, as the whole pipeline reads it");
+}

@@ -53,7 +53,7 @@ pub struct PipelineSignature {
 pub enum PipelineOutput {
     /// Numbers of this type and shape.
     Tensor(TensorSpec),
-    /// Strings, one per item, by this name.
+    /// Strings or bytes, one per item (KServe's BYTES), by this name.
     Texts(String),
 }
 
@@ -74,6 +74,8 @@ pub enum PipelineValue {
     Tensor(Tensor),
     /// Strings, one per item (KServe's BYTES).
     Texts(Vec<String>),
+    /// Bytes, one run per item (KServe's BYTES): encoded images, say.
+    Bytes(Vec<Vec<u8>>),
 }
 
 impl PipelineValue {
@@ -81,7 +83,7 @@ impl PipelineValue {
     pub fn tensor(&self) -> Option<&Tensor> {
         match self {
             PipelineValue::Tensor(tensor) => Some(tensor),
-            PipelineValue::Texts(_) => None,
+            PipelineValue::Texts(_) | PipelineValue::Bytes(_) => None,
         }
     }
 
@@ -89,7 +91,7 @@ impl PipelineValue {
     pub fn texts(&self) -> Option<&[String]> {
         match self {
             PipelineValue::Texts(texts) => Some(texts),
-            PipelineValue::Tensor(_) => None,
+            PipelineValue::Tensor(_) | PipelineValue::Bytes(_) => None,
         }
     }
 }
