@@ -8,8 +8,12 @@
 //! ```text
 //! cargo run --release -p modelless-lab --example read_steer -- \
 //!     (--policy FILE.wasm | --variant det-640) --slo-ms 2000 --detect-slo-ms 1000 \
-//!     --from 1 --to 6 --seconds 60 PAGE...
+//!     --from 1 --to 6 --seconds 60 [--out PAGES.jsonl] PAGE...
 //! ```
+//!
+//! With `--out`, every page's record goes there, one JSON line each: `sent_s`,
+//! `latency_ms` or `failure`, `variant` (detection's). `scripts/steer_ocr.sh` runs it
+//! with a policy and with each variant alone, and tabulates and plots the runs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -104,6 +108,17 @@ fn main() -> anyhow::Result<()> {
         if let Err(kind) = result {
             *failures.entry(kind.clone()).or_default() += 1;
         }
+    }
+    if let Some(out) = flag("--out") {
+        let mut lines = String::new();
+        for (sent, result, variant) in records.iter() {
+            let record = match result {
+                Ok(ms) => serde_json::json!({ "sent_s": sent, "latency_ms": ms, "variant": variant }),
+                Err(kind) => serde_json::json!({ "sent_s": sent, "failure": kind }),
+            };
+            lines.push_str(&format!("{record}\n"));
+        }
+        std::fs::write(&out, lines).with_context(|| format!("writing {out}"))?;
     }
     let mut timeline: Vec<(f64, String)> = records.iter().filter_map(|(t, _, v)| Some((*t, v.clone()?))).collect();
     timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
