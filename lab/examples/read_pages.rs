@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo run --release -p modelless-lab --example read_pages -- \
-//!     [--pages N] [--detect det-736|det-960] [--out FILE]
+//!     [--pages N] [--detect det-736|det-640|det-480] [--documents DIR] [--out FILE]
 //! ```
 
 use std::io::Write;
@@ -26,7 +26,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = Runtime::builder().with_config(config).build()?;
     runtime.switch_variant("detect-text", &detect)?;
 
-    let documents = root.join(".modelless/documents");
+    let documents = flag("--documents").map_or_else(|| root.join(".modelless/documents"), Into::into);
     let labels = std::fs::read_to_string(documents.join("labels.jsonl")).context("run scripts/setup.sh first")?;
     let mut written = std::io::BufWriter::new(std::fs::File::create(&out)?);
     for (i, line) in labels.lines().take(pages).enumerate() {
