@@ -208,6 +208,19 @@ impl ReadText {
     fn stage_fault(&self, stage: &str, what: &str) -> Error {
         Error::Config(format!("read-text: the {stage} stage answered {what}"))
     }
+
+    /// The answer could not be put together from what the stages gave.
+    pub(super) fn join_fault(&self, why: impl std::fmt::Display) -> Error {
+        self.stage_fault("join", &why.to_string())
+    }
+}
+
+/// The request's one image, or why there is none (`what` names it).
+pub(super) fn the_image(request: Inputs, stages: &Stages<'_>, what: &str) -> Result<ImageData, Error> {
+    request.images.into_iter().flat_map(|(_, images)| images).next().ok_or_else(|| Error::InvalidInput {
+        model: stages.pipeline().to_string(),
+        reason: format!("{what} is needed (BYTES, JPEG or PNG)"),
+    })
 }
 
 /// An image's pixels: decoded within `limits`, or as given.
@@ -250,21 +263,16 @@ impl PipelineGlue for ReadText {
     }
 
     fn answer(&self, request: Inputs, stages: &mut Stages<'_>) -> Result<Vec<(String, PipelineValue)>, Error> {
-        let page = request.images.into_iter().flat_map(|(_, images)| images).next();
-        let Some(page) = page else {
-            let reason = "a page image is needed (BYTES, JPEG or PNG)".to_string();
-            return Err(Error::InvalidInput { model: stages.pipeline().to_string(), reason });
-        };
+        let page = the_image(request, stages, "a page image")?;
         let (lines, truncated) = self.read(&page, stages)?;
         let n = lines.len();
         let quads: Vec<f32> = lines.iter().flat_map(|l| l.quad.iter().flatten().copied()).collect();
         let scores: Vec<f32> = lines.iter().map(|l| l.score).collect();
         let tensor = |shape: Vec<usize>, values: Vec<f32>| {
-            Tensor::new(shape, values).map(PipelineValue::Tensor).map_err(|e| self.stage_fault("join", &e.to_string()))
+            Tensor::new(shape, values).map(PipelineValue::Tensor).map_err(|e| self.join_fault(e))
         };
-        let flag = Tensor::new([1], vec![u8::from(truncated)])
-            .map(PipelineValue::Tensor)
-            .map_err(|e| self.stage_fault("join", &e.to_string()))?;
+        let flag =
+            Tensor::new([1], vec![u8::from(truncated)]).map(PipelineValue::Tensor).map_err(|e| self.join_fault(e))?;
         Ok(vec![
             ("text".into(), PipelineValue::Texts(lines.into_iter().map(|l| l.text).collect())),
             ("boxes".into(), tensor(vec![n, 4, 2], quads)?),

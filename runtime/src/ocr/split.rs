@@ -7,7 +7,7 @@ use std::io::Cursor;
 
 use image::{ImageFormat, RgbImage};
 
-use super::read_text::{ReadText, decoded};
+use super::read_text::{ReadText, decoded, the_image};
 use crate::backend::TensorSpec;
 use crate::error::Error;
 use crate::registry::{PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, Stages};
@@ -25,18 +25,6 @@ pub struct FindLines(pub ReadText);
 /// recognition tasks.
 #[derive(Debug)]
 pub struct ReadLine(pub ReadText);
-
-/// The request's one image, or why there is none.
-fn the_image(request: Inputs, stages: &Stages<'_>, what: &str) -> Result<crate::request::ImageData, Error> {
-    request.images.into_iter().flat_map(|(_, images)| images).next().ok_or_else(|| Error::InvalidInput {
-        model: stages.pipeline().to_string(),
-        reason: format!("{what} is needed (BYTES, JPEG or PNG)"),
-    })
-}
-
-fn join_fault(what: impl std::fmt::Display) -> Error {
-    Error::Config(format!("read-text: the join failed: {what}"))
-}
 
 impl PipelineGlue for FindLines {
     fn stages(&self) -> Vec<String> {
@@ -60,17 +48,17 @@ impl PipelineGlue for FindLines {
         let mut encoded = Vec::with_capacity(lines.len());
         for line in &lines {
             let mut png = Vec::new();
-            line.write_to(&mut Cursor::new(&mut png), ImageFormat::Png).map_err(join_fault)?;
+            line.write_to(&mut Cursor::new(&mut png), ImageFormat::Png).map_err(|e| self.0.join_fault(e))?;
             encoded.push(png);
         }
         let n = quads.len();
         let corners: Vec<f32> = quads.iter().flat_map(|q| q.iter().flat_map(|p| [p.x, p.y])).collect();
         Ok(vec![
             ("lines".into(), PipelineValue::Bytes(encoded)),
-            ("boxes".into(), PipelineValue::Tensor(Tensor::new([n, 4, 2], corners).map_err(join_fault)?)),
+            ("boxes".into(), PipelineValue::Tensor(Tensor::new([n, 4, 2], corners).map_err(|e| self.0.join_fault(e))?)),
             (
                 "truncated".into(),
-                PipelineValue::Tensor(Tensor::new([1], vec![u8::from(truncated)]).map_err(join_fault)?),
+                PipelineValue::Tensor(Tensor::new([1], vec![u8::from(truncated)]).map_err(|e| self.0.join_fault(e))?),
             ),
         ])
     }
@@ -103,7 +91,7 @@ impl PipelineGlue for ReadLine {
         let (text, score) = read.unwrap_or_default();
         Ok(vec![
             ("text".into(), PipelineValue::Texts(vec![text])),
-            ("scores".into(), PipelineValue::Tensor(Tensor::new([1], vec![score]).map_err(join_fault)?)),
+            ("scores".into(), PipelineValue::Tensor(Tensor::new([1], vec![score]).map_err(|e| self.0.join_fault(e))?)),
         ])
     }
 }
