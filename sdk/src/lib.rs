@@ -58,7 +58,7 @@ pub use modelless_runtime::{
     SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration,
     TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
 };
-pub use pipeline_config::{GlueKind, PipelineConfig};
+pub use pipeline_config::{GlueKind, LinePaddingKind, PipelineConfig};
 pub use policy_config::PolicyConfig;
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 
@@ -68,7 +68,7 @@ pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 pub mod ocr {
     pub use modelless_runtime::ocr::ctc::Alphabet;
     pub use modelless_runtime::ocr::detect::DbConfig;
-    pub use modelless_runtime::ocr::{FindLines, Line, ReadLine, ReadText, ReadTextConfig};
+    pub use modelless_runtime::ocr::{FindLines, Line, LinePadding, ReadLine, ReadText, ReadTextConfig};
 }
 
 /// Models as the runtime runs them: the backend trait for sessions of your own, and

@@ -24,6 +24,18 @@ pub enum GlueKind {
     ReadLine,
 }
 
+/// How the OCR glues pad the recogniser's inputs (`ocr::LinePadding`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinePaddingKind {
+    /// As RapidOCR: a page's lines by aspect, six at a time, each six as wide as the
+    /// widest; lines read as RapidOCR reads them.
+    #[default]
+    PageGroups,
+    /// Each line to its width rounded up to 64 columns: less padding.
+    Steps,
+}
+
 /// One pipeline of the config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +58,9 @@ pub struct PipelineConfig {
     /// Lines answered per page at most (default 100).
     #[serde(default)]
     pub max_lines: Option<usize>,
+    /// How the recogniser's inputs are padded (default `page-groups`).
+    #[serde(default)]
+    pub line_padding: LinePaddingKind,
 }
 
 impl PipelineConfig {
@@ -70,7 +85,7 @@ impl PipelineConfig {
     #[cfg(feature = "ocr")]
     pub fn glue(&self) -> Result<Arc<dyn PipelineGlue>, Error> {
         use modelless_runtime::ocr::ctc::Alphabet;
-        use modelless_runtime::ocr::{FindLines, ReadLine, ReadText, ReadTextConfig};
+        use modelless_runtime::ocr::{FindLines, LinePadding, ReadLine, ReadText, ReadTextConfig};
         let dictionary = std::fs::read_to_string(&self.dictionary)
             .map_err(|e| Error::io("read the dictionary of", &self.dictionary, e))?;
         let defaults = ReadTextConfig::default();
@@ -83,6 +98,10 @@ impl PipelineConfig {
             },
             recognize: self.recognize.clone().unwrap_or(defaults.recognize.clone()),
             max_lines: self.max_lines.unwrap_or(defaults.max_lines),
+            padding: match self.line_padding {
+                LinePaddingKind::PageGroups => LinePadding::PageGroups,
+                LinePaddingKind::Steps => LinePadding::Steps,
+            },
             ..defaults
         };
         let glue = ReadText::new(config, Alphabet::from_dictionary(&dictionary));
@@ -91,5 +110,22 @@ impl PipelineConfig {
             GlueKind::FindLines => Arc::new(FindLines(glue)),
             GlueKind::ReadLine => Arc::new(ReadLine(glue)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(extra: &str) -> Result<PipelineConfig, toml::de::Error> {
+        toml::from_str(&format!("name = \"read-text\"\nglue = \"read-text\"\ndictionary = \"d.txt\"\n{extra}"))
+    }
+
+    #[test]
+    fn line_padding_reads_as_rapidocr_unless_told_steps() {
+        assert_eq!(parsed("").unwrap().line_padding, LinePaddingKind::PageGroups);
+        assert_eq!(parsed("line_padding = \"steps\"").unwrap().line_padding, LinePaddingKind::Steps);
+        let wrong = parsed("line_padding = \"sideways\"").unwrap_err().to_string();
+        assert!(wrong.contains("page-groups") && wrong.contains("steps"), "{wrong}");
     }
 }

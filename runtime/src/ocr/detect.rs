@@ -1,10 +1,11 @@
 //! From a text detector's probability map to text boxes: Differentiable Binarization's
 //! post-processing as PaddleOCR does it. The map is thresholded and dilated; each
 //! 8-connected region becomes the rotated rectangle of least area around it, scored by
-//! the map's mean inside it, grown ("unclipped") by area × ratio / perimeter, scaled
+//! the map's mean inside it, grown ("unclipped", [`super::unclip`]) by area × ratio / perimeter, scaled
 //! to the image, and the boxes come back in reading order.
 
 use super::geometry::{Point, Quad, mean_within, min_area_rect, reading_order};
+use super::unclip::unclip;
 
 /// How boxes are drawn from the map (PaddleOCR's names and defaults for PP-OCRv4).
 #[derive(Clone, Debug, PartialEq)]
@@ -55,7 +56,6 @@ pub fn boxes(
     if config.dilate {
         text = dilated(&text, width, height);
     }
-    let (sx, sy) = (image.0 as f32 / width as f32, image.1 as f32 / height as f32);
     let mut found = Vec::new();
     for region in regions(&text, width, height).into_iter().take(config.max_candidates) {
         let Some(rect) = min_area_rect(&region) else { continue };
@@ -68,12 +68,17 @@ pub fn boxes(
             continue;
         }
         let (w, h) = rect.size;
-        let grown = rect.grown(w * h * config.unclip_ratio / (2.0 * (w + h)));
+        let Some(grown) = unclip(&quad, w * h * config.unclip_ratio / (2.0 * (w + h))) else { continue };
         if grown.short_side() < MIN_SIDE + 2.0 {
             continue;
         }
+        // Map to image pixels as the reference does, in f32 with halves to even.
+        let scale = |v: f32, map: usize, image: u32| (v / map as f32 * image as f32).round_ties_even();
         let scaled = grown.corners().map(|p| {
-            Point::new((p.x * sx).round().clamp(0.0, image.0 as f32), (p.y * sy).round().clamp(0.0, image.1 as f32))
+            Point::new(
+                scale(p.x, width, image.0).clamp(0.0, image.0 as f32),
+                scale(p.y, height, image.1).clamp(0.0, image.1 as f32),
+            )
         });
         // As the reference keeps it: corners on the image, whole pixels, boxes of more
         // than 3 pixels each way.

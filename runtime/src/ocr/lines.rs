@@ -38,9 +38,10 @@ pub fn cut<C: Deref<Target = [u8]>>(page: &RgbPixels<C>, quad: &Quad) -> RgbImag
     if f64::from(height) >= 1.5 * f64::from(width) { image::imageops::rotate270(&out) } else { out }
 }
 
-/// The width a line takes at [`LINE_HEIGHT`], its aspect kept: ⌈48 · width / height⌉.
+/// The width a line takes at [`LINE_HEIGHT`], its aspect kept: ⌈48 · (width / height)⌉,
+/// in that order, as the reference rounds it.
 pub fn scaled_width(line: &RgbImage) -> usize {
-    (LINE_HEIGHT as f64 * f64::from(line.width()) / f64::from(line.height().max(1))).ceil() as usize
+    (LINE_HEIGHT as f64 * (f64::from(line.width()) / f64::from(line.height().max(1)))).ceil() as usize
 }
 
 /// `line` as a `[3, 48, width]` CHW tensor's elements: resized to 48 rows and

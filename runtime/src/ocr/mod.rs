@@ -13,6 +13,7 @@ pub mod geometry;
 pub mod lines;
 pub mod read_text;
 pub mod split;
+pub mod unclip;
 
-pub use read_text::{Line, ReadText, ReadTextConfig};
+pub use read_text::{Line, LinePadding, ReadText, ReadTextConfig};
 pub use split::{FindLines, ReadLine};

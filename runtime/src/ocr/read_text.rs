@@ -6,10 +6,9 @@
 //!    pixels ([`super::detect`]).
 //! 2. Each box is cut out upright ([`super::lines`]). With a direction task, each line
 //!    (48 × 192) is turned half round where the classifier is sure it is upside down.
-//! 3. Each line goes to the recognition task at 48 rows and its own width rounded up to
-//!    a multiple of [`WIDTH_STEP`] (at least [`MIN_LINE_WIDTH`]): lines of equal width,
-//!    of this page and of every page in flight, share batches, and a line is padded by
-//!    less than a step. Greedy CTC decoding gives the text; lines scored below
+//! 3. Each line goes to the recognition task at 48 rows, padded as [`LinePadding`]
+//!    says: lines of equal padded width, of this page and of every page in flight,
+//!    share batches. Greedy CTC decoding gives the text; lines scored below
 //!    `text_score` are left out.
 //!
 //! A page with more lines than `max_lines` is answered with its first `max_lines` in
@@ -37,6 +36,25 @@ pub const MIN_LINE_WIDTH: usize = 320;
 /// The direction classifier's input width.
 pub const DIRECTION_WIDTH: usize = 192;
 
+/// How wide the recogniser's input for a line is. Its columns beyond the line are
+/// zeros, and the recogniser reads a line differently at another width (a space more
+/// or less, mostly), so the choice is between RapidOCR's text and less padding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LinePadding {
+    /// As RapidOCR and PaddleOCR pad: a page's lines sorted by aspect ratio, taken
+    /// [`PAGE_GROUP`] at a time, each group as wide as the widest of it (at least
+    /// [`MIN_LINE_WIDTH`]). Lines read as they read them.
+    #[default]
+    PageGroups,
+    /// Each line its own width rounded up to a multiple of [`WIDTH_STEP`] (at least
+    /// [`MIN_LINE_WIDTH`]): padded by less than a step, and lines of different pages
+    /// meet in the same widths more often.
+    Steps,
+}
+
+/// Lines padded alike under [`LinePadding::PageGroups`] (RapidOCR's `rec_batch_num`).
+pub const PAGE_GROUP: usize = 6;
+
 /// The pipeline's stages and settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReadTextConfig {
@@ -54,6 +72,8 @@ pub struct ReadTextConfig {
     pub direction_threshold: f32,
     /// Lines answered per page, at most.
     pub max_lines: usize,
+    /// How the recogniser's inputs are padded.
+    pub padding: LinePadding,
     /// Limits on the pages decoded.
     pub limits: DecodeLimits,
 }
@@ -68,6 +88,7 @@ impl Default for ReadTextConfig {
             text_score: 0.5,
             direction_threshold: 0.9,
             max_lines: 100,
+            padding: LinePadding::default(),
             limits: DecodeLimits::default(),
         }
     }
@@ -157,10 +178,8 @@ impl ReadText {
         }
         let items = lines
             .iter()
-            .map(|line| {
-                let width = batch_width(scaled_width(line));
-                Tensor::new([1, 3, LINE_HEIGHT, width], line_input(line, width)).map(Inputs::from)
-            })
+            .zip(padded_widths(&lines, self.config.padding))
+            .map(|(line, width)| Tensor::new([1, 3, LINE_HEIGHT, width], line_input(line, width)).map(Inputs::from))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.stage_fault("recognition", &e.to_string()))?;
         let recognised = stages.run(&self.config.recognize, items)?;
@@ -234,9 +253,30 @@ pub(super) fn decoded(image: &ImageData, limits: &DecodeLimits) -> Result<(u32, 
     }
 }
 
-/// The recognition input width for a line `width` wide at 48 rows.
+/// The recognition input width for a line `width` wide at 48 rows under
+/// [`LinePadding::Steps`].
 pub fn batch_width(width: usize) -> usize {
     (width.div_ceil(WIDTH_STEP).max(1) * WIDTH_STEP).max(MIN_LINE_WIDTH)
+}
+
+/// Each of `lines`' recognition input width under `padding`.
+pub fn padded_widths(lines: &[RgbImage], padding: LinePadding) -> Vec<usize> {
+    match padding {
+        LinePadding::Steps => lines.iter().map(|line| batch_width(scaled_width(line))).collect(),
+        LinePadding::PageGroups => {
+            let ratio = |line: &RgbImage| f64::from(line.width()) / f64::from(line.height().max(1));
+            let mut by_ratio: Vec<usize> = (0..lines.len()).collect();
+            by_ratio.sort_by(|&a, &b| ratio(&lines[a]).total_cmp(&ratio(&lines[b])));
+            let mut widths = vec![0; lines.len()];
+            for group in by_ratio.chunks(PAGE_GROUP) {
+                let widest =
+                    group.iter().map(|&i| ratio(&lines[i])).fold(MIN_LINE_WIDTH as f64 / LINE_HEIGHT as f64, f64::max);
+                let width = (LINE_HEIGHT as f64 * widest) as usize;
+                group.iter().for_each(|&i| widths[i] = width);
+            }
+            widths
+        }
+    }
 }
 
 impl PipelineGlue for ReadText {
@@ -292,5 +332,21 @@ mod tests {
         assert_eq!(batch_width(321), 384);
         assert_eq!(batch_width(384), 384);
         assert_eq!(batch_width(1000), 1024);
+    }
+
+    #[test]
+    fn page_groups_pad_six_lines_of_like_aspect_to_the_widest_of_them() {
+        // Eight lines 30 rows high; at 48 rows they are 1.6 × as wide.
+        let widths = [100, 400, 250, 600, 150, 500, 300, 700];
+        let lines: Vec<RgbImage> = widths.iter().map(|&w| RgbImage::new(w, 30)).collect();
+        let padded = padded_widths(&lines, LinePadding::PageGroups);
+        // By aspect: 100, 150, 250, 300, 400, 500 pad to 500 · 1.6 = 800; then 600 and
+        // 700 to 700 · 1.6 = 1120.
+        assert_eq!(padded, vec![800, 800, 800, 1120, 800, 800, 800, 1120]);
+        // A group of narrow lines still takes the narrowest input.
+        let narrow = [RgbImage::new(40, 30), RgbImage::new(60, 30)];
+        assert_eq!(padded_widths(&narrow, LinePadding::PageGroups), vec![MIN_LINE_WIDTH; 2]);
+        // Steps pad each line on its own.
+        assert_eq!(padded_widths(&lines[..2], LinePadding::Steps), vec![MIN_LINE_WIDTH, 640]);
     }
 }
