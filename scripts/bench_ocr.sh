@@ -2,13 +2,15 @@
 # Reading pages: modelless's `read-text` pipeline in process (lab/examples/read_load.rs)
 # against RapidOCR as its users run it (scripts/rapidocr_load.py: one RapidOCR()
 # called from N threads), the same PP-OCRv4 models on the same ONNX Runtime. Closed
-# loops of 1, 8 and 32 callers on labelled pages of 1, 5, 10 and 25 lines; the two
-# systems run one after the other in each cell, which of them first alternating, so
-# that the machine's drift falls on both alike. Writes each run's JSON line to
+# loops of 1, 8 and 32 callers on labelled pages of 1, 5, 10 and 25 lines. A third
+# run per cell replays the models' own inputs with nothing in between
+# (scripts/ocr_models_alone.py): what no server of these models can beat here. The
+# runs of a cell follow each other, their order rotating from cell to cell, so that
+# the machine's drift falls on all alike. Writes each run's JSON line to
 # OUT/runs.jsonl, the table (throughput ratios, p50/p99, stage times) to
 # OUT/results.md and the plot to OUT/results.svg.
 #
-#   bash scripts/bench_ocr.sh [OUT]     (default bench-ocr; ~10 min a round)
+#   bash scripts/bench_ocr.sh [OUT]     (default bench-ocr; ~15 min a round)
 #   ROUNDS=1 RUN_S=6 CALLERS="1 8 32" LINES="1 5 10 25"
 set -euo pipefail
 
@@ -37,8 +39,10 @@ run() { # SYSTEM ROUND LINES CALLERS PAGES...
     local line
     if [ "$system" = modelless ]; then
         line="$("$LOAD" --callers "$callers" --seconds "$RUN_S" "$@")"
-    else
+    elif [ "$system" = rapidocr ]; then
         line="$("$RAPIDOCR" scripts/rapidocr_load.py --callers "$callers" --seconds "$RUN_S" "$@")"
+    else
+        line="$("$RAPIDOCR" scripts/ocr_models_alone.py --callers "$callers" --seconds "$RUN_S" "$@")"
     fi
     python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(round=int(sys.argv[2]), page_lines=int(sys.argv[3])); print(json.dumps(r))' \
         "$line" "$round" "$lines" >>"$OUT/runs.jsonl"
@@ -55,7 +59,11 @@ for round in $(seq 1 "$ROUNDS"); do
         read -r -a pages <<<"$(pages_of "$lines")"
         for callers in $CALLERS; do
             cell=$((cell + 1))
-            if [ $((cell % 2)) -eq 1 ]; then order="modelless rapidocr"; else order="rapidocr modelless"; fi
+            case $((cell % 3)) in
+                1) order="modelless rapidocr models" ;;
+                2) order="rapidocr models modelless" ;;
+                *) order="models modelless rapidocr" ;;
+            esac
             for system in $order; do
                 run "$system" "$round" "$lines" "$callers" "${pages[@]}"
             done

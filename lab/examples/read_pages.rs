@@ -5,14 +5,15 @@
 //!
 //! ```text
 //! cargo run --release -p modelless-lab --example read_pages -- \
-//!     [--pages N] [--detect det-736|det-640|det-480] [--documents DIR] [--out FILE]
+//!     [--pages N] [--detect det-736|det-640|det-480] [--padding page-groups|steps]
+//!     [--documents DIR] [--out FILE]
 //! ```
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use modelless::{Inputs, PipelineValue, Runtime, RuntimeConfig, Slo};
+use modelless::{Inputs, LinePaddingKind, PipelineValue, Runtime, RuntimeConfig, Slo};
 
 fn main() -> anyhow::Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;
@@ -22,7 +23,11 @@ fn main() -> anyhow::Result<()> {
     let detect = flag("--detect").unwrap_or_else(|| "det-736".into());
     let out = flag("--out").unwrap_or_else(|| root.join("target/read_pages.jsonl").display().to_string());
 
-    let config = RuntimeConfig::from_file(root.join("examples/read_text.toml"))?;
+    let mut config = RuntimeConfig::from_file(root.join("examples/read_text.toml"))?;
+    if let Some(padding) = flag("--padding") {
+        let padding: LinePaddingKind = serde_json::from_value(padding.into()).context("--padding")?;
+        config.pipelines.iter_mut().for_each(|p| p.line_padding = padding);
+    }
     let runtime = Runtime::builder().with_config(config).build()?;
     runtime.switch_variant("detect-text", &detect)?;
 

@@ -143,10 +143,13 @@ fn a_deadline_shorter_than_the_page_is_priced_at_is_refused_before_detection() {
 
 #[test]
 fn the_two_halves_read_what_the_whole_pipeline_reads() {
-    use modelless::ocr::{FindLines, ReadLine};
-    let runtime = runtime(ReadTextConfig::default());
+    use modelless::ocr::{FindLines, LinePadding, ReadLine};
+    // Padded by steps, a line's recognition input does not depend on the page's other
+    // lines, which `read-line` does not see.
+    let config = ReadTextConfig { padding: LinePadding::Steps, ..ReadTextConfig::default() };
+    let runtime = runtime(config.clone());
     let dictionary = std::fs::read_to_string(crate_dir().join("../.modelless/ocr/dictionary.txt")).unwrap();
-    let glue = || ReadText::new(ReadTextConfig::default(), Alphabet::from_dictionary(&dictionary));
+    let glue = || ReadText::new(config.clone(), Alphabet::from_dictionary(&dictionary));
     runtime.add_pipeline("find-lines", Arc::new(FindLines(glue()))).unwrap();
     runtime.add_pipeline("read-line", Arc::new(ReadLine(glue()))).unwrap();
     let (bytes, _) = page(2);
