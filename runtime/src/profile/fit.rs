@@ -32,6 +32,18 @@ pub fn fit_line(points: &[(f64, f64)]) -> Option<Line> {
     fit_weighted_line(&weighted)
 }
 
+/// The least-squares line through `(x, y)` points; where they hold one distinct x
+/// only, the line through the origin and their mean there: one batch size says
+/// nothing of a fixed cost, and cost in proportion is the cautious reading beyond it.
+/// `None` without points, or with that x not positive.
+pub fn fit_line_or_proportional(points: &[(f64, f64)]) -> Option<Line> {
+    fit_line(points).or_else(|| {
+        let x = points.first()?.0;
+        let mean_y = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
+        (x > 0.0).then(|| Line { slope: mean_y / x, intercept: 0.0, r2: 1.0 })
+    })
+}
+
 /// The weighted least-squares line through `(x, y, weight)` points, with its weighted
 /// R². `None` without two distinct x of positive weight.
 pub fn fit_weighted_line(points: &[(f64, f64, f64)]) -> Option<Line> {
@@ -57,6 +69,16 @@ pub fn fit_weighted_line(points: &[(f64, f64, f64)]) -> Option<Line> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_batch_size_gives_a_line_through_the_origin() {
+        let line = fit_line_or_proportional(&[(2.0, 10.0), (2.0, 12.0)]).unwrap();
+        assert_eq!((line.slope, line.intercept), (5.5, 0.0));
+        assert!(fit_line(&[(2.0, 10.0)]).is_none(), "no least-squares line through one x");
+        let two = fit_line_or_proportional(&[(1.0, 3.0), (2.0, 5.0)]).unwrap();
+        assert!((two.slope - 2.0).abs() < 1e-12 && (two.intercept - 1.0).abs() < 1e-12);
+        assert!(fit_line_or_proportional(&[]).is_none());
+    }
 
     #[test]
     fn recovers_a_and_c_of_an_exact_line() {

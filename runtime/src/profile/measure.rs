@@ -7,7 +7,7 @@ use std::time::Duration;
 use modelless_policy_abi::{BatchPoint, Profile, ProfileKey, Throughput};
 
 use super::first_run::sample_first_runs;
-use super::fit::fit_line;
+use super::fit::fit_line_or_proportional;
 use super::load::closed_loop;
 use super::memory::MemoryProbe;
 use super::store::ProfileStore;
@@ -102,7 +102,7 @@ pub fn profile_model(
         Vec::new()
     };
     let warm: Vec<(f64, f64)> = result.points.iter().map(|p| (f64::from(p.batch_size), p.warm_p50_ms)).collect();
-    let fit = fit_line(&warm).map(|line| line.latency());
+    let fit = fit_line_or_proportional(&warm).map(|line| line.latency());
     let best = best_batch(&result.points);
     let max_throughput = match best {
         Some(batch) if !options.throughput_for.is_zero() => {
@@ -228,5 +228,23 @@ mod tests {
         let forced = ProfileOptions { force: true, ..options() };
         profile_model("fake", factory, key, &store, &forced, &log, &mut |_| {}).unwrap();
         assert!(log.sizes().len() > ran);
+    }
+
+    #[test]
+    fn a_model_that_runs_one_row_at_a_time_still_gets_a_latency_line() {
+        // Without a line a policy takes the variant for unprofiled and never picks it.
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::new(dir.path().join("profiles"));
+        let log = BatchLog::default();
+        let fake = FakeConfig { per_batch: Duration::from_millis(3), ..FakeConfig::default() };
+        let key = ProfileKey { model_sha256: "cd".into(), device: "cpu".into(), settings: "{}".into() };
+        let one = ProfileOptions { throughput_for: Duration::ZERO, first_run_sessions: 0, ..ProfileOptions::new(1) };
+        let profile =
+            profile_model("fake", FakeBackend::factory(fake, log.clone()), key, &store, &one, &log, &mut |_| {})
+                .unwrap();
+        assert_eq!(profile.points.len(), 1);
+        let fit = profile.fit.expect("a line through the origin and the one size measured");
+        assert_eq!(fit.c_ms, 0.0);
+        assert!((fit.predict_ms(1) - profile.points[0].warm_p50_ms).abs() < 1e-9, "{fit:?}");
     }
 }

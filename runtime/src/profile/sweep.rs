@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use modelless_policy_abi::BatchPoint;
 
-use super::fit::{Line, fit_line};
+use super::fit::{Line, fit_line_or_proportional};
 use super::memory::MemoryProbe;
 use crate::backend::{Backend, Batch, ModelMetadata};
 use crate::error::BackendError;
@@ -161,11 +161,7 @@ fn time_batch(backend: &mut dyn Backend, metadata: &ModelMetadata, batch_size: u
 fn memory_line(points: &[BatchPoint]) -> Option<Line> {
     let measured: Vec<(f64, f64)> =
         points.iter().filter_map(|p| Some((f64::from(p.batch_size), p.memory_bytes? as f64))).collect();
-    match measured.as_slice() {
-        [] => None,
-        [(b, m)] => Some(Line { slope: m / b, intercept: 0.0, r2: 1.0 }),
-        _ => fit_line(&measured),
-    }
+    fit_line_or_proportional(&measured)
 }
 
 /// Memory a batch of `batch_size` is predicted to need.
