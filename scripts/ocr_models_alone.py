@@ -12,15 +12,13 @@ format of lab/examples/read_load.rs (system "models"). Runs in RapidOCR's venv
     ocr_models_alone.py --callers N --seconds S PAGE...
 """
 import argparse
-import itertools
 import json
-import threading
 import time
 
 import onnxruntime
 from rapidocr_onnxruntime import RapidOCR
 
-STAGES = ("detect", "direction", "recognize")
+from closed_loop import STAGES, closed_loop
 
 
 class Recorder:
@@ -73,51 +71,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("pages", nargs="+")
     args = parser.parse_args()
-    ocr = RapidOCR()
-    pages = recorded_runs(ocr, [open(p, "rb").read() for p in args.pages])
-    counter = itertools.count()
-    lock = threading.Lock()
-    latencies, finished, lines = [], [0.0], [0]
-    stage_s = dict.fromkeys(STAGES, 0.0)
-    began = []
-    start = threading.Barrier(args.callers, action=lambda: began.append(time.monotonic()))
+    pages = recorded_runs(RapidOCR(), [open(p, "rb").read() for p in args.pages])
 
-    def caller() -> None:
-        start.wait()
-        end = time.monotonic() + args.seconds
-        while time.monotonic() < end:
-            runs = pages[next(counter) % len(pages)]
-            sent = time.monotonic()
-            spent = dict.fromkeys(STAGES, 0.0)
-            for stage, session, outputs, feed in runs:
-                at = time.monotonic()
-                session.run(outputs, feed)
-                spent[stage] += time.monotonic() - at
-            took = time.monotonic() - sent
-            with lock:
-                latencies.append(took)
-                finished[0] = max(finished[0], sent + took)
-                lines[0] += sum(len(next(iter(feed.values()))) for stage, _, _, feed in runs if stage == "recognize")
-                for stage, s in spent.items():
-                    stage_s[stage] += s
+    def replay(runs):
+        spent = dict.fromkeys(STAGES, 0.0)
+        for stage, session, outputs, feed in runs:
+            at = time.monotonic()
+            session.run(outputs, feed)
+            spent[stage] += time.monotonic() - at
+        lines = sum(len(next(iter(feed.values()))) for stage, _, _, feed in runs if stage == "recognize")
+        return lines, spent
 
-    threads = [threading.Thread(target=caller) for _ in range(args.callers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    took = sorted(latencies)
-    elapsed = finished[0] - began[0]
-
-    def quantile(q: float) -> float:
-        return took[round((len(took) - 1) * q)] * 1e3
-
-    print(json.dumps({
-        "system": "models", "callers": args.callers, "pages": len(took), "lines": lines[0],
-        "seconds": elapsed, "pages_per_s": len(took) / elapsed,
-        "p50_ms": quantile(0.5), "p99_ms": quantile(0.99),
-        "stage_ms_per_page": {k: v * 1e3 / max(len(took), 1) for k, v in stage_s.items()},
-    }))
+    print(json.dumps(closed_loop("models", args.callers, args.seconds, pages, replay)))
 
 
 if __name__ == "__main__":
