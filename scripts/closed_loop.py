@@ -1,12 +1,24 @@
 """The closed loop of the OCR load scripts (rapidocr_load.py, ocr_models_alone.py):
 N threads, each sending the next page as soon as its last is answered, for S
 seconds, summed up in the JSON of lab/examples/read_load.rs."""
+import argparse
 import itertools
 import threading
 import time
 
 # The stages a page's time is split into, in the order they run.
 STAGES = ("detect", "direction", "recognize")
+
+
+def load_arguments(doc: str):
+    """`--callers N --seconds S PAGE...` read for a script described by `doc`: the
+    arguments, and the pages' bytes."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--callers", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("pages", nargs="+")
+    args = parser.parse_args()
+    return args, [open(p, "rb").read() for p in args.pages]
 
 
 def closed_loop(system: str, callers: int, seconds: float, pages: list, read) -> dict:

@@ -11,14 +11,13 @@ format of lab/examples/read_load.rs (system "models"). Runs in RapidOCR's venv
 
     ocr_models_alone.py --callers N --seconds S PAGE...
 """
-import argparse
 import json
 import time
 
 import onnxruntime
 from rapidocr_onnxruntime import RapidOCR
 
-from closed_loop import STAGES, closed_loop
+from closed_loop import STAGES, closed_loop, load_arguments
 
 
 class Recorder:
@@ -66,12 +65,8 @@ def recorded_runs(ocr, pages):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--callers", type=int, default=1)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("pages", nargs="+")
-    args = parser.parse_args()
-    pages = recorded_runs(RapidOCR(), [open(p, "rb").read() for p in args.pages])
+    args, pages = load_arguments(__doc__)
+    pages = recorded_runs(RapidOCR(), pages)
 
     def replay(runs):
         spent = dict.fromkeys(STAGES, 0.0)

@@ -7,21 +7,15 @@ the format of lab/examples/read_load.rs. Runs in RapidOCR's venv
 
     rapidocr_load.py --callers N --seconds S PAGE...
 """
-import argparse
 import json
 
 from rapidocr_onnxruntime import RapidOCR
 
-from closed_loop import STAGES, closed_loop
+from closed_loop import STAGES, closed_loop, load_arguments
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--callers", type=int, default=1)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("pages", nargs="+")
-    args = parser.parse_args()
-    pages = [open(p, "rb").read() for p in args.pages]
+    args, pages = load_arguments(__doc__)
     ocr = RapidOCR()
     ocr(pages[0])  # the sessions' first runs are slow
 
