@@ -49,7 +49,7 @@ test: test-deps setup-torch
 	cargo test --manifest-path policies-wasm/Cargo.toml --locked --target-dir $(CARGO_TARGET_DIR)/policies-wasm
 
 bench: setup
-	cargo bench -p modelless-runtime --bench serving
+	cargo bench -p modelless-runtime --bench serving --bench batch_cost
 
 bench-switch: setup
 	cargo bench -p modelless-runtime --bench switching

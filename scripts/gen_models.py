@@ -17,7 +17,7 @@ import zlib
 
 # Bump whenever the produced files would change: it is the only thing the
 # up-to-date check looks at.
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 SEED = 20180113  # MobileNetV2 arXiv date; any fixed value keeps output deterministic
 OPSET = 17
 # onnx 1.23 stamps IR version 14 by default, which ORT 1.31 rejects (it reads up
@@ -31,6 +31,9 @@ WIDTHS = [(0.35, 60.3), (0.5, 65.4), (0.75, 69.8), (1.0, 71.8), (1.4, 75.0)]
 BLOCKS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
           (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
 TINY = ["tiny.onnx", "tiny_fixed.onnx", "tiny_multi.onnx", "tiny_f16.onnx", "tiny_types.onnx"]
+# An image-sized input that costs almost nothing to compute ([N,3,224,224] -> mean
+# colour -> 1000 scores): what the host side of a batch costs shows plainly.
+AVERAGE = "average_224.onnx"
 # One task's variants as model zoos export them: the same job (image [N,3,8,8] -> 10
 # scores) under other tensor names, output shapes, extra outputs and batch dimensions;
 # zoo_misfit gives 12 scores and fits no such task.
@@ -60,7 +63,7 @@ def up_to_date(out):
             m = json.load(f)
     except (OSError, ValueError):
         return False
-    files = TINY + [z[0] for z in ZOO] + [mnv2_file(w) for w, _ in WIDTHS]
+    files = TINY + [AVERAGE] + [z[0] for z in ZOO] + [mnv2_file(w) for w, _ in WIDTHS]
     return (m.get("generator_version") == GENERATOR_VERSION
             and all(os.path.isfile(os.path.join(out, p)) for p in files))
 
@@ -156,6 +159,22 @@ def build_tiny(out):
         [vi("i32_next", T.INT32, ["N", 2]), vi("u8_out", T.UINT8, ["N", 2]), vi("flag_not", T.BOOL, ["N", 2])],
         [nh.from_array(np.array(1, np.int32), "one32")])
     save(make_model(g), os.path.join(out, "tiny_types.onnx"))
+
+
+def average_weights():
+    import numpy as np
+    return rng_for(AVERAGE).standard_normal((3, 1000), dtype=np.float32)
+
+
+def build_average(out):
+    from onnx import TensorProto as T, helper, numpy_helper as nh
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(
+        [helper.make_node("ReduceMean", ["input"], ["mean"], axes=[2, 3], keepdims=0),
+         helper.make_node("MatMul", ["mean", "W"], ["logits"])],
+        "average_224", [vi("input", T.FLOAT, ["N", 3, 224, 224])], [vi("logits", T.FLOAT, ["N", 1000])],
+        [nh.from_array(average_weights(), "W")])
+    save(make_model(g), os.path.join(out, AVERAGE))
 
 
 # ---------------------------------------------------------------- model zoo
@@ -304,7 +323,8 @@ def build_mobilenetv2(width, path):
 def validate(out, manifest):
     import numpy as np
     import onnx
-    for f in manifest["tiny"] + manifest["zoo"] + [v["file"] for v in manifest["variants"]]:
+    graphs = manifest["tiny"] + [manifest["average"]] + manifest["zoo"]
+    for f in graphs + [v["file"] for v in manifest["variants"]]:
         onnx.checker.check_model(os.path.join(out, f), full_check=True)
     try:
         import onnxruntime as ort
@@ -348,6 +368,9 @@ def validate(out, manifest):
         expect(i2.dtype == np.int32 and (i2 == i + 1).all() and (u2 == u).all() and (f2 == ~f).all(),
                "tiny_types.onnx")
     log(f"tiny models ok: {', '.join(manifest['tiny'])}")
+    x = rng.standard_normal((2, 3, 224, 224), dtype=np.float32)
+    (y,) = session(manifest["average"]).run(None, {"input": x})
+    expect(np.allclose(y, x.mean(axis=(2, 3)) @ average_weights(), atol=1e-4), manifest["average"])
     validate_zoo(out, session, expect)
 
     for v in manifest["variants"]:
@@ -394,6 +417,7 @@ def main():
     if os.path.exists(manifest_path):
         os.remove(manifest_path)  # written last, so its presence means "complete"
     build_tiny(out)
+    build_average(out)
     build_zoo(out)
     variants = []
     for width, top1 in WIDTHS:
@@ -413,6 +437,7 @@ def main():
                            "here, so accuracy is registered metadata only",
         "variants": variants,
         "tiny": TINY,
+        "average": AVERAGE,
         "zoo": [z[0] for z in ZOO],
         # Exact f32 values of W [4,3] and b [3] shared by tiny/tiny_fixed/tiny_multi,
         # so tests in other languages can compute expected outputs.
@@ -420,7 +445,7 @@ def main():
     }
     validate(out, manifest)  # before the manifest exists: a failure means "redo next time"
     write_json(manifest_path, manifest)
-    log(f"wrote {len(TINY) + len(ZOO) + len(variants)} models and manifest.json to {out}")
+    log(f"wrote {len(TINY) + 1 + len(ZOO) + len(variants)} models and manifest.json to {out}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ mod profile;
 mod snapshot;
 
 pub use decision::{Decision, PolicyOutput, TaskDecision};
-pub use profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
+pub use profile::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 pub use snapshot::{
     Demand, GpuSnapshot, LatencySummary, PreprocessingSnapshot, Refusals, RunTotals, ServingKnobs, Snapshot,
     SystemSnapshot, TaskSnapshot, VariantCost, VariantSnapshot, VariantState,

@@ -45,7 +45,28 @@ pub struct LatencyFit {
     pub r2: f64,
 }
 
+/// The least R² a latency fit needs to be kept and trusted: below it the points are
+/// noise about the line (a first-run outlier, a device that had not settled), and a
+/// cost predicted from it would refuse or admit at random.
+pub const MIN_FIT_R2: f64 = 0.9;
+
 impl LatencyFit {
+    /// Whether the fit is good enough to predict from: its R² is at least
+    /// [`MIN_FIT_R2`] and its figures are finite.
+    pub fn is_trusted(&self) -> bool {
+        self.r2 >= MIN_FIT_R2 && self.a_ms.is_finite() && self.c_ms.is_finite()
+    }
+
+    /// Why the fit is not trusted, for logs and reports; `None` where it is.
+    pub fn distrust(&self) -> Option<String> {
+        (!self.is_trusted()).then(|| {
+            format!(
+                "R² {:.3} below {MIN_FIT_R2} (a {:.3} ms/row, c {:.3} ms): the batch sizes' latencies do not lie on a line",
+                self.r2, self.a_ms, self.c_ms
+            )
+        })
+    }
+
     /// Predicted warm latency of a batch of `batch_size` rows, in ms.
     pub fn predict_ms(&self, batch_size: u32) -> f64 {
         self.a_ms * f64::from(batch_size) + self.c_ms
@@ -87,8 +108,12 @@ pub struct Profile {
     pub key: ProfileKey,
     /// One point per batch size run, smallest first.
     pub points: Vec<BatchPoint>,
-    /// Warm latency against batch size, when at least two sizes ran.
+    /// Warm latency against batch size, when measured and trusted (R² at least
+    /// [`MIN_FIT_R2`]).
     pub fit: Option<LatencyFit>,
+    /// Why the measured fit was not kept, when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_refused: Option<String>,
     /// Maximal throughput, when measured.
     pub max_throughput: Option<Throughput>,
     /// The memory budget the sweep respected.

@@ -21,7 +21,7 @@ use crate::metrics::{ModelCounters, serving_metrics};
 use crate::preprocess::{ImagePreprocess, ImageSource};
 use crate::request::{InferOptions, Inputs, Output};
 use crate::trace::{self, Traced};
-use crate::warmup::{WarmupConfig, warm_up};
+use crate::warmup::{WarmupConfig, sizes_to_warm, warm_up};
 use modelless_policy_abi::LatencyFit;
 
 /// How to load and serve one ONNX model.
@@ -288,7 +288,7 @@ impl Model {
         for (index, (instance, jobs)) in loaded.into_iter().zip(receivers).enumerate() {
             let (names, queue) = (names.clone(), queue.clone());
             spawn(format!("modelless-{name}-{index}"), move || {
-                worker_task(names, instance.backend, jobs, queue, index)
+                worker_task(names, instance.backend, jobs, queue, index, instance.pad_sizes)
             })?;
         }
         let timer_queue = queue.clone();
@@ -571,6 +571,8 @@ impl DrainHandle {
 struct LoadedInstance {
     backend: Box<dyn Backend + Send>,
     warmup: Option<Duration>,
+    /// Sizes its batches are padded up to (see [`WarmupConfig::pad_to_warmed`]).
+    pad_sizes: Vec<usize>,
 }
 
 /// Creates one instance's backend and warms it up; on the loader thread. The first
@@ -591,13 +593,17 @@ fn load_instance(
     }
     let metadata = backend.metadata().clone();
     let max_batch_size = effective_batching(name, &metadata, batching).max_batch_size;
+    let config = warmup;
     let warmup = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        warm_up(backend.as_mut(), &metadata, max_batch_size, warmup)
+        warm_up(backend.as_mut(), &metadata, max_batch_size, config)
     })) {
         Ok(took) => took?,
         Err(_) => return Err(BackendError::Panicked("while warming up".into())),
     };
-    Ok(LoadedInstance { backend, warmup })
+    let warmed =
+        if warmup.is_some() { sizes_to_warm(backend.as_ref(), &metadata, max_batch_size, config) } else { Vec::new() };
+    let pad_sizes = config.pad_sizes(backend.device(), &warmed);
+    Ok(LoadedInstance { backend, warmup, pad_sizes })
 }
 
 /// Creates one backend, containing a panic.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Backend, Batch, ModelMetadata};
+use crate::backend::{Backend, Batch, Device, ModelMetadata};
 use crate::error::BackendError;
 use crate::tensor::Tensor;
 
@@ -25,18 +25,43 @@ pub struct WarmupConfig {
     /// No batch larger than this is warmed up: for a caller that knows larger ones
     /// cannot form (a benchmark at a fixed concurrency).
     pub up_to_batch: Option<usize>,
+    /// Pad every batch with rows of zeros up to the next size warmed up, so that no
+    /// batch formed under load meets the first run of its shape (as TensorRT's
+    /// optimisation profiles do). On a GPU each new shape sets cuDNN searching for its
+    /// convolution algorithms while the batch's requests wait; on a CPU a new shape
+    /// costs little beyond what the arena warm-up covers, and padding only adds rows.
+    /// `None`: pad on a GPU, not on a CPU.
+    pub pad_to_warmed: Option<bool>,
 }
 
 impl Default for WarmupConfig {
     fn default() -> Self {
-        WarmupConfig { enabled: true, batch_sizes: None, up_to_batch: None }
+        WarmupConfig { enabled: true, batch_sizes: None, up_to_batch: None, pad_to_warmed: None }
     }
 }
 
 impl WarmupConfig {
     /// No warm-up.
     pub fn disabled() -> Self {
-        WarmupConfig { enabled: false, batch_sizes: None, up_to_batch: None }
+        WarmupConfig { enabled: false, batch_sizes: None, up_to_batch: None, pad_to_warmed: None }
+    }
+
+    /// Sets whether batches are padded to the next size warmed up.
+    pub fn with_pad_to_warmed(mut self, pad: bool) -> Self {
+        self.pad_to_warmed = Some(pad);
+        self
+    }
+
+    /// The sizes batches of a model on `device` are padded up to, ascending: those
+    /// warmed up (`warmed`), where padding is on; none where it is off.
+    pub(crate) fn pad_sizes(&self, device: Device, warmed: &[usize]) -> Vec<usize> {
+        if !self.enabled || !self.pad_to_warmed.unwrap_or(device.cuda_index().is_some()) {
+            return Vec::new();
+        }
+        let mut sizes: Vec<usize> = warmed.iter().copied().filter(|&b| b > 0).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
     }
 
     /// Warms up these batch sizes only.
@@ -64,13 +89,7 @@ pub(crate) fn warm_up(
     if !config.enabled {
         return Ok(None);
     }
-    let dynamic = metadata.dynamic_batch();
-    let max_batch_size = config.up_to_batch.map_or(max_batch_size, |rows| rows.clamp(1, max_batch_size.max(1)));
-    let sizes: Vec<usize> = match (&config.batch_sizes, dynamic) {
-        (_, false) => vec![0], // the fixed dimension 0 is used as it is
-        (Some(sizes), true) => sizes.iter().copied().filter(|&b| b >= 1 && b <= max_batch_size).collect(),
-        (None, true) => backend.warmup_batch_sizes(max_batch_size),
-    };
+    let sizes = sizes_to_warm(backend, metadata, max_batch_size, config);
     let start = Instant::now();
     for batch in sizes {
         let Some(inputs) = zero_batch(metadata, batch) else {
@@ -80,6 +99,22 @@ pub(crate) fn warm_up(
         backend.infer(Batch { inputs })?;
     }
     Ok(Some(start.elapsed()))
+}
+
+/// The batch sizes [`warm_up`] runs, in its order; `[0]` for a model whose dimension 0
+/// is fixed (it is used as it is).
+pub(crate) fn sizes_to_warm(
+    backend: &dyn Backend,
+    metadata: &ModelMetadata,
+    max_batch_size: usize,
+    config: &WarmupConfig,
+) -> Vec<usize> {
+    let max_batch_size = config.up_to_batch.map_or(max_batch_size, |rows| rows.clamp(1, max_batch_size.max(1)));
+    match (&config.batch_sizes, metadata.dynamic_batch()) {
+        (_, false) => vec![0],
+        (Some(sizes), true) => sizes.iter().copied().filter(|&b| b >= 1 && b <= max_batch_size).collect(),
+        (None, true) => backend.warmup_batch_sizes(max_batch_size),
+    }
 }
 
 /// Zero-filled inputs of `batch` rows (a fixed dimension 0 is kept as it is); `None`
@@ -134,6 +169,20 @@ mod tests {
         let asked = WarmupConfig::default().with_batch_sizes([1, 2, 4, 8]).with_up_to_batch(4);
         warm_up(backend.as_mut(), &metadata, 8, &asked).unwrap();
         assert_eq!(log.sizes(), vec![3, 2, 1, 1, 2, 4]);
+    }
+
+    #[test]
+    fn batches_are_padded_to_warmed_sizes_on_a_gpu_unless_told_otherwise() {
+        let warmed = [4, 3, 2, 1, 2, 3, 4];
+        let auto = WarmupConfig::default();
+        assert_eq!(auto.pad_sizes(Device::Cuda(0), &warmed), vec![1, 2, 3, 4]);
+        assert!(auto.pad_sizes(Device::Cpu, &warmed).is_empty());
+        assert_eq!(auto.clone().with_pad_to_warmed(true).pad_sizes(Device::Cpu, &warmed), vec![1, 2, 3, 4]);
+        assert!(auto.with_pad_to_warmed(false).pad_sizes(Device::Cuda(0), &warmed).is_empty());
+        let off = WarmupConfig::disabled().with_pad_to_warmed(true);
+        assert!(off.pad_sizes(Device::Cuda(0), &warmed).is_empty(), "nothing warmed, nothing to pad to");
+        let fixed = WarmupConfig::default().with_pad_to_warmed(true);
+        assert!(fixed.pad_sizes(Device::Cpu, &[0]).is_empty(), "a fixed dimension 0 pads to nothing");
     }
 
     #[test]

@@ -43,9 +43,12 @@ mod steering;
 static ALLOCATOR: modelless_runtime::fuzzing::PeakAllocator = modelless_runtime::fuzzing::PeakAllocator;
 
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
+pub use modelless_runtime::backend::{ConvAlgoSearch, CudaOptions};
 pub use modelless_runtime::classify::Class;
 pub use modelless_runtime::policy_abi;
-pub use modelless_runtime::profile::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
+pub use modelless_runtime::profile::{
+    BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput,
+};
 pub use modelless_runtime::registry::{
     PipelineAnswer, PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, StageTime, Stages,
 };

@@ -2,6 +2,7 @@
 //! OS thread (never on an async executor); it is created and warmed up on a loader
 //! thread of lower priority, then moved to that thread, hence `Send`.
 
+mod cuda_options;
 mod declaration;
 mod device;
 #[cfg(any(test, feature = "test-util"))]
@@ -15,6 +16,7 @@ pub(crate) mod turns;
 
 use std::sync::Arc;
 
+pub use cuda_options::{ConvAlgoSearch, CudaOptions};
 pub use declaration::TensorDeclaration;
 pub use device::Device;
 

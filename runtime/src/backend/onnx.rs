@@ -23,10 +23,12 @@ use half::f16;
 use ort::ep::ExecutionProvider;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
-use ort::value::{DynValue, TensorElementType, ValueType};
+use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 use serde::{Deserialize, Serialize};
 
-use super::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorSpec, load_with_fallback};
+use super::{
+    Backend, BackendFactory, Batch, BatchOutput, CudaOptions, Device, ModelMetadata, TensorSpec, load_with_fallback,
+};
 use crate::error::BackendError;
 use crate::tensor::{DType, Element, Tensor, with_elements};
 
@@ -106,6 +108,9 @@ pub struct OrtSessionConfig {
     pub spinning: Option<bool>,
     /// Graph optimisation level.
     pub optimization_level: OptimizationLevel,
+    /// The CUDA provider's settings, for a variant on `cuda:N`.
+    #[serde(skip_serializing_if = "CudaOptions::is_default")]
+    pub cuda: CudaOptions,
 }
 
 impl OrtSessionConfig {
@@ -118,6 +123,12 @@ impl OrtSessionConfig {
     /// Sets the graph optimisation level.
     pub fn with_optimization_level(mut self, level: OptimizationLevel) -> Self {
         self.optimization_level = level;
+        self
+    }
+
+    /// Sets the CUDA provider's settings.
+    pub fn with_cuda(mut self, cuda: CudaOptions) -> Self {
+        self.cuda = cuda;
         self
     }
 }
@@ -184,7 +195,7 @@ impl OrtBackend {
         let context = format!("loading {}", path.display());
         let ort_err = |source| BackendError::Ort { context: context.clone(), source };
         let builder = configure(Session::builder(env).map_err(ort_err)?, config).map_err(ort_err)?;
-        let session = on_device(builder, device)?.commit_from_memory(&bytes).map_err(ort_err)?;
+        let session = on_device(builder, device, &config.cuda)?.commit_from_memory(&bytes).map_err(ort_err)?;
         let metadata = ModelMetadata {
             inputs: session.inputs().iter().map(|o| spec("input", o.name(), o.dtype())).collect::<Result<_, _>>()?,
             outputs: session.outputs().iter().map(|o| spec("output", o.name(), o.dtype())).collect::<Result<_, _>>()?,
@@ -224,7 +235,7 @@ pub fn device_to_load(env_config: &OrtEnvironmentConfig, device: Device, fallbac
 
 /// Registers the execution provider of `device`. ONNX Runtime would quietly run on the
 /// CPU where the provider fails to register; a variant configured for a GPU must not.
-fn on_device(mut builder: SessionBuilder, device: Device) -> Result<SessionBuilder, BackendError> {
+fn on_device(mut builder: SessionBuilder, device: Device, cuda: &CudaOptions) -> Result<SessionBuilder, BackendError> {
     let Some(index) = device.cuda_index() else { return Ok(builder) };
     let unavailable = |reason: String| BackendError::DeviceUnavailable { device: device.to_string(), reason };
     if !<ort::ep::CUDA as ExecutionProvider>::is_available().unwrap_or(false) {
@@ -234,8 +245,7 @@ fn on_device(mut builder: SessionBuilder, device: Device) -> Result<SessionBuild
                 .into(),
         ));
     }
-    let cuda = ort::ep::CUDA::default().with_device_id(index as i32);
-    cuda.register(&mut builder).map_err(|e| unavailable(e.to_string()))?;
+    cuda.provider(index).register(&mut builder).map_err(|e| unavailable(e.to_string()))?;
     Ok(builder)
 }
 
@@ -296,9 +306,10 @@ impl Backend for OrtBackend {
 
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
         let run_err = |source| BackendError::Ort { context: "running a batch".into(), source };
+        // Views of the batch's memory, which the instance reuses for its next batch.
         let inputs = batch
             .inputs
-            .into_iter()
+            .iter()
             .zip(&self.metadata.inputs)
             .map(|(tensor, spec)| Ok((spec.name.clone().into(), to_ort(tensor)?)))
             .collect::<Result<Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)>, ort::Error>>()
@@ -347,9 +358,10 @@ fn arena_warmup_sizes(max_batch_size: usize) -> Vec<usize> {
 /// Batch sizes up to which [`arena_warmup_sizes`] runs every size.
 const EVERY_SIZE_UP_TO: usize = 16;
 
-fn to_ort(tensor: Tensor) -> Result<SessionInputValue<'static>, ort::Error> {
-    let (shape, data) = tensor.into_parts();
-    with_elements!(data, v => Ok(ort::value::Tensor::from_array((shape, v))?.into_dyn().into()))
+/// A view of `tensor` as a session input: ONNX Runtime reads the elements in place.
+fn to_ort(tensor: &Tensor) -> Result<SessionInputValue<'_>, ort::Error> {
+    let shape = tensor.shape();
+    with_elements!(tensor.data(), v => Ok(TensorRef::from_array_view((shape, v.as_slice()))?.into_dyn().into()))
 }
 
 fn from_ort(value: &DynValue, dtype: DType) -> Result<Tensor, ort::Error> {

@@ -47,10 +47,11 @@ pub struct BatchCost {
 
 impl BatchCost {
     /// The cost `line` predicts; `None` for a line that predicts nothing usable
-    /// (no cost at one row, or a non-finite one).
+    /// (no cost at one row, a non-finite one, or an untrusted fit: see
+    /// [`LatencyFit::is_trusted`]).
     pub fn new(line: LatencyFit) -> Option<BatchCost> {
         let one = line.predict_ms(1);
-        (one.is_finite() && one > 0.0 && line.a_ms.is_finite() && line.a_ms >= 0.0).then_some(BatchCost {
+        (line.is_trusted() && one > 0.0 && line.a_ms >= 0.0).then_some(BatchCost {
             line,
             correction: 1.0,
             spread: 0.0,
@@ -352,6 +353,8 @@ mod tests {
         assert!(BatchCost::new(LatencyFit { a_ms: 0.0, c_ms: 0.0, r2: 1.0 }).is_none());
         assert!(BatchCost::new(LatencyFit { a_ms: -1.0, c_ms: 5.0, r2: 1.0 }).is_none());
         assert!(BatchCost::new(LatencyFit { a_ms: f64::NAN, c_ms: 5.0, r2: 1.0 }).is_none());
+        // A noisy fit prices nothing: admission then judges by the queue's room alone.
+        assert!(BatchCost::new(LatencyFit { a_ms: 0.138, c_ms: 130.0, r2: 0.038 }).is_none());
         // A negative intercept is fine while a row costs something.
         assert!(BatchCost::new(LatencyFit { a_ms: 2.0, c_ms: -0.5, r2: 1.0 }).is_some());
     }

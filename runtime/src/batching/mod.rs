@@ -4,6 +4,7 @@
 
 #[cfg(test)]
 mod admission_tests;
+mod assemble;
 mod config;
 pub mod deadline;
 pub(crate) mod queue;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use tokio::sync::oneshot;
 
+use super::assemble::BatchAssembler;
 use super::queue::Queue;
 use super::state::{Priority, Queued};
 use crate::answered::{AnswerHook, Answered};
@@ -76,14 +77,17 @@ pub(crate) struct ModelNames {
 }
 
 /// Runs the batches it is handed, and after each the next one the queue has for it,
-/// until the queue closes its job channel.
+/// until the queue closes its job channel. Batches are padded up to `pad_sizes`
+/// (ascending; empty: not padded).
 pub(crate) fn worker_task(
     names: Arc<ModelNames>,
     mut backend: Box<dyn Backend + Send>,
     jobs: Receiver<Vec<Pending>>,
     queue: Arc<Queue>,
     index: usize,
+    pad_sizes: Vec<usize>,
 ) {
+    let mut assembler = BatchAssembler::new(pad_sizes);
     for mut batch in jobs {
         loop {
             // Where sessions take turns, the batch is completed once its turn comes:
@@ -96,7 +100,7 @@ pub(crate) fn worker_task(
                 queue.top_up(&mut batch);
             }
             let rows = batch.iter().map(|p| p.rows).sum();
-            run_batch(&names, backend.as_mut(), batch, index);
+            run_batch(&names, backend.as_mut(), &mut assembler, batch, index);
             drop(turn);
             match queue.next_for(index, rows, waited) {
                 Some(next) => batch = next,
@@ -111,7 +115,13 @@ pub(crate) fn worker_task(
     drop(backend);
 }
 
-fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pending>, instance: usize) {
+fn run_batch(
+    names: &ModelNames,
+    backend: &mut dyn Backend,
+    assembler: &mut BatchAssembler,
+    requests: Vec<Pending>,
+    instance: usize,
+) {
     let started = Instant::now();
     // Entered while it runs, so that what the backend logs is seen in the batch.
     let batch_span = trace::batch_run(&names.model, instance);
@@ -131,7 +141,7 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
     };
     let mut columns: Vec<Vec<Tensor>> = (0..first.tensors.len()).map(|_| Vec::with_capacity(requests.len())).collect();
     let mut waiters = Vec::with_capacity(requests.len());
-    let rows: Vec<usize> = requests.iter().map(|r| r.rows).collect();
+    let mut rows: Vec<usize> = requests.iter().map(|r| r.rows).collect();
     let batch_size = rows.iter().sum();
     batch_span.record("batch_size", batch_size).record("requests", requests.len());
     for mut request in requests {
@@ -148,12 +158,17 @@ fn run_batch(names: &ModelNames, backend: &mut dyn Backend, requests: Vec<Pendin
             request.traced,
         ));
     }
-    let inputs = columns.into_iter().map(Tensor::concat_rows).collect::<Option<Vec<_>>>();
+    let inputs = assembler.assemble(columns, batch_size);
     let assembled = Instant::now();
     let result = match inputs {
         None => Err(BackendError::InputMismatch("requests of one batch disagree on shapes".into())),
-        Some(inputs) => {
-            let result = catch_unwind(AssertUnwindSafe(|| backend.infer(Batch { inputs })));
+        Some(assembled) => {
+            if assembled.pad_rows > 0 {
+                // The padding's outputs are split off as a request of their own, and dropped.
+                rows.push(assembled.pad_rows);
+            }
+            let batch = Batch { inputs: assembled.inputs };
+            let result = catch_unwind(AssertUnwindSafe(|| backend.infer(batch)));
             result.unwrap_or_else(|panic| {
                 crate::metrics::serving_metrics().request_panicked("batch");
                 Err(BackendError::Panicked(crate::panic_message(panic.as_ref())))
@@ -227,4 +242,41 @@ fn split_outputs(outputs: Vec<Tensor>, rows: &[usize], expected: usize) -> Resul
         }
     }
     Ok(per_request)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+    use crate::batching::BatchingConfig;
+    use crate::model::{Model, StartOptions};
+    use crate::request::{InferOptions, Inputs};
+    use crate::tensor::Tensor;
+    use crate::warmup::WarmupConfig;
+
+    #[test]
+    fn a_padded_batch_runs_at_a_warmed_size_and_answers_each_request_with_its_own_rows() {
+        let log = BatchLog::default();
+        let warmup = WarmupConfig::default().with_batch_sizes([1, 2, 4]).with_pad_to_warmed(true);
+        let options = StartOptions { warmup, ..StartOptions::default() };
+        // A delay long enough for the three requests to meet in one batch.
+        let batching = BatchingConfig::default().with_max_batch_size(4).with_max_queue_delay_us(200_000);
+        let factory = FakeBackend::factory(FakeConfig::default(), log.clone());
+        let model = Model::start_with("padded", factory, 1, batching, options).unwrap();
+        let warmed = log.sizes().len();
+        let tickets: Vec<_> = (1..=3)
+            .map(|i| {
+                let row = Tensor::new([1, 4], vec![i as f32; 4]).unwrap();
+                model.submit(Inputs::from(row), InferOptions::default().with_timeout(Duration::from_secs(30))).unwrap()
+            })
+            .collect();
+        for (i, ticket) in (1..=3).zip(tickets) {
+            let output = ticket.wait().unwrap();
+            assert_eq!(output.batch_size, 3, "the answer tells the requests' rows, not the padding");
+            let tensor = output.first().unwrap();
+            assert_eq!((tensor.shape(), tensor.as_slice::<f32>().unwrap()), (&[1, 4][..], &[i as f32; 4][..]));
+        }
+        assert_eq!(log.sizes()[warmed..], [4], "three rows ran padded to the warmed 4");
+    }
 }

@@ -66,6 +66,19 @@ pub fn fit_weighted_line(points: &[(f64, f64, f64)]) -> Option<Line> {
     Some(Line { slope: a, intercept: c, r2 })
 }
 
+/// The fit to keep, or why none is kept: a fit whose R² is below
+/// [`modelless_policy_abi::MIN_FIT_R2`] is reported and dropped, so that admission
+/// never prices requests with noise (it then admits on room alone).
+pub(crate) fn trusted_fit(name: &str, fit: Option<LatencyFit>) -> (Option<LatencyFit>, Option<String>) {
+    match fit.as_ref().and_then(LatencyFit::distrust) {
+        Some(reason) => {
+            tracing::warn!(model = name, %reason, "latency fit not kept");
+            (None, Some(reason))
+        }
+        None => (fit, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +115,21 @@ mod tests {
         assert!((fit.a_ms - 4.0).abs() < 0.1, "a = {}", fit.a_ms);
         assert!((fit.c_ms - 2.0).abs() < 1.5, "c = {}", fit.c_ms);
         assert!(fit.r2 > 0.99 && fit.r2 < 1.0, "r2 = {}", fit.r2);
+    }
+
+    #[test]
+    fn a_fit_below_the_least_r2_is_dropped_with_its_reason() {
+        // The GPU sweep that timed first runs of new shapes: R² 0.038.
+        let noisy = LatencyFit { a_ms: 0.138, c_ms: 130.0, r2: 0.038 };
+        let (fit, reason) = trusted_fit("resnet50", Some(noisy));
+        assert_eq!(fit, None);
+        let reason = reason.expect("a reason");
+        assert!(reason.contains("R² 0.038 below 0.9"), "{reason}");
+        let good = LatencyFit { a_ms: 0.24, c_ms: 1.6, r2: 0.995 };
+        assert_eq!(trusted_fit("resnet50", Some(good)), (Some(good), None));
+        assert_eq!(trusted_fit("resnet50", None), (None, None));
+        let nan = LatencyFit { a_ms: f64::NAN, c_ms: 1.0, r2: 1.0 };
+        assert!(!nan.is_trusted());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! sessions with a predictor of the warm-up outlier, and a store that reuses profiles
 //! while the model file, device and settings are unchanged.
 
-pub use modelless_policy_abi::{BatchPoint, FirstRunSample, LatencyFit, Profile, ProfileKey, Throughput};
+pub use modelless_policy_abi::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 
 mod first_run;
 mod fit;

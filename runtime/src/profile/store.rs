@@ -31,8 +31,16 @@ impl ProfileStore {
 
     /// The stored profile of `variant`, if there is one measured for `key`.
     pub fn load(&self, variant: &str, key: &ProfileKey) -> Option<Profile> {
-        let profile = self.read(variant)?;
-        (profile.key == *key).then_some(profile)
+        let mut profile = self.read(variant)?;
+        if profile.key != *key {
+            return None;
+        }
+        // A file written before fits were judged, or by hand, may hold an untrusted one.
+        if profile.fit_refused.is_none() {
+            let (fit, refused) = super::fit::trusted_fit(variant, profile.fit);
+            (profile.fit, profile.fit_refused) = (fit, refused);
+        }
+        Some(profile)
     }
 
     /// The largest batch that fit the memory budget of `variant`'s stored profile, if
@@ -111,11 +119,29 @@ mod tests {
             key,
             points: Vec::new(),
             fit: None,
+            fit_refused: None,
             max_throughput: None,
             memory_budget_bytes: None,
             max_safe_batch: None,
             first_runs: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_stored_fit_below_the_least_r2_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("model.onnx");
+        std::fs::write(&model, b"weights").unwrap();
+        let store = ProfileStore::new(dir.path());
+        let key = profile_key(&model, "cuda:0", &("threads", 2)).unwrap();
+        let noisy = modelless_policy_abi::LatencyFit { a_ms: 0.138, c_ms: 130.0, r2: 0.038 };
+        store.save("resnet50", &Profile { fit: Some(noisy), ..profile(key.clone()) }).unwrap();
+        let loaded = store.load("resnet50", &key).unwrap();
+        assert_eq!(loaded.fit, None, "admission must not price requests with it");
+        assert!(loaded.fit_refused.is_some_and(|why| why.contains("R² 0.038")));
+        let good = modelless_policy_abi::LatencyFit { a_ms: 0.2, c_ms: 1.5, r2: 0.999 };
+        store.save("resnet50", &Profile { fit: Some(good), ..profile(key.clone()) }).unwrap();
+        assert_eq!(store.load("resnet50", &key).unwrap().fit, Some(good));
     }
 
     #[test]

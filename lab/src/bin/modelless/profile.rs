@@ -278,6 +278,11 @@ fn render(rows: &[(String, Profile, bool)]) -> String {
         let source = if *reused { "stored" } else { "measured" };
         let _ = writeln!(s, "| {name} | {} | {fit} | {held} | {tp} | {ratio} | {b1} | {source} |", p.key.device);
     }
+    for (name, p, _) in rows {
+        if let Some(reason) = &p.fit_refused {
+            let _ = writeln!(s, "\n{name}: latency fit not kept, admission will not price its requests: {reason}");
+        }
+    }
     s
 }
 
