@@ -24,6 +24,7 @@ pub mod plot;
 pub mod simulate;
 pub mod stats;
 pub mod tune;
+pub mod variants;
 
 // The fuzz targets assert on the largest allocation a parser makes.
 #[cfg(test)]

@@ -5,12 +5,15 @@
 //! Run: `make bench` (or `cargo bench -p modelless-runtime --bench batch_cost`; append
 //! `-- --quick` for a shorter run). For batches of 16 and 64, in rounds that take turns:
 //! - raw: the session run by hand on one batch made once (ONNX Runtime's own cost);
-//! - modelless: as many callers as the batch holds, each sending one image it owns
-//!   (as an application that received it does), in a closed loop; the batches that
-//!   formed full are timed from the answers: joining the inputs, the run, splitting.
+//! - modelless, one image: as many callers as the batch holds, in a closed loop, all
+//!   sending the same image (as `modelless loadgen` does);
+//! - modelless, own images: the same, each request with an image of its own (as an
+//!   application that received them has), so that joining reads 64 images' memory.
 //!
-//! The ratio of the batch of 64 to the batch of 16 is the figure: 4 where cost follows
-//! the rows. The table goes to stdout and to `<target>/modelless-bench/batch_cost.md`.
+//! Batches that formed full are timed from their answers: joining the inputs, the run,
+//! splitting the outputs. The ratio of the batch of 64 to the batch of 16 is the figure:
+//! 4 where cost follows the rows. The table goes to stdout and to
+//! `<target>/modelless-bench/batch_cost.md`.
 
 #[allow(dead_code)] // its arrivals helper serves the other benchmarks
 mod common;
@@ -28,14 +31,21 @@ use ort::value::TensorRef;
 const IMAGE: [usize; 3] = [3, 224, 224];
 const BATCHES: [usize; 2] = [16, 64];
 
+/// Where the requests' images come from.
+#[derive(Clone, Copy, PartialEq)]
+enum Images {
+    /// One image, shared by every request.
+    Shared,
+    /// A copy of its own for each request.
+    Own,
+}
+
 /// Median batch costs of one batch size, merged over rounds (ms).
 #[derive(Default)]
 struct Costs {
     raw: Vec<f64>,
-    assemble: Vec<f64>,
-    compute: Vec<f64>,
-    split: Vec<f64>,
-    whole: Vec<f64>,
+    /// Per kind of images: joining, run, splitting, the whole batch.
+    served: [[Vec<f64>; 4]; 2],
 }
 
 fn median(values: &[f64]) -> f64 {
@@ -69,21 +79,18 @@ fn main() -> Result<()> {
             let i = (turn + round) % BATCHES.len();
             let batch = BATCHES[i];
             costs[i].raw.push(raw_batch_ms(&mut session, &image, batch, window)?);
-            let served = closed_loop(&models[i], &image, batch, window);
-            let full: Vec<&[f64; 4]> = served.iter().filter(|s| s[0] as usize == batch).collect();
-            let column = |k: usize| median(&full.iter().map(|s| s[k]).collect::<Vec<_>>());
-            costs[i].assemble.push(column(1));
-            costs[i].compute.push(column(2));
-            costs[i].split.push(column(3));
-            costs[i].whole.push(column(1) + column(2) + column(3));
-            eprintln!(
-                "round {}/{rounds} batch {batch}: raw {:.2} ms | modelless {:.2} ms ({} full batches of {})",
-                round + 1,
-                median(&costs[i].raw[round..]),
-                column(1) + column(2) + column(3),
-                full.len(),
-                served.len()
-            );
+            let mut line = format!("round {}/{rounds} batch {batch}: raw {:.2} ms", round + 1, costs[i].raw[round]);
+            for (k, images) in [Images::Shared, Images::Own].into_iter().enumerate() {
+                let served = closed_loop(&models[i], &image, images, batch, window);
+                let full: Vec<&[f64; 4]> = served.iter().filter(|s| s[0] as usize == batch).collect();
+                let column = |c: usize| median(&full.iter().map(|s| s[c]).collect::<Vec<_>>());
+                let parts = [column(1), column(2), column(3)];
+                for (slot, value) in costs[i].served[k].iter_mut().zip(parts.into_iter().chain([parts.iter().sum()])) {
+                    slot.push(value);
+                }
+                line += &format!(" | {} {:.2} ms ({} full batches)", LABELS[k], parts.iter().sum::<f64>(), full.len());
+            }
+            eprintln!("{line}");
         }
     }
     let report = render(&costs, cores);
@@ -110,17 +117,27 @@ fn raw_batch_ms(session: &mut Session, image: &[f32], batch: usize, duration: Du
     Ok(median(&times))
 }
 
+const LABELS: [&str; 2] = ["one image", "own images"];
+
 /// `callers` threads each sending one image at a time for `duration`; per answer, the
 /// batch it ran in: `[rows, joining ms, run ms, splitting ms]`.
-fn closed_loop(model: &Arc<Model>, image: &[f32], callers: usize, duration: Duration) -> Vec<[f64; 4]> {
+fn closed_loop(model: &Arc<Model>, image: &[f32], images: Images, callers: usize, duration: Duration) -> Vec<[f64; 4]> {
     let stop = Arc::new(AtomicBool::new(false));
+    let shape = [1, IMAGE[0], IMAGE[1], IMAGE[2]];
+    let shared = Tensor::new(shape, image.to_vec()).ok();
     let threads: Vec<_> = (0..callers)
         .map(|_| {
-            let (model, stop, image) = (model.clone(), stop.clone(), image.to_vec());
+            let (model, stop, image, shared) = (model.clone(), stop.clone(), image.to_vec(), shared.clone());
             std::thread::spawn(move || {
                 let mut served = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let Ok(input) = Tensor::new([1, IMAGE[0], IMAGE[1], IMAGE[2]], image.clone()) else { break };
+                    let input = match (images, &shared) {
+                        (Images::Shared, Some(shared)) => shared.clone(),
+                        _ => match Tensor::new(shape, image.clone()) {
+                            Ok(input) => input,
+                            Err(_) => break,
+                        },
+                    };
                     let Ok(output) = model.submit(Inputs::from(input), InferOptions::default()).and_then(|t| t.wait())
                     else {
                         break;
@@ -142,30 +159,29 @@ fn render(costs: &[Costs], cores: usize) -> String {
     use std::fmt::Write;
     let mut s = format!(
         "Batch cost on the host: average_224.onnx, {cores} cores, medians over rounds (ms a batch)\n\n\
-         | batch | raw session | modelless: join | run | split | whole batch | whole ÷ rows |\n\
-         |---:|---:|---:|---:|---:|---:|---:|\n"
+         | batch | images | raw session | modelless: join | run | split | whole batch | whole ÷ rows |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|\n"
     );
     for (batch, c) in BATCHES.iter().zip(costs) {
-        let whole = median(&c.whole);
-        let _ = writeln!(
-            s,
-            "| {batch} | {:.2} | {:.2} | {:.2} | {:.2} | {whole:.2} | {:.3} |",
-            median(&c.raw),
-            median(&c.assemble),
-            median(&c.compute),
-            median(&c.split),
-            whole / *batch as f64
-        );
+        for (label, served) in LABELS.iter().zip(&c.served) {
+            let [join, run, split, whole] = served.each_ref().map(|v| median(v));
+            let _ = writeln!(
+                s,
+                "| {batch} | {label} | {:.2} | {join:.2} | {run:.2} | {split:.2} | {whole:.2} | {:.3} |",
+                median(&c.raw),
+                whole / *batch as f64
+            );
+        }
     }
     let ratio = |f: &dyn Fn(&Costs) -> f64| f(&costs[1]) / f(&costs[0]);
     let _ = writeln!(
         s,
-        "\nBatch of {} ÷ batch of {} (4.0 where cost follows the rows): modelless whole batch {:.2}, run alone {:.2}; \
-         raw session {:.2}",
+        "\nBatch of {} ÷ batch of {} (4.0 where cost follows the rows): modelless whole batch, one image {:.2}, \
+         own images {:.2}; raw session {:.2}",
         BATCHES[1],
         BATCHES[0],
-        ratio(&|c| median(&c.whole)),
-        ratio(&|c| median(&c.compute)),
+        ratio(&|c| median(&c.served[0][3])),
+        ratio(&|c| median(&c.served[1][3])),
         ratio(&|c| median(&c.raw)),
     );
     s

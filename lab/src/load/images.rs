@@ -1,7 +1,7 @@
 //! The photos a run sends to tasks that take images: the JPEG and PNG files of a
 //! folder, or photo-like JPEGs generated at given sizes. Requests take them in turn.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use image::codecs::jpeg::JpegEncoder;
@@ -20,6 +20,19 @@ pub const MAX_GENERATED_PIXELS: u64 = 40_000_000;
 /// The most bytes a set may hold.
 pub const MAX_SET_BYTES: u64 = 1 << 30;
 
+/// The JPEG and PNG files of the folder `dir`, in name order.
+pub fn image_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let ext = p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+            matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png"))
+        })
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
 impl ImageSet {
     /// The image file at `path`, or the `.jpg`, `.jpeg` and `.png` files of the
     /// folder at `path`, in name order.
@@ -28,28 +41,19 @@ impl ImageSet {
             let data = std::fs::read(path).map_err(|e| LoadError::io(path, e))?;
             return Ok(ImageSet { images: vec![Bytes::from(data)] });
         }
-        let dir = path;
-        let entries = std::fs::read_dir(dir).map_err(|e| LoadError::io(dir, e))?;
-        let mut paths: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                let ext = p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-                matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png"))
-            })
-            .collect();
-        paths.sort();
+        let paths = image_files(path).map_err(|e| LoadError::io(path, e))?;
         let mut images = Vec::new();
         let mut total = 0u64;
         for path in paths {
             let data = std::fs::read(&path).map_err(|e| LoadError::io(&path, e))?;
             total += data.len() as u64;
             if total > MAX_SET_BYTES {
-                return Err(LoadError::invalid(format!("{}: the images pass {MAX_SET_BYTES} bytes", dir.display())));
+                return Err(LoadError::invalid(format!("{}: the images pass {MAX_SET_BYTES} bytes", path.display())));
             }
             images.push(Bytes::from(data));
         }
         if images.is_empty() {
-            return Err(LoadError::invalid(format!("{}: no .jpg, .jpeg or .png files", dir.display())));
+            return Err(LoadError::invalid(format!("{}: no .jpg, .jpeg or .png files", path.display())));
         }
         Ok(ImageSet { images })
     }

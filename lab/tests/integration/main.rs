@@ -26,3 +26,4 @@ mod load;
 mod simulate;
 mod tracing;
 mod tune;
+mod variants;

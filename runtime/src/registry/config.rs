@@ -202,6 +202,10 @@ pub struct VariantConfig {
     pub format: ModelFormat,
     /// Accuracy, in whatever unit the task's variants share (e.g. ImageNet top-1 %).
     pub accuracy: f64,
+    /// How `accuracy` was had, where it was measured or estimated rather than
+    /// published: `modelless variants make` writes it for the copies it makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy_source: Option<String>,
     /// Where it runs: `cpu` or `cuda:N`.
     #[serde(default)]
     pub device: Device,
@@ -260,6 +264,7 @@ impl VariantConfig {
             path: path.into(),
             format: ModelFormat::Onnx,
             accuracy,
+            accuracy_source: None,
             device: Device::Cpu,
             fallback_to_cpu: false,
             memory_budget_mib: None,

@@ -14,6 +14,7 @@ mod setup;
 mod simulate;
 mod tune;
 mod tune_measure;
+mod variants;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::Layer;
@@ -57,6 +58,10 @@ enum Command {
     /// latency or the highest throughput here: Bayesian optimisation against random
     /// search, each point measured through the runtime; the best as TOML.
     Tune(tune::Args),
+    /// Make variants from the ones a task has (a half-precision copy), measure them
+    /// against their original, and add them to the config.
+    #[command(subcommand)]
+    Variants(variants::Command),
     /// One measurement for `tune`, in its own process.
     #[command(hide = true)]
     TuneMeasure(tune_measure::MeasureArgs),
@@ -97,6 +102,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Simulate(args) => simulate::run(args),
         Command::Setup(args) => setup::run(args),
         Command::Tune(args) => tune::run(args),
+        Command::Variants(command) => variants::run(command),
         Command::TuneMeasure(args) => tune_measure::measure(args),
     }
 }

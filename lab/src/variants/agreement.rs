@@ -1,0 +1,75 @@
+//! How often a copy's top-1 class is its original's, over the same images, both
+//! served side by side as variants of one task in this process.
+
+use modelless::{Inputs, Runtime, Slo, Tensor};
+
+use super::MakeError;
+use super::photos::MadeImage;
+
+/// Top-1 agreement of two variants.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Agreement {
+    /// Images both answered.
+    pub images: usize,
+    /// Of those, the images both gave the same top-1 class.
+    pub agreed: usize,
+    /// Images whose top-1 classes differed, by name, with both classes.
+    pub differed: Vec<(String, usize, usize)>,
+}
+
+impl Agreement {
+    /// The share that agreed, 0 to 1.
+    pub fn share(&self) -> f64 {
+        if self.images == 0 { 0.0 } else { self.agreed as f64 / self.images as f64 }
+    }
+}
+
+/// Sends every image to `reference` and to `copy` of `task` (both loaded in
+/// `runtime`) and compares their top-1 classes; `on_image` sees each image done.
+pub fn top1_agreement(
+    runtime: &Runtime,
+    task: &str,
+    reference: &str,
+    copy: &str,
+    images: &[MadeImage],
+    on_image: &mut dyn FnMut(usize),
+) -> Result<Agreement, MakeError> {
+    let mut agreement = Agreement { images: 0, agreed: 0, differed: Vec::new() };
+    for (done, image) in images.iter().enumerate() {
+        let class = |variant: &str| -> Result<usize, MakeError> {
+            let inputs = Inputs::image(image.jpeg.clone());
+            let output = runtime.submit_variant(task, variant, inputs, Slo::default())?.wait()?;
+            let scores = output.first().ok_or_else(|| MakeError::Config(format!("`{variant}` gave no output")))?;
+            top1(scores).ok_or_else(|| MakeError::Config(format!("`{variant}`'s output is not f32 scores")))
+        };
+        let (want, got) = (class(reference)?, class(copy)?);
+        agreement.images += 1;
+        if want == got {
+            agreement.agreed += 1;
+        } else {
+            agreement.differed.push((image.name.clone(), want, got));
+        }
+        on_image(done + 1);
+    }
+    Ok(agreement)
+}
+
+/// The index of the highest score of a one-row output.
+fn top1(scores: &Tensor) -> Option<usize> {
+    let values = scores.as_slice::<f32>()?;
+    values.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_top_class_is_the_highest_score_and_shares_count_agreements() {
+        assert_eq!(top1(&Tensor::new([1, 4], vec![0.1f32, 3.0, -1.0, 2.9]).unwrap()), Some(1));
+        assert_eq!(top1(&Tensor::full([1, 2], 1i64)), None);
+        let agreement = Agreement { images: 8, agreed: 7, differed: vec![("x".into(), 1, 2)] };
+        assert!((agreement.share() - 0.875).abs() < 1e-12);
+        assert_eq!(Agreement { images: 0, agreed: 0, differed: Vec::new() }.share(), 0.0);
+    }
+}

@@ -1,0 +1,66 @@
+//! The copy itself: `scripts/make_variant.py` (built into the binary) run by the
+//! project's Python, which has ONNX Runtime's converters.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::MakeError;
+
+/// The converter, carried in the binary so that it runs from any folder.
+const SCRIPT: &str = include_str!("../../../scripts/make_variant.py");
+
+/// What a copy is made in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyKind {
+    /// Half precision, inputs and outputs kept in fp32: the copy a GPU serves fastest.
+    Fp16,
+}
+
+impl CopyKind {
+    /// As the converter and the config name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CopyKind::Fp16 => "fp16",
+        }
+    }
+}
+
+/// The Python to convert with: `MODELLESS_PYTHON`, else the project's venv
+/// (`.modelless/venv`, from the working folder up), else `python3`.
+pub fn find_python() -> PathBuf {
+    if let Some(python) = std::env::var_os("MODELLESS_PYTHON") {
+        return python.into();
+    }
+    let venv = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| cwd.ancestors().map(|d| d.join(".modelless/venv/bin/python")).find(|p| p.is_file()));
+    venv.unwrap_or_else(|| "python3".into())
+}
+
+/// Makes the `kind` copy of `source` at `copy` with `python`; returns the
+/// converter's report (one JSON object: what it converted and what it kept).
+pub fn make_copy(python: &Path, kind: CopyKind, source: &Path, copy: &Path) -> Result<serde_json::Value, MakeError> {
+    let failed = |reason: String| MakeError::Converter { program: python.into(), reason };
+    let mut child = Command::new(python)
+        .arg("-")
+        .arg(kind.name())
+        .arg(source)
+        .arg(copy)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| failed(format!("cannot start it: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(SCRIPT.as_bytes()).map_err(|e| failed(format!("cannot hand it the script: {e}")))?;
+    }
+    let output = child.wait_with_output().map_err(|e| failed(e.to_string()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+        return Err(failed(format!("{}: {last}", output.status)));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.trim()).map_err(|e| failed(format!("its report `{}`: {e}", stdout.trim())))
+}

@@ -1,0 +1,76 @@
+//! `modelless variants make` end to end on a generated model: the converter in the
+//! project's Python, the copy served beside its original, the config edited; and a
+//! copy that does not load, which is reported and not added.
+
+use std::path::{Path, PathBuf};
+
+use modelless::RuntimeConfig;
+use modelless_lab::variants::{CopyKind, MakeRequest, convert, make_variant};
+
+use crate::common;
+
+/// A config with one image task answered by zoo_a (mean colour → 10 scores), its
+/// models copied into `dir` so that the copy is written there.
+fn config(dir: &Path) -> PathBuf {
+    std::fs::copy(common::models_dir().join("zoo_a.onnx"), dir.join("zoo_a.onnx")).unwrap();
+    let text = r#"# Colours.
+[[tasks]]
+name = "colour"
+
+[[tasks.variants]]
+name = "zoo-a"
+path = "zoo_a.onnx" # the generated one
+accuracy = 50.0
+preprocess = { size = 8 }
+"#;
+    let path = dir.join("colour.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn request(config: PathBuf, python: PathBuf) -> MakeRequest {
+    let folder = common::crate_dir().join("../.modelless/photos");
+    let photos = ["astronaut.png", "chelsea.png"].iter().map(|p| folder.join(p)).collect();
+    MakeRequest {
+        config,
+        task: "colour".into(),
+        from: "zoo-a".into(),
+        kind: CopyKind::Fp16,
+        photos,
+        images: 24,
+        python,
+    }
+}
+
+#[test]
+fn a_half_precision_copy_is_measured_and_added_with_its_provenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let made = make_variant(&request(path.clone(), convert::find_python()), &mut |_| {}).unwrap();
+    assert_eq!(made.agreement.images, 24);
+    assert!(made.agreement.share() >= 0.9, "{:?}", made.agreement);
+    let config = RuntimeConfig::from_file(&path).unwrap();
+    let copy = config.tasks[0].variants.iter().find(|v| v.name == "zoo-a-fp16").expect("the copy is added");
+    assert_eq!(copy.path, dir.path().join("zoo_a.fp16.onnx"));
+    assert!((copy.accuracy - 50.0 * made.agreement.share()).abs() < 1e-3);
+    let source = copy.accuracy_source.as_deref().unwrap();
+    assert!(source.starts_with("estimated") && source.contains("24 distinct images"), "{source}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("# Colours.") && text.contains("# the generated one"), "comments kept:\n{text}");
+}
+
+#[test]
+fn a_copy_that_does_not_load_is_reported_and_not_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let before = std::fs::read_to_string(&path).unwrap();
+    // A converter that writes no model: `python - KIND IN OUT`, the script on stdin.
+    let broken = dir.path().join("broken-python");
+    std::fs::write(&broken, "#!/bin/sh\ncat >/dev/null\necho 'not a model' > \"$4\"\necho '{}'\n").unwrap();
+    let mut permissions = std::fs::metadata(&broken).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&broken, permissions).unwrap();
+    let error = make_variant(&request(path.clone(), broken), &mut |_| {}).unwrap_err();
+    assert!(error.to_string().contains("zoo-a-fp16"), "the copy is named: {error}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "the config is left as it was");
+}
