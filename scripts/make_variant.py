@@ -4,9 +4,10 @@
   make_variant.py fp16 IN.onnx OUT.onnx
 
 fp16: weights and activations in half precision with ONNX Runtime's own converter
-(onnxruntime.transformers.float16), inputs and outputs kept in fp32, so that the copy
-takes and gives what the task's other variants do. Prints one JSON line saying what
-was converted and what was kept in fp32.
+(onnxruntime.transformers.float16; onnxconverter-common's, the same code, where
+onnxruntime's Python package is missing), inputs and outputs kept in fp32, so that
+the copy takes and gives what the task's other variants do. Prints one JSON line
+saying what was converted and what was kept in fp32.
 """
 import json
 import os
@@ -15,7 +16,10 @@ import sys
 
 def fp16(src, dst):
     import onnx
-    from onnxruntime.transformers.float16 import convert_float_to_float16
+    try:
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+    except ImportError:
+        from onnxconverter_common.float16 import convert_float_to_float16
 
     model = onnx.load(src)
     before = sum(1 for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT)

@@ -26,6 +26,11 @@ pub struct SweepConfig {
     /// Never run a batch predicted to need more memory than this (bytes above what
     /// was in use before the sweep).
     pub memory_budget_bytes: Option<u64>,
+    /// Untimed runs each time a pass comes back to a size, before its timed ones:
+    /// a GPU session that meets another input shape than its last sets up its kernels
+    /// for it again, and that run is not what a batch of the size costs while sizes
+    /// repeat. `None`: one on a GPU, none on a CPU.
+    pub settle_runs: Option<usize>,
 }
 
 impl SweepConfig {
@@ -35,7 +40,7 @@ impl SweepConfig {
         if sizes.last() != Some(&max_batch_size) && max_batch_size > 0 {
             sizes.push(max_batch_size);
         }
-        SweepConfig { batch_sizes: sizes, warm_runs: 30, passes: 10, memory_budget_bytes: None }
+        SweepConfig { batch_sizes: sizes, warm_runs: 30, passes: 10, memory_budget_bytes: None, settle_runs: None }
     }
 
     /// Sets the memory budget.
@@ -94,7 +99,8 @@ pub fn sweep(
     let metadata = backend.metadata().clone();
     let baseline = probe.bytes_in_use();
     let passes = config.passes.clamp(1, config.warm_runs.max(1));
-    let total = config.batch_sizes.len() * (config.warm_runs + 1);
+    let settle = config.settle_runs.unwrap_or(usize::from(backend.device().cuda_index().is_some()));
+    let total = config.batch_sizes.len() * (config.warm_runs + 1 + settle * passes);
     let mut done = 0;
     let mut run = |backend: &mut dyn Backend, batch_size: usize, on_event: &mut dyn FnMut(SweepEvent)| {
         let ms = time_batch(backend, &metadata, batch_size)?;
@@ -131,6 +137,9 @@ pub fn sweep(
             }
             if i >= points.len() {
                 break;
+            }
+            for _ in 0..if runs > 0 { settle } else { 0 } {
+                run(backend, batch_size, on_event)?;
             }
             for _ in 0..runs {
                 warm[i].push(run(backend, batch_size, on_event)?);
@@ -214,6 +223,24 @@ mod tests {
         let result = sweep(backend.as_mut(), &config, &log, &mut |_| {}).unwrap();
         assert_eq!(log.sizes(), vec![1, 1, 1, 2, 2, 2, 1, 1, 2, 2]);
         assert!(result.points.iter().all(|p| p.warm_runs == 4));
+    }
+
+    #[test]
+    fn settling_runs_come_before_the_timed_ones_each_time_a_pass_returns_to_a_size() {
+        let log = BatchLog::default();
+        let mut backend = FakeBackend::factory(FakeConfig::default(), log.clone())().unwrap();
+        let config = SweepConfig { passes: 2, settle_runs: Some(1), ..SweepConfig::new(2).with_warm_runs(2) };
+        let mut last = None;
+        let result = sweep(backend.as_mut(), &config, &log, &mut |e| {
+            if let SweepEvent::Ran { done, total, .. } = e {
+                last = Some((done, total));
+            }
+        })
+        .unwrap();
+        // First run, then per pass one settling run and one timed run of each size.
+        assert_eq!(log.sizes(), vec![1, 1, 1, 2, 2, 2, 1, 1, 2, 2]);
+        assert!(result.points.iter().all(|p| p.warm_runs == 2), "settling runs are not timed");
+        assert_eq!(last, Some((10, 10)), "progress counts them");
     }
 
     #[test]

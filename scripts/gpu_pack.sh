@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Here, before a GPU session: everything scripts/gpu_check.sh needs on the GPU machine,
+# in the git-ignored .gpu-pack/ and .gpu-kit/ (see ../shared/gpu/README.md for how
+# they travel: prov.zst alone first, the rest in the next call).
+#  - ONNX Runtime's GPU build, packed by the kit (once);
+#  - the release CLI, stripped and compressed;
+#  - onnxconverter-common (pure Python) for the fp16 copy, where the GPU machine's
+#    Python has onnx but not onnxruntime;
+#  - the kit itself.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+KIT=${KIT:-../shared/gpu}
+mkdir -p .gpu-pack
+[ -s .gpu-pack/prov.zst ] || bash "$KIT/pack_ort_gpu.sh" .gpu-pack
+target=${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}
+CARGO_TARGET_DIR=$target cargo build --release --locked -p modelless-lab
+strip -o /tmp/modelless-stripped "$target/release/modelless"
+zstd -q -f -19 /tmp/modelless-stripped -o .gpu-pack/modelless.zst
+rm -rf .gpu-pack/pylib && mkdir -p .gpu-pack/pylib
+wheel_dir=$(mktemp -d)
+.modelless/venv/bin/pip download -q --no-deps -d "$wheel_dir" onnxconverter-common==1.16.0
+.modelless/venv/bin/python -m zipfile -e "$wheel_dir"/onnxconverter_common-*.whl .gpu-pack/pylib
+rm -rf .gpu-kit && cp -r "$KIT" .gpu-kit
+du -sh .gpu-pack/* | sed 's/^/gpu_pack: /'
