@@ -91,6 +91,20 @@ impl ServeProcess {
         kib.unwrap_or(0u64) / 1024
     }
 
+    /// Its threads whose priority was lowered (niceness above 0), by name.
+    fn lowered_threads(&self) -> Vec<String> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.child.id())).unwrap();
+        tasks
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("stat")).ok())
+            .filter_map(|stat| {
+                // `pid (name) state …`: the name may hold spaces; niceness is field 19.
+                let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+                let nice: i64 = rest.split_whitespace().nth(16)?.parse().ok()?;
+                (nice > 0).then(|| format!("{name} (nice {nice})"))
+            })
+            .collect()
+    }
+
     fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
@@ -469,6 +483,9 @@ fn a_hostile_barrage_is_refused_case_by_case_while_good_clients_are_answered() {
         }
     });
     let (peak_before, resident_before) = (server.memory_mib("VmHWM"), server.memory_mib("VmRSS"));
+    // Models load at the lowest priority; nothing that serves may keep it (ONNX
+    // Runtime's pool threads take the priority of the thread that starts them).
+    assert_eq!(server.lowered_threads(), Vec::<String>::new(), "serving threads at a lowered priority");
 
     let done = Arc::new(AtomicBool::new(false));
     let (tally, good) = tokio.block_on(async {

@@ -217,6 +217,12 @@ impl OrtBackend {
         device: Device,
         fallback_to_cpu: bool,
     ) -> BackendFactory {
+        // The environment's thread pool is made here, on the caller's thread, rather
+        // than by the factory on a loader thread: threads take the priority of the
+        // thread that starts them, and a loader's is the lowest, so every batch the
+        // pool ran would have yielded to any other work. Where it cannot be made yet,
+        // the factory says why.
+        let _ = environment(&env_config);
         Arc::new(move || {
             let env = environment(&env_config)?;
             let load = |device| OrtBackend::load(&env, &path, &config, device);
