@@ -110,6 +110,17 @@ impl Repository for RuntimeRepository {
             let version = self.runtime.registry.get(&model).map(|m| m.version().to_string()).unwrap_or_default();
             add(&model, version, true, "");
         }
+        // Pipelines are listed as Triton lists its ensembles: ready while every stage
+        // has a variant serving.
+        for name in self.runtime.pipelines() {
+            let Ok(pipeline) = self.runtime.registry.pipeline(&name) else { continue };
+            let idle = pipeline
+                .stages()
+                .into_iter()
+                .find(|stage| !self.runtime.registry.task(stage).is_ok_and(|task| task.active_model().is_ok()));
+            let reason = idle.as_ref().map(|stage| format!("stage `{stage}` has no variant serving"));
+            add(&name, "1".into(), idle.is_none(), reason.as_deref().unwrap_or_default());
+        }
         let declared = self.declared();
         let declared_names = declared.tasks.iter().map(|t| &t.name).chain(declared.models.iter().map(|m| &m.name));
         for name in declared_names {

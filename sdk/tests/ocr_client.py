@@ -8,8 +8,9 @@ Usage: ocr_client.py PLAN.json REPORT.json
 
 PLAN names the endpoints, the pipeline, the page file and a file that is not an
 image. REPORT gets, per protocol: the metadata's inputs and outputs (name, datatype,
-shape), the answer (texts, the shapes of boxes and scores, the parameters), and the
-bad file's error message; and the /metrics text.
+shape), the answer (texts, the shapes of boxes and scores, the parameters), the bad
+file's error message, and the repository index (name, version, state); and the
+/metrics text.
 """
 import json
 import sys
@@ -43,6 +44,13 @@ def parameters(protocol, result):
             for key, value in raw.items() for kind, v in value.items()}
 
 
+def index(protocol, client):
+    entries = client.get_model_repository_index()
+    if protocol == "grpc":
+        return [{"name": e.name, "version": e.version, "state": e.state} for e in entries.models]
+    return [{"name": e["name"], "version": e.get("version", ""), "state": e.get("state", "")} for e in entries]
+
+
 def described(protocol, specs):
     if protocol == "grpc":
         return [{"name": s.name, "datatype": s.datatype, "shape": list(s.shape)} for s in specs]
@@ -72,6 +80,7 @@ for protocol, client_module, address in (("grpc", grpcclient, plan["grpc"]), ("h
         "parameters": {k: (v if isinstance(v, (str, int, float)) else str(v))
                        for k, v in parameters(protocol, result).items()},
         "refusal": refusal,
+        "index": index(protocol, client),
     }
 report["metrics"] = urllib.request.urlopen(f"http://{plan['http']}/metrics", timeout=10).read().decode()
 json.dump(report, open(sys.argv[2], "w"), indent=1)

@@ -65,6 +65,10 @@ fn tritonclient_reads_a_page_through_the_pipeline_over_grpc_and_http() {
         assert_eq!(parameters["stage_detect-text_variant"], "det-736", "{protocol}: {parameters}");
         let refusal = report["refusal"].as_str().unwrap_or_else(|| panic!("{protocol}: a bad page was answered"));
         assert!(refusal.contains("decode"), "{protocol}: {refusal}");
+        // Listed in the repository index as Triton lists its ensembles.
+        let listed = report["index"].as_array().unwrap().iter().find(|e| e["name"] == "read-text").cloned();
+        let listed = listed.unwrap_or_else(|| panic!("{protocol}: read-text not in the index {}", report["index"]));
+        assert_eq!((&listed["version"], &listed["state"]), (&"1".into(), &"READY".into()), "{protocol}");
     }
     let metrics = report["metrics"].as_str().unwrap();
     let items = r#"modelless_pipeline_stage_items_sum{pipeline="read-text",stage="recognize-text"}"#;
