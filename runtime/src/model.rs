@@ -19,7 +19,7 @@ use crate::batching::{BatchCost, BatchingConfig};
 use crate::error::{BackendError, Error};
 use crate::metrics::{ModelCounters, serving_metrics};
 use crate::preprocess::{ImagePreprocess, ImageSource};
-use crate::request::{InferOptions, Inputs, Output};
+use crate::request::{InferOptions, Inputs, Output, Priority};
 use crate::trace::{self, Traced};
 use crate::warmup::{WarmupConfig, sizes_to_warm, warm_up};
 use modelless_policy_abi::LatencyFit;
@@ -446,6 +446,13 @@ impl Model {
         self.counters.failed(&error);
         self.queue.tell(Answered::Failed);
         let _ = pending.reply.send(Err(error));
+    }
+
+    /// Why a request of `rows` rows and `priority` queued now would be refused as
+    /// unable to make `deadline`; `None` where it would be admitted (or where no
+    /// profile prices its batches).
+    pub(crate) fn deadline_refusal(&self, rows: usize, priority: Priority, deadline: Instant) -> Option<Error> {
+        self.queue.refusal(rows, priority, deadline)
     }
 
     /// Changes the batching knobs; they apply from the next batch on.

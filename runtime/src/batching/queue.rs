@@ -125,6 +125,14 @@ impl Queue {
         Ok(())
     }
 
+    /// The refusal a request of `rows` rows and `priority` queued now would meet, being
+    /// predicted to be answered after `deadline`; `None` when it can make it, or when
+    /// the cost is unknown. Nothing is queued.
+    pub fn refusal(&self, rows: usize, priority: crate::request::Priority, deadline: Instant) -> Option<Error> {
+        let inner = self.lock();
+        self.would_miss(&inner, rows, priority, deadline, Instant::now())
+    }
+
     /// The refusal of a request of `rows` rows and `priority` queued at `now`, when it
     /// is predicted to be answered after `deadline`; `None` when it can make it, or
     /// when the cost is unknown.

@@ -14,6 +14,7 @@ mod limits;
 #[cfg(feature = "images")]
 mod pixels;
 pub mod pool;
+mod price;
 
 pub use crate::request::ImageData;
 pub use config::{ChannelOrder, ImagePreprocess, ImageSize, Interpolation, Layout, ResizeMode};
@@ -24,7 +25,8 @@ pub use images::{Prepared, prepare};
 pub use limits::{DEFAULT_MAX_PIXELS, DecodeLimits, Decoded};
 #[cfg(feature = "images")]
 pub use pixels::to_tensor;
-pub use pool::{PoolReading, PreprocessConfig, PreprocessPool};
+pub use pool::{PoolReading, PreprocessConfig, PreprocessPool, Reservation};
+pub use price::{PrepPrice, header_pixels};
 
 #[cfg(feature = "images")]
 use crate::tensor::Tensor;

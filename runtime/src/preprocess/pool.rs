@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde::{Deserialize, Serialize};
 
 use super::DecodeLimits;
+use super::price::PrepPrice;
 use crate::error::Error;
 
 /// Settings of the preprocessing pool: `[preprocessing]` in the config.
@@ -94,6 +95,29 @@ impl PoolReading {
 struct Counters {
     queued: AtomicUsize,
     busy_ns: AtomicU64,
+    /// Work predicted for the jobs queued and not started, ns.
+    reserved_ns: AtomicU64,
+}
+
+/// A queued job's predicted work, counted in the pool's backlog until it is dropped
+/// (when the job starts, or is not queued after all).
+#[derive(Debug)]
+pub struct Reservation {
+    counters: Arc<Counters>,
+    ns: u64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.counters.reserved_ns.fetch_sub(self.ns, Ordering::Relaxed);
+    }
+}
+
+// Its atomics print nothing useful.
+impl std::fmt::Debug for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counters").finish_non_exhaustive()
+    }
 }
 
 /// Threads running preprocessing jobs from a bounded queue. Dropping the last handle
@@ -104,6 +128,7 @@ pub struct PreprocessPool {
     threads: usize,
     queue_size: usize,
     limits: DecodeLimits,
+    price: PrepPrice,
 }
 
 // Its parts (sessions, threads, closures, channels) print nothing useful.
@@ -119,7 +144,11 @@ impl PreprocessPool {
         config.validate()?;
         let threads = config.thread_count();
         let (jobs, receiver) = crossbeam_channel::bounded::<Job>(config.queue_size);
-        let counters = Arc::new(Counters { queued: AtomicUsize::new(0), busy_ns: AtomicU64::new(0) });
+        let counters = Arc::new(Counters {
+            queued: AtomicUsize::new(0),
+            busy_ns: AtomicU64::new(0),
+            reserved_ns: AtomicU64::new(0),
+        });
         for index in 0..threads {
             let (receiver, counters) = (receiver.clone(), counters.clone());
             std::thread::Builder::new()
@@ -127,7 +156,8 @@ impl PreprocessPool {
                 .spawn(move || run_jobs(receiver, counters))
                 .map_err(|e| Error::thread_start("a preprocessing thread", e))?;
         }
-        Ok(Arc::new(PreprocessPool { jobs, counters, threads, queue_size: config.queue_size, limits: config.limits }))
+        let (queue_size, limits, price) = (config.queue_size, config.limits, PrepPrice::default());
+        Ok(Arc::new(PreprocessPool { jobs, counters, threads, queue_size, limits, price }))
     }
 
     /// The pool of a process that configured none: default settings, started once.
@@ -155,6 +185,25 @@ impl PreprocessPool {
                 Err(job)
             }
         }
+    }
+
+    /// What its images cost per pixel, as its decodes have shown.
+    pub fn price(&self) -> &PrepPrice {
+        &self.price
+    }
+
+    /// Counts `work` in the backlog until the reservation is dropped: hand it to the
+    /// job, which drops it as it starts.
+    pub fn reserve(&self, work: Duration) -> Reservation {
+        let ns = u64::try_from(work.as_nanos()).unwrap_or(u64::MAX / 2);
+        self.counters.reserved_ns.fetch_add(ns, Ordering::Relaxed);
+        Reservation { counters: self.counters.clone(), ns }
+    }
+
+    /// How long a job queued now waits for a thread, as the queued jobs' predicted
+    /// work shared among the threads.
+    pub fn backlog(&self) -> Duration {
+        Duration::from_nanos(self.counters.reserved_ns.load(Ordering::Relaxed) / self.threads.max(1) as u64)
     }
 
     /// The most jobs that may wait.
@@ -189,7 +238,6 @@ fn run_jobs(jobs: Receiver<Job>, counters: Arc<Counters>) {
 #[cfg(test)]
 mod tests {
     use std::sync::mpsc;
-    use std::time::Duration;
 
     use super::*;
 
@@ -224,5 +272,18 @@ mod tests {
         let (done, finished) = mpsc::channel();
         pool.submit(Box::new(move || done.send(()).unwrap())).unwrap_or_else(|_| panic!("room"));
         finished.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn the_backlog_is_the_reserved_work_shared_among_the_threads() {
+        let config = PreprocessConfig { threads: Some(2), ..PreprocessConfig::default() };
+        let pool = PreprocessPool::start(&config).unwrap();
+        let first = pool.reserve(Duration::from_millis(40));
+        let second = pool.reserve(Duration::from_millis(20));
+        assert_eq!(pool.backlog(), Duration::from_millis(30));
+        drop(first);
+        assert_eq!(pool.backlog(), Duration::from_millis(10));
+        drop(second);
+        assert_eq!(pool.backlog(), Duration::ZERO);
     }
 }

@@ -3,7 +3,7 @@
 //! moves them.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -13,7 +13,7 @@ use crate::batching::worker::{Pending, Prepared};
 use crate::error::Error;
 use crate::metrics::TaskTraffic;
 use crate::model::{Model, Ticket};
-use crate::preprocess::{ImagePreprocess, ImageSource, PreprocessPool, prepare_in};
+use crate::preprocess::{ImagePreprocess, ImageSource, PreprocessPool, header_pixels, prepare_in};
 use crate::request::{InferOptions, Inputs};
 use crate::signature::ImageInput;
 use crate::trace;
@@ -116,12 +116,23 @@ pub(super) fn submit(
         };
         return refuse(error);
     }
+    // Priced from the headers before anything is decoded: the pool's threads go only
+    // to requests that can still be answered in time.
+    let pixels: Option<u64> = images.iter().map(header_pixels).sum();
+    let work = pixels.and_then(|pixels| services.pool.price().predict(pixels));
+    if let (Some(deadline), Some(work)) = (options.deadline, work)
+        && let Some(error) = priced_refusal(&model, &services.pool, images.len(), work, &options, deadline, arrived)
+    {
+        return refuse(error);
+    }
+    let reservation = work.map(|work| services.pool.reserve(work));
     let (queued, ticket) = oneshot::channel();
     let (pool, traffic) = (services.pool.clone(), services.traffic.clone());
     let job_model = model.clone();
     let job_span = span.clone();
     services.traffic.admitted();
     let job = move || {
+        drop(reservation);
         let (model, span) = (job_model, job_span);
         if queued.is_closed() {
             model.counters().canceled();
@@ -138,6 +149,9 @@ pub(super) fn submit(
         }
         let result = match prepare_in(&images, &preprocess, pool.limits(), &span) {
             Ok(prepared) => {
+                if let Some(pixels) = pixels {
+                    pool.price().observe(pixels, prepared.decode + prepared.preprocess);
+                }
                 let timings = Prepared { decode: prepared.decode, preprocess: prepared.preprocess };
                 let source = Arc::new(ImageSource { images, input: input.clone() });
                 let mut tensors = tensors;
@@ -169,6 +183,39 @@ pub(super) fn submit(
         return Err(error);
     }
     Ok(Ticket::preprocessing(ticket))
+}
+
+/// The refusal of an image request predicted to be answered after `deadline`: its
+/// images ready once the pool's backlog and their own `work` are done, then its batch
+/// as `model`'s queue predicts it from there; `None` where it can make it.
+fn priced_refusal(
+    model: &Model,
+    pool: &PreprocessPool,
+    rows: usize,
+    work: Duration,
+    options: &InferOptions,
+    deadline: Instant,
+    now: Instant,
+) -> Option<Error> {
+    let preparing = pool.backlog() + work;
+    let ready = now + preparing;
+    let left = deadline.saturating_duration_since(now);
+    if ready > deadline {
+        return Some(Error::WouldMissDeadline {
+            model: format!("{} (preprocessing)", model.name()),
+            predicted: preparing,
+            left,
+            retry_after: ready - deadline,
+        });
+    }
+    // The queue judges a request queued now: give it the deadline less the wait for
+    // its images, and say what it predicted from the request's own arrival.
+    match model.deadline_refusal(rows, options.priority, deadline - preparing)? {
+        Error::WouldMissDeadline { model, predicted, retry_after, .. } => {
+            Some(Error::WouldMissDeadline { model, predicted: predicted + preparing, left, retry_after })
+        }
+        other => Some(other),
+    }
 }
 
 /// Makes a waiting request's image input again for `to`, whose preprocessing differs
@@ -336,6 +383,30 @@ mod tests {
         let expired = Slo::default().with_latency(Duration::ZERO);
         let late = task.submit(Inputs::image(png(8, 8, [0; 3])), &expired).unwrap().wait().err();
         assert!(matches!(late, Some(Error::DeadlineExceeded { .. })), "{late:?}");
+    }
+
+    #[test]
+    fn a_photo_whose_header_prices_it_past_its_deadline_is_refused_without_being_decoded() {
+        let pool = pool();
+        let task = two_resolutions(pool.clone());
+        task.switch_to("large").unwrap();
+        // A second a megapixel: the header of a 1000×1000 photo prices it at a second.
+        pool.price().set_per_megapixel(Duration::from_secs(1));
+        let slo = Slo::default().with_latency(Duration::from_millis(100));
+        let refused = task.submit(Inputs::image(png(1000, 1000, [1, 2, 3])), &slo).err();
+        match refused {
+            Some(Error::WouldMissDeadline { model, predicted, .. }) => {
+                assert_eq!(model, "large (preprocessing)");
+                assert!(predicted >= Duration::from_secs(1), "{predicted:?}");
+            }
+            other => panic!("refused at once, not {other:?}"),
+        }
+        let reading = pool.read();
+        assert_eq!((reading.queued, reading.busy_seconds), (0, 0.0), "nothing reached the pool's threads");
+        assert_eq!(task.traffic().read().tick.rejections, 1);
+        // A photo whose price fits its deadline is decoded and served.
+        let served = task.submit(Inputs::image(png(10, 10, [1, 2, 3])), &slo).unwrap().wait().unwrap();
+        assert_eq!(served.get("output").unwrap().shape(), &[1, 3, 8, 8]);
     }
 
     #[test]
