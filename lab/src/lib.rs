@@ -11,7 +11,9 @@
 //!   the most work that fixed instances finish;
 //! - [`tune`]: the search for a task's serving settings (Bayesian optimisation
 //!   against random search), each setting measured in a process of its own, with
-//!   the tables of its results and the writing of the best into a config.
+//!   the tables of its results and the writing of the best into a config;
+//! - [`variants`]: variants made from a task's own (a half-precision copy), checked
+//!   against their original on photos and written into the config.
 //!
 //! Beside them, [`plot`] draws every chart as SVG and [`stats`] holds the statistics
 //! the tables report. The crate depends on `rand`, `clap`, `indicatif` and the
