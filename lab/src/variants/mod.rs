@@ -7,7 +7,7 @@
 //! - [`photos`]: distinct images made from a few photos (crops, flips, JPEG
 //!   qualities), so that no image is counted twice;
 //! - [`agreement`]: how often the copy's top-1 class is the original's;
-//! - [`write`]: the new variant, added to the config file keeping its comments.
+//! - [`write`](mod@write): the new variant, added to the config file keeping its comments.
 
 pub mod agreement;
 pub mod convert;
