@@ -26,7 +26,7 @@ pub use limits::{DEFAULT_MAX_PIXELS, DecodeLimits, Decoded};
 #[cfg(feature = "images")]
 pub use pixels::to_tensor;
 pub use pool::{PoolReading, PreprocessConfig, PreprocessPool, Reservation};
-pub use price::{PrepPrice, header_pixels};
+pub use price::{PrepPrice, decoded_pixels};
 
 #[cfg(feature = "images")]
 use crate::tensor::Tensor;

@@ -1,13 +1,13 @@
 //! What an image request will cost the preprocessing pool, told before it is decoded:
-//! its pixels as its header gives them, priced at what the pool's decodes have cost
-//! per pixel lately. Admission refuses at once a photo that cannot be ready in time,
+//! the pixels its decode will make (from its header), priced at what the pool's
+//! decodes have cost per pixel lately. Admission refuses at once a photo that cannot be ready in time,
 //! so that under overload the pool's threads decode only requests that can still be
 //! answered (a refused photo decoded first costs as much as one served).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::ImageData;
+use super::{ImageData, ImagePreprocess};
 
 /// Weight of each new decode in the price.
 const SMOOTHING: f64 = 0.2;
@@ -46,23 +46,28 @@ impl PrepPrice {
     }
 }
 
-/// The pixels of `image` as its header says (decoded pixels as they are); `None`
-/// where the header cannot be read, for the decode to say why.
+/// The pixels decoding `image` for `preprocess` makes, as its header says: a JPEG
+/// that may be decoded shrunk in the DCT domain makes 1/shrink² of them, so that a
+/// price learned on small photos does not overprice large ones (a 3564×2880 photo for
+/// a 224 crop decodes at 1/8). `None` where the header cannot be read, for the decode
+/// to say why.
 #[cfg(feature = "images")]
-pub fn header_pixels(image: &ImageData) -> Option<u64> {
+pub fn decoded_pixels(image: &ImageData, preprocess: &ImagePreprocess) -> Option<u64> {
     match image {
         ImageData::Rgb { width, height, .. } => Some(u64::from(*width) * u64::from(*height)),
         ImageData::Encoded(bytes) => {
             let reader = image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format().ok()?;
+            let jpeg = reader.format() == Some(image::ImageFormat::Jpeg);
             let (width, height) = reader.into_dimensions().ok()?;
-            Some(u64::from(width) * u64::from(height))
+            let shrink = if jpeg { u64::from(preprocess.shrink_allowed(width, height)) } else { 1 };
+            Some(u64::from(width) * u64::from(height) / (shrink * shrink))
         }
     }
 }
 
 /// Without image decoding no header is read.
 #[cfg(not(feature = "images"))]
-pub fn header_pixels(_: &ImageData) -> Option<u64> {
+pub fn decoded_pixels(_: &ImageData, _: &ImagePreprocess) -> Option<u64> {
     None
 }
 
@@ -85,10 +90,16 @@ mod tests {
 
     #[cfg(feature = "images")]
     #[test]
-    fn pixels_come_from_the_header() {
-        let mut png = Vec::new();
-        image::RgbImage::new(30, 20).write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).unwrap();
-        assert_eq!(header_pixels(&ImageData::from(png)), Some(600));
-        assert_eq!(header_pixels(&ImageData::from(b"not an image".to_vec())), None);
+    fn pixels_come_from_the_header_less_what_a_jpeg_decode_shrinks() {
+        let encoded = |format| {
+            let mut bytes = Vec::new();
+            image::RgbImage::new(960, 640).write_to(&mut std::io::Cursor::new(&mut bytes), format).unwrap();
+            ImageData::from(bytes)
+        };
+        // A 224 crop of 960×640 keeps 560×560 of it: a JPEG may decode at 1/2.
+        let preprocess = ImagePreprocess::new(224, [0.0; 3], [1.0; 3]);
+        assert_eq!(decoded_pixels(&encoded(image::ImageFormat::Png), &preprocess), Some(614_400));
+        assert_eq!(decoded_pixels(&encoded(image::ImageFormat::Jpeg), &preprocess), Some(153_600));
+        assert_eq!(decoded_pixels(&ImageData::from(b"not an image".to_vec()), &preprocess), None);
     }
 }

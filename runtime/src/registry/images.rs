@@ -13,7 +13,7 @@ use crate::batching::worker::{Pending, Prepared};
 use crate::error::Error;
 use crate::metrics::TaskTraffic;
 use crate::model::{Model, Ticket};
-use crate::preprocess::{ImagePreprocess, ImageSource, PreprocessPool, header_pixels, prepare_in};
+use crate::preprocess::{ImagePreprocess, ImageSource, PreprocessPool, decoded_pixels, prepare_in};
 use crate::request::{InferOptions, Inputs};
 use crate::signature::ImageInput;
 use crate::trace;
@@ -118,7 +118,7 @@ pub(super) fn submit(
     }
     // Priced from the headers before anything is decoded: the pool's threads go only
     // to requests that can still be answered in time.
-    let pixels: Option<u64> = images.iter().map(header_pixels).sum();
+    let pixels: Option<u64> = images.iter().map(|image| decoded_pixels(image, &preprocess)).sum();
     let work = pixels.and_then(|pixels| services.pool.price().predict(pixels));
     if let (Some(deadline), Some(work)) = (options.deadline, work)
         && let Some(error) = priced_refusal(&model, &services.pool, images.len(), work, &options, deadline, arrived)
