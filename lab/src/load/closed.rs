@@ -9,12 +9,19 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use super::record::RequestRecord;
-use super::runner::{DRAIN, Progress, RunResult, Sampler, Target};
+use super::record::{Outcome, RequestRecord};
+use super::runner::{Answer, DRAIN, Progress, RunResult, Sampler, Target};
 use super::{LoadError, LoadSpec};
 
 /// The most clients a task may have.
 pub const MAX_CONCURRENCY: usize = 10_000;
+
+/// The least a refused client waits before its next request, and what it waits where
+/// the refusal names no time (a full queue): a client that resent at once would spin
+/// on refusals and take the cores the server needs.
+const MIN_BACKOFF: Duration = Duration::from_millis(5);
+/// The most it waits, whatever the refusal says.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// What the clients share: the records of ended requests and the send time of each
 /// client's request under way.
@@ -63,9 +70,13 @@ pub async fn run_closed(
                     sent.fetch_add(1, Ordering::Relaxed);
                     let answer = target.send(task).await;
                     let latency_ms = (start.elapsed().as_secs_f64() - sent_s) * 1e3;
+                    let backoff = backoff(&answer);
                     if let Ok(mut ledger) = ledger.lock() {
                         ledger.under_way.remove(&(task, client));
                         ledger.records.push(answer.record(name.clone(), sent_s, latency_ms));
+                    }
+                    if let Some(wait) = backoff {
+                        tokio::time::sleep(wait).await;
                     }
                 }
             }));
@@ -95,6 +106,14 @@ pub async fn run_closed(
     Ok(RunResult { targets, records: ledger.records, samples, runs, duration_s })
 }
 
+/// How long a client waits after `answer` before its next request: after a refusal,
+/// what the refusal asks for (within bounds), as a client honouring the server's
+/// pushback does; nothing after any other answer.
+fn backoff(answer: &Answer) -> Option<Duration> {
+    (answer.status == Outcome::Rejected)
+        .then(|| answer.retry_after.unwrap_or(MIN_BACKOFF).clamp(MIN_BACKOFF, MAX_BACKOFF))
+}
+
 #[cfg(test)]
 mod tests {
     use std::future::Future;
@@ -102,8 +121,6 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
-    use crate::load::record::Outcome;
-    use crate::load::runner::Answer;
     use crate::load::summary::TaskTarget;
 
     /// Answers after `delay`, counting how many requests are under way at once.
@@ -131,6 +148,7 @@ mod tests {
                     batch_size: Some(1),
                     reason: None,
                     stages: None,
+                    retry_after: None,
                 }
             })
         }
@@ -161,5 +179,52 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    /// Refuses every request at once, naming `retry_after`.
+    struct Refusing {
+        retry_after: Option<Duration>,
+    }
+
+    impl Target for Refusing {
+        fn targets(&self) -> Vec<TaskTarget> {
+            vec![TaskTarget { task: "t".into(), slo_ms: 100.0, accuracies: Default::default() }]
+        }
+
+        fn send(&self, _task: usize) -> Pin<Box<dyn Future<Output = Answer> + Send + 'static>> {
+            let retry_after = self.retry_after;
+            Box::pin(async move {
+                Answer {
+                    status: Outcome::Rejected,
+                    variant: None,
+                    batch_size: None,
+                    reason: Some("would_miss_deadline".into()),
+                    stages: None,
+                    retry_after,
+                }
+            })
+        }
+
+        fn observe(&self, _task: usize) -> (Option<String>, Option<u64>) {
+            (None, None)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_client_waits_what_the_refusal_asks_before_sending_again() {
+        let spec: LoadSpec =
+            toml::from_str("[[tasks]]\ntask = \"t\"\npattern = { kind = \"constant\", rate = 1, duration_s = 1 }")
+                .unwrap();
+        // The clock is the test's: each client sends at 0, the wait, twice the wait, …
+        for (retry_after, per_client) in [
+            (Some(Duration::from_millis(50)), 20),
+            (Some(Duration::ZERO), 200),
+            (None, 200),
+            (Some(Duration::from_secs(9)), 1),
+        ] {
+            let result = run_closed(Arc::new(Refusing { retry_after }), &spec, 2, &mut |_| {}).await.unwrap();
+            assert_eq!(result.records.len(), 2 * per_client, "refusals asking for {retry_after:?}");
+            assert!(result.records.iter().all(|r| r.status == Outcome::Rejected));
+        }
     }
 }

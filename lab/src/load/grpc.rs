@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use modelless_runtime::Tensor;
 use modelless_runtime::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
@@ -13,7 +14,7 @@ use modelless_runtime::kserve::proto::infer_parameter::ParameterChoice;
 use modelless_runtime::kserve::proto::model_infer_request::InferInputTensor;
 use modelless_runtime::kserve::proto::{InferParameter, ModelInferRequest, ModelMetadataRequest};
 use modelless_runtime::kserve::tensors::{parse_datatype, to_raw};
-use modelless_runtime::kserve::tonic::{Code, transport::Channel};
+use modelless_runtime::kserve::tonic::{Code, Status, transport::Channel};
 
 use bytes::Bytes;
 
@@ -153,6 +154,12 @@ fn status_of(code: Code) -> Outcome {
     }
 }
 
+/// The wait a refusal's `grpc-retry-pushback-ms` asks for, as gRPC's own retries read it.
+fn pushback(status: &Status) -> Option<Duration> {
+    let ms: u64 = status.metadata().get("grpc-retry-pushback-ms")?.to_str().ok()?.parse().ok()?;
+    Some(Duration::from_millis(ms))
+}
+
 /// A gRPC code as a failure kind: `InvalidArgument` → `invalid_argument`.
 fn code_name(code: Code) -> String {
     let mut name = String::new();
@@ -197,7 +204,7 @@ impl Target for Grpc {
                         Some(ParameterChoice::Int64Param(us)) => Some(us as f64 / 1e3),
                         _ => None,
                     });
-                    Answer { status: Outcome::Served, variant, batch_size, reason: None, stages }
+                    Answer { status: Outcome::Served, variant, batch_size, reason: None, stages, retry_after: None }
                 }
                 Err(status) => Answer {
                     status: status_of(status.code()),
@@ -205,6 +212,7 @@ impl Target for Grpc {
                     batch_size: None,
                     reason: Some(super::record::reason(&code_name(status.code()), status.message())),
                     stages: None,
+                    retry_after: pushback(&status),
                 },
             }
         })

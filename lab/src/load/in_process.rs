@@ -118,7 +118,18 @@ fn status_of(error: &Error) -> Outcome {
 
 fn failed(error: &Error) -> Answer {
     let reason = super::record::reason(error.kind().as_str(), &error.to_string());
-    Answer { status: status_of(error), variant: None, batch_size: None, reason: Some(reason), stages: None }
+    let retry_after = match error {
+        Error::WouldMissDeadline { retry_after, .. } => Some(*retry_after),
+        _ => None,
+    };
+    Answer {
+        status: status_of(error),
+        variant: None,
+        batch_size: None,
+        reason: Some(reason),
+        stages: None,
+        retry_after,
+    }
 }
 
 impl Target for InProcess {
@@ -150,6 +161,7 @@ impl Target for InProcess {
                         batch_size: Some(output.batch_size as u32),
                         reason: None,
                         stages: Some(Stages::from(&output.timings)),
+                        retry_after: None,
                     },
                     Err(e) => failed(&e),
                 },

@@ -31,6 +31,8 @@ pub struct Answer {
     pub reason: Option<String>,
     /// Where the server says its time went, if it says.
     pub stages: Option<Stages>,
+    /// When a refusal says a retry could be answered in time: after this long.
+    pub retry_after: Option<Duration>,
 }
 
 impl Answer {
