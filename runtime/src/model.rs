@@ -13,7 +13,7 @@ use crate::answered::AnswerHook;
 use crate::answered::Answered;
 use crate::backend::onnx::OrtSessionConfig;
 use crate::backend::{Backend, BackendFactory, Device, ModelMetadata};
-use crate::batching::queue::{Queue, timer_task};
+use crate::batching::queue::{PreparingRows, Queue, timer_task};
 use crate::batching::worker::{ModelNames, Pending, Prepared, worker_task};
 use crate::batching::{BatchCost, BatchingConfig};
 use crate::error::{BackendError, Error};
@@ -453,6 +453,12 @@ impl Model {
     /// profile prices its batches).
     pub(crate) fn deadline_refusal(&self, rows: usize, priority: Priority, deadline: Instant) -> Option<Error> {
         self.queue.refusal(rows, priority, deadline)
+    }
+
+    /// Counts `rows` admitted and being prepared as ahead of requests judged by
+    /// [`Model::deadline_refusal`] while the guard lives: drop it as they are queued.
+    pub(crate) fn preparing(&self, rows: usize) -> PreparingRows {
+        self.queue.preparing(rows)
     }
 
     /// Changes the batching knobs; they apply from the next batch on.

@@ -121,3 +121,21 @@ fn measured_batches_correct_the_profile() {
     let Admission::Predictive { correction } = model.admission() else { panic!("not predictive") };
     assert!((0.95..1.5).contains(&correction), "{correction}");
 }
+
+#[test]
+fn rows_being_prepared_count_ahead_of_a_request_judged_before_its_own_are() {
+    let (model, _) = model("admission-preparing", true);
+    // Idle: one batch of 40 ms, due in 3 batches' time.
+    let due = || Instant::now() + Duration::from_millis(3 * BATCH_MS);
+    assert!(model.deadline_refusal(1, Priority::Normal, due()).is_none());
+    // Three rows still decoding will be queued first: it would ride in the fourth batch.
+    let on_their_way = model.preparing(3);
+    match model.deadline_refusal(1, Priority::Normal, due()) {
+        Some(Error::WouldMissDeadline { predicted, .. }) => {
+            assert!(predicted >= Duration::from_millis(4 * BATCH_MS), "{predicted:?}")
+        }
+        other => panic!("expected WouldMissDeadline, got {other:?}"),
+    }
+    drop(on_their_way);
+    assert!(model.deadline_refusal(1, Priority::Normal, due()).is_none(), "queued or given up, they count no more");
+}

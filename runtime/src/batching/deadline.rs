@@ -143,7 +143,9 @@ pub struct Backlog<'a> {
 /// full, and the request rides in the batch that holds its last row. That batch is
 /// priced with the requests that arrive while it waits for an instance (at the
 /// arrival rate, up to full); one that can start at once, at its rows, held for the
-/// queue delay when not full.
+/// queue delay when not full. Its own batch is priced as slow as recent batches
+/// strayed, as the queue checks it when it forms the batch: a request admitted on
+/// the mean alone would be dropped there whenever its batch ran slow.
 pub fn predicted_answer(cost: &BatchCost, backlog: &Backlog<'_>, rows: usize, now: Instant) -> Instant {
     let max = backlog.max_batch_size.max(1);
     let mut free: Vec<Instant> = backlog.free_at.iter().map(|&t| t.max(now)).collect();
@@ -162,10 +164,10 @@ pub fn predicted_answer(cost: &BatchCost, backlog: &Backlog<'_>, rows: usize, no
     if start > now {
         let joining = (backlog.arrivals_per_s * (start - now).as_secs_f64()).floor();
         let rows = if joining >= max as f64 { max } else { (last_rows + joining as usize).min(max) };
-        return start + cost.of(rows);
+        return start + cost.of_slow(rows);
     }
     let start = if last_rows < max { start.max(now + backlog.max_queue_delay) } else { start };
-    start + cost.of(last_rows)
+    start + cost.of_slow(last_rows)
 }
 
 /// Whether a request of `rows` rows due at `deadline`, queued at `now` behind
@@ -229,6 +231,34 @@ mod tests {
         // One that waits 24 ms at 125 requests/s is joined by 3 (24 ms · 125/s).
         let backlog = Backlog { rows_ahead: 17, arrivals_per_s: 125.0, ..backlog };
         assert_eq!(predicted_answer(&cost(), &backlog, 1, now), now + ms(24 + 4 + 2 + 3));
+    }
+
+    #[test]
+    fn the_requests_own_batch_is_priced_as_slow_as_recent_batches_strayed() {
+        let now = Instant::now();
+        let idle = [now];
+        let backlog = Backlog {
+            free_at: &idle,
+            rows_ahead: 8,
+            max_batch_size: 8,
+            max_queue_delay: Duration::ZERO,
+            arrivals_per_s: BUSY,
+        };
+        // Batches alternating 9 and 15 ms against a 12 ms line: the mean stays near
+        // 12 ms, the spread grows toward a quarter.
+        let mut strayed = cost();
+        for ran in [9, 15].repeat(40) {
+            strayed.observe(8, ms(ran), Duration::ZERO);
+        }
+        let (mean, slow) = (strayed.of(8), strayed.of_slow(8));
+        assert!(slow > mean.mul_f64(1.2), "{mean:?} {slow:?}");
+        // The batch ahead at its mean, its own as slow as the queue will check it.
+        assert_eq!(predicted_answer(&strayed, &backlog, 1, now), now + mean + slow);
+        // So a deadline the mean alone would make is refused at once rather than
+        // expired when the queue forms the batch.
+        let deadline = now + (mean * 2).mul_f64(1.06);
+        assert!(admits(&cost(), &backlog, 1, now, now + ms(24).mul_f64(1.06)).is_ok());
+        assert!(admits(&strayed, &backlog, 1, now, deadline).is_err());
     }
 
     #[test]

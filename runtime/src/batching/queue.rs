@@ -10,6 +10,7 @@
 //! the queue holds only work that can still be done in time, and a caller that
 //! cannot be served in time hears so within microseconds rather than at its deadline.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,23 @@ pub(crate) struct Queue {
     counters: Arc<ModelCounters>,
     inner: Mutex<Inner>,
     timer: Condvar,
+    /// Rows admitted but still being prepared (images decoding) on their way here:
+    /// they will be queued ahead of a request admitted after them.
+    preparing: Arc<AtomicUsize>,
+}
+
+/// Rows counted as on their way to a queue until this is dropped, when they are
+/// queued (or given up).
+#[must_use = "the rows count as on their way only while this lives"]
+pub(crate) struct PreparingRows {
+    count: Arc<AtomicUsize>,
+    rows: usize,
+}
+
+impl Drop for PreparingRows {
+    fn drop(&mut self) {
+        self.count.fetch_sub(self.rows, Ordering::Relaxed);
+    }
 }
 
 struct Inner {
@@ -67,7 +85,8 @@ impl Queue {
             closed: false,
             timer_at: None,
         };
-        Arc::new(Queue { model, on_answer, counters, inner: Mutex::new(inner), timer: Condvar::new() })
+        let preparing = Arc::new(AtomicUsize::new(0));
+        Arc::new(Queue { model, on_answer, counters, inner: Mutex::new(inner), timer: Condvar::new(), preparing })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -108,7 +127,7 @@ impl Queue {
         if let Some(deadline) = deadline {
             // Parts of a split request are all its own rows.
             let rows = parts.len() * first_rows;
-            if let Some(error) = self.would_miss(&inner, rows, priority, deadline, now) {
+            if let Some(error) = self.would_miss(&inner, 0, rows, priority, deadline, now) {
                 self.counters.failed(&error);
                 return Err(error);
             }
@@ -125,20 +144,29 @@ impl Queue {
         Ok(())
     }
 
-    /// The refusal a request of `rows` rows and `priority` queued now would meet, being
-    /// predicted to be answered after `deadline`; `None` when it can make it, or when
-    /// the cost is unknown. Nothing is queued.
-    pub fn refusal(&self, rows: usize, priority: crate::request::Priority, deadline: Instant) -> Option<Error> {
-        let inner = self.lock();
-        self.would_miss(&inner, rows, priority, deadline, Instant::now())
+    /// Counts `rows` as on their way here (being prepared) while the guard lives.
+    pub fn preparing(&self, rows: usize) -> PreparingRows {
+        self.preparing.fetch_add(rows, Ordering::Relaxed);
+        PreparingRows { count: self.preparing.clone(), rows }
     }
 
-    /// The refusal of a request of `rows` rows and `priority` queued at `now`, when it
-    /// is predicted to be answered after `deadline`; `None` when it can make it, or
-    /// when the cost is unknown.
+    /// The refusal a request of `rows` rows and `priority` queued once it is prepared
+    /// would meet, being predicted to be answered after `deadline`; `None` when it can
+    /// make it, or when the cost is unknown. The rows being prepared before it count
+    /// as ahead of it. Nothing is queued.
+    pub fn refusal(&self, rows: usize, priority: crate::request::Priority, deadline: Instant) -> Option<Error> {
+        let inner = self.lock();
+        let on_their_way = self.preparing.load(Ordering::Relaxed);
+        self.would_miss(&inner, on_their_way, rows, priority, deadline, Instant::now())
+    }
+
+    /// The refusal of a request of `rows` rows and `priority` queued at `now` behind
+    /// `not_yet_queued` rows besides the queue's, when it is predicted to be answered
+    /// after `deadline`; `None` when it can make it, or when the cost is unknown.
     fn would_miss(
         &self,
         inner: &Inner,
+        not_yet_queued: usize,
         rows: usize,
         priority: crate::request::Priority,
         deadline: Instant,
@@ -150,7 +178,7 @@ impl Queue {
         let config = inner.state.config();
         let backlog = Backlog {
             free_at: &free_at,
-            rows_ahead: inner.state.rows_ahead(priority),
+            rows_ahead: inner.state.rows_ahead(priority) + not_yet_queued,
             max_batch_size: config.max_batch_size,
             max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
             arrivals_per_s: inner.arrivals.per_s(),

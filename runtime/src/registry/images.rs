@@ -126,6 +126,7 @@ pub(super) fn submit(
         return refuse(error);
     }
     let reservation = work.map(|work| services.pool.reserve(work));
+    let on_its_way = model.preparing(images.len());
     let (queued, ticket) = oneshot::channel();
     let (pool, traffic) = (services.pool.clone(), services.traffic.clone());
     let job_model = model.clone();
@@ -157,6 +158,7 @@ pub(super) fn submit(
                 let mut tensors = tensors;
                 tensors.push((Some(input), prepared.tensor));
                 let inputs = Inputs { tensors, images: Vec::new() };
+                drop(on_its_way);
                 model.submit_prepared(inputs, options, arrived, timings, Some(source), span)
             }
             Err((index, e)) => {
