@@ -36,6 +36,20 @@ pub enum ImageData {
     },
 }
 
+impl ImageData {
+    /// Bytes it carries: the file's, or the pixels'.
+    pub fn len(&self) -> usize {
+        match self {
+            ImageData::Encoded(bytes) | ImageData::Rgb { pixels: bytes, .. } => bytes.len(),
+        }
+    }
+
+    /// Whether it carries no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 impl From<Vec<u8>> for ImageData {
     fn from(encoded: Vec<u8>) -> Self {
         ImageData::Encoded(Bytes::from(encoded))

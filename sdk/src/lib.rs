@@ -47,10 +47,11 @@ pub use modelless_runtime::backend::{ConvAlgoSearch, CudaOptions};
 pub use modelless_runtime::classify::Class;
 pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{
-    BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput,
+    BatchPoint, FirstRunSample, ImageCapacity, ImageProfile, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput,
 };
 pub use modelless_runtime::registry::{
-    PipelineAnswer, PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, StageTime, Stages,
+    ImageCapacityOptions, ImageSizeClass, PipelineAnswer, PipelineGlue, PipelineOutput, PipelineSignature,
+    PipelineValue, StageTime, Stages,
 };
 /// The target of the runtime's request spans, one per request with a child per stage:
 /// `modelless::request=info` in a filter turns them on (see docs/serving.md, "Tracing").

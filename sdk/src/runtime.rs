@@ -7,8 +7,10 @@ use std::sync::Mutex;
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
 use modelless_runtime::preprocess::{PreprocessConfig, PreprocessPool};
-use modelless_runtime::profile::Profile;
-use modelless_runtime::registry::{FindTask, Pipeline, PipelineAnswer, PipelineGlue, variant_profile};
+use modelless_runtime::profile::{ImageCapacity, ImageProfile, Profile};
+use modelless_runtime::registry::{
+    FindTask, ImageCapacityOptions, ImageSizeClass, Pipeline, PipelineAnswer, PipelineGlue, variant_profile,
+};
 use modelless_runtime::{
     BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
     ModelMetadata, Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket,
@@ -370,6 +372,28 @@ impl Runtime {
     /// The profile of the version serving `variant` of `task`, if it has one.
     pub fn variant_profile(&self, task: &str, variant: &str) -> Result<Option<Arc<Profile>>, Error> {
         self.registry.task(task)?.profile(variant)
+    }
+
+    /// Measures what `variant` of `task` answers a second when its requests carry
+    /// `class`'s photos (decoded, resized and run on the cores they share, through
+    /// the task's own request path), and stores it beside the model in the variant's
+    /// image profile. The variant must be loaded and declare `preprocess`. Send no
+    /// other load meanwhile: it would be counted against the variant.
+    pub fn measure_image_capacity(
+        &self,
+        task: &str,
+        variant: &str,
+        class: &ImageSizeClass,
+        options: &ImageCapacityOptions,
+        on_progress: &mut dyn FnMut(f64, f64),
+    ) -> Result<ImageCapacity, Error> {
+        self.registry.task(task)?.measure_image_capacity(variant, class, options, on_progress)
+    }
+
+    /// The image profile stored for `variant` of `task` as it is loaded and configured
+    /// now (see [`Runtime::measure_image_capacity`]); `None` where none matches.
+    pub fn image_profile(&self, task: &str, variant: &str) -> Result<Option<ImageProfile>, Error> {
+        self.registry.task(task)?.image_profile(variant)
     }
 
     /// Makes `variant` the one serving `task`, loading and warming it first if need

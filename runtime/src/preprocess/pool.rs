@@ -206,6 +206,11 @@ impl PreprocessPool {
         Duration::from_nanos(self.counters.reserved_ns.load(Ordering::Relaxed) / self.threads.max(1) as u64)
     }
 
+    /// Its threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
     /// The most jobs that may wait.
     pub fn queue_size(&self) -> usize {
         self.queue_size

@@ -2,12 +2,14 @@
 //! each batch size, the line `L(b) = a·b + c` through the warm ones, the memory each
 //! batch needs (never running one predicted to exceed a budget), first runs in fresh
 //! sessions with a predictor of the warm-up outlier, and a store that reuses profiles
-//! while the model file, device and settings are unchanged.
+//! while the model file, device and settings are unchanged. Image variants also keep
+//! what they answer a second with whole photos per size class (decoding included).
 
 pub use modelless_policy_abi::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 
 mod first_run;
 mod fit;
+mod images;
 mod load;
 mod measure;
 mod memory;
@@ -19,6 +21,7 @@ mod warmup_predictor;
 
 pub use first_run::{involuntary_context_switches, sample_first_runs};
 pub use fit::{Line, fit_line, fit_weighted_line};
+pub use images::{ImageCapacity, ImageProfile};
 pub use load::{SteadyLoad, closed_loop, steady_load};
 pub use measure::{ProfileEvent, ProfileOptions, profile_model};
 pub use memory::{GpuMemory, MemoryProbe, ProcessMemory, memory_probe};

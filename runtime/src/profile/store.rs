@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use modelless_policy_abi::{Profile, ProfileKey};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
 /// The largest profile file read: a profile of every batch size up to thousands,
@@ -22,6 +23,11 @@ impl ProfileStore {
     /// Profiles kept in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         ProfileStore { dir: dir.into() }
+    }
+
+    /// The folder it keeps.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The file of `variant`'s profile.
@@ -51,26 +57,35 @@ impl ProfileStore {
         (profile.key.model_sha256 == model_sha256).then_some(profile.max_safe_batch? as usize)
     }
 
-    /// The profile file of `variant`, if it is one: a file that is missing, larger
-    /// than a profile can be, or corrupt counts as no profile (it is measured again).
+    /// The profile file of `variant`, if it is one.
     fn read(&self, variant: &str) -> Option<Profile> {
-        let file = std::fs::File::open(self.path(variant)).ok()?;
+        self.read_json(&self.path(variant))
+    }
+
+    /// Stores `profile` as `variant`'s, replacing any before it.
+    pub fn save(&self, variant: &str, profile: &Profile) -> std::io::Result<()> {
+        self.write_json(&self.path(variant), profile)
+    }
+
+    /// The JSON file at `path` in this store: one that is missing, larger than a
+    /// profile can be, or corrupt counts as none (it is measured again).
+    pub(super) fn read_json<T: DeserializeOwned>(&self, path: &Path) -> Option<T> {
+        let file = std::fs::File::open(path).ok()?;
         let mut text = Vec::new();
         file.take(MAX_PROFILE_BYTES + 1).read_to_end(&mut text).ok()?;
         if text.len() as u64 > MAX_PROFILE_BYTES {
-            tracing::warn!(variant, "profile file over {MAX_PROFILE_BYTES} bytes ignored");
+            tracing::warn!(path = %path.display(), "profile file over {MAX_PROFILE_BYTES} bytes ignored");
             return None;
         }
         serde_json::from_slice(&text).ok()
     }
 
-    /// Stores `profile` as `variant`'s, replacing any before it.
-    pub fn save(&self, variant: &str, profile: &Profile) -> std::io::Result<()> {
+    /// Writes `value` as JSON to `path` in this store, replacing any file there.
+    pub(super) fn write_json(&self, path: &Path, value: &impl Serialize) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let path = self.path(variant);
         let partial = path.with_extension("json.partial");
-        std::fs::write(&partial, serde_json::to_vec_pretty(profile)?)?;
-        // A reader sees the old profile or the new one, never half of one.
+        std::fs::write(&partial, serde_json::to_vec_pretty(value)?)?;
+        // A reader sees the old file or the new one, never half of one.
         std::fs::rename(partial, path)
     }
 }

@@ -22,7 +22,10 @@ pub use pipeline::{
 pub use profile::{variant_profile, variant_profile_key};
 #[cfg(test)]
 pub(crate) use task::memory_capped;
-pub use task::{FindProfile, MakeBackend, SwitchReport, Task, TaskStatus, VariantState, VariantStatus, VersionStatus};
+pub use task::{
+    FindProfile, ImageCapacityOptions, ImageSizeClass, MakeBackend, SwitchReport, Task, TaskStatus, VariantState,
+    VariantStatus, VersionStatus,
+};
 
 use crate::error::Error;
 use crate::model::Model;

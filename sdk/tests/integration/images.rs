@@ -7,11 +7,14 @@
 use std::time::{Duration, Instant};
 
 use modelless::preprocess::{DecodeLimits, ImagePreprocess, decode, to_tensor};
-use modelless::{Inputs, PolicyConfig, Runtime, RuntimeConfig, Slo};
+use modelless::{
+    BatchingConfig, Error, ImageCapacityOptions, ImageSizeClass, Inputs, PolicyConfig, Runtime, RuntimeConfig, Slo,
+    TaskConfig, VariantConfig,
+};
 use serde_json::Value;
 
-use crate::common::{crate_dir, images_dir, photo, policy_module};
-use crate::efficientnet::{CATS, image_task, labels, manifest};
+use crate::common::{crate_dir, efficientnet_dir, images_dir, photo, policy_module};
+use crate::efficientnet::{CATS, image_task, labels, manifest, preprocess_of};
 
 fn formats() -> Vec<Value> {
     let text = std::fs::read_to_string(images_dir().join("manifest.json")).unwrap();
@@ -98,6 +101,51 @@ fn each_efficientnet_lite_variant_classifies_jpeg_bytes_through_the_sdk() {
             eprintln!("{name} {file} ({side}px): {:?}, {:?}", best.label, answer.timings);
         }
     }
+}
+
+/// A variant's capacity with whole photos is measured through the task's own request
+/// path (decoded and run, per answer), stored beside the model by size class, and
+/// found again for the same settings; a variant that takes no images has none.
+#[test]
+fn the_capacity_with_photos_is_measured_per_size_class_and_stored_beside_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let lite0 = &manifest()["variants"][0];
+    let path = dir.path().join("lite0.onnx");
+    std::fs::copy(efficientnet_dir().join(lite0["file"].as_str().unwrap()), &path).unwrap();
+    let batching = BatchingConfig::default().with_max_batch_size(4);
+    let photos =
+        VariantConfig::new("photos", &path, 75.0).with_batching(batching).with_preprocess(preprocess_of(lite0));
+    let tensors = TaskConfig::new("tensors").with_variant(VariantConfig::new("tensors", &path, 75.0));
+    let task = TaskConfig::new("capacity").with_variant(photos);
+    let runtime = Runtime::builder().with_task(task).with_task(tensors).build().unwrap();
+    assert_eq!(runtime.image_profile("capacity", "photos").unwrap(), None);
+
+    let options = ImageCapacityOptions { duration: Duration::from_millis(1500), clients: Some(6) };
+    let mut ticks = 0;
+    for (name, file) in [("500x375", "medium.jpg"), ("3564x2880", "large.jpg")] {
+        let class = ImageSizeClass { name: name.into(), photos: vec![bench_image(file).into()] };
+        let capacity = runtime.measure_image_capacity("capacity", "photos", &class, &options, &mut |_, _| ticks += 1);
+        let capacity = capacity.unwrap();
+        assert_eq!((capacity.size_class.as_str(), capacity.clients, capacity.photos), (name, 6, 1));
+        assert!(capacity.requests_per_s > 0.0, "{capacity:?}");
+        assert!(capacity.decode_ms > 0.0 && capacity.preprocess_ms > 0.0 && capacity.compute_ms > 0.0, "{capacity:?}");
+        assert!((1.0..=4.0).contains(&capacity.mean_batch), "batches within the variant's limit: {capacity:?}");
+        assert_eq!(capacity.mean_bytes, bench_image(file).len() as u64);
+    }
+    assert!(ticks >= 2, "progress is reported");
+    let stored = runtime.image_profile("capacity", "photos").unwrap().expect("stored");
+    let classes: Vec<&str> = stored.capacities.iter().map(|c| c.size_class.as_str()).collect();
+    assert_eq!(classes, ["500x375", "3564x2880"]);
+    assert!(dir.path().join("photos.images.json").is_file(), "beside the model");
+    // A 3564×2880 JPEG costs more to decode than a 500×375 one, even at 1/8.
+    let (medium, large) = (stored.capacity("500x375").unwrap(), stored.capacity("3564x2880").unwrap());
+    assert!(large.decode_ms > medium.decode_ms, "{medium:?} {large:?}");
+
+    let class = ImageSizeClass { name: "500x375".into(), photos: vec![bench_image("medium.jpg").into()] };
+    let refused = runtime.measure_image_capacity("tensors", "tensors", &class, &options, &mut |_, _| {});
+    assert!(matches!(refused, Err(Error::Precondition(ref m)) if m.contains("takes no images")), "{refused:?}");
+    assert_eq!(runtime.image_profile("tensors", "tensors").unwrap(), None);
+    assert!(runtime.measure_image_capacity("capacity", "nope", &class, &options, &mut |_, _| {}).is_err());
 }
 
 /// tritonclient sends JPEG bytes as BYTES over gRPC and HTTP and gets classification

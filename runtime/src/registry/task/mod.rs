@@ -29,11 +29,13 @@ use crate::preprocess::PreprocessPool;
 use crate::request::{InferOptions, Inputs, Slo};
 use crate::signature::{SignatureMismatch, bound_factory};
 
+mod image_capacity;
 mod knobs;
 mod lifecycle;
 mod routing;
 mod status;
 
+pub use image_capacity::{ImageCapacityOptions, ImageSizeClass};
 pub use lifecycle::SwitchReport;
 pub use status::{TaskStatus, VariantStatus, VersionStatus};
 
