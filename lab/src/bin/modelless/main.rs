@@ -9,6 +9,7 @@ mod otlp;
 mod plan;
 mod policy;
 mod profile;
+mod profile_photos;
 mod serve;
 mod setup;
 mod simulate;

@@ -1,5 +1,6 @@
 //! `modelless profile CONFIG`: profiles on this machine, stored beside the models.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,8 +12,11 @@ use modelless_runtime::profile::{
     fit_line, mape, memory_probe, profile_model, steady_load, store_beside,
 };
 
+use modelless_lab::load::images::parse_sizes;
 use modelless_lab::plot::{Series, scatter_with_lines};
 use modelless_runtime::registry::variant_profile_key;
+
+use crate::profile_photos::{profile_photos, render_photos};
 
 /// Arguments of `modelless profile`.
 #[derive(clap::Args)]
@@ -49,6 +53,13 @@ pub struct Args {
     /// Profile every variant on this device (`cpu`, `cuda:N`) instead of its own.
     #[arg(long)]
     device: Option<Device>,
+    /// Size classes of the photos each image variant's capacity with whole photos is
+    /// measured with (photo-like JPEGs generated at these sizes).
+    #[arg(long, default_value = "500x375,3564x2880")]
+    image_sizes: String,
+    /// Seconds of closed loop per image variant and size class (0 skips them).
+    #[arg(long, default_value_t = 5.0)]
+    image_secs: f64,
 }
 
 /// Fractions of the measured maximal throughput offered by `--verify-secs`: the queue
@@ -80,6 +91,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut table = render(&rows);
     table.push_str(&warmup_prediction(&rows));
+    if args.image_secs > 0.0 {
+        let mut config = config.clone();
+        if let Some(device) = args.device {
+            for variant in config.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()) {
+                *variant = variant.clone().with_device(device, false);
+            }
+        }
+        let sizes = parse_sizes(&args.image_sizes)?;
+        let photos = profile_photos(&config, &sizes, Duration::from_secs_f64(args.image_secs), args.force)?;
+        let by_name: HashMap<String, &Profile> = rows.iter().map(|(name, p, _)| (name.clone(), p)).collect();
+        table.push_str(&render_photos(&photos, &by_name));
+    }
     if args.verify_secs > 0.0 {
         let each = Duration::from_secs_f64(args.verify_secs);
         table.push_str(&verify(&targets, &rows, &env, each, args.verify_rounds.max(1))?);
