@@ -21,6 +21,8 @@
 //!   of it for staying.
 //! - What the simulation does not see (decoding before the queue, a host that stalls)
 //!   is measured against what it saw and added to every prediction (see [`unseen`]).
+//! - Where requests carry images, a row also pays for its decoding, which takes the
+//!   same cores as the sessions (see [`decoding`]).
 //!
 //! **Co-located tasks** share the executor, and a closed formula prices their turns:
 //! - Demand ahead: the largest of the 1 s and 10 s rates and the rate since the last
@@ -58,6 +60,7 @@
 //!   exactly when a queue builds, which is what keeps a burst's tail short.
 
 pub mod allocate;
+pub mod decoding;
 pub mod executor;
 pub mod failures;
 pub mod history;
@@ -69,6 +72,7 @@ pub mod unseen;
 use std::collections::BTreeMap;
 
 use allocate::{Budgets, Candidate, Contender, allocate};
+use decoding::Decoding;
 use executor::Executor;
 use failures::{Failures, Seen};
 use history::History;
@@ -190,6 +194,7 @@ struct State {
     last_seen: BTreeMap<String, (u64, u64)>,
     refits: Refits,
     executor: Executor,
+    decoding: Decoding,
     history: BTreeMap<String, History>,
     failures: Failures,
     unseen: BTreeMap<String, Unseen>,
@@ -212,6 +217,7 @@ impl Policy for SloPredictive {
         }
         let now_ms = snapshot.now_ms;
         self.co_located = snapshot.tasks.len() > 1;
+        self.state.decoding.observe(snapshot);
         if self.parameters.follow_runs || self.parameters.follow_executor {
             let ran = self.state.refits.observe(snapshot, self.parameters.runs_window_ms);
             if self.parameters.follow_executor {
@@ -510,6 +516,14 @@ impl SloPredictive {
         Some(self.state.refits.fit(&task.name, &variant.name, profile, largest, self.parameters.profile_weight))
     }
 
+    /// What a variant is predicted with: its refitted line, each row also paying for
+    /// the decoding it takes from the same cores.
+    fn priced(&self, task: &TaskSnapshot, variant: &VariantSnapshot) -> Option<LatencyFit> {
+        let mut fit = self.refitted(task, variant)?;
+        fit.a_ms += self.state.decoding.per_row_ms();
+        Some(fit)
+    }
+
     /// How long the last of `queued` requests waits to be answered on a variant
     /// running batches of `batch`, with `running` rows in flight beyond the queue:
     /// the batch running now (of those rows, at most a full one; its whole time, at
@@ -533,7 +547,7 @@ impl SloPredictive {
         let candidates: Vec<Candidate> = task
             .variants
             .iter()
-            .filter_map(|v| Some(Candidate { name: &v.name, accuracy: v.accuracy, fit: self.refitted(task, v)? }))
+            .filter_map(|v| Some(Candidate { name: &v.name, accuracy: v.accuracy, fit: self.priced(task, v)? }))
             .collect();
         let active = candidates.iter().position(|c| c.name == task.active.variant)?;
         let budgets = task.slo_latency_ms.map(|target| Budgets {
