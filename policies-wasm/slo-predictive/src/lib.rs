@@ -715,6 +715,33 @@ mod tests {
     }
 
     #[test]
+    fn decoding_on_the_same_cores_makes_a_variant_carry_less_demand() {
+        // At a steady 120/s `large` is predicted in time on its line (ρ = 0.54) …
+        let steady = task("large", 120.0, 120.0, 120.0);
+        assert_eq!(decide(&mut SloPredictive::default(), 60, steady.clone()), None);
+        // … but when the requests carry photos whose decoding keeps two threads 60 %
+        // busy (10 ms a request), 5 ms of a 2-core machine joins every row: ρ is 1.14
+        // on `large`, 0.87 on `medium` (over 0.85), 0.74 on `small`.
+        let mut policy = SloPredictive::default();
+        let preprocessing =
+            modelless_policy_abi::PreprocessingSnapshot { threads: 2, utilisation_percent: 60.0, ..Default::default() };
+        let system =
+            modelless_policy_abi::SystemSnapshot { cores: 2, preprocessing: Some(preprocessing), ..Default::default() };
+        let mut decision = None;
+        for s in 50..=60 {
+            let snapshot = Snapshot {
+                now_ms: s * 1000,
+                tasks: vec![steady.clone()],
+                system: system.clone(),
+                ..Snapshot::default()
+            };
+            decision = policy.decide(&snapshot).tasks.into_iter().next();
+        }
+        assert!((policy.state.decoding.per_row_ms() - 5.0).abs() < 0.1, "{:?}", policy.state.decoding);
+        assert_eq!(decision.and_then(|d| d.variant).as_deref(), Some("small"));
+    }
+
+    #[test]
     fn a_rising_demand_steps_down_before_the_target_is_missed() {
         // A lone task is judged by its rates less two deviations of their measurement
         // (to stay), or plus them (to step up): at a steady 150/s (no history yet: the
