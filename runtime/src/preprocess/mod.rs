@@ -26,7 +26,7 @@ pub use limits::{DEFAULT_MAX_PIXELS, DecodeLimits, Decoded};
 #[cfg(feature = "images")]
 pub use pixels::to_tensor;
 pub use pool::{PoolReading, PreprocessConfig, PreprocessPool, Reservation};
-pub use price::{PrepPrice, decoded_pixels};
+pub use price::{ImageWork, PrepPrice, image_work};
 
 #[cfg(feature = "images")]
 use crate::tensor::Tensor;

@@ -13,7 +13,7 @@ use crate::batching::worker::{Pending, Prepared};
 use crate::error::Error;
 use crate::metrics::TaskTraffic;
 use crate::model::{Model, Ticket};
-use crate::preprocess::{ImagePreprocess, ImageSource, PreprocessPool, decoded_pixels, prepare_in};
+use crate::preprocess::{ImagePreprocess, ImageSource, ImageWork, PreprocessPool, image_work, prepare_in};
 use crate::request::{InferOptions, Inputs};
 use crate::signature::ImageInput;
 use crate::trace;
@@ -118,8 +118,8 @@ pub(super) fn submit(
     }
     // Priced from the headers before anything is decoded: the pool's threads go only
     // to requests that can still be answered in time.
-    let pixels: Option<u64> = images.iter().map(|image| decoded_pixels(image, &preprocess)).sum();
-    let work = pixels.and_then(|pixels| services.pool.price().predict(pixels));
+    let decoding: Option<ImageWork> = images.iter().map(|image| image_work(image, &preprocess)).sum();
+    let work = decoding.and_then(|decoding| services.pool.price().predict(decoding));
     if let (Some(deadline), Some(work)) = (options.deadline, work)
         && let Some(error) = priced_refusal(&model, &services.pool, images.len(), work, &options, deadline, arrived)
     {
@@ -150,8 +150,8 @@ pub(super) fn submit(
         }
         let result = match prepare_in(&images, &preprocess, pool.limits(), &span) {
             Ok(prepared) => {
-                if let Some(pixels) = pixels {
-                    pool.price().observe(pixels, prepared.decode + prepared.preprocess);
+                if let Some(decoding) = decoding {
+                    pool.price().observe(decoding, prepared.decode + prepared.preprocess);
                 }
                 let timings = Prepared { decode: prepared.decode, preprocess: prepared.preprocess };
                 let source = Arc::new(ImageSource { images, input: input.clone() });
@@ -393,7 +393,7 @@ mod tests {
         let task = two_resolutions(pool.clone());
         task.switch_to("large").unwrap();
         // A second a megapixel: the header of a 1000×1000 photo prices it at a second.
-        pool.price().set_per_megapixel(Duration::from_secs(1));
+        pool.price().set(Duration::from_secs(1), Duration::from_secs(1));
         let slo = Slo::default().with_latency(Duration::from_millis(100));
         let refused = task.submit(Inputs::image(png(1000, 1000, [1, 2, 3])), &slo).err();
         match refused {
