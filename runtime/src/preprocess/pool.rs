@@ -193,15 +193,16 @@ impl PreprocessPool {
     }
 
     /// Counts `work` in the backlog until the reservation is dropped: hand it to the
-    /// job, which drops it as it starts.
+    /// job, which drops it once its images are prepared (a decode under way holds a
+    /// thread as long as one waiting would: a 3564×2880 photo, over 100 ms).
     pub fn reserve(&self, work: Duration) -> Reservation {
         let ns = u64::try_from(work.as_nanos()).unwrap_or(u64::MAX / 2);
         self.counters.reserved_ns.fetch_add(ns, Ordering::Relaxed);
         Reservation { counters: self.counters.clone(), ns }
     }
 
-    /// How long a job queued now waits for a thread, as the queued jobs' predicted
-    /// work shared among the threads.
+    /// How long a job queued now waits for a thread, as the predicted work of the jobs
+    /// queued and under way shared among the threads (those under way counted whole).
     pub fn backlog(&self) -> Duration {
         Duration::from_nanos(self.counters.reserved_ns.load(Ordering::Relaxed) / self.threads.max(1) as u64)
     }

@@ -133,7 +133,6 @@ pub(super) fn submit(
     let job_span = span.clone();
     services.traffic.admitted();
     let job = move || {
-        drop(reservation);
         let (model, span) = (job_model, job_span);
         if queued.is_closed() {
             model.counters().canceled();
@@ -158,7 +157,7 @@ pub(super) fn submit(
                 let mut tensors = tensors;
                 tensors.push((Some(input), prepared.tensor));
                 let inputs = Inputs { tensors, images: Vec::new() };
-                drop(on_its_way);
+                drop((on_its_way, reservation));
                 model.submit_prepared(inputs, options, arrived, timings, Some(source), span)
             }
             Err((index, e)) => {
