@@ -208,6 +208,12 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// `rows_ahead` rows queued for instances free at `free_at`, in batches of up to 8
+    /// that leave at once and fill while they wait.
+    fn behind(free_at: &[Instant], rows_ahead: usize) -> Backlog<'_> {
+        Backlog { free_at, rows_ahead, max_batch_size: 8, max_queue_delay: Duration::ZERO, arrivals_per_s: BUSY }
+    }
+
     #[test]
     fn the_queue_ahead_runs_in_full_batches_and_the_request_in_the_last() {
         let now = Instant::now();
@@ -237,13 +243,7 @@ mod tests {
     fn the_requests_own_batch_is_priced_as_slow_as_recent_batches_strayed() {
         let now = Instant::now();
         let idle = [now];
-        let backlog = Backlog {
-            free_at: &idle,
-            rows_ahead: 8,
-            max_batch_size: 8,
-            max_queue_delay: Duration::ZERO,
-            arrivals_per_s: BUSY,
-        };
+        let backlog = behind(&idle, 8);
         // Batches alternating 9 and 15 ms against a 12 ms line: the mean stays near
         // 12 ms, the spread grows toward a quarter.
         let mut strayed = cost();
@@ -295,13 +295,7 @@ mod tests {
     fn admission_keeps_headroom_and_decides_at_its_boundary_both_ways() {
         let now = Instant::now();
         let idle = [now];
-        let backlog = Backlog {
-            free_at: &idle,
-            rows_ahead: 8,
-            max_batch_size: 8,
-            max_queue_delay: Duration::ZERO,
-            arrivals_per_s: BUSY,
-        };
+        let backlog = behind(&idle, 8);
         // Answered at 24 ms; due at 40 ms the headroom is 2 ms: in time up to 26 ms.
         let answer = now + ms(24);
         assert_eq!(predicted_answer(&cost(), &backlog, 1, now), answer);
