@@ -13,8 +13,9 @@ use crate::answered::AnswerHook;
 use crate::answered::Answered;
 use crate::backend::onnx::OrtSessionConfig;
 use crate::backend::{Backend, BackendFactory, Device, ModelMetadata};
+use crate::batching::margin::Prediction;
 use crate::batching::queue::{PreparingRows, Queue, timer_task};
-use crate::batching::worker::{ModelNames, Pending, Prepared, worker_task};
+use crate::batching::worker::{Arrival, ModelNames, Pending, Prepared, worker_task};
 use crate::batching::{BatchCost, BatchingConfig};
 use crate::error::{BackendError, Error};
 use crate::metrics::{ModelCounters, serving_metrics};
@@ -114,6 +115,8 @@ pub enum Admission {
     Predictive {
         /// Measured batch time over the profile's prediction, lately.
         correction: f64,
+        /// What predictions are stretched by, as answers overran them lately (1: not).
+        margin: f64,
     },
     /// Without a profile: queued while there is room, and answered
     /// `DeadlineExceeded` if its deadline passes before it runs.
@@ -369,7 +372,7 @@ impl Model {
     /// How its queue admits requests with a deadline.
     pub fn admission(&self) -> Admission {
         match self.queue.cost() {
-            Some(cost) => Admission::Predictive { correction: cost.correction() },
+            Some(cost) => Admission::Predictive { correction: cost.correction(), margin: self.queue.margin_stretch() },
             None => Admission::QueueRoom,
         }
     }
@@ -448,15 +451,21 @@ impl Model {
         let _ = pending.reply.send(Err(error));
     }
 
-    /// Why a request of `rows` rows and `priority` queued now would be refused as
-    /// unable to make `deadline`; `None` where it would be admitted (or where no
-    /// profile prices its batches).
-    pub(crate) fn deadline_refusal(&self, rows: usize, priority: Priority, deadline: Instant) -> Option<Error> {
-        self.queue.refusal(rows, priority, deadline)
+    /// Judges a request of `rows` rows and `priority` that will be queued `preparing`
+    /// from now: its refusal as unable to make `deadline`, or what was predicted for
+    /// it (`None` where no profile prices its batches).
+    pub(crate) fn judge_prepared(
+        &self,
+        rows: usize,
+        priority: Priority,
+        deadline: Instant,
+        preparing: Duration,
+    ) -> Result<Option<Prediction>, Error> {
+        self.queue.judge_prepared(rows, priority, deadline, preparing)
     }
 
     /// Counts `rows` admitted and being prepared as ahead of requests judged by
-    /// [`Model::deadline_refusal`] while the guard lives: drop it as they are queued.
+    /// [`Model::judge_prepared`] while the guard lives: drop it as they are queued.
     pub(crate) fn preparing(&self, rows: usize) -> PreparingRows {
         self.queue.preparing(rows)
     }
@@ -497,17 +506,17 @@ impl Model {
             self.counters.failed(&error);
             return Err(error);
         }
-        self.submit_prepared(inputs, options, Instant::now(), Prepared::default(), None, span)
+        self.submit_prepared(inputs, options, Arrival::now(), Prepared::default(), None, span)
     }
 
-    /// Like [`Model::submit`], for a request that arrived at `arrived` and whose
+    /// Like [`Model::submit`], for a request that arrived as `arrival` says and whose
     /// images took `prepared` to become its image input (made from `source`); `span`
     /// is its request span.
     pub(crate) fn submit_prepared(
         &self,
         inputs: Inputs,
         options: InferOptions,
-        arrived: Instant,
+        arrival: Arrival,
         prepared: Prepared,
         source: Option<Arc<ImageSource>>,
         span: tracing::Span,
@@ -527,8 +536,9 @@ impl Model {
                 key: part.key,
                 deadline: options.deadline,
                 priority: options.priority,
-                admitted: arrived,
+                admitted: arrival.at,
                 prepared,
+                prediction: arrival.prediction,
                 source,
                 reply,
                 traced: Traced::queued(span.clone()),

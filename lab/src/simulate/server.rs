@@ -11,7 +11,8 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use modelless_runtime::batching::BatchCost;
-use modelless_runtime::batching::deadline::{ArrivalRate, Backlog, admits};
+use modelless_runtime::batching::deadline::{ArrivalRate, Backlog, predicted_answer};
+use modelless_runtime::batching::margin::AdmissionMargin;
 
 use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
 use modelless_runtime::policy::core::{self, Action, TaskView, VariantView};
@@ -201,7 +202,9 @@ impl Server {
             max_queue_delay: Duration::from_micros(delay_us),
             arrivals_per_s: state.arrivals.per_s(),
         };
-        let answer = admits(cost, &backlog, 1, at(now), at(deadline_us)).err()?;
+        // Simulated batches run as their line predicts: no overrun to keep a margin for.
+        let predicted = predicted_answer(cost, &backlog, 1, at(now));
+        let answer = AdmissionMargin::default().admits(at(now), predicted, at(deadline_us)).err()?;
         Some(answer.duration_since(origin).as_micros() as u64)
     }
 

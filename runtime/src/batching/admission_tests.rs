@@ -7,6 +7,7 @@ use modelless_policy_abi::LatencyFit;
 
 use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use crate::batching::BatchingConfig;
+use crate::batching::worker::{Arrival, Prepared};
 use crate::error::Error;
 use crate::model::{Admission, Model, StartOptions, Ticket};
 use crate::request::Priority;
@@ -118,7 +119,7 @@ fn measured_batches_correct_the_profile() {
     for i in 0..5 {
         model.submit(request(i as f32), InferOptions::default()).unwrap().wait().unwrap();
     }
-    let Admission::Predictive { correction } = model.admission() else { panic!("not predictive") };
+    let Admission::Predictive { correction, .. } = model.admission() else { panic!("not predictive") };
     assert!((0.95..1.5).contains(&correction), "{correction}");
 }
 
@@ -127,15 +128,43 @@ fn rows_being_prepared_count_ahead_of_a_request_judged_before_its_own_are() {
     let (model, _) = model("admission-preparing", true);
     // Idle: one batch of 40 ms, due in 3 batches' time.
     let due = || Instant::now() + Duration::from_millis(3 * BATCH_MS);
-    assert!(model.deadline_refusal(1, Priority::Normal, due()).is_none());
+    let judge = |model: &Model| model.judge_prepared(1, Priority::Normal, due(), Duration::ZERO);
+    assert!(judge(&model).is_ok());
     // Three rows still decoding will be queued first: it would ride in the fourth batch.
     let on_their_way = model.preparing(3);
-    match model.deadline_refusal(1, Priority::Normal, due()) {
-        Some(Error::WouldMissDeadline { predicted, .. }) => {
+    match judge(&model) {
+        Err(Error::WouldMissDeadline { predicted, .. }) => {
             assert!(predicted >= Duration::from_millis(4 * BATCH_MS), "{predicted:?}")
         }
         other => panic!("expected WouldMissDeadline, got {other:?}"),
     }
     drop(on_their_way);
-    assert!(model.deadline_refusal(1, Priority::Normal, due()).is_none(), "queued or given up, they count no more");
+    assert!(judge(&model).is_ok(), "queued or given up, they count no more");
+}
+
+#[test]
+fn an_answer_that_overran_its_prediction_widens_the_margin_for_the_next() {
+    let (model, _) = model("admission-margin", true);
+    let margin = |model: &Model| match model.admission() {
+        Admission::Predictive { margin, .. } => margin,
+        other => panic!("not predictive: {other:?}"),
+    };
+    assert_eq!(margin(&model), 1.0);
+    // Idle, a batch of 40 ms: due in 70 ms, it is admitted.
+    let at_the_edge = Duration::from_millis(70);
+    assert!(model.judge_prepared(1, Priority::Normal, Instant::now() + at_the_edge, Duration::ZERO).is_ok());
+    // Judged to be queued at once and answered in 40 ms, its images take 100 ms more
+    // than that: it is answered at least 100 ms late, a tenth of its second.
+    let options = due_in(1000);
+    let deadline = options.deadline.unwrap();
+    let prediction = model.judge_prepared(1, Priority::Normal, deadline, Duration::ZERO).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let arrival = Arrival { at: Instant::now(), prediction };
+    let span = tracing::Span::none();
+    let ticket = model.submit_prepared(request(1.0), options, arrival, Prepared::default(), None, span);
+    ticket.unwrap().wait().unwrap();
+    assert!(margin(&model) >= 2.0, "overran by a whole floor share: {}", margin(&model));
+    // Stretched by it, the same request at the edge is refused now.
+    let edge = model.judge_prepared(1, Priority::Normal, Instant::now() + at_the_edge, Duration::ZERO);
+    assert!(matches!(edge, Err(Error::WouldMissDeadline { .. })), "{edge:?}");
 }

@@ -19,12 +19,6 @@ const ARRIVAL_WEIGHT: f64 = 0.05;
 const CORRECTION_RANGE: (f64, f64) = (0.25, 8.0);
 /// The least a batch is taken to cost, whatever the line says at small sizes.
 const MIN_BATCH_MS: f64 = 0.02;
-/// Of the time a request has left, the share admission keeps in hand: an answer
-/// predicted for its very deadline would be late as often as not (batch times
-/// spread, and the answer still has to reach the caller).
-const HEADROOM_SHARE: f64 = 0.05;
-/// The least headroom admission keeps.
-const MIN_HEADROOM: Duration = Duration::from_millis(1);
 /// The most a batch is taken to overrun its prediction by, as a share of it, when a
 /// batch is formed: beyond it, one slow batch would answer the requests formed at
 /// the edge of their deadlines late.
@@ -170,22 +164,6 @@ pub fn predicted_answer(cost: &BatchCost, backlog: &Backlog<'_>, rows: usize, no
     start + cost.of_slow(last_rows)
 }
 
-/// Whether a request of `rows` rows due at `deadline`, queued at `now` behind
-/// `backlog`, is predicted to be answered in time with headroom to spare; `Err`
-/// holds the predicted answer when it is not.
-pub fn admits(
-    cost: &BatchCost,
-    backlog: &Backlog<'_>,
-    rows: usize,
-    now: Instant,
-    deadline: Instant,
-) -> Result<(), Instant> {
-    let answer = predicted_answer(cost, backlog, rows, now);
-    let left = deadline.saturating_duration_since(now);
-    let headroom = left.mul_f64(HEADROOM_SHARE).max(MIN_HEADROOM);
-    if answer + headroom <= deadline { Ok(()) } else { Err(answer) }
-}
-
 /// The instance free first.
 fn first_free(free: &mut [Instant]) -> &mut Instant {
     let index = free.iter().enumerate().min_by_key(|(_, t)| **t).map_or(0, |(i, _)| i);
@@ -195,6 +173,7 @@ fn first_free(free: &mut [Instant]) -> &mut Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batching::margin::AdmissionMargin;
 
     /// Arrivals that fill any batch that waits.
     const BUSY: f64 = 1e9;
@@ -256,9 +235,10 @@ mod tests {
         assert_eq!(predicted_answer(&strayed, &backlog, 1, now), now + mean + slow);
         // So a deadline the mean alone would make is refused at once rather than
         // expired when the queue forms the batch.
+        let margin = AdmissionMargin::default();
         let deadline = now + (mean * 2).mul_f64(1.06);
-        assert!(admits(&cost(), &backlog, 1, now, now + ms(24).mul_f64(1.06)).is_ok());
-        assert!(admits(&strayed, &backlog, 1, now, deadline).is_err());
+        assert!(margin.admits(now, predicted_answer(&cost(), &backlog, 1, now), now + ms(24).mul_f64(1.06)).is_ok());
+        assert!(margin.admits(now, predicted_answer(&strayed, &backlog, 1, now), deadline).is_err());
     }
 
     #[test]
@@ -289,24 +269,6 @@ mod tests {
             Backlog { free_at: &idle, rows_ahead: 0, max_batch_size: 8, max_queue_delay: ms(2), arrivals_per_s: BUSY };
         assert_eq!(predicted_answer(&cost(), &backlog, 1, now), now + ms(2 + 5));
         assert_eq!(predicted_answer(&cost(), &backlog, 8, now), now + ms(12), "a full batch leaves at once");
-    }
-
-    #[test]
-    fn admission_keeps_headroom_and_decides_at_its_boundary_both_ways() {
-        let now = Instant::now();
-        let idle = [now];
-        let backlog = behind(&idle, 8);
-        // Answered at 24 ms; due at 40 ms the headroom is 2 ms: in time up to 26 ms.
-        let answer = now + ms(24);
-        assert_eq!(predicted_answer(&cost(), &backlog, 1, now), answer);
-        let due = |d: Duration| now + d;
-        // 5 % of 25.27 ms is 1.26 ms: answer + 1.26 ≤ 25.27 just holds.
-        assert_eq!(admits(&cost(), &backlog, 1, now, due(Duration::from_micros(25_270))), Ok(()));
-        assert_eq!(admits(&cost(), &backlog, 1, now, due(Duration::from_micros(25_260))), Err(answer));
-        // Below 20 ms left the headroom is the 1 ms floor.
-        let backlog = Backlog { rows_ahead: 0, ..backlog };
-        assert_eq!(admits(&cost(), &backlog, 1, now, due(ms(6))), Ok(()));
-        assert_eq!(admits(&cost(), &backlog, 1, now, due(Duration::from_micros(5_999))), Err(now + ms(5)));
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod admission_tests;
 mod assemble;
 mod config;
 pub mod deadline;
+pub mod margin;
 pub(crate) mod queue;
 pub mod state;
 pub(crate) mod worker;

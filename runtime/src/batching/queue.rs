@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::BatchingConfig;
-use super::deadline::{ArrivalRate, Backlog, BatchCost, admits};
+use super::deadline::{ArrivalRate, Backlog, BatchCost, predicted_answer};
+use super::margin::{AdmissionMargin, Prediction};
 use super::state::{Next, Queued, State};
 use super::worker::Pending;
 use crate::answered::{AnswerHook, Answered, Outcome};
@@ -34,6 +35,9 @@ pub(crate) struct Queue {
     /// Rows admitted but still being prepared (images decoding) on their way here:
     /// they will be queued ahead of a request admitted after them.
     preparing: Arc<AtomicUsize>,
+    /// How late answers came against admission's predictions; locked after `inner`
+    /// where both are held.
+    margin: Mutex<AdmissionMargin>,
 }
 
 /// Rows counted as on their way to a queue until this is dropped, when they are
@@ -86,7 +90,16 @@ impl Queue {
             timer_at: None,
         };
         let preparing = Arc::new(AtomicUsize::new(0));
-        Arc::new(Queue { model, on_answer, counters, inner: Mutex::new(inner), timer: Condvar::new(), preparing })
+        let margin = Mutex::new(AdmissionMargin::default());
+        Arc::new(Queue {
+            model,
+            on_answer,
+            counters,
+            inner: Mutex::new(inner),
+            timer: Condvar::new(),
+            preparing,
+            margin,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -124,15 +137,21 @@ impl Queue {
         }
         let now = Instant::now();
         inner.arrivals.arrived(now);
+        let mut prediction = None;
         if let Some(deadline) = deadline {
             // Parts of a split request are all its own rows.
             let rows = parts.len() * first_rows;
-            if let Some(error) = self.would_miss(&inner, 0, rows, priority, deadline, now) {
-                self.counters.failed(&error);
-                return Err(error);
+            match self.judge(&inner, 0, Duration::ZERO, rows, priority, deadline, now) {
+                Ok(judged) => prediction = judged,
+                Err(error) => {
+                    self.counters.failed(&error);
+                    return Err(error);
+                }
             }
         }
-        for pending in parts {
+        for mut pending in parts {
+            // One judged before its images were prepared keeps that first prediction.
+            pending.prediction = pending.prediction.or(prediction);
             // Room was checked above, under the same lock.
             let _ = inner.state.append(pending, now);
         }
@@ -150,29 +169,40 @@ impl Queue {
         PreparingRows { count: self.preparing.clone(), rows }
     }
 
-    /// The refusal a request of `rows` rows and `priority` queued once it is prepared
-    /// would meet, being predicted to be answered after `deadline`; `None` when it can
-    /// make it, or when the cost is unknown. The rows being prepared before it count
-    /// as ahead of it. Nothing is queued.
-    pub fn refusal(&self, rows: usize, priority: crate::request::Priority, deadline: Instant) -> Option<Error> {
+    /// Judges a request of `rows` rows and `priority` that will be queued once it is
+    /// prepared, `preparing` from now, behind the rows being prepared before it: the
+    /// refusal it meets, being predicted to be answered after `deadline`, or what was
+    /// predicted for it (`None` while no profile prices the model's batches). Nothing
+    /// is queued.
+    pub fn judge_prepared(
+        &self,
+        rows: usize,
+        priority: crate::request::Priority,
+        deadline: Instant,
+        preparing: Duration,
+    ) -> Result<Option<Prediction>, Error> {
         let inner = self.lock();
         let on_their_way = self.preparing.load(Ordering::Relaxed);
-        self.would_miss(&inner, on_their_way, rows, priority, deadline, Instant::now())
+        self.judge(&inner, on_their_way, preparing, rows, priority, deadline, Instant::now())
     }
 
-    /// The refusal of a request of `rows` rows and `priority` queued at `now` behind
-    /// `not_yet_queued` rows besides the queue's, when it is predicted to be answered
-    /// after `deadline`; `None` when it can make it, or when the cost is unknown.
-    fn would_miss(
+    /// Judges a request of `rows` rows and `priority` due at `deadline`, queued
+    /// `lead` after `now` behind `not_yet_queued` rows besides the queue's (the
+    /// queue taken as it stands now): its refusal when its answer, stretched by the
+    /// margin answers have overrun lately, would come after the deadline; else the
+    /// unstretched prediction it was admitted on (`None` when the cost is unknown).
+    #[allow(clippy::too_many_arguments)]
+    fn judge(
         &self,
         inner: &Inner,
         not_yet_queued: usize,
+        lead: Duration,
         rows: usize,
         priority: crate::request::Priority,
         deadline: Instant,
         now: Instant,
-    ) -> Option<Error> {
-        let cost = inner.state.cost()?;
+    ) -> Result<Option<Prediction>, Error> {
+        let Some(cost) = inner.state.cost() else { return Ok(None) };
         let free_at: Vec<Instant> =
             inner.running.iter().map(|r| r.map_or(now, |(took, rows)| took + cost.of(rows))).collect();
         let config = inner.state.config();
@@ -183,13 +213,34 @@ impl Queue {
             max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
             arrivals_per_s: inner.arrivals.per_s(),
         };
-        let answer = admits(cost, &backlog, rows, now, deadline).err()?;
-        Some(Error::WouldMissDeadline {
-            model: self.model.to_string(),
-            predicted: answer.saturating_duration_since(now),
-            left: deadline.saturating_duration_since(now),
-            retry_after: answer.saturating_duration_since(deadline),
-        })
+        let answer = predicted_answer(cost, &backlog, rows, now) + lead;
+        let margin = *self.margin.lock().unwrap_or_else(PoisonError::into_inner);
+        match margin.admits(now, answer, deadline) {
+            Ok(()) => Ok(Some(Prediction { made: now, answer, deadline })),
+            Err(stretched) => Err(Error::WouldMissDeadline {
+                model: self.model.to_string(),
+                predicted: stretched.saturating_duration_since(now),
+                left: deadline.saturating_duration_since(now),
+                retry_after: stretched.saturating_duration_since(deadline),
+            }),
+        }
+    }
+
+    /// Requests admitted on `predictions` were answered at `answered` (or given up
+    /// then): the margin learns how late they came.
+    pub fn answered(&self, predictions: &[Prediction], answered: Instant) {
+        if predictions.is_empty() {
+            return;
+        }
+        let mut margin = self.margin.lock().unwrap_or_else(PoisonError::into_inner);
+        for prediction in predictions {
+            margin.observe(prediction, answered);
+        }
+    }
+
+    /// What predictions are stretched by now, as answers overran them lately.
+    pub fn margin_stretch(&self) -> f64 {
+        self.margin.lock().unwrap_or_else(PoisonError::into_inner).stretch()
     }
 
     /// Takes out every request still waiting for a batch, each with when it was
@@ -343,6 +394,11 @@ impl Queue {
                 self.counters.canceled();
                 Answered::Abandoned
             } else {
+                // Given up as unable to make its deadline: it would have been answered
+                // no sooner than that.
+                if let Some(prediction) = d.item.prediction {
+                    self.answered(&[prediction], prediction.deadline.max(Instant::now()));
+                }
                 let error = Error::DeadlineExceeded { model: self.model.to_string() };
                 self.counters.failed(&error);
                 d.item.traced.failed(&error);

@@ -10,6 +10,7 @@ use crossbeam_channel::Receiver;
 use tokio::sync::oneshot;
 
 use super::assemble::BatchAssembler;
+use super::margin::Prediction;
 use super::queue::Queue;
 use super::state::{Priority, Queued};
 use crate::answered::{AnswerHook, Answered};
@@ -33,11 +34,29 @@ pub(crate) struct Pending {
     pub admitted: Instant,
     /// Time its images took to decode and preprocess before it queued.
     pub prepared: Prepared,
+    /// What admission predicted for it, where a profile priced it.
+    pub prediction: Option<Prediction>,
     /// The images its image input was made from, to make it again for another variant.
     pub source: Option<Arc<ImageSource>>,
     pub reply: oneshot::Sender<Result<Output, Error>>,
     /// Its request span and the stage it is in, carried across the queue's threads.
     pub traced: Traced,
+}
+
+/// When a request arrived, and what admission predicted for it then (where a profile
+/// priced it): a request judged before its images were prepared keeps that first
+/// prediction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Arrival {
+    pub at: Instant,
+    pub prediction: Option<Prediction>,
+}
+
+impl Arrival {
+    /// A request arriving now, not judged yet.
+    pub fn now() -> Arrival {
+        Arrival { at: Instant::now(), prediction: None }
+    }
 }
 
 /// Time spent on a request's images before it queued.
@@ -88,6 +107,7 @@ pub(crate) fn worker_task(
     pad_sizes: Vec<usize>,
 ) {
     let mut assembler = BatchAssembler::new(pad_sizes);
+    let mut predictions = Vec::new();
     for mut batch in jobs {
         loop {
             // Where sessions take turns, the batch is completed once its turn comes:
@@ -100,7 +120,10 @@ pub(crate) fn worker_task(
                 queue.top_up(&mut batch);
             }
             let rows = batch.iter().map(|p| p.rows).sum();
+            predictions.clear();
+            predictions.extend(batch.iter().filter_map(|p| p.prediction));
             run_batch(&names, backend.as_mut(), &mut assembler, batch, index);
+            queue.answered(&predictions, Instant::now());
             drop(turn);
             match queue.next_for(index, rows, waited) {
                 Some(next) => batch = next,

@@ -9,7 +9,8 @@ use tokio::sync::oneshot;
 
 use crate::admission::batch_key;
 use crate::answered::Answered;
-use crate::batching::worker::{Pending, Prepared};
+use crate::batching::margin::Prediction;
+use crate::batching::worker::{Arrival, Pending, Prepared};
 use crate::error::Error;
 use crate::metrics::TaskTraffic;
 use crate::model::{Model, Ticket};
@@ -120,10 +121,12 @@ pub(super) fn submit(
     // to requests that can still be answered in time.
     let decoding: Option<ImageWork> = images.iter().map(|image| image_work(image, &preprocess)).sum();
     let work = decoding.and_then(|decoding| services.pool.price().predict(decoding));
-    if let (Some(deadline), Some(work)) = (options.deadline, work)
-        && let Some(error) = priced_refusal(&model, &services.pool, images.len(), work, &options, deadline, arrived)
-    {
-        return refuse(error);
+    let mut prediction = None;
+    if let (Some(deadline), Some(work)) = (options.deadline, work) {
+        match judge(&model, &services.pool, images.len(), work, &options, deadline, arrived) {
+            Ok(judged) => prediction = judged,
+            Err(error) => return refuse(error),
+        }
     }
     let reservation = work.map(|work| services.pool.reserve(work));
     let on_its_way = model.preparing(images.len());
@@ -158,7 +161,8 @@ pub(super) fn submit(
                 tensors.push((Some(input), prepared.tensor));
                 let inputs = Inputs { tensors, images: Vec::new() };
                 drop((on_its_way, reservation));
-                model.submit_prepared(inputs, options, arrived, timings, Some(source), span)
+                let arrival = Arrival { at: arrived, prediction };
+                model.submit_prepared(inputs, options, arrival, timings, Some(source), span)
             }
             Err((index, e)) => {
                 let error =
@@ -186,10 +190,11 @@ pub(super) fn submit(
     Ok(Ticket::preprocessing(ticket))
 }
 
-/// The refusal of an image request predicted to be answered after `deadline`: its
-/// images ready once the pool's backlog and their own `work` are done, then its batch
-/// as `model`'s queue predicts it from there; `None` where it can make it.
-fn priced_refusal(
+/// Judges an image request before its images are decoded: its images ready once the
+/// pool's backlog and their own `work` are done, then its batch as `model`'s queue
+/// predicts it from there. The refusal where it would be answered after `deadline`;
+/// else what was predicted for it (`None` where no profile prices the batches).
+fn judge(
     model: &Model,
     pool: &PreprocessPool,
     rows: usize,
@@ -197,26 +202,18 @@ fn priced_refusal(
     options: &InferOptions,
     deadline: Instant,
     now: Instant,
-) -> Option<Error> {
+) -> Result<Option<Prediction>, Error> {
     let preparing = pool.backlog() + work;
     let ready = now + preparing;
-    let left = deadline.saturating_duration_since(now);
     if ready > deadline {
-        return Some(Error::WouldMissDeadline {
+        return Err(Error::WouldMissDeadline {
             model: format!("{} (preprocessing)", model.name()),
             predicted: preparing,
-            left,
+            left: deadline.saturating_duration_since(now),
             retry_after: ready - deadline,
         });
     }
-    // The queue judges a request queued now: give it the deadline less the wait for
-    // its images, and say what it predicted from the request's own arrival.
-    match model.deadline_refusal(rows, options.priority, deadline - preparing)? {
-        Error::WouldMissDeadline { model, predicted, retry_after, .. } => {
-            Some(Error::WouldMissDeadline { model, predicted: predicted + preparing, left, retry_after })
-        }
-        other => Some(other),
-    }
+    model.judge_prepared(rows, options.priority, deadline, preparing)
 }
 
 /// Makes a waiting request's image input again for `to`, whose preprocessing differs

@@ -1,0 +1,156 @@
+//! The margin admission keeps between a predicted answer and its deadline, learned
+//! from how late answers came against their predictions. Pure (time is passed in).
+//!
+//! The batch cost's correction follows the model's runs, but not what happens around
+//! them: on the cores a decoder shares with the session, a batch formed while large
+//! photos decode runs three to five times its idle time, and a request admitted while
+//! the decoder was quiet answers late. The margin stretches each prediction by the
+//! worst overrun seen lately, so that what admission lets in is answered in time.
+
+use std::time::{Duration, Instant};
+
+/// Of the time a request has left, the share admission keeps in hand even when
+/// answers come as predicted: an answer predicted for its very deadline would be late
+/// as often as not (the answer still has to reach the caller).
+const HEADROOM_SHARE: f64 = 0.05;
+/// The least headroom admission keeps.
+const MIN_HEADROOM: Duration = Duration::from_millis(1);
+/// An overrun is measured against the prediction, or against this share of the
+/// request's time when the prediction was shorter: a 1 ms hiccup on a 1 ms prediction
+/// says nothing about a 300 ms one.
+const FLOOR_SHARE: f64 = 0.1;
+/// The most one overrun stretches predictions by: a request stalled for seconds (a
+/// descheduled process) would otherwise close the model to everything.
+const MAX_STRETCH: f64 = 4.0;
+/// How much of the stretch beyond 1 each answer that came as predicted keeps: half of
+/// it is gone after about 700 such answers.
+const DECAY: f64 = 0.999;
+
+/// What admission predicted for a request it let in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prediction {
+    /// When admission judged it.
+    pub made: Instant,
+    /// When it predicted the answer.
+    pub answer: Instant,
+    /// When the answer is due.
+    pub deadline: Instant,
+}
+
+impl Prediction {
+    /// The prediction's wait, or the floor share of the time left when that is longer.
+    fn scale(&self) -> Duration {
+        let predicted = self.answer.saturating_duration_since(self.made);
+        predicted.max(self.deadline.saturating_duration_since(self.made).mul_f64(FLOOR_SHARE))
+    }
+}
+
+/// How far answers overran their predictions lately.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdmissionMargin {
+    /// 1 + the overrun as a share of the prediction's scale: the worst seen, decaying.
+    stretch: f64,
+}
+
+impl Default for AdmissionMargin {
+    fn default() -> Self {
+        AdmissionMargin { stretch: 1.0 }
+    }
+}
+
+impl AdmissionMargin {
+    /// What predictions are stretched by now (1: taken as they are).
+    pub fn stretch(&self) -> f64 {
+        self.stretch
+    }
+
+    /// Whether an answer predicted at `answer` for a request judged at `now` and due at
+    /// `deadline`, stretched by the margin, leaves the headroom in hand; `Err` holds
+    /// the stretched answer when it does not.
+    pub fn admits(&self, now: Instant, answer: Instant, deadline: Instant) -> Result<(), Instant> {
+        let prediction = Prediction { made: now, answer, deadline };
+        let stretched = answer + prediction.scale().mul_f64(self.stretch - 1.0);
+        let left = deadline.saturating_duration_since(now);
+        let headroom = left.mul_f64(HEADROOM_SHARE).max(MIN_HEADROOM);
+        if stretched + headroom <= deadline { Ok(()) } else { Err(stretched) }
+    }
+
+    /// A request admitted on `prediction` was answered at `answered` (or given up
+    /// then, as unable to make its deadline): an overrun beyond the stretch in force
+    /// sets it at once; answers that came in time let it decay toward 1.
+    pub fn observe(&mut self, prediction: &Prediction, answered: Instant) {
+        let overrun = answered.saturating_duration_since(prediction.answer).as_secs_f64();
+        let scale = prediction.scale().as_secs_f64();
+        let seen = if scale > 0.0 { 1.0 + overrun / scale } else { 1.0 };
+        let decayed = 1.0 + (self.stretch - 1.0) * DECAY;
+        self.stretch = seen.min(MAX_STRETCH).max(decayed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn without_overruns_admission_keeps_only_the_headroom_both_ways() {
+        let now = Instant::now();
+        let margin = AdmissionMargin::default();
+        // Due in 100 ms, the headroom is 5 ms: an answer predicted at 95 ms just holds.
+        assert_eq!(margin.admits(now, now + ms(95), now + ms(100)), Ok(()));
+        let late = now + Duration::from_micros(95_001);
+        assert_eq!(margin.admits(now, late, now + ms(100)), Err(late));
+        // Below 20 ms left the headroom is the 1 ms floor.
+        assert_eq!(margin.admits(now, now + ms(5), now + ms(6)), Ok(()));
+        assert!(margin.admits(now, now + Duration::from_micros(5_001), now + ms(6)).is_err());
+    }
+
+    #[test]
+    fn an_overrun_stretches_later_predictions_by_as_much_at_once() {
+        let now = Instant::now();
+        let mut margin = AdmissionMargin::default();
+        // Predicted at 200 ms of 500, answered at 400: an overrun of one prediction.
+        let prediction = Prediction { made: now, answer: now + ms(200), deadline: now + ms(500) };
+        margin.observe(&prediction, now + ms(400));
+        assert!((margin.stretch() - 2.0).abs() < 1e-9, "{}", margin.stretch());
+        // 240 ms predicted, stretched to 480 + 25 ms headroom: over 500, refused.
+        assert_eq!(margin.admits(now, now + ms(240), now + ms(500)), Err(now + ms(480)));
+        assert_eq!(margin.admits(now, now + ms(230), now + ms(500)), Ok(()));
+        // A short prediction is stretched by the floor share of its time (50 ms), so a
+        // short one stays in: 10 + 50 ms.
+        assert_eq!(margin.admits(now, now + ms(10), now + ms(500)), Ok(()));
+        // 300 ms is stretched to 600: past even a deadline 3 ms beyond it.
+        assert_eq!(margin.admits(now, now + ms(300), now + ms(603)), Err(now + ms(600)));
+    }
+
+    #[test]
+    fn answers_in_time_let_the_stretch_decay_and_one_stall_is_bounded() {
+        let now = Instant::now();
+        let mut margin = AdmissionMargin::default();
+        let prediction = Prediction { made: now, answer: now + ms(100), deadline: now + ms(1000) };
+        margin.observe(&prediction, now + ms(300));
+        assert!((margin.stretch() - 3.0).abs() < 1e-9);
+        // A smaller overrun does not lower it; answers in time wear it down.
+        margin.observe(&prediction, now + ms(150));
+        assert!(margin.stretch() > 2.99);
+        for _ in 0..700 {
+            margin.observe(&prediction, now + ms(90));
+        }
+        assert!((1.9..2.1).contains(&margin.stretch()), "half the excess is gone: {}", margin.stretch());
+        margin.observe(&prediction, now + Duration::from_secs(60));
+        assert_eq!(margin.stretch(), MAX_STRETCH);
+    }
+
+    #[test]
+    fn a_hiccup_on_a_short_prediction_is_measured_against_the_floor() {
+        let now = Instant::now();
+        let mut margin = AdmissionMargin::default();
+        // Predicted at 1 ms of 500: 2 ms late is 2 ms against a 50 ms floor.
+        let prediction = Prediction { made: now, answer: now + ms(1), deadline: now + ms(500) };
+        margin.observe(&prediction, now + ms(3));
+        assert!((margin.stretch() - 1.04).abs() < 1e-9, "{}", margin.stretch());
+    }
+}
