@@ -12,6 +12,10 @@
 #
 #   bash scripts/bench_overload.sh [OUT]      (default bench-overload; ~4 min, 6 with a baseline)
 #   BASELINE=436d92c PHASE_S=30 MULTIPLES="0.8 1.5 2 4" CONCURRENCY=32 CAPACITY_S=10
+#
+# With photos: CONFIG=experiments/overload-photos.toml TASK=classify-photo SLO_MS=500
+# IMAGE_SIZES=500x375,3564x2880 sends photo-like JPEGs of those sizes, mixed (Lite0
+# with its `preprocess`; decoding shares the cores with the session).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +24,11 @@ PHASE_S="${PHASE_S:-30}"
 MULTIPLES="${MULTIPLES:-0.8 1.5 2 4}"
 CONCURRENCY="${CONCURRENCY:-32}"
 CAPACITY_S="${CAPACITY_S:-10}"
+CONFIG="${CONFIG:-experiments/overload.toml}"
+TASK="${TASK:-classify}"
+SLO_MS="${SLO_MS:-150}"
+IMAGES=()
+[[ -n "${IMAGE_SIZES:-}" ]] && IMAGES=(--image-sizes "$IMAGE_SIZES")
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 cd "$ROOT"
 log() { echo "bench_overload: $*" >&2; }
@@ -31,11 +40,11 @@ if [[ -n "${BASELINE:-}" ]]; then
     log "building the baseline $BASELINE (the first time: a full release build)"
     bash scripts/build_baseline.sh "$BASELINE" "$OUT/bin/baseline"
 fi
-sed -e "s|\.\./\.modelless|$ROOT/.modelless|g" experiments/overload.toml >"$OUT/config.toml"
+sed -e "s|\.\./\.modelless|$ROOT/.modelless|g" "$CONFIG" >"$OUT/config.toml"
 
 cat >"$OUT/capacity-load.toml" <<TOML
 [[tasks]]
-task = "classify"
+task = "$TASK"
 slo_ms = 60000
 pattern = { kind = "constant", rate = 1, duration_s = $CAPACITY_S }
 TOML
@@ -43,7 +52,8 @@ TOML
 capacity() {
     log "measuring capacity ($1): closed loop, $CONCURRENCY clients, $CAPACITY_S s"
     "$OUT/bin/admission" loadgen --config "$OUT/config.toml" --load "$OUT/capacity-load.toml" \
-        --concurrency "$CONCURRENCY" --label "$1" --out "$OUT/$1" >/dev/null 2>"$OUT/$1.log"
+        --concurrency "$CONCURRENCY" ${IMAGES[@]+"${IMAGES[@]}"} --label "$1" --out "$OUT/$1" \
+        >/dev/null 2>"$OUT/$1.log"
     python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['throughput_per_s'])" "$OUT/$1/summary.json"
 }
 CAPACITIES=("$(capacity capacity-0)")
@@ -58,17 +68,18 @@ for multiple in $MULTIPLES; do
     cat >"$OUT/load-x$multiple.toml" <<TOML
 seed = 5
 [[tasks]]
-task = "classify"
-slo_ms = 150
+task = "$TASK"
+slo_ms = $SLO_MS
 pattern = { kind = "constant", rate = $rate, duration_s = $PHASE_S }
 TOML
     for build in "${BUILDS[@]}"; do
         log "offering $multiple x capacity ($rate/s) to $build for $PHASE_S s"
         "$OUT/bin/$build" loadgen --config "$OUT/config.toml" --load "$OUT/load-x$multiple.toml" \
-            --label "$build" --out "$OUT/$build-x$multiple" >/dev/null 2>"$OUT/$build-x$multiple.log"
+            ${IMAGES[@]+"${IMAGES[@]}"} --label "$build" --out "$OUT/$build-x$multiple" \
+            >/dev/null 2>"$OUT/$build-x$multiple.log"
     done
     CAPACITIES+=("$(capacity "capacity-$phase")")
 done
-python3 scripts/bench_overload_table.py --capacities "${CAPACITIES[@]}" --phase-s "$PHASE_S" \
+python3 scripts/bench_overload_table.py --capacities "${CAPACITIES[@]}" --phase-s "$PHASE_S" --slo-ms "$SLO_MS" \
     --multiples $MULTIPLES --builds "${BUILDS[@]}" --dir "$OUT"
 cat "$OUT/results.md"
