@@ -7,7 +7,6 @@ use modelless_policy_abi::LatencyFit;
 
 use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use crate::batching::BatchingConfig;
-use crate::batching::worker::{Arrival, Prepared};
 use crate::error::Error;
 use crate::model::{Admission, Model, StartOptions, Ticket};
 use crate::request::Priority;
@@ -143,28 +142,27 @@ fn rows_being_prepared_count_ahead_of_a_request_judged_before_its_own_are() {
 }
 
 #[test]
-fn an_answer_that_overran_its_prediction_widens_the_margin_for_the_next() {
-    let (model, _) = model("admission-margin", true);
+fn an_answer_late_against_its_prediction_widens_the_margin_for_the_next() {
+    // The profile says 10 ms a batch; the fake takes 40.
+    let fake = FakeConfig { per_batch: Duration::from_millis(BATCH_MS), ..FakeConfig::default() };
+    let options =
+        StartOptions { latency_fit: Some(LatencyFit { a_ms: 0.0, c_ms: 10.0, r2: 1.0 }), ..StartOptions::default() };
+    let batching = BatchingConfig::default().with_max_batch_size(1);
+    let factory = FakeBackend::factory(fake, BatchLog::default());
+    let model = Model::start_with("admission-margin", factory, 1, batching, options).unwrap();
     let margin = |model: &Model| match model.admission() {
         Admission::Predictive { margin, .. } => margin,
         other => panic!("not predictive: {other:?}"),
     };
     assert_eq!(margin(&model), 1.0);
-    // Idle, a batch of 40 ms: due in 70 ms, it is admitted.
-    let at_the_edge = Duration::from_millis(70);
-    assert!(model.judge_prepared(1, Priority::Normal, Instant::now() + at_the_edge, Duration::ZERO).is_ok());
-    // Judged to be queued at once and answered in 40 ms, its images take 100 ms more
-    // than that: it is answered at least 100 ms late, a tenth of its second.
-    let options = due_in(1000);
-    let deadline = options.deadline.unwrap();
-    let prediction = model.judge_prepared(1, Priority::Normal, deadline, Duration::ZERO).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    let arrival = Arrival { at: Instant::now(), prediction };
-    let span = tracing::Span::none();
-    let ticket = model.submit_prepared(request(1.0), options, arrival, Prepared::default(), None, span);
-    ticket.unwrap().wait().unwrap();
-    assert!(margin(&model) >= 2.0, "overran by a whole floor share: {}", margin(&model));
-    // Stretched by it, the same request at the edge is refused now.
-    let edge = model.judge_prepared(1, Priority::Normal, Instant::now() + at_the_edge, Duration::ZERO);
-    assert!(matches!(edge, Err(Error::WouldMissDeadline { .. })), "{edge:?}");
+    // Predicted in 10 ms, due in 30: admitted, and answered late (the batch takes 40).
+    let late = model.submit(request(1.0), due_in(30)).unwrap().wait();
+    assert!(late.is_ok() || matches!(late, Err(Error::DeadlineExceeded { .. })), "{:?}", late.map(|_| ()));
+    assert!(margin(&model) > 2.0, "it overran by twice its prediction: {}", margin(&model));
+    // The same request is refused now, where the batch cost's correction alone (a
+    // tenth of the way toward 4) would still admit it.
+    let Admission::Predictive { correction, .. } = model.admission() else { unreachable!() };
+    assert!(10.0 * correction + 1.5 < 30.0, "{correction}");
+    let refused = model.submit(request(2.0), due_in(30));
+    assert!(matches!(refused, Err(Error::WouldMissDeadline { .. })), "{:?}", refused.map(|_| ()));
 }

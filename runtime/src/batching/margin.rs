@@ -76,12 +76,16 @@ impl AdmissionMargin {
     }
 
     /// A request admitted on `prediction` was answered at `answered` (or given up
-    /// then, as unable to make its deadline): an overrun beyond the stretch in force
-    /// sets it at once; answers that came in time let it decay toward 1.
+    /// then, as unable to make its deadline). Answered late, its overrun sets the
+    /// stretch at once where that is beyond the one in force; answered in time, however
+    /// far past its prediction, it lets the stretch decay toward 1: an overrun that
+    /// still makes the deadline costs nothing, and stretching for it would refuse
+    /// requests that would have been answered in time.
     pub fn observe(&mut self, prediction: &Prediction, answered: Instant) {
         let overrun = answered.saturating_duration_since(prediction.answer).as_secs_f64();
         let scale = prediction.scale().as_secs_f64();
-        let seen = if scale > 0.0 { 1.0 + overrun / scale } else { 1.0 };
+        let late = answered >= prediction.deadline;
+        let seen = if late && scale > 0.0 { 1.0 + overrun / scale } else { 1.0 };
         let decayed = 1.0 + (self.stretch - 1.0) * DECAY;
         self.stretch = seen.min(MAX_STRETCH).max(decayed);
     }
@@ -112,8 +116,8 @@ mod tests {
     fn an_overrun_stretches_later_predictions_by_as_much_at_once() {
         let now = Instant::now();
         let mut margin = AdmissionMargin::default();
-        // Predicted at 200 ms of 500, answered at 400: an overrun of one prediction.
-        let prediction = Prediction { made: now, answer: now + ms(200), deadline: now + ms(500) };
+        // Predicted at 200 ms of 350, answered at 400: late by an overrun of one prediction.
+        let prediction = Prediction { made: now, answer: now + ms(200), deadline: now + ms(350) };
         margin.observe(&prediction, now + ms(400));
         assert!((margin.stretch() - 2.0).abs() < 1e-9, "{}", margin.stretch());
         // 240 ms predicted, stretched to 480 + 25 ms headroom: over 500, refused.
@@ -130,11 +134,11 @@ mod tests {
     fn answers_in_time_let_the_stretch_decay_and_one_stall_is_bounded() {
         let now = Instant::now();
         let mut margin = AdmissionMargin::default();
-        let prediction = Prediction { made: now, answer: now + ms(100), deadline: now + ms(1000) };
+        let prediction = Prediction { made: now, answer: now + ms(100), deadline: now + ms(250) };
         margin.observe(&prediction, now + ms(300));
         assert!((margin.stretch() - 3.0).abs() < 1e-9);
         // A smaller overrun does not lower it; answers in time wear it down.
-        margin.observe(&prediction, now + ms(150));
+        margin.observe(&prediction, now + ms(260));
         assert!(margin.stretch() > 2.99);
         for _ in 0..700 {
             margin.observe(&prediction, now + ms(90));
@@ -145,12 +149,14 @@ mod tests {
     }
 
     #[test]
-    fn a_hiccup_on_a_short_prediction_is_measured_against_the_floor() {
+    fn an_answer_in_time_leaves_the_stretch_alone_however_far_past_its_prediction() {
         let now = Instant::now();
         let mut margin = AdmissionMargin::default();
-        // Predicted at 1 ms of 500: 2 ms late is 2 ms against a 50 ms floor.
-        let prediction = Prediction { made: now, answer: now + ms(1), deadline: now + ms(500) };
-        margin.observe(&prediction, now + ms(3));
-        assert!((margin.stretch() - 1.04).abs() < 1e-9, "{}", margin.stretch());
+        let prediction = Prediction { made: now, answer: now + ms(10), deadline: now + ms(500) };
+        margin.observe(&prediction, now + ms(400));
+        assert_eq!(margin.stretch(), 1.0);
+        // Given up at its deadline, it counts as late: 490 ms over a 50 ms floor.
+        margin.observe(&prediction, now + ms(500));
+        assert_eq!(margin.stretch(), MAX_STRETCH);
     }
 }
