@@ -371,8 +371,8 @@ impl Model {
 
     /// How its queue admits requests with a deadline.
     pub fn admission(&self) -> Admission {
-        match self.queue.cost() {
-            Some(cost) => Admission::Predictive { correction: cost.correction(), margin: self.queue.margin_stretch() },
+        match self.queue.cost_and_margin() {
+            Some((cost, margin)) => Admission::Predictive { correction: cost.correction(), margin },
             None => Admission::QueueRoom,
         }
     }

@@ -35,9 +35,6 @@ pub(crate) struct Queue {
     /// Rows admitted but still being prepared (images decoding) on their way here:
     /// they will be queued ahead of a request admitted after them.
     preparing: Arc<AtomicUsize>,
-    /// How late answers came against admission's predictions; locked after `inner`
-    /// where both are held.
-    margin: Mutex<AdmissionMargin>,
 }
 
 /// Rows counted as on their way to a queue until this is dropped, when they are
@@ -64,6 +61,8 @@ struct Inner {
     running: Vec<Option<(Instant, usize)>>,
     /// How fast requests are offered, refused ones included.
     arrivals: ArrivalRate,
+    /// How late answers came against admission's predictions.
+    margin: AdmissionMargin,
     alive: usize,
     closed: bool,
     /// When the timer thread will look next; `None` while it waits for a notification.
@@ -85,21 +84,13 @@ impl Queue {
             alive: instances.len(),
             running: vec![None; instances.len()],
             arrivals: ArrivalRate::default(),
+            margin: AdmissionMargin::default(),
             instances,
             closed: false,
             timer_at: None,
         };
         let preparing = Arc::new(AtomicUsize::new(0));
-        let margin = Mutex::new(AdmissionMargin::default());
-        Arc::new(Queue {
-            model,
-            on_answer,
-            counters,
-            inner: Mutex::new(inner),
-            timer: Condvar::new(),
-            preparing,
-            margin,
-        })
+        Arc::new(Queue { model, on_answer, counters, inner: Mutex::new(inner), timer: Condvar::new(), preparing })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -114,9 +105,11 @@ impl Queue {
         self.timer.notify_one();
     }
 
-    /// The batch cost in force, with its correction as measured so far.
-    pub fn cost(&self) -> Option<BatchCost> {
-        self.lock().state.cost().copied()
+    /// The batch cost in force, with its correction as measured so far, and what the
+    /// margin stretches predictions by; `None` while no cost prices batches.
+    pub fn cost_and_margin(&self) -> Option<(BatchCost, f64)> {
+        let inner = self.lock();
+        inner.state.cost().map(|cost| (*cost, inner.margin.stretch()))
     }
 
     /// Queues a request's parts (one, unless it was split), running what it can at
@@ -214,8 +207,7 @@ impl Queue {
             arrivals_per_s: inner.arrivals.per_s(),
         };
         let answer = predicted_answer(cost, &backlog, rows, now) + lead;
-        let margin = *self.margin.lock().unwrap_or_else(PoisonError::into_inner);
-        match margin.admits(now, answer, deadline) {
+        match inner.margin.admits(now, answer, deadline) {
             Ok(()) => Ok(Some(Prediction { made: now, answer, deadline })),
             Err(stretched) => Err(Error::WouldMissDeadline {
                 model: self.model.to_string(),
@@ -224,23 +216,6 @@ impl Queue {
                 retry_after: stretched.saturating_duration_since(deadline),
             }),
         }
-    }
-
-    /// Requests admitted on `predictions` were answered at `answered` (or given up
-    /// then): the margin learns how late they came.
-    pub fn answered(&self, predictions: &[Prediction], answered: Instant) {
-        if predictions.is_empty() {
-            return;
-        }
-        let mut margin = self.margin.lock().unwrap_or_else(PoisonError::into_inner);
-        for prediction in predictions {
-            margin.observe(prediction, answered);
-        }
-    }
-
-    /// What predictions are stretched by now, as answers overran them lately.
-    pub fn margin_stretch(&self) -> f64 {
-        self.margin.lock().unwrap_or_else(PoisonError::into_inner).stretch()
     }
 
     /// Takes out every request still waiting for a batch, each with when it was
@@ -304,11 +279,20 @@ impl Queue {
     }
 
     /// For an instance that finished a batch of `ran` rows, after waiting `waited` for
-    /// its turn: its next batch, or `None` once it is marked idle (a caller or the
-    /// timer will hand it work).
-    pub fn next_for(&self, instance: usize, ran: usize, waited: Duration) -> Option<Vec<Pending>> {
+    /// its turn, having answered requests admitted on `predictions`: its next batch, or
+    /// `None` once it is marked idle (a caller or the timer will hand it work).
+    pub fn next_for(
+        &self,
+        instance: usize,
+        ran: usize,
+        waited: Duration,
+        predictions: &[Prediction],
+    ) -> Option<Vec<Pending>> {
         let mut inner = self.lock();
         let now = Instant::now();
+        for prediction in predictions {
+            inner.margin.observe(prediction, now);
+        }
         if let Some((took, _)) = inner.running.get_mut(instance).and_then(Option::take)
             && ran > 0
         {
@@ -316,7 +300,7 @@ impl Queue {
             inner.state.observe(ran, taken.saturating_sub(waited), waited.min(taken));
         }
         let (dead, next) = inner.state.next_batch(now);
-        self.answer_dead(dead);
+        self.answer_dead(&mut inner, dead);
         match next {
             Next::Batch(batch) => {
                 if let Some(running) = inner.running.get_mut(instance) {
@@ -351,8 +335,8 @@ impl Queue {
         let deadline = batch.iter().filter_map(|p| p.deadline()).min();
         let mut inner = self.lock();
         let (dead, more) = inner.state.top_up(head, rows, deadline, Instant::now());
+        self.answer_dead(&mut inner, dead);
         drop(inner);
-        self.answer_dead(dead);
         batch.extend(more);
     }
 
@@ -368,7 +352,7 @@ impl Queue {
         }
         while let Some(&instance) = inner.idle.last() {
             let (dead, next) = inner.state.next_batch(now);
-            self.answer_dead(dead);
+            self.answer_dead(inner, dead);
             match next {
                 Next::Batch(batch) => {
                     inner.idle.pop();
@@ -386,7 +370,7 @@ impl Queue {
         None
     }
 
-    fn answer_dead(&self, dead: Vec<super::state::Dead<Pending>>) {
+    fn answer_dead(&self, inner: &mut Inner, dead: Vec<super::state::Dead<Pending>>) {
         for d in dead {
             // The queue drops a request for one of two reasons: its caller left, or
             // its deadline (as State judges it) passed.
@@ -397,7 +381,7 @@ impl Queue {
                 // Given up as unable to make its deadline: it would have been answered
                 // no sooner than that.
                 if let Some(prediction) = d.item.prediction {
-                    self.answered(&[prediction], prediction.deadline.max(Instant::now()));
+                    inner.margin.observe(&prediction, prediction.deadline.max(Instant::now()));
                 }
                 let error = Error::DeadlineExceeded { model: self.model.to_string() };
                 self.counters.failed(&error);
@@ -427,7 +411,7 @@ pub(crate) fn timer_task(queue: Arc<Queue>) {
         // With every instance busy nothing forms batches, so expiry is the timer's job;
         // callers do not scan the queue on each request.
         let dead = inner.state.expire(now);
-        queue.answer_dead(dead);
+        queue.answer_dead(&mut inner, dead);
         if inner.closed && inner.state.is_empty() && inner.idle.len() == inner.alive {
             break;
         }

@@ -123,9 +123,8 @@ pub(crate) fn worker_task(
             predictions.clear();
             predictions.extend(batch.iter().filter_map(|p| p.prediction));
             run_batch(&names, backend.as_mut(), &mut assembler, batch, index);
-            queue.answered(&predictions, Instant::now());
             drop(turn);
-            match queue.next_for(index, rows, waited) {
+            match queue.next_for(index, rows, waited, &predictions) {
                 Some(next) => batch = next,
                 None => break,
             }

@@ -55,6 +55,18 @@ struct Sums {
 }
 
 impl Sums {
+    /// These sums with what came before weighed by `decay`, and one decode of `bytes`
+    /// and `pixels` (millions) that took `ns` added `weight` times.
+    fn with(self, decay: f64, weight: f64, bytes: f64, pixels: f64, ns: f64) -> Sums {
+        Sums {
+            bb: decay * self.bb + weight * bytes * bytes,
+            bp: decay * self.bp + weight * bytes * pixels,
+            pp: decay * self.pp + weight * pixels * pixels,
+            bt: decay * self.bt + weight * bytes * ns,
+            pt: decay * self.pt + weight * pixels * ns,
+        }
+    }
+
     /// ns per million bytes and per million pixels; `None` before any decode.
     fn coefficients(&self) -> Option<(f64, f64)> {
         if self.bb <= 0.0 {
@@ -91,31 +103,22 @@ impl PrepPrice {
             return;
         }
         let (b, p, t) = (work.bytes as f64 / 1e6, work.pixels as f64 / 1e6, took.as_nanos() as f64);
-        let mut s = self.lock();
-        *s = Sums {
-            bb: DECAY * s.bb + b * b,
-            bp: DECAY * s.bp + b * p,
-            pp: DECAY * s.pp + p * p,
-            bt: DECAY * s.bt + b * t,
-            pt: DECAY * s.pt + p * t,
-        };
+        let mut sums = self.lock();
+        *sums = sums.with(DECAY, 1.0, b, p, t);
     }
 
     /// Sets the price outright, as if many decodes had shown it: for a caller that
     /// measured it, and for tests.
     pub fn set(&self, per_megabyte: Duration, per_megapixel: Duration) {
-        let mut learned = Sums::default();
-        // Two independent kinds of image, each a megabyte or a megapixel alone.
-        for (b, p) in [(1.0, 0.0), (0.0, 1.0)] {
-            let t = b * per_megabyte.as_nanos() as f64 + p * per_megapixel.as_nanos() as f64;
-            learned = Sums {
-                bb: learned.bb + 100.0 * b * b,
-                bp: learned.bp + 100.0 * b * p,
-                pp: learned.pp + 100.0 * p * p,
-                bt: learned.bt + 100.0 * b * t,
-                pt: learned.pt + 100.0 * p * t,
-            };
-        }
+        // Two independent kinds of image, a megabyte alone and a megapixel alone, each
+        // seen a hundred times.
+        let learned = Sums::default().with(1.0, 100.0, 1.0, 0.0, per_megabyte.as_nanos() as f64).with(
+            1.0,
+            100.0,
+            0.0,
+            1.0,
+            per_megapixel.as_nanos() as f64,
+        );
         *self.lock() = learned;
     }
 }
