@@ -53,6 +53,20 @@ pub struct TaskSnapshot {
     pub active: ServingKnobs,
     /// All its variants, in configured order.
     pub variants: Vec<VariantSnapshot>,
+    /// What its recent requests carried as photos, once any did: a policy prices
+    /// them by its variants' capacities with photos ([`VariantCost::photos`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub photos: Option<PhotoTraffic>,
+}
+
+/// The photos a task's recent requests carried, decayed over about the last hundred.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PhotoTraffic {
+    /// Of the requests, the share that carried photos rather than tensors, 0 to 1.
+    pub share: f64,
+    /// The photos' mean size encoded, in bytes.
+    pub mean_bytes: f64,
 }
 
 /// Requests that were never run, by reason.
@@ -176,6 +190,23 @@ pub struct VariantCost {
     pub memory_bytes: Option<u64>,
     /// The largest batch that fits its memory budget.
     pub max_safe_batch: Option<u32>,
+    /// What it answers a second when requests carry photos, by size class: decoding,
+    /// resizing and inference measured together on the cores they share (its image
+    /// profile). Empty where none was measured for its settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub photos: Vec<PhotoCapacity>,
+}
+
+/// A variant's capacity with photos of one size class.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PhotoCapacity {
+    /// The size class: `WIDTHxHEIGHT`, or a name for a set of photos.
+    pub size_class: String,
+    /// Its photos' mean size encoded, in bytes.
+    pub mean_bytes: u64,
+    /// Requests of one photo answered a second in a closed loop.
+    pub requests_per_s: f64,
 }
 
 /// The machine.

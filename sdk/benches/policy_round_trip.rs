@@ -185,6 +185,7 @@ fn snapshot() -> Snapshot {
                             load_ms: Some(250.0),
                             memory_bytes: Some(14 << 20),
                             max_safe_batch: Some(32),
+                            photos: Vec::new(),
                         }),
                         // The variant serving has run batches.
                         runs: (v == 2).then_some(RunTotals { batches: 5_000, rows: 32_000, run_ms: 61_234.5 }),
@@ -209,6 +210,7 @@ fn snapshot() -> Snapshot {
                     instances: 1,
                 },
                 variants,
+                photos: None,
             }
         })
         .collect();

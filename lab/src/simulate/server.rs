@@ -329,6 +329,7 @@ impl Server {
                     demand: state.traffic.demand(second),
                     in_flight: state.in_flight,
                     tick: state.traffic.take_tick(),
+                    photos: None,
                 };
                 let variants = task
                     .variants

@@ -22,7 +22,8 @@
 //! - What the simulation does not see (decoding before the queue, a host that stalls)
 //!   is measured against what it saw and added to every prediction (see [`unseen`]).
 //! - Where requests carry images, a row also pays for its decoding, which takes the
-//!   same cores as the sessions (see [`decoding`]).
+//!   same cores as the sessions (see [`decoding`]), and no less than the variant's
+//!   capacity with photos of their size says, where it was measured (see [`photos`]).
 //!
 //! **Co-located tasks** share the executor, and a closed formula prices their turns:
 //! - Demand ahead: the largest of the 1 s and 10 s rates and the rate since the last
@@ -64,6 +65,7 @@ pub mod decoding;
 pub mod executor;
 pub mod failures;
 pub mod history;
+pub mod photos;
 pub mod queue;
 pub mod ramp;
 pub mod refit;
@@ -517,11 +519,18 @@ impl SloPredictive {
     }
 
     /// What a variant is predicted with: its refitted line, each row also paying for
-    /// the decoding it takes from the same cores.
+    /// the decoding it takes from the same cores; where requests carry photos and
+    /// the variant's capacity with them was measured, no less than that says.
     fn priced(&self, task: &TaskSnapshot, variant: &VariantSnapshot) -> Option<LatencyFit> {
-        let mut fit = self.refitted(task, variant)?;
-        fit.a_ms += self.state.decoding.per_row_ms();
-        Some(fit)
+        let line = self.refitted(task, variant)?;
+        let fit = LatencyFit { a_ms: line.a_ms + self.state.decoding.per_row_ms(), ..line };
+        let batch = self.ceiling(task);
+        let capacities = &variant.profile.as_ref()?.photos;
+        let tensor_ms = line.a_ms + line.c_ms.max(0.0) / f64::from(batch);
+        match task.photos.and_then(|traffic| photos::request_ms(capacities, traffic, tensor_ms)) {
+            Some(request_ms) => Some(photos::at_least(fit, request_ms, batch)),
+            None => Some(fit),
+        }
     }
 
     /// How long the last of `queued` requests waits to be answered on a variant
@@ -739,6 +748,39 @@ mod tests {
         }
         assert!((policy.state.decoding.per_row_ms() - 5.0).abs() < 0.1, "{:?}", policy.state.decoding);
         assert_eq!(decision.and_then(|d| d.variant).as_deref(), Some("small"));
+    }
+
+    #[test]
+    fn a_demand_over_a_variants_capacity_with_photos_steps_down_at_once() {
+        // At a steady 120/s `large` is predicted in time on its line (4.5 ms a request
+        // in batches of 8) and stays while nothing says what its photos cost …
+        let mut steady = task("large", 120.0, 120.0, 120.0);
+        steady.photos = Some(modelless_policy_abi::PhotoTraffic { share: 1.0, mean_bytes: 41_000.0 });
+        assert_eq!(decide(&mut SloPredictive::default(), 60, steady.clone()), None);
+        // … but measured with photos of that size it answers 100 a second (medium
+        // 190, small 400): the first tick steps down, before any photo is decoded.
+        let measured = [("small", 400.0), ("medium", 190.0), ("large", 100.0)];
+        for (variant, (name, per_s)) in steady.variants.iter_mut().zip(measured) {
+            assert_eq!(variant.name, name);
+            let small_photos = modelless_policy_abi::PhotoCapacity {
+                size_class: "500x375".into(),
+                mean_bytes: 40_000,
+                requests_per_s: per_s,
+            };
+            // Large photos cost ten times as much; these requests do not carry them.
+            let large_photos = modelless_policy_abi::PhotoCapacity {
+                size_class: "3564x2880".into(),
+                mean_bytes: 2_000_000,
+                requests_per_s: per_s / 10.0,
+            };
+            variant.profile.as_mut().unwrap().photos = vec![large_photos, small_photos];
+        }
+        let decision = decide(&mut SloPredictive::default(), 60, steady.clone()).unwrap();
+        assert_eq!(decision.variant.as_deref(), Some("medium"));
+        // Where a tenth of the requests carry tensors, `large` still cannot carry 120.
+        steady.photos = Some(modelless_policy_abi::PhotoTraffic { share: 0.9, mean_bytes: 41_000.0 });
+        let decision = decide(&mut SloPredictive::default(), 60, steady).unwrap();
+        assert_eq!(decision.variant.as_deref(), Some("medium"));
     }
 
     #[test]

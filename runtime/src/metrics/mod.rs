@@ -12,6 +12,7 @@ mod gpu;
 #[path = "gpu_absent.rs"]
 mod gpu;
 mod memory;
+mod photo_mix;
 mod traffic;
 mod window;
 
@@ -20,5 +21,6 @@ pub use exposition::{GaugeReading, ModelCounters, ModelTotals, PoolGauges, Servi
 pub use failures::ModelFailures;
 pub use gpu::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
 pub use memory::{machine_memory, machine_page_faults, pages_faulted_by_this_thread, process_rss_bytes};
+pub use photo_mix::PhotoMix;
 pub use traffic::{TaskTraffic, TrafficReading};
 pub use window::{TickCounts, TrafficWindow};

@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use modelless_policy_abi::Demand;
+use modelless_policy_abi::{Demand, PhotoTraffic};
 
+use super::photo_mix::PhotoMix;
 use super::window::{TickCounts, TrafficWindow};
 use crate::answered::{AnswerHook, Answered};
 use crate::error::Error;
@@ -16,6 +17,7 @@ use crate::error::Error;
 #[derive(Debug)]
 pub struct TaskTraffic {
     window: Mutex<TrafficWindow>,
+    photos: Mutex<PhotoMix>,
     in_flight: AtomicI64,
     started: Instant,
 }
@@ -29,15 +31,28 @@ pub struct TrafficReading {
     pub in_flight: u64,
     /// What happened since the last reading.
     pub tick: TickCounts,
+    /// What the recent requests carried as photos, once any did.
+    pub photos: Option<PhotoTraffic>,
 }
 
 impl Default for TaskTraffic {
     fn default() -> Self {
-        TaskTraffic { window: Mutex::default(), in_flight: AtomicI64::new(0), started: Instant::now() }
+        TaskTraffic {
+            window: Mutex::default(),
+            photos: Mutex::default(),
+            in_flight: AtomicI64::new(0),
+            started: Instant::now(),
+        }
     }
 }
 
 impl TaskTraffic {
+    /// A request arrived carrying `photos` photos of `bytes` encoded in all (none:
+    /// tensors), whether or not it is then admitted.
+    pub fn carried(&self, photos: usize, bytes: u64) {
+        self.photos.lock().unwrap_or_else(PoisonError::into_inner).arrived(photos, bytes);
+    }
+
     /// A request arrived and was admitted.
     pub fn admitted(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -89,6 +104,7 @@ impl TaskTraffic {
             demand: window.demand(now),
             in_flight: self.in_flight.load(Ordering::Relaxed).max(0) as u64,
             tick: window.take_tick(),
+            photos: self.photos.lock().unwrap_or_else(PoisonError::into_inner).reading(),
         }
     }
 

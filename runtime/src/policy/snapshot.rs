@@ -2,7 +2,7 @@
 //! and for anything that stands in for a running task (the simulator), so a policy
 //! decides on the same figures, rounded the same way, wherever it runs.
 
-use modelless_policy_abi::{Demand, LatencySummary, ServingKnobs, TaskSnapshot, VariantSnapshot};
+use modelless_policy_abi::{Demand, LatencySummary, PhotoTraffic, ServingKnobs, TaskSnapshot, VariantSnapshot};
 
 use crate::metrics::TrafficReading;
 
@@ -45,6 +45,9 @@ pub fn task_snapshot(reading: TaskReading) -> TaskSnapshot {
         slo_latency_ms,
         active,
         variants: variants.into_iter().map(rounded).collect(),
+        photos: traffic
+            .photos
+            .map(|p| PhotoTraffic { share: (p.share * 100.0).round() / 100.0, mean_bytes: p.mean_bytes.round() }),
     }
 }
 
@@ -55,6 +58,9 @@ fn rounded(mut variant: VariantSnapshot) -> VariantSnapshot {
             throughput.requests_per_s = round(throughput.requests_per_s);
         }
         cost.load_ms = cost.load_ms.map(round);
+        for photos in &mut cost.photos {
+            photos.requests_per_s = round(photos.requests_per_s);
+        }
     }
     if let Some(runs) = variant.runs.as_mut() {
         runs.run_ms = round(runs.run_ms);
@@ -84,6 +90,7 @@ mod tests {
                 rejections: 2,
                 refusals: Refusals { would_miss_deadline: 1, queue_full: 1, expired: 0 },
             },
+            photos: Some(PhotoTraffic { share: 0.666_7, mean_bytes: 40_000.4 }),
         };
         let reading = TaskReading {
             name: "t".into(),
@@ -99,5 +106,6 @@ mod tests {
         assert_eq!((snapshot.completed, snapshot.slo_violations, snapshot.rejections), (3, 1, 2));
         assert_eq!(snapshot.refusals, Refusals { would_miss_deadline: 1, queue_full: 1, expired: 0 });
         assert_eq!((snapshot.queue_length, snapshot.in_flight), (3, 4));
+        assert_eq!(snapshot.photos, Some(PhotoTraffic { share: 0.67, mean_bytes: 40_000.0 }));
     }
 }

@@ -333,7 +333,11 @@ mod tests {
             assert!((values[2 * plane] * scale - 51.0).abs() < 1e-3);
             assert!(answer.timings.decode > Duration::ZERO && answer.timings.preprocess > Duration::ZERO);
         }
-        assert_eq!(task.traffic().read().in_flight, 0);
+        let reading = task.traffic().read();
+        assert_eq!(reading.in_flight, 0);
+        // The policy reads what the requests carried: all photos, of this size.
+        let photos = reading.photos.expect("photos seen");
+        assert_eq!((photos.share, photos.mean_bytes), (1.0, photo.len() as f64));
     }
 
     #[test]

@@ -112,12 +112,14 @@ fn the_capacity_with_photos_is_measured_per_size_class_and_stored_beside_the_mod
     let lite0 = &manifest()["variants"][0];
     let path = dir.path().join("lite0.onnx");
     std::fs::copy(efficientnet_dir().join(lite0["file"].as_str().unwrap()), &path).unwrap();
-    let batching = BatchingConfig::default().with_max_batch_size(4);
-    let photos =
-        VariantConfig::new("photos", &path, 75.0).with_batching(batching).with_preprocess(preprocess_of(lite0));
+    let task_of = |path: &std::path::Path| {
+        let batching = BatchingConfig::default().with_max_batch_size(4);
+        let photos =
+            VariantConfig::new("photos", path, 75.0).with_batching(batching).with_preprocess(preprocess_of(lite0));
+        TaskConfig::new("capacity").with_variant(photos)
+    };
     let tensors = TaskConfig::new("tensors").with_variant(VariantConfig::new("tensors", &path, 75.0));
-    let task = TaskConfig::new("capacity").with_variant(photos);
-    let runtime = Runtime::builder().with_task(task).with_task(tensors).build().unwrap();
+    let runtime = Runtime::builder().with_task(task_of(&path)).with_task(tensors).build().unwrap();
     assert_eq!(runtime.image_profile("capacity", "photos").unwrap(), None);
 
     let options = ImageCapacityOptions { duration: Duration::from_millis(1500), clients: Some(6) };
@@ -140,6 +142,19 @@ fn the_capacity_with_photos_is_measured_per_size_class_and_stored_beside_the_mod
     // A 3564×2880 JPEG costs more to decode than a 500×375 one, even at 1/8.
     let (medium, large) = (stored.capacity("500x375").unwrap(), stored.capacity("3564x2880").unwrap());
     assert!(large.decode_ms > medium.decode_ms, "{medium:?} {large:?}");
+    // Policies price the variant by them at once, and a runtime started later over
+    // the same model finds them as the variant loads.
+    let priced = |runtime: &Runtime| {
+        let snapshots = runtime.variant_snapshots("capacity").unwrap();
+        let photos = snapshots[0].profile.as_ref().map(|p| p.photos.clone()).unwrap_or_default();
+        photos.into_iter().map(|c| (c.size_class, c.requests_per_s)).collect::<Vec<_>>()
+    };
+    let measured: Vec<(String, f64)> =
+        stored.capacities.iter().map(|c| (c.size_class.clone(), c.requests_per_s)).collect();
+    assert_eq!(priced(&runtime), measured);
+    let later = Runtime::builder().with_task(task_of(&path)).build().unwrap();
+    assert_eq!(priced(&later), measured);
+    drop(later);
 
     let class = ImageSizeClass { name: "500x375".into(), photos: vec![bench_image("medium.jpg").into()] };
     let refused = runtime.measure_image_capacity("tensors", "tensors", &class, &options, &mut |_, _| {});

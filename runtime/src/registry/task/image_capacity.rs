@@ -2,8 +2,9 @@
 //! loop through the task's own request path (the decoder pool, the queue, the
 //! batches), so that decoding and inference share the cores as they do in service.
 
-use std::sync::Mutex;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -12,7 +13,7 @@ use super::Task;
 use crate::error::Error;
 use crate::model::Model;
 use crate::preprocess::ImagePreprocess;
-use crate::profile::{ImageCapacity, ImageProfile, ProfileKey, profile_key, store_beside};
+use crate::profile::{ImageCapacity, ImageProfile, ProfileKey, ProfileStore, profile_key, store_beside};
 use crate::request::{ImageData, Inputs, Output, Slo};
 
 /// Of the loop's time, the share at its start whose answers are not counted: the
@@ -117,9 +118,10 @@ impl Task {
             measured_s: counted_s,
         };
         let (store, key) = self.image_profile_key(variant, &model)?;
-        store
+        let profile = store
             .record_image_capacity(variant, &key, capacity.clone())
             .map_err(|e| Error::io("store the image profile in", store.image_path(variant), e))?;
+        self.keep_image_profile(variant, profile)?;
         Ok(capacity)
     }
 
@@ -188,17 +190,19 @@ impl Task {
 
     /// Where `variant`'s image profile is stored and the key it holds for: its serving
     /// version's model file, its device, and what a photo's cost depends on.
-    fn image_profile_key(
-        &self,
-        variant: &str,
-        model: &Model,
-    ) -> Result<(crate::profile::ProfileStore, ProfileKey), Error> {
+    fn image_profile_key(&self, variant: &str, model: &Model) -> Result<(ProfileStore, ProfileKey), Error> {
         let index = self.index_of(variant)?;
         let path = {
             let inner = self.lock();
             let slot = &inner.variants[index];
             slot.serving_version().map(|e| e.path.clone()).ok_or_else(|| Error::NotReady { model: variant.into() })?
         };
+        let key = self.image_key(variant, model, &path)?;
+        Ok((store_beside(&path), key))
+    }
+
+    /// The key of an image profile of `model`, loaded from `path`.
+    fn image_key(&self, variant: &str, model: &Model, path: &Path) -> Result<ProfileKey, Error> {
         let preprocess = model
             .preprocess()
             .ok_or_else(|| Error::Precondition(format!("`{variant}` takes no images: it has no `preprocess`")))?;
@@ -210,7 +214,30 @@ impl Task {
             instances: model.instances(),
             preprocess_threads: self.images.pool.threads(),
         };
-        let key = profile_key(&path, &model.device().name(), &settings).map_err(|e| Error::io("read", &path, e))?;
-        Ok((store_beside(&path), key))
+        profile_key(path, &model.device().name(), &settings).map_err(|e| Error::io("read", path, e))
+    }
+
+    /// The image profile stored for `model`, just loaded from `path` as `variant`'s
+    /// version; `None` where it takes no images or none is stored for its settings.
+    pub(super) fn stored_image_profile(&self, variant: &str, model: &Model, path: &Path) -> Option<Arc<ImageProfile>> {
+        model.preprocess()?;
+        let store = store_beside(path);
+        // The key hashes the model file: only worth it where a profile may match.
+        if !store.image_path(variant).exists() {
+            return None;
+        }
+        let key = self.image_key(variant, model, path).ok()?;
+        store.load_images(variant, &key).map(Arc::new)
+    }
+
+    /// Makes `profile`, just measured, the one `variant`'s serving version is priced by.
+    fn keep_image_profile(&self, variant: &str, profile: ImageProfile) -> Result<(), Error> {
+        let index = self.index_of(variant)?;
+        let mut inner = self.lock();
+        let slot = &mut inner.variants[index];
+        if let Some(entry) = slot.current.and_then(|c| slot.versions.get_mut(&c)) {
+            entry.image_profile = Some(Arc::new(profile));
+        }
+        Ok(())
     }
 }

@@ -118,6 +118,7 @@ impl Task {
                     memory_bytes: 0,
                     error: None,
                     profile: None,
+                    image_profile: None,
                     load_time: None,
                 },
             );
@@ -163,6 +164,8 @@ impl Task {
                 None => Ok(model),
             });
         let load_time = loading.elapsed();
+        let image_profile =
+            started.as_ref().ok().and_then(|model| self.stored_image_profile(&config.name, model, &path));
         let mut inner = self.lock();
         let slot = &mut inner.variants[index];
         let started = started.map_err(|e| match misfit_of(&e) {
@@ -186,6 +189,7 @@ impl Task {
                 entry.memory_bytes = std::fs::metadata(&path).map_or(0, |m| 2 * m.len());
                 entry.model = Some(Arc::new(model));
                 entry.profile = profile;
+                entry.image_profile = image_profile;
                 entry.load_time = Some(load_time);
                 tracing::info!(task = %self.name, variant = %config.name, version, warmup = ?entry.warmup, "ready");
                 Ok(version)

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 pub use modelless_policy_abi::VariantState;
-use modelless_policy_abi::{LatencyFit, Profile, RunTotals, ServingKnobs, VariantCost, VariantSnapshot};
+use modelless_policy_abi::{LatencyFit, PhotoCapacity, Profile, RunTotals, ServingKnobs, VariantCost, VariantSnapshot};
 
 use super::config::{TaskConfig, VariantConfig};
 use super::images::{self, ImageServices};
@@ -26,6 +26,7 @@ use crate::error::{BackendError, Error};
 use crate::metrics::{ModelFailures, TaskTraffic, serving_metrics};
 use crate::model::{Admission, DrainHandle, LoadPhase, Model, StartOptions, Ticket};
 use crate::preprocess::PreprocessPool;
+use crate::profile::ImageProfile;
 use crate::request::{InferOptions, Inputs, Slo};
 use crate::signature::{SignatureMismatch, bound_factory};
 
@@ -67,6 +68,8 @@ struct VersionEntry {
     memory_bytes: u64,
     error: Option<String>,
     profile: Option<Arc<Profile>>,
+    /// What it answers a second with photos, where that was measured for its settings.
+    image_profile: Option<Arc<ImageProfile>>,
     /// How long its last load took, warm-up included.
     load_time: Option<Duration>,
 }

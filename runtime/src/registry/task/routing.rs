@@ -48,6 +48,9 @@ impl Task {
         options: InferOptions,
     ) -> Result<Ticket, Error> {
         let span = trace::request(&self.name, model.name(), options.priority, options.deadline);
+        let photos = inputs.images.iter().flat_map(|(_, images)| images);
+        let (count, bytes) = photos.fold((0, 0), |(n, b), image| (n + 1, b + image.len() as u64));
+        self.traffic.carried(count, bytes);
         if inputs.has_images() {
             return images::submit(&self.images, model.clone(), inputs, options, span);
         }

@@ -95,6 +95,7 @@ impl Task {
                     load_ms: entry.and_then(|e| e.load_time).map(|t| t.as_secs_f64() * 1e3),
                     memory_bytes: entry.map(|e| e.memory_bytes).filter(|&b| b > 0),
                     max_safe_batch: profile.and_then(|p| p.max_safe_batch),
+                    photos: entry.and_then(|e| e.image_profile.as_deref()).map_or_else(Vec::new, photo_capacities),
                 };
                 let known = cost != VariantCost::default();
                 // The counters are the variant's, whichever version ran the batches.
@@ -180,4 +181,16 @@ impl Task {
                 .collect(),
         }
     }
+}
+
+/// An image profile's capacities as a policy sees them.
+fn photo_capacities(profile: &ImageProfile) -> Vec<PhotoCapacity> {
+    let capacities = profile.capacities.iter();
+    capacities
+        .map(|c| PhotoCapacity {
+            size_class: c.size_class.clone(),
+            mean_bytes: c.mean_bytes,
+            requests_per_s: c.requests_per_s,
+        })
+        .collect()
 }
