@@ -16,9 +16,8 @@
 //!    to `target/demo/`.
 //!
 //! The burst is sized from those capacities: its peak is 1.6× the most accurate
-//! variant's highest round, but never more than [`CHEAPEST_SHARE`] of the cheapest's
-//! lowest, so that stepping down is needed and enough however fast the machine. Each variant is profiled at load
-//! unless a stored profile matches (once per machine; profiles are stored beside the
+//! variant's, but never more than [`CHEAPEST_SHARE`] of the cheapest's, so that stepping down is needed and enough however fast the machine. Each
+//! variant is profiled at load unless a stored profile matches (once per machine; profiles are stored beside the
 //! models). The task's latency target is a p99: the demo exits non-zero if fewer than
 //! 99 % of the burst's requests were answered within it (a request refused or expired
 //! counts as late), or if any request failed with an error.
@@ -53,16 +52,19 @@ const IN_SLO_TARGET_PCT: f64 = 99.0;
 /// (seconds, share of the most accurate variant's capacity with photos): light, rising
 /// over three seconds to more than it can answer, light again.
 const BURST: [(u32, f64); 7] = [(5, 0.3), (1, 0.7), (1, 1.1), (1, 1.4), (10, 1.6), (1, 0.8), (6, 0.3)];
-/// The heavy phase stays under this share of the cheapest variant's lowest capacity
-/// with photos, so that stepping down is enough: the capacity is a closed loop's, and
+/// The heavy phase stays under this share of the cheapest variant's capacity with
+/// photos, so that stepping down is enough: the capacity is a closed loop's, and
 /// the burst arrives at random (Poisson) beside the load generator, the policy and the
-/// metrics, on a machine whose speed drifts. At 0.7 of it (100/s), Lite0 fell behind
-/// for three seconds when its batches of 4 took 40 ms instead of 28 (2-vCPU VM).
-const CHEAPEST_SHARE: f64 = 0.55;
+/// metrics, on a machine whose speed drifts. At 0.7 of its lowest round (100/s), Lite0
+/// fell behind for three seconds when its batches of 4 took 40 ms instead of 28
+/// (2-vCPU VM).
+const CHEAPEST_SHARE: f64 = 0.6;
 /// Rounds measuring every variant's capacity with the photos, in turn.
 const ROUNDS: usize = 3;
 /// Seconds of closed loop per variant and round.
 const ROUND_SECS: f64 = 1.5;
+/// Seconds of the uncounted round that warms each variant up first.
+const WARMUP_SECS: f64 = 0.75;
 
 /// The parts of the exporter's manifest the demo reads.
 #[derive(Deserialize)]
@@ -177,64 +179,53 @@ fn read_photos(dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
         .collect()
 }
 
-/// A variant's capacity with the photos over the rounds, photos/s.
-#[derive(Clone, Copy)]
-struct Capacity {
-    lowest: f64,
-    highest: f64,
-}
-
-/// Each variant's capacity with the photos, measured now: [`ROUNDS`] rounds that
-/// measure every variant in turn, so that a machine whose speed drifts shows how far
-/// each capacity moves. Printed with the session's own maximal throughput beside it.
-fn photo_capacities(
-    rt: &Runtime,
-    manifest: &Manifest,
-    photos: &[Vec<u8>],
-) -> anyhow::Result<HashMap<String, Capacity>> {
+/// Each variant's capacity with the photos, measured now: a short round that is not
+/// counted, so that no variant's first loop after loading counts, then [`ROUNDS`]
+/// rounds that measure every variant in turn, so that a machine whose speed drifts
+/// shows how far each capacity moves; each variant's median round counts. Printed
+/// with each round's figure and the session's own maximal throughput beside them.
+fn photo_capacities(rt: &Runtime, manifest: &Manifest, photos: &[Vec<u8>]) -> anyhow::Result<HashMap<String, f64>> {
     let class =
         ImageSizeClass { name: "demo photos".into(), photos: photos.iter().map(|p| p.clone().into()).collect() };
-    let options = ImageCapacityOptions { duration: Duration::from_secs_f64(ROUND_SECS), ..Default::default() };
-    let mut lowest: HashMap<String, ImageCapacity> = HashMap::new();
-    let mut highest: HashMap<String, f64> = HashMap::new();
-    for round in 1..=ROUNDS {
-        eprint!("  measuring each variant's capacity with the photos, round {round}/{ROUNDS}...");
+    let rounds = |secs: f64| ImageCapacityOptions { duration: Duration::from_secs_f64(secs), ..Default::default() };
+    let mut measured: HashMap<&str, Vec<ImageCapacity>> = HashMap::new();
+    for round in 0..=ROUNDS {
+        match round {
+            0 => eprint!("  warming each variant up with the photos..."),
+            _ => eprint!("  measuring each variant's capacity with the photos, round {round}/{ROUNDS}..."),
+        }
+        let options = rounds(if round == 0 { WARMUP_SECS } else { ROUND_SECS });
         for v in &manifest.variants {
-            let measured = rt.measure_image_capacity(TASK, &v.name, &class, &options, &mut |_, _| eprint!("."))?;
-            let high = highest.entry(v.name.clone()).or_insert(0.0);
-            *high = high.max(measured.requests_per_s);
-            if lowest.get(&v.name).is_none_or(|l| measured.requests_per_s < l.requests_per_s) {
-                lowest.insert(v.name.clone(), measured);
+            let capacity = rt.measure_image_capacity(TASK, &v.name, &class, &options, &mut |_, _| eprint!("."))?;
+            if round > 0 {
+                measured.entry(&v.name).or_default().push(capacity);
             }
         }
         eprintln!();
     }
     let status = rt.task_status(TASK)?;
-    println!(
-        "\nCapacity with these photos (decoding included; lowest–highest of {ROUNDS} rounds, the lowest's \
-         breakdown), and the session's alone:"
-    );
+    println!("\nCapacity with these photos (decoding included; each round, and the median round's breakdown):");
+    let mut capacities = HashMap::new();
     for v in &manifest.variants {
-        let measured = &lowest[&v.name];
+        let mut rounds = measured.remove(v.name.as_str()).unwrap_or_default();
+        rounds.sort_by(|a, b| a.requests_per_s.total_cmp(&b.requests_per_s));
+        let Some(median) = rounds.get(rounds.len() / 2) else { bail!("no rounds measured") };
+        let each: Vec<String> = rounds.iter().map(|r| format!("{:.0}", r.requests_per_s)).collect();
         let alone = status.variant(&v.name).and_then(|s| s.versions.last()).and_then(|s| s.max_throughput_per_s);
         println!(
-            "{:<20} {} px  top-1 {:.1} %  {:>5.1}–{:<5.1} photos/s (decode {:.1} ms, compute {:.1} ms an answer)  \
+            "{:<20} {} px  top-1 {:.1} %  {:>13} photos/s (decode {:.1} ms, compute {:.1} ms an answer)  \
              session alone {}",
             v.name,
             v.resolution,
             v.top1,
-            measured.requests_per_s,
-            highest[&v.name],
-            measured.decode_ms + measured.preprocess_ms,
-            measured.compute_ms,
+            each.join(", "),
+            median.decode_ms + median.preprocess_ms,
+            median.compute_ms,
             alone.map_or("-".into(), |a| format!("{a:.1} images/s")),
         );
+        capacities.insert(v.name.clone(), median.requests_per_s);
     }
-    let capacity = |(name, c): (String, ImageCapacity)| {
-        let highest = highest[&name];
-        (name, Capacity { lowest: c.requests_per_s, highest })
-    };
-    Ok(lowest.into_iter().map(capacity).collect())
+    Ok(capacities)
 }
 
 /// Sends the burst while `slo-predictive` steers the task; prints each second and the
@@ -242,15 +233,13 @@ fn photo_capacities(
 fn burst(
     rt: &Arc<Runtime>,
     manifest: &Manifest,
-    capacity: &HashMap<String, Capacity>,
+    capacity: &HashMap<String, f64>,
     root: &Path,
 ) -> anyhow::Result<BurstOutcome> {
     let out = &root.join("target/demo");
     let best = rt.active_variant(TASK)?;
-    // The most accurate variant sized by its best round (the burst must be more than
-    // it can answer), the cheapest by its worst (and no more than it surely can).
-    let most_accurate = capacity[&best].highest;
-    let cheapest = capacity.values().map(|c| c.lowest).fold(0.0, f64::max);
+    let most_accurate = capacity[&best];
+    let cheapest = capacity.values().copied().fold(0.0, f64::max);
     let rates: Vec<f64> = BURST
         .iter()
         .flat_map(|&(seconds, share)| {
@@ -260,8 +249,8 @@ fn burst(
         .collect();
     let peak = rates.iter().copied().fold(0.0, f64::max);
     println!(
-        "\nBurst peak {peak:.0} photos/s: the lesser of 1.6 × {best}'s highest {most_accurate:.0} and {CHEAPEST_SHARE} × \
-         the cheapest's lowest {cheapest:.0} (capacities with photos, above): {:.2} × {best}'s",
+        "\nBurst peak {peak:.0} photos/s: the lesser of 1.6 × {best}'s {most_accurate:.0} and {CHEAPEST_SHARE} × \
+         the cheapest's {cheapest:.0} (capacities with photos, above): {:.2} × {best}'s",
         peak / most_accurate
     );
     if peak <= most_accurate {
