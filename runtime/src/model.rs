@@ -411,15 +411,18 @@ impl Model {
         }
         let max_rows = to.batching.load().max_batch_size;
         let (mut fit, mut stay, mut redo) = (Vec::new(), Vec::new(), Vec::new());
+        // What this queue predicted for a request says nothing of how `to` runs: were
+        // it late there, it must not stretch `to`'s margin.
+        let unpredicted = |pending: Pending| Pending { prediction: None, ..pending };
         for (pending, enqueued) in self.queue.take_waiting() {
             // Its image input was made for this model's preprocessing, which `to`'s is not.
             let needs_remaking = pending.source.is_some() && !same_images;
             if pending.rows > max_rows {
                 stay.push((pending, enqueued));
             } else if needs_remaking && remake.is_some() {
-                redo.push((pending, enqueued));
+                redo.push((unpredicted(pending), enqueued));
             } else if same_inputs && !needs_remaking {
-                fit.push((pending, enqueued));
+                fit.push((unpredicted(pending), enqueued));
             } else {
                 stay.push((pending, enqueued));
             }

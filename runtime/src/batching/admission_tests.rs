@@ -166,3 +166,33 @@ fn an_answer_late_against_its_prediction_widens_the_margin_for_the_next() {
     let refused = model.submit(request(2.0), due_in(30));
     assert!(matches!(refused, Err(Error::WouldMissDeadline { .. })), "{:?}", refused.map(|_| ()));
 }
+
+#[test]
+fn a_request_moved_to_another_model_leaves_its_prediction_behind() {
+    let stretch = |model: &Model| match model.admission() {
+        Admission::Predictive { margin, .. } => margin,
+        other => panic!("not predictive: {other:?}"),
+    };
+    // `from` runs one batch and admits a request behind it, predicted in about 80 ms
+    // of the 95 it has; `to` is busier, with four batches ahead of anything it takes.
+    let (from, from_log) = model("moved-from", true);
+    let (to, to_log) = model("moved-to", true);
+    let (_, ahead) = four_ahead(&to, &to_log);
+    let first = from.submit(request(0.0), InferOptions::default()).unwrap();
+    let waiting = Instant::now();
+    while from_log.sizes().is_empty() {
+        assert!(waiting.elapsed() < Duration::from_secs(10), "the first batch never started");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let moved = from.submit(request(1.0), due_in(95)).unwrap();
+    assert_eq!(from.move_waiting_to(&to), 1);
+    // Behind `to`'s batches it is answered late or given up: against a prediction
+    // `to` never made, which must not stretch `to`'s margin.
+    let answer = moved.wait();
+    assert!(matches!(answer, Err(Error::DeadlineExceeded { .. })) || answer.is_ok(), "{:?}", answer.map(|_| ()));
+    for ticket in ahead.into_iter().chain([first]) {
+        ticket.wait().unwrap();
+    }
+    assert_eq!(stretch(&to), 1.0);
+    assert_eq!(stretch(&from), 1.0);
+}
