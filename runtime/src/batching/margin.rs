@@ -22,9 +22,10 @@ const FLOOR_SHARE: f64 = 0.1;
 /// The most one overrun stretches predictions by: a request stalled for seconds (a
 /// descheduled process) would otherwise close the model to everything.
 const MAX_STRETCH: f64 = 4.0;
-/// How much of the stretch beyond 1 each answer that came as predicted keeps: half of
-/// it is gone after about 700 such answers.
-const DECAY: f64 = 0.999;
+/// Half of the stretch beyond 1 is gone after this long without a late answer. Time,
+/// not answers, wears it down: a stretch that refuses every request would otherwise
+/// never see the answers that lower it.
+const HALF_LIFE: Duration = Duration::from_secs(2);
 
 /// What admission predicted for a request it let in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,20 +49,24 @@ impl Prediction {
 /// How far answers overran their predictions lately.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdmissionMargin {
-    /// 1 + the overrun as a share of the prediction's scale: the worst seen, decaying.
+    /// 1 + the overrun as a share of the prediction's scale: the worst seen, as of
+    /// `since`, and decaying from then.
     stretch: f64,
+    since: Option<Instant>,
 }
 
 impl Default for AdmissionMargin {
     fn default() -> Self {
-        AdmissionMargin { stretch: 1.0 }
+        AdmissionMargin { stretch: 1.0, since: None }
     }
 }
 
 impl AdmissionMargin {
-    /// What predictions are stretched by now (1: taken as they are).
-    pub fn stretch(&self) -> f64 {
-        self.stretch
+    /// What predictions are stretched by at `now` (1: taken as they are).
+    pub fn stretch(&self, now: Instant) -> f64 {
+        let Some(since) = self.since else { return self.stretch };
+        let half_lives = now.saturating_duration_since(since).as_secs_f64() / HALF_LIFE.as_secs_f64();
+        1.0 + (self.stretch - 1.0) * 0.5f64.powf(half_lives)
     }
 
     /// Whether an answer predicted at `answer` for a request judged at `now` and due at
@@ -69,7 +74,7 @@ impl AdmissionMargin {
     /// the stretched answer when it does not.
     pub fn admits(&self, now: Instant, answer: Instant, deadline: Instant) -> Result<(), Instant> {
         let prediction = Prediction { made: now, answer, deadline };
-        let stretched = answer + prediction.scale().mul_f64(self.stretch - 1.0);
+        let stretched = answer + prediction.scale().mul_f64(self.stretch(now) - 1.0);
         let left = deadline.saturating_duration_since(now);
         let headroom = left.mul_f64(HEADROOM_SHARE).max(MIN_HEADROOM);
         if stretched + headroom <= deadline { Ok(()) } else { Err(stretched) }
@@ -78,16 +83,22 @@ impl AdmissionMargin {
     /// A request admitted on `prediction` was answered at `answered` (or given up
     /// then, as unable to make its deadline). Answered late, its overrun sets the
     /// stretch at once where that is beyond the one in force; answered in time, however
-    /// far past its prediction, it lets the stretch decay toward 1: an overrun that
-    /// still makes the deadline costs nothing, and stretching for it would refuse
-    /// requests that would have been answered in time.
+    /// far past its prediction, it changes nothing: an overrun that still makes the
+    /// deadline costs nothing, and stretching for it would refuse requests that would
+    /// have been answered in time.
     pub fn observe(&mut self, prediction: &Prediction, answered: Instant) {
         let overrun = answered.saturating_duration_since(prediction.answer).as_secs_f64();
         let scale = prediction.scale().as_secs_f64();
         let late = answered >= prediction.deadline;
-        let seen = if late && scale > 0.0 { 1.0 + overrun / scale } else { 1.0 };
-        let decayed = 1.0 + (self.stretch - 1.0) * DECAY;
-        self.stretch = seen.min(MAX_STRETCH).max(decayed);
+        if !late || scale <= 0.0 {
+            return;
+        }
+        let seen = (1.0 + overrun / scale).min(MAX_STRETCH);
+        let now = self.since.map_or(answered, |since| since.max(answered));
+        let current = self.stretch(now);
+        if seen > current {
+            (self.stretch, self.since) = (seen, Some(now));
+        }
     }
 }
 
@@ -119,7 +130,8 @@ mod tests {
         // Predicted at 200 ms of 350, answered at 400: late by an overrun of one prediction.
         let prediction = Prediction { made: now, answer: now + ms(200), deadline: now + ms(350) };
         margin.observe(&prediction, now + ms(400));
-        assert!((margin.stretch() - 2.0).abs() < 1e-9, "{}", margin.stretch());
+        assert!((margin.stretch(now + ms(400)) - 2.0).abs() < 1e-9, "{}", margin.stretch(now + ms(400)));
+        let now = now + ms(400);
         // 240 ms predicted, stretched to 480 + 25 ms headroom: over 500, refused.
         assert_eq!(margin.admits(now, now + ms(240), now + ms(500)), Err(now + ms(480)));
         assert_eq!(margin.admits(now, now + ms(230), now + ms(500)), Ok(()));
@@ -131,21 +143,29 @@ mod tests {
     }
 
     #[test]
-    fn answers_in_time_let_the_stretch_decay_and_one_stall_is_bounded() {
+    fn the_stretch_wears_down_with_time_and_one_stall_is_bounded() {
         let now = Instant::now();
         let mut margin = AdmissionMargin::default();
         let prediction = Prediction { made: now, answer: now + ms(100), deadline: now + ms(250) };
-        margin.observe(&prediction, now + ms(300));
-        assert!((margin.stretch() - 3.0).abs() < 1e-9);
-        // A smaller overrun does not lower it; answers in time wear it down.
+        let late = now + ms(300);
+        margin.observe(&prediction, late);
+        assert!((margin.stretch(late) - 3.0).abs() < 1e-9);
+        // A smaller overrun does not lower it, nor do answers in time; time does,
+        // whether or not anything is answered meanwhile (a margin that refuses every
+        // request sees no answers).
         margin.observe(&prediction, now + ms(260));
-        assert!(margin.stretch() > 2.99);
-        for _ in 0..700 {
-            margin.observe(&prediction, now + ms(90));
-        }
-        assert!((1.9..2.1).contains(&margin.stretch()), "half the excess is gone: {}", margin.stretch());
-        margin.observe(&prediction, now + Duration::from_secs(60));
-        assert_eq!(margin.stretch(), MAX_STRETCH);
+        margin.observe(&prediction, now + ms(90));
+        assert!((margin.stretch(late) - 3.0).abs() < 1e-9);
+        let half = margin.stretch(late + HALF_LIFE);
+        assert!((half - 2.0).abs() < 1e-9, "half the excess is gone: {half}");
+        assert!(margin.stretch(late + HALF_LIFE * 10) < 1.002);
+        // A new overrun beyond what is left sets it again, from then on.
+        let made = late + HALF_LIFE;
+        let prediction = Prediction { made, answer: made + ms(100), deadline: made + ms(150) };
+        margin.observe(&prediction, made + ms(300));
+        assert!((margin.stretch(made + ms(300)) - 3.0).abs() < 1e-9);
+        margin.observe(&prediction, made + Duration::from_secs(60));
+        assert_eq!(margin.stretch(made + Duration::from_secs(60)), MAX_STRETCH);
     }
 
     #[test]
@@ -154,9 +174,9 @@ mod tests {
         let mut margin = AdmissionMargin::default();
         let prediction = Prediction { made: now, answer: now + ms(10), deadline: now + ms(500) };
         margin.observe(&prediction, now + ms(400));
-        assert_eq!(margin.stretch(), 1.0);
+        assert_eq!(margin.stretch(now + ms(400)), 1.0);
         // Given up at its deadline, it counts as late: 490 ms over a 50 ms floor.
         margin.observe(&prediction, now + ms(500));
-        assert_eq!(margin.stretch(), MAX_STRETCH);
+        assert_eq!(margin.stretch(now + ms(500)), MAX_STRETCH);
     }
 }

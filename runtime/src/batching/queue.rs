@@ -109,7 +109,7 @@ impl Queue {
     /// margin stretches predictions by; `None` while no cost prices batches.
     pub fn cost_and_margin(&self) -> Option<(BatchCost, f64)> {
         let inner = self.lock();
-        inner.state.cost().map(|cost| (*cost, inner.margin.stretch()))
+        inner.state.cost().map(|cost| (*cost, inner.margin.stretch(Instant::now())))
     }
 
     /// Queues a request's parts (one, unless it was split), running what it can at
