@@ -2,7 +2,7 @@
 //! rejections), the instances (answers, through an [`AnswerHook`]) and the control
 //! loop (what the snapshot reports).
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -18,6 +18,9 @@ use crate::error::Error;
 pub struct TaskTraffic {
     window: Mutex<TrafficWindow>,
     photos: Mutex<PhotoMix>,
+    /// Whether any request carried photos: until one does, tensor requests leave the
+    /// mix alone without taking its lock.
+    photos_seen: AtomicBool,
     in_flight: AtomicI64,
     started: Instant,
 }
@@ -40,6 +43,7 @@ impl Default for TaskTraffic {
         TaskTraffic {
             window: Mutex::default(),
             photos: Mutex::default(),
+            photos_seen: AtomicBool::new(false),
             in_flight: AtomicI64::new(0),
             started: Instant::now(),
         }
@@ -50,6 +54,10 @@ impl TaskTraffic {
     /// A request arrived carrying `photos` photos of `bytes` encoded in all (none:
     /// tensors), whether or not it is then admitted.
     pub fn carried(&self, photos: usize, bytes: u64) {
+        if photos == 0 && !self.photos_seen.load(Ordering::Relaxed) {
+            return;
+        }
+        self.photos_seen.store(true, Ordering::Relaxed);
         self.photos.lock().unwrap_or_else(PoisonError::into_inner).arrived(photos, bytes);
     }
 
@@ -146,5 +154,12 @@ mod tests {
         assert_eq!(reading.tick.latencies_ms, vec![20.0, 200.0]);
         hook(Answered::Abandoned);
         assert_eq!(traffic.read().in_flight, 0);
+        // Tensors alone say nothing of photos; once photos come, the mix counts both.
+        traffic.carried(0, 0);
+        assert_eq!(traffic.read().photos, None);
+        traffic.carried(1, 50_000);
+        traffic.carried(0, 0);
+        let photos = traffic.read().photos.unwrap();
+        assert!(photos.share < 1.0 && photos.mean_bytes == 50_000.0, "{photos:?}");
     }
 }
