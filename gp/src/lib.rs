@@ -30,6 +30,7 @@ pub const NUGGETS: [f64; 6] = [1e-6, 1e-3, 1e-2, 1e-1, 0.3, 1.0];
 
 /// Why no model came of the data.
 #[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
 pub enum FitError {
     /// The points and costs do not make a table of `dimensions` columns.
     #[error("{points} numbers are not {costs} points of {dimensions} dimensions")]

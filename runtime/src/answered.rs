@@ -8,6 +8,7 @@ use std::time::Duration;
 /// simulator counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Outcome {
     /// Answered, in time or late.
     #[serde(rename = "ok")]

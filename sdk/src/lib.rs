@@ -57,10 +57,11 @@ pub use modelless_runtime::registry::{
 /// `modelless::request=info` in a filter turns them on (see docs/serving.md, "Tracing").
 pub use modelless_runtime::trace::TARGET as TRACE_TARGET;
 pub use modelless_runtime::{
-    BackendError, BackendFactory, BatchingConfig, DType, Device, Element, Error, ErrorKind, InferOptions, Inputs,
-    MakeBackend, Model, ModelConfig, ModelFormat, ModelMetadata, Output, Priority, ProfileMode, SignatureConfig,
-    SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData, TensorDeclaration,
-    TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus, VersionStatus, WarmupConfig,
+    BackendError, BackendFactory, BatchingConfig, Cause, DType, Device, Element, Error, ErrorKind, InferOptions,
+    Inputs, MakeBackend, Model, ModelConfig, ModelFormat, ModelMetadata, Output, Priority, ProfileMode,
+    SignatureConfig, SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData,
+    TensorDeclaration, TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus,
+    VersionStatus, WarmupConfig,
 };
 pub use pipeline_config::{GlueKind, LinePaddingKind, PipelineConfig};
 pub use policy_config::PolicyConfig;

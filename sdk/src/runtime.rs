@@ -14,6 +14,7 @@ use modelless_runtime::registry::{
 use modelless_runtime::{
     BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
     ModelMetadata, Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket,
+    error::Cause,
 };
 use serde::{Deserialize, Serialize};
 
@@ -54,7 +55,8 @@ impl RuntimeConfig {
     /// Parses a TOML config; relative paths in it are taken from `base`. An unknown
     /// key is an error that names it.
     pub fn from_toml(text: &str, base: &Path) -> Result<Self, Error> {
-        let mut config: RuntimeConfig = toml::from_str(text).map_err(|e| Error::Config(e.to_string()))?;
+        let mut config: RuntimeConfig =
+            toml::from_str(text).map_err(|e| Error::ConfigRefused { what: "TOML".into(), source: Cause::new(e) })?;
         config.validate()?;
         config.resolve_paths(base);
         Ok(config)
@@ -83,6 +85,9 @@ impl RuntimeConfig {
         let base = path.parent().unwrap_or(Path::new("."));
         RuntimeConfig::from_toml(&text, base).map_err(|e| match e {
             Error::Config(message) => Error::Config(format!("{}: {message}", path.display())),
+            Error::ConfigRefused { what, source } => {
+                Error::ConfigRefused { what: format!("{}: {what}", path.display()), source }
+            }
             other => other,
         })
     }
@@ -595,6 +600,15 @@ mod tests {
             )
         });
         prop_oneof![model, task, policy, server]
+    }
+
+    #[test]
+    fn a_config_that_is_not_toml_keeps_the_parsers_error_as_its_source() {
+        let refused = RuntimeConfig::from_toml("[[models]\nname = 1", Path::new("/configs")).unwrap_err();
+        assert_eq!(refused.kind(), modelless_runtime::ErrorKind::Config);
+        let source = std::error::Error::source(&refused).and_then(|s| s.downcast_ref::<Cause>());
+        assert!(source.and_then(|c| c.downcast_ref::<toml::de::Error>()).is_some(), "{refused:?}");
+        assert!(refused.to_string().contains("TOML"), "{refused}");
     }
 
     #[test]

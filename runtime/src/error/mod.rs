@@ -10,10 +10,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod cause;
 pub(crate) mod library;
 mod mismatch;
 mod policy;
 
+pub use cause::Cause;
 pub use mismatch::SignatureMismatch;
 pub use policy::PolicyError;
 
@@ -59,12 +61,39 @@ pub enum BackendError {
         reason: String,
     },
     /// libtorch refused an operation on a TorchScript module.
-    #[error("libtorch: {context}: {message}")]
+    #[error("libtorch: {context}: {source}")]
     Torch {
         /// What was being done.
         context: String,
         /// libtorch's error.
-        message: String,
+        #[source]
+        source: Cause,
+    },
+    /// The model's format needs a backend this build left out.
+    #[error("cannot load {}: this build has no {what} support: build modelless with the `{feature}` feature", path.display())]
+    NotBuiltWith {
+        /// The backend: `TorchScript`.
+        what: &'static str,
+        /// The cargo feature that builds it in.
+        feature: &'static str,
+        /// The model file.
+        path: PathBuf,
+    },
+    /// A model whose file does not say its inputs and outputs (a TorchScript module)
+    /// needs them declared in its config.
+    #[error("cannot load {}: a TorchScript variant declares its inputs and outputs in its config", path.display())]
+    Undeclared {
+        /// The model file.
+        path: PathBuf,
+    },
+    /// A tensor made from the backend's buffers has a shape its elements do not fill.
+    #[error("{what}: {source}")]
+    Shape {
+        /// What was being made.
+        what: String,
+        /// The shape and the elements.
+        #[source]
+        source: crate::tensor::ShapeError,
     },
     /// The model uses an input or output type modelless does not serve.
     #[error("{what} `{name}` has unsupported type {ty}")]
@@ -91,6 +120,18 @@ pub enum BackendError {
     /// The backend panicked; the panic was contained and the backend keeps serving.
     #[error("backend panicked: {0}")]
     Panicked(String),
+    /// A pipeline's glue cannot read what one of its stages answered: the stage's
+    /// model is not what the pipeline's configuration says it is.
+    #[error("the {stage} stage answered {what}{}", source.as_ref().map(|s| format!(": {s}")).unwrap_or_default())]
+    StageAnswer {
+        /// The stage: `detection`, `recognition`, `join`, …
+        stage: &'static str,
+        /// What it answered, or what could not be made of it.
+        what: String,
+        /// The error that reading it met, if any.
+        #[source]
+        source: Option<Cause>,
+    },
     /// A failure raised on purpose by a test backend.
     #[error("{0}")]
     Injected(String),
@@ -121,7 +162,7 @@ impl Error {
             Error::NoVariantMeetsSlo { .. } => ErrorKind::NoVariantMeetsSlo,
             Error::NotReady { .. } => ErrorKind::NotReady,
             Error::AlreadyLoaded(_) => ErrorKind::AlreadyLoaded,
-            Error::Config(_) => ErrorKind::Config,
+            Error::Config(_) | Error::ConfigRefused { .. } => ErrorKind::Config,
             Error::Precondition(_) => ErrorKind::Precondition,
             Error::Io { .. } => ErrorKind::Io,
             Error::ThreadStart { .. } => ErrorKind::ThreadStart,
@@ -152,7 +193,8 @@ impl Error {
 /// that `ALL` cannot miss a kind.
 macro_rules! error_kinds {
     ($($(#[$doc:meta])* $kind:ident => $label:literal,)*) => {
-        /// What kind of failure an [`Error`] is: one kind per variant of [`Error`]. It
+        /// What kind of failure an [`Error`] is: one kind for each variant of [`Error`]
+        /// but `ConfigRefused`, which is a [`ErrorKind::Config`] as `Config` is. It
         /// is what metrics count failures by ([`ErrorKind::as_str`] is its label), and
         /// what the KServe endpoints map to a gRPC code and an HTTP status (see
         /// `kserve::Code::of`, behind the `grpc` feature).
@@ -348,6 +390,16 @@ pub enum Error {
     /// (in a config file, a builder or a repository call's override) must change.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A configuration could not be read as its format says, or a part of it was
+    /// refused by the check of the part's own type: the cause says where and why.
+    #[error("invalid configuration: {what}: {source}")]
+    ConfigRefused {
+        /// What was being read: `TOML`, `task \`classify\`: variant \`a\``.
+        what: String,
+        /// The parser's or the part's error.
+        #[source]
+        source: Cause,
+    },
     /// The call cannot be done in the state things are in now (the active variant
     /// cannot be unloaded; no policy runs to reload); the message says what to do
     /// first.

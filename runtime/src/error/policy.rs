@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::Cause;
+
 /// A policy failure. Each has a [`kind`](PolicyError::kind) to count it by.
 ///
 /// Two failures are equal when they are of the same variant with equal fields; two
@@ -12,7 +14,7 @@ use std::sync::Arc;
 pub enum PolicyError {
     /// The bytes are not a valid WebAssembly module.
     #[error("not a valid WebAssembly module: {0}")]
-    Invalid(String),
+    Invalid(#[source] Cause),
     /// The module lacks the ABI marker export: it is not a policy, or one of another
     /// ABI version.
     #[error("no `{marker}` export: not a policy of ABI version {version}")]
@@ -33,7 +35,7 @@ pub enum PolicyError {
     /// Instantiating the module failed (its start function trapped, or it needs
     /// imports the host does not give).
     #[error("cannot instantiate: {0}")]
-    Instantiate(String),
+    Instantiate(#[source] Cause),
     /// The call ran past its deadline.
     #[error("ran past its deadline of {deadline_ms} ms")]
     Timeout {
@@ -51,7 +53,7 @@ pub enum PolicyError {
     },
     /// The call trapped (a panic, unreachable, out-of-bounds access, stack overflow).
     #[error("trapped: {0}")]
-    Trap(String),
+    Trap(#[source] Cause),
     /// The output is larger than the host takes.
     #[error("output of {len} bytes is over the limit of {limit} bytes")]
     OversizedOutput {
@@ -60,15 +62,39 @@ pub enum PolicyError {
         /// The limit.
         limit: usize,
     },
-    /// The output is not a decision (bad JSON, or an address outside its memory).
+    /// The output lies outside the module's memory or is too large to take.
     #[error("invalid output: {0}")]
     InvalidOutput(String),
+    /// The output is not the JSON expected of it.
+    #[error("invalid output: {what}: {source}")]
+    UnreadableOutput {
+        /// What it should have been: `a decision`, `state`.
+        what: &'static str,
+        /// The JSON parser's error.
+        #[source]
+        source: Cause,
+    },
+    /// What the host gives the module could not be written as JSON.
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        /// What: `the snapshot`, `the parameters`, `the state`.
+        what: &'static str,
+        /// The JSON writer's error.
+        #[source]
+        source: Cause,
+    },
     /// The policy answered `{"error": …}`.
     #[error("the policy reported: {0}")]
     Reported(String),
     /// The host could not start: its engine or its clock thread. No module is at fault.
-    #[error("the policy host cannot start: {0}")]
-    Host(String),
+    #[error("the policy host cannot start {what}: {source}")]
+    Host {
+        /// What: `its engine`, `its clock`.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: Cause,
+    },
     /// The module file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
@@ -85,7 +111,10 @@ impl PartialEq for PolicyError {
         use PolicyError::*;
         match (self, other) {
             (Invalid(a), Invalid(b)) | (Instantiate(a), Instantiate(b)) | (Trap(a), Trap(b)) => a == b,
-            (InvalidOutput(a), InvalidOutput(b)) | (Reported(a), Reported(b)) | (Host(a), Host(b)) => a == b,
+            (InvalidOutput(a), InvalidOutput(b)) | (Reported(a), Reported(b)) => a == b,
+            (UnreadableOutput { what: a, source: s }, UnreadableOutput { what: b, source: t })
+            | (Encode { what: a, source: s }, Encode { what: b, source: t })
+            | (Host { what: a, source: s }, Host { what: b, source: t }) => a == b && s == t,
             (WrongAbi { marker: a, version: v }, WrongAbi { marker: b, version: w }) => a == b && v == w,
             (MissingExport { name: a, expected: x }, MissingExport { name: b, expected: y }) => a == b && x == y,
             (Timeout { deadline_ms: a }, Timeout { deadline_ms: b }) => a == b,
@@ -108,8 +137,10 @@ impl PartialEq for PolicyError {
                 | Trap(_)
                 | OversizedOutput { .. }
                 | InvalidOutput(_)
+                | UnreadableOutput { .. }
+                | Encode { .. }
                 | Reported(_)
-                | Host(_)
+                | Host { .. }
                 | Read { .. },
                 _,
             ) => false,
@@ -130,9 +161,10 @@ impl PolicyError {
             PolicyError::MemoryLimit { .. } => "memory_limit",
             PolicyError::Trap(_) => "trap",
             PolicyError::OversizedOutput { .. } => "oversized_output",
-            PolicyError::InvalidOutput(_) => "invalid_output",
+            PolicyError::InvalidOutput(_) | PolicyError::UnreadableOutput { .. } => "invalid_output",
+            PolicyError::Encode { .. } => "encode",
             PolicyError::Reported(_) => "reported",
-            PolicyError::Host(_) => "host",
+            PolicyError::Host { .. } => "host",
             PolicyError::Read { .. } => "read",
         }
     }

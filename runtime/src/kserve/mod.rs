@@ -44,6 +44,7 @@ pub use service::{
     RequestedOutput,
 };
 pub use status::{Code, ServeError};
+pub use tls::TlsError;
 /// The gRPC library of the endpoints and of the generated client, for building
 /// connections (`tonic::transport::Endpoint`).
 pub use tonic;

@@ -19,7 +19,8 @@ use super::grpc::GrpcEndpoint;
 use super::http::router;
 use super::infer_path::InferenceRoutes;
 use super::service::InferenceService;
-use super::tls;
+use super::tls::{self, TlsError};
+use crate::error::Cause;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +37,7 @@ pub enum ServerError {
     },
     /// The TLS certificate or key could not be used.
     #[error("TLS: {0}")]
-    Tls(String),
+    Tls(#[from] TlsError),
     /// A setting is out of range.
     #[error("config: {0}")]
     Config(String),
@@ -96,7 +97,9 @@ impl Server {
             .initial_connection_window_size(config.http2_connection_window_kib.saturating_mul(1024))
             .max_frame_size(config.http2_max_frame_kib.clamp(16, 16383) * 1024);
         if let Some(tls) = &tls {
-            builder = builder.tls_config(tls.grpc.clone()).map_err(|e| ServerError::Tls(e.to_string()))?;
+            builder = builder
+                .tls_config(tls.grpc.clone())
+                .map_err(|e| TlsError::Refused { endpoint: "gRPC", source: Cause::new(e) })?;
         }
         let incoming = TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
         let grpc = builder.add_service(grpc_service).serve_with_incoming_shutdown(incoming, until_stopped());

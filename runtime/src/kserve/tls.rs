@@ -14,7 +14,40 @@ use tokio_rustls::server::TlsStream;
 use tonic::transport::{Identity, ServerTlsConfig};
 
 use super::config::TlsConfig;
-use super::server::ServerError;
+use crate::error::Cause;
+
+/// Why the certificate and key cannot serve TLS.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not the PEM it should be.
+    #[error("{}: {source}", path.display())]
+    Pem {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The PEM parser's error.
+        #[source]
+        source: Cause,
+    },
+    /// rustls or tonic refused the certificate and key.
+    #[error("{endpoint}: {source}")]
+    Refused {
+        /// The endpoint whose TLS library refused them: `HTTP`, `gRPC`.
+        endpoint: &'static str,
+        /// Its error.
+        #[source]
+        source: Cause,
+    },
+}
 
 /// The certificate, ready for each endpoint.
 pub struct LoadedTls {
@@ -25,20 +58,22 @@ pub struct LoadedTls {
 }
 
 /// Reads and checks the certificate and key.
-pub fn load(files: &TlsConfig) -> Result<LoadedTls, ServerError> {
-    let read =
-        |path: &std::path::Path| std::fs::read(path).map_err(|e| ServerError::Tls(format!("{}: {e}", path.display())));
+pub fn load(files: &TlsConfig) -> Result<LoadedTls, TlsError> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|source| TlsError::Read { path: path.to_path_buf(), source })
+    };
+    let pem = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |e: tokio_rustls::rustls::pki_types::pem::Error| TlsError::Pem { path, source: Cause::new(e) }
+    };
     let (cert_pem, key_pem) = (read(&files.cert)?, read(&files.key)?);
-    let certs = CertificateDer::pem_slice_iter(&cert_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ServerError::Tls(format!("{}: {e}", files.cert.display())))?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|e| ServerError::Tls(format!("{}: {e}", files.key.display())))?;
+    let certs = CertificateDer::pem_slice_iter(&cert_pem).collect::<Result<Vec<_>, _>>().map_err(pem(&files.cert))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(pem(&files.key))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut http = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
-        .map_err(|e| ServerError::Tls(e.to_string()))?;
+        .map_err(|e| TlsError::Refused { endpoint: "HTTP", source: Cause::new(e) })?;
     http.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(LoadedTls { grpc: ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem)), http: Arc::new(http) })
 }

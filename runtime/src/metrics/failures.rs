@@ -10,23 +10,15 @@ use std::time::{Duration, Instant};
 
 use prometheus::{IntCounter, IntCounterVec};
 
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 
-/// The reasons a request admitted, or offered, to a model can fail with, bound in
-/// advance so that counting one costs an atomic add and every reason shows in the
-/// metrics from the start, at zero. Any other reason is bound when it first happens.
-pub const MODEL_FAILURE_REASONS: [&str; 10] = [
-    "invalid_input",
-    "request_too_large",
-    "queue_full",
-    "would_miss_deadline",
-    "expired",
-    CANCELED,
-    "backend_failed",
-    "does_not_fit_task",
-    "not_ready",
-    "shutting_down",
-];
+/// The reasons a request admitted, or offered, to a model can fail with: the label of
+/// every [`ErrorKind`], then [`CANCELED`]. They are bound in advance, so that counting
+/// one costs an atomic add and every reason shows in the metrics from the start, at
+/// zero. Any other reason is bound when it first happens.
+pub fn model_failure_reasons() -> impl Iterator<Item = &'static str> {
+    ErrorKind::ALL.iter().map(|kind| kind.as_str()).chain([CANCELED])
+}
 
 /// The reason of a request whose caller went away before it ran. No error reaches
 /// anyone, so none is logged.
@@ -54,9 +46,9 @@ impl std::fmt::Debug for ModelFailures {
 
 impl ModelFailures {
     /// Counters of `family` (labelled task, variant, reason) for one model, every
-    /// reason of `MODEL_FAILURE_REASONS` bound in advance.
+    /// reason of [`model_failure_reasons`] bound in advance.
     pub fn new(family: &IntCounterVec, task: &str, variant: &str) -> Self {
-        let bound = MODEL_FAILURE_REASONS.iter().map(|r| family.with_label_values(&[task, variant, r])).collect();
+        let bound = model_failure_reasons().map(|r| family.with_label_values(&[task, variant, r])).collect();
         Self::with_bound(family, task, variant, bound)
     }
 
@@ -131,7 +123,7 @@ impl ModelFailures {
     }
 
     fn bound_index(&self, reason: &str) -> Option<usize> {
-        MODEL_FAILURE_REASONS.iter().position(|r| *r == reason).filter(|i| *i < self.by_reason.len())
+        model_failure_reasons().position(|r| r == reason).filter(|i| *i < self.by_reason.len())
     }
 
     fn lock_others(&self) -> std::sync::MutexGuard<'_, Vec<(&'static str, IntCounter)>> {
@@ -202,13 +194,31 @@ mod tests {
             failures.failed(&overloaded);
         }
         failures.failed(&Error::UnknownTask("x".into()));
+        failures.failed_with("made_up", &"a reason of no kind");
         failures.canceled();
         assert_eq!(failures.of("queue_full"), 3);
-        assert_eq!(failures.of("unknown_task"), 1, "a reason not bound in advance is counted too");
+        assert_eq!(failures.of("unknown_task"), 1);
+        assert_eq!(failures.of("made_up"), 1, "a reason not bound in advance is counted too");
         assert_eq!(failures.of(CANCELED), 1);
         assert_eq!(failures.of("backend_failed"), 0);
-        assert_eq!(failures.total(), 5);
+        assert_eq!(failures.total(), 6);
         let other = ModelFailures::new(&family, "t", "w");
         assert_eq!(other.total(), 0, "another variant's failures are its own");
+    }
+
+    #[test]
+    fn every_kind_of_error_is_a_reason_shown_at_zero_from_the_start() {
+        let family = IntCounterVec::new(prometheus::Opts::new("failures_zero", "test"), &["task", "variant", "reason"])
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        let _failures = ModelFailures::new(&family, "t", "v");
+        let shown: Vec<String> = prometheus::core::Collector::collect(&family)
+            .iter()
+            .flat_map(|f| f.get_metric().iter().map(|m| m.get_label()[0].value().to_string()).collect::<Vec<_>>())
+            .collect();
+        for kind in ErrorKind::ALL {
+            assert!(shown.iter().any(|r| r == kind.as_str()), "{kind:?} not bound: {shown:?}");
+        }
+        assert!(shown.iter().any(|r| r == CANCELED));
+        assert_eq!(shown.len(), ErrorKind::ALL.len() + 1);
     }
 }

@@ -23,7 +23,7 @@ use super::detect::{DbConfig, boxes};
 use super::geometry::Quad;
 use super::lines::{LINE_HEIGHT, RgbPixels, cut, line_input, scaled_width};
 use crate::backend::TensorSpec;
-use crate::error::Error;
+use crate::error::{BackendError, Cause, Error};
 use crate::preprocess::{DecodeLimits, Decoded, decode};
 use crate::registry::{PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, Stages};
 use crate::request::{ImageData, Inputs};
@@ -155,11 +155,11 @@ impl ReadText {
             .ok_or_else(|| self.stage_fault("detection", "no map"))?;
         let (map_h, map_w) = match map.shape() {
             [_, _, h, w] => (*h, *w),
-            other => return Err(self.stage_fault("detection", &format!("a map of shape {other:?}, not [1, 1, H, W]"))),
+            other => return Err(self.stage_fault("detection", format!("a map of shape {other:?}, not [1, 1, H, W]"))),
         };
         let values = map.as_slice::<f32>().ok_or_else(|| self.stage_fault("detection", "a map not of f32"))?;
         let mut found = boxes(values, map_w, map_h, (width, height), &self.config.db)
-            .map_err(|e| self.stage_fault("detection", &e.to_string()))?;
+            .map_err(|e| self.stage_error("detection", e))?;
         let truncated = found.len() > self.config.max_lines;
         found.truncate(self.config.max_lines);
         let lines: Vec<RgbImage> = found.iter().map(|b| cut(&page, &b.quad)).collect();
@@ -181,18 +181,18 @@ impl ReadText {
             .zip(padded_widths(&lines, self.config.padding))
             .map(|(line, width)| Tensor::new([1, 3, LINE_HEIGHT, width], line_input(line, width)).map(Inputs::from))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.stage_fault("recognition", &e.to_string()))?;
+            .map_err(|e| self.stage_error("recognition", e))?;
         let recognised = stages.run(&self.config.recognize, items)?;
         let mut read = Vec::with_capacity(recognised.len());
         for answer in &recognised {
             let steps = answer.first().ok_or_else(|| self.stage_fault("recognition", "no output"))?;
             let (t, classes) = match steps.shape() {
                 [_, t, c] => (*t, *c),
-                other => return Err(self.stage_fault("recognition", &format!("an output of shape {other:?}"))),
+                other => return Err(self.stage_fault("recognition", format!("an output of shape {other:?}"))),
             };
             if classes != self.alphabet.classes() {
                 let why = format!("{classes} classes where the dictionary has {}", self.alphabet.classes());
-                return Err(self.stage_fault("recognition", &why));
+                return Err(self.stage_fault("recognition", why));
             }
             let probabilities = steps.as_slice::<f32>().ok_or_else(|| self.stage_fault("recognition", "not f32"))?;
             let decoded = self.alphabet.decode(probabilities, t);
@@ -209,7 +209,7 @@ impl ReadText {
                 Tensor::new([1, 3, LINE_HEIGHT, DIRECTION_WIDTH], line_input(line, DIRECTION_WIDTH)).map(Inputs::from)
             })
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.stage_fault("direction", &e.to_string()))?;
+            .map_err(|e| self.stage_error("direction", e))?;
         for (line, answer) in lines.iter_mut().zip(stages.run(task, items)?) {
             let probabilities = answer.first().and_then(|t| t.as_slice::<f32>()).unwrap_or_default();
             if let [upright, upside_down] = probabilities
@@ -223,14 +223,31 @@ impl ReadText {
     }
 
     /// A stage answered with something the glue cannot read: its model is not what
-    /// the pipeline's configuration says it is.
-    fn stage_fault(&self, stage: &str, what: &str) -> Error {
-        Error::Config(format!("read-text: the {stage} stage answered {what}"))
+    /// the pipeline's configuration says it is. A server fault, not the caller's.
+    fn stage_fault(&self, stage: &'static str, what: impl Into<String>) -> Error {
+        self.fault(BackendError::StageAnswer { stage, what: what.into(), source: None })
+    }
+
+    /// A stage's answer met `error` while the glue read it.
+    fn stage_error(&self, stage: &'static str, error: impl std::error::Error + Send + Sync + 'static) -> Error {
+        let what = "what could not be read".to_string();
+        self.fault(BackendError::StageAnswer { stage, what, source: Some(Cause::new(error)) })
     }
 
     /// The answer could not be put together from what the stages gave.
-    pub(super) fn join_fault(&self, why: impl std::fmt::Display) -> Error {
-        self.stage_fault("join", &why.to_string())
+    pub(super) fn join_fault(&self, error: impl std::error::Error + Send + Sync + 'static) -> Error {
+        self.stage_error("join", error)
+    }
+
+    /// `error` as the failure of the stage's task (of the glue itself for `join`).
+    fn fault(&self, error: BackendError) -> Error {
+        let model = match &error {
+            BackendError::StageAnswer { stage: "detection", .. } => self.config.detect.clone(),
+            BackendError::StageAnswer { stage: "recognition", .. } => self.config.recognize.clone(),
+            BackendError::StageAnswer { stage: "direction", .. } => self.config.direction.clone().unwrap_or_default(),
+            _ => "read-text".into(),
+        };
+        Error::Backend { model, source: std::sync::Arc::new(error) }
     }
 }
 
@@ -325,6 +342,20 @@ impl PipelineGlue for ReadText {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stage_answer_the_glue_cannot_read_is_the_stage_models_fault_with_its_cause() {
+        let glue = ReadText::new(ReadTextConfig::default(), Alphabet::from_dictionary("a\nb"));
+        let shapeless = Tensor::new([2, 2], vec![0.0f32; 3]).unwrap_err();
+        let fault = glue.stage_error("recognition", shapeless.clone());
+        assert_eq!(fault.kind(), crate::ErrorKind::Backend, "a server fault, never the caller's: {fault}");
+        let Error::Backend { model, source } = &fault else { panic!("{fault:?}") };
+        assert_eq!(model, &glue.config().recognize);
+        let cause = std::error::Error::source(source.as_ref()).and_then(|s| s.downcast_ref::<Cause>());
+        assert_eq!(cause.and_then(|c| c.downcast_ref::<crate::tensor::ShapeError>()), Some(&shapeless));
+        let described = glue.stage_fault("detection", "no map");
+        assert!(matches!(&described, Error::Backend { model, .. } if *model == glue.config().detect), "{described}");
+    }
 
     #[test]
     fn lines_are_padded_to_the_next_step_and_never_below_the_narrowest_input() {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use modelless_policy_abi::{Decision, ServingKnobs, Snapshot, TaskDecision};
 
 use super::host::{PolicyInstance, PolicyModule};
-use crate::error::PolicyError;
+use crate::error::{Cause, PolicyError};
 
 /// Consecutive failures after which the native fallback takes over.
 pub const DEFAULT_MAX_FAILURES: u32 = 3;
@@ -163,7 +163,7 @@ impl GuardedPolicy {
     pub fn decide(&mut self, snapshot: &Snapshot) -> Decided {
         match serde_json::to_vec(snapshot) {
             Ok(json) => self.decide_encoded(snapshot, &json),
-            Err(e) => self.failed(PolicyError::InvalidOutput(format!("cannot encode the snapshot: {e}"))),
+            Err(e) => self.failed(PolicyError::Encode { what: "the snapshot", source: Cause::new(e) }),
         }
     }
 

@@ -14,7 +14,7 @@ use wasmtime::{
     Trap, TypedFunc,
 };
 
-use crate::error::PolicyError;
+use crate::error::{Cause, PolicyError};
 
 /// Limits every policy call runs under.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,14 +131,14 @@ impl PolicyEngine {
         let mut wasm = Config::new();
         wasm.epoch_interruption(true);
         wasm.consume_fuel(config.fuel.is_some());
-        let engine = Engine::new(&wasm).map_err(|e| PolicyError::Host(message(&e)))?;
+        let engine = Engine::new(&wasm).map_err(|e| PolicyError::Host { what: "its engine", source: cause(e) })?;
         let ticker =
             Arc::new(Ticker { in_flight: AtomicUsize::new(0), state: Mutex::new(false), wake: Condvar::new() });
         let (clock, for_ticker) = (engine.clone(), ticker.clone());
         std::thread::Builder::new()
             .name("modelless-policy-clock".into())
             .spawn(move || for_ticker.run(clock))
-            .map_err(|e| PolicyError::Host(format!("cannot start the policy clock: {e}")))?;
+            .map_err(|e| PolicyError::Host { what: "its clock", source: Cause::new(e) })?;
         Ok(Arc::new(PolicyEngine { engine, config, ticker }))
     }
 
@@ -150,7 +150,7 @@ impl PolicyEngine {
     /// Compiles a module (binary, or text format) and checks that it is a policy of
     /// this ABI version.
     pub fn compile(self: &Arc<Self>, name: &str, bytes: &[u8]) -> Result<PolicyModule, PolicyError> {
-        let module = Module::new(&self.engine, bytes).map_err(|e| PolicyError::Invalid(message(&e)))?;
+        let module = Module::new(&self.engine, bytes).map_err(|e| PolicyError::Invalid(cause(e)))?;
         let is_func = |name: &str| matches!(module.get_export(name), Some(ExternType::Func(_)));
         if !is_func(MARKER_EXPORT) {
             return Err(PolicyError::WrongAbi { marker: MARKER_EXPORT, version: ABI_VERSION });
@@ -166,8 +166,8 @@ impl PolicyEngine {
         let mut linker = Linker::new(&self.engine);
         linker
             .func_wrap("modelless", "log", log)
-            .map_err(|e| PolicyError::Instantiate(format!("cannot define `modelless.log`: {}", message(&e))))?;
-        let pre = linker.instantiate_pre(&module).map_err(|e| PolicyError::Instantiate(message(&e)))?;
+            .map_err(|e| PolicyError::Instantiate(cause(e.context("cannot define `modelless.log`"))))?;
+        let pre = linker.instantiate_pre(&module).map_err(|e| PolicyError::Instantiate(cause(e)))?;
         Ok(PolicyModule {
             name: Arc::from(name),
             pre,
@@ -250,7 +250,7 @@ impl PolicyModule {
             load_state,
         };
         if let (Some(parameters), Some(init)) = (parameters, policy.init.clone()) {
-            let json = serde_json::to_vec(parameters).map_err(|e| PolicyError::InvalidOutput(e.to_string()))?;
+            let json = serde_json::to_vec(parameters).map_err(|e| encode("the parameters", e))?;
             policy.call_with_input(init, &json).and_then(|out| status(&out))?;
         }
         Ok(policy)
@@ -329,7 +329,7 @@ impl PolicyInstance {
 
     /// The decision for `snapshot`.
     pub fn decide(&mut self, snapshot: &Snapshot) -> Result<Decision, PolicyError> {
-        let json = serde_json::to_vec(snapshot).map_err(|e| PolicyError::InvalidOutput(e.to_string()))?;
+        let json = serde_json::to_vec(snapshot).map_err(|e| encode("the snapshot", e))?;
         self.decide_json(&json)
     }
 
@@ -348,14 +348,14 @@ impl PolicyInstance {
             let packed = save.call(&mut *store, ())?;
             take_output(store, memory, &dealloc, packed, limit)
         })??;
-        serde_json::from_slice(&out).map_err(|e| PolicyError::InvalidOutput(format!("state is not JSON: {e}")))
+        serde_json::from_slice(&out).map_err(|e| unreadable("state", e))
     }
 
     /// Hands it the state a module it replaces saved; `false` when it does not take
     /// state.
     pub fn load_state(&mut self, state: &serde_json::Value) -> Result<bool, PolicyError> {
         let Some(load) = self.load_state.clone() else { return Ok(false) };
-        let json = serde_json::to_vec(state).map_err(|e| PolicyError::InvalidOutput(e.to_string()))?;
+        let json = serde_json::to_vec(state).map_err(|e| encode("the state", e))?;
         status(&self.call_with_input(load, &json)?)?;
         Ok(true)
     }
@@ -420,25 +420,25 @@ fn guarded<R>(
     store.set_epoch_deadline(ticks);
     store.epoch_deadline_trap();
     if let Some(fuel) = config.fuel {
-        store.set_fuel(fuel).map_err(|e| PolicyError::Instantiate(message(&e)))?;
+        store.set_fuel(fuel).map_err(|e| PolicyError::Instantiate(cause(e)))?;
     }
     engine.ticker.begin();
     let result = f(store);
     engine.ticker.end();
-    result.map_err(|e| classify(&e, config))
+    result.map_err(|e| classify(e, config))
 }
 
 /// The failure a wasmtime error stands for.
-fn classify(error: &wasmtime::Error, config: &HostConfig) -> PolicyError {
+fn classify(error: wasmtime::Error, config: &HostConfig) -> PolicyError {
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => {
             PolicyError::Timeout { deadline_ms: config.deadline.as_millis().try_into().unwrap_or(u64::MAX) }
         }
         Some(Trap::OutOfFuel) => PolicyError::OutOfFuel,
-        _ if message(error).contains("forcing trap when growing memory") => {
+        _ if message(&error).contains("forcing trap when growing memory") => {
             PolicyError::MemoryLimit { limit_bytes: config.memory_limit_bytes }
         }
-        _ => PolicyError::Trap(message(error)),
+        _ => PolicyError::Trap(cause(error)),
     }
 }
 
@@ -447,8 +447,23 @@ pub(crate) fn decision_from_output(out: &[u8]) -> Result<Decision, PolicyError> 
     match serde_json::from_slice::<PolicyOutput>(out) {
         Ok(PolicyOutput::Decision(decision)) => Ok(decision),
         Ok(PolicyOutput::Error { error }) => Err(PolicyError::Reported(error)),
-        Err(e) => Err(PolicyError::InvalidOutput(format!("not a decision: {e}"))),
+        Err(e) => Err(unreadable("a decision", e)),
     }
+}
+
+/// A wasmtime error kept whole, with its context.
+fn cause(error: wasmtime::Error) -> Cause {
+    Cause::boxed(error.into())
+}
+
+/// JSON the module wrote that is not `what` it should be.
+fn unreadable(what: &'static str, error: serde_json::Error) -> PolicyError {
+    PolicyError::UnreadableOutput { what, source: Cause::new(error) }
+}
+
+/// `what` the host could not write as JSON for the module.
+fn encode(what: &'static str, error: serde_json::Error) -> PolicyError {
+    PolicyError::Encode { what, source: Cause::new(error) }
 }
 
 /// An error and its causes, on one line.
@@ -508,14 +523,19 @@ mod tests {
     #[test]
     fn deep_recursion_and_a_panic_trap() {
         let recurse = "(call $decide (local.get $ptr) (local.get $len))";
-        assert!(matches!(decide(&engine(), &policy(recurse, "")), Err(PolicyError::Trap(m)) if m.contains("stack")));
+        assert!(
+            matches!(decide(&engine(), &policy(recurse, "")), Err(PolicyError::Trap(m)) if m.to_string().contains("stack"))
+        );
         assert!(matches!(decide(&engine(), &policy("(unreachable)", "")), Err(PolicyError::Trap(_))));
     }
 
     #[test]
     fn garbage_oversized_and_out_of_bounds_output_is_refused() {
         let garbage = "(i64.or (i64.shl (i64.const 1100) (i64.const 32)) (i64.const 8))";
-        assert!(matches!(decide(&engine(), &policy(garbage, "")), Err(PolicyError::InvalidOutput(_))));
+        assert!(matches!(
+            decide(&engine(), &policy(garbage, "")),
+            Err(PolicyError::UnreadableOutput { what: "a decision", .. })
+        ));
         let huge = "(i64.const 100000000)";
         let refused = decide(&engine(), &policy(huge, ""));
         assert_eq!(refused, Err(PolicyError::OversizedOutput { len: 100_000_000, limit: 1 << 20 }));

@@ -8,6 +8,7 @@ use image::metadata::Orientation;
 use image::{DynamicImage, ImageDecoder, ImageReader, Limits, RgbImage};
 
 use super::{DecodeLimits, Decoded, ImagePreprocess, PreprocessError};
+use crate::error::Cause;
 
 /// The most memory one decode may allocate, in bytes, whatever the header says.
 const MAX_DECODE_BYTES: u64 = 1 << 30;
@@ -53,7 +54,7 @@ fn decode_jpeg(
     limits: &DecodeLimits,
     target: Option<&ImagePreprocess>,
 ) -> Result<Decoded, PreprocessError> {
-    let corrupt = |e: jpeg_decoder::Error| PreprocessError::Decode(format!("JPEG: {e}"));
+    let corrupt = |e: jpeg_decoder::Error| PreprocessError::Codec { stage: "JPEG", source: Cause::new(e) };
     let mut decoder = jpeg_decoder::Decoder::new(encoded);
     decoder.read_info().map_err(corrupt)?;
     let info = decoder.info().ok_or_else(|| PreprocessError::Decode("JPEG: no frame header".into()))?;
@@ -110,7 +111,7 @@ fn decode_jpeg_full(
         // A truncated or corrupt file is refused, not filled in.
         .set_strict_mode(true);
     let mut decoder = zune_jpeg::JpegDecoder::new_with_options(zune_core::bytestream::ZCursor::new(encoded), options);
-    let rgb = decoder.decode().map_err(|e| PreprocessError::Decode(format!("JPEG: {e}")))?;
+    let rgb = decoder.decode().map_err(|e| PreprocessError::Codec { stage: "JPEG", source: Cause::new(e) })?;
     if rgb.len() != (width * height * 3) as usize {
         return Err(PreprocessError::Decode(format!("JPEG: {} bytes of pixels for {width}x{height}", rgb.len())));
     }
@@ -144,8 +145,8 @@ fn decode_png(encoded: &[u8], limits: &DecodeLimits) -> Result<Decoded, Preproce
     decode_limits.max_alloc = Some(MAX_DECODE_BYTES);
     reader.limits(decode_limits);
     let corrupt = |e: image::ImageError| match e {
-        image::ImageError::Limits(limit) => PreprocessError::TooLarge(limit.to_string()),
-        other => PreprocessError::Decode(format!("PNG: {other}")),
+        image::ImageError::Limits(limit) => PreprocessError::OverDecoderLimit(Cause::new(limit)),
+        other => PreprocessError::Codec { stage: "PNG", source: Cause::new(other) },
     };
     let mut decoder = reader.into_decoder().map_err(corrupt)?;
     let (width, height) = decoder.dimensions();

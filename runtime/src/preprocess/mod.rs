@@ -29,6 +29,7 @@ pub use pool::{PoolReading, PreprocessConfig, PreprocessPool, Reservation};
 pub use price::{ImageWork, PrepPrice, image_work};
 
 #[cfg(feature = "images")]
+use crate::error::Cause;
 use crate::tensor::Tensor;
 
 /// Why a build without feature `images` takes no image.
@@ -38,18 +39,33 @@ pub const NO_IMAGES: &str = "this build of modelless has no image decoding (feat
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PreprocessError {
-    /// The bytes are empty, truncated or corrupt.
+    /// The bytes are empty, truncated or corrupt, as found by modelless's own checks.
     #[error("cannot decode the image: {0}")]
     Decode(String),
+    /// The decoder refused the bytes as corrupt or truncated.
+    #[error("cannot decode the image: {stage}: {source}")]
+    Codec {
+        /// What was being decoded: `JPEG`, `PNG`, `decoded pixels`.
+        stage: &'static str,
+        /// The decoder's error.
+        #[source]
+        source: Cause,
+    },
     /// The bytes are not of a format served.
     #[error("unsupported image: {0}")]
     Unsupported(String),
     /// The image has more pixels than the limit.
     #[error("the image is too large: {0}")]
     TooLarge(String),
+    /// The decoder stopped at one of its limits (of memory, of dimensions).
+    #[error("the image is too large: {0}")]
+    OverDecoderLimit(#[source] Cause),
     /// The settings cannot describe the tensor.
     #[error("invalid preprocessing: {0}")]
     Invalid(String),
+    /// The resizer refused the images it was given.
+    #[error("invalid preprocessing: resize: {0}")]
+    Resize(#[source] Cause),
 }
 
 /// The encoded image `encoded` as a one-row tensor of what `preprocess` describes,
@@ -122,7 +138,7 @@ mod tests {
         assert!(matches!(image_tensor(b"not an image", &p), Err(PreprocessError::Unsupported(_))));
         let mut truncated = png(64, 64, |x, y| [x as u8, y as u8, 0]);
         truncated.truncate(truncated.len() / 2);
-        assert!(matches!(image_tensor(&truncated, &p), Err(PreprocessError::Decode(_))));
+        assert!(matches!(image_tensor(&truncated, &p), Err(PreprocessError::Codec { .. })));
         let refused = image_tensor(&png_claiming(100_000, 100_000), &p).unwrap_err();
         assert!(matches!(refused, PreprocessError::TooLarge(_)), "{refused}");
         assert!(image_tensor(&png(4, 4, |_, _| [0; 3]), &ImagePreprocess::new(0, [0.0; 3], [1.0; 3])).is_err());

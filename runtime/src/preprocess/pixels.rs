@@ -10,6 +10,7 @@ use half::f16;
 
 use super::config::{ChannelOrder, ImagePreprocess, Interpolation, Layout};
 use super::{Decoded, PreprocessError};
+use crate::error::Cause;
 use crate::tensor::{DType, Tensor};
 
 thread_local! {
@@ -29,7 +30,7 @@ pub fn to_tensor(decoded: &Decoded, preprocess: &ImagePreprocess) -> Result<Tens
 fn resize(decoded: &Decoded, preprocess: &ImagePreprocess) -> Result<Vec<u8>, PreprocessError> {
     let (width, height) = preprocess.target_size(decoded.width, decoded.height);
     let source = ImageRef::new(decoded.width, decoded.height, &decoded.rgb, PixelType::U8x3)
-        .map_err(|e| PreprocessError::Decode(format!("decoded pixels: {e}")))?;
+        .map_err(|e| PreprocessError::Codec { stage: "decoded pixels", source: Cause::new(e) })?;
     let (left, top, region_w, region_h) = preprocess.source_region(decoded.width, decoded.height);
     let algorithm = match preprocess.interpolation {
         Interpolation::Nearest => ResizeAlg::Nearest,
@@ -41,7 +42,7 @@ fn resize(decoded: &Decoded, preprocess: &ImagePreprocess) -> Result<Vec<u8>, Pr
     let mut target = Image::new(width, height, PixelType::U8x3);
     RESIZER
         .with_borrow_mut(|resizer| resizer.resize(&source, &mut target, &options))
-        .map_err(|e| PreprocessError::Invalid(format!("resize: {e}")))?;
+        .map_err(|e| PreprocessError::Resize(Cause::new(e)))?;
     Ok(target.into_vec())
 }
 

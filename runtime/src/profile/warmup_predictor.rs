@@ -11,6 +11,8 @@ use modelless_policy_abi::{BatchPoint, FirstRunSample, LatencyFit};
 use smartcore::ensemble::random_forest_regressor::{RandomForestRegressor, RandomForestRegressorParameters};
 use smartcore::linalg::basic::matrix::DenseMatrix;
 
+use crate::error::Cause;
+
 /// What the predictor looks at.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WarmupFeatures {
@@ -71,8 +73,27 @@ pub type Example = (WarmupFeatures, f64);
 
 /// Why a predictor could not be trained or asked.
 #[derive(Debug, thiserror::Error)]
-#[error("warm-up predictor: {0}")]
-pub struct PredictorError(String);
+#[non_exhaustive]
+pub enum PredictorError {
+    /// Fewer than two examples to learn from.
+    #[error("warm-up predictor: {0} examples; at least 2 are needed")]
+    TooFewExamples(usize),
+    /// An example's warm latency, which first runs are learnt as multiples of, is not
+    /// a positive number.
+    #[error("warm-up predictor: warm latency {warm_ms} ms at batch {batch_size} is not positive")]
+    NotPositive {
+        /// The latency.
+        warm_ms: f64,
+        /// The example's batch size.
+        batch_size: u32,
+    },
+    /// No example has a batch size held out to measure the error on.
+    #[error("warm-up predictor: no example has a held-out batch size")]
+    NothingHeldOut,
+    /// The random forest refused its data.
+    #[error("warm-up predictor: {0}")]
+    Forest(#[source] Cause),
+}
 
 /// A random forest from features to first-run time.
 pub struct WarmupPredictor {
@@ -90,32 +111,32 @@ impl WarmupPredictor {
     /// Trains on `examples` (at least two, each with a positive warm latency).
     pub fn train(examples: &[Example]) -> Result<Self, PredictorError> {
         if examples.len() < 2 {
-            return Err(PredictorError(format!("{} examples; at least 2 are needed", examples.len())));
+            return Err(PredictorError::TooFewExamples(examples.len()));
         }
         if let Some((f, _)) = examples.iter().find(|(f, _)| f.warm_ms.is_nan() || f.warm_ms <= 0.0) {
-            return Err(PredictorError(format!(
-                "warm latency {} ms at batch {} is not positive",
-                f.warm_ms, f.batch_size
-            )));
+            return Err(PredictorError::NotPositive { warm_ms: f.warm_ms, batch_size: f.batch_size });
         }
         let x = matrix(examples.iter().map(|e| &e.0))?;
         let multiples: Vec<f64> = examples.iter().map(|(f, ms)| ms / f.warm_ms).collect();
         let parameters = RandomForestRegressorParameters::default().with_n_trees(100).with_m(FEATURES).with_seed(1);
-        let forest =
-            RandomForestRegressor::fit(&x, &multiples, parameters).map_err(|e| PredictorError(e.to_string()))?;
+        let forest = RandomForestRegressor::fit(&x, &multiples, parameters).map_err(forest_error)?;
         Ok(WarmupPredictor { forest })
     }
 
     /// Predicted first-run times, in ms.
     pub fn predict(&self, features: &[WarmupFeatures]) -> Result<Vec<f64>, PredictorError> {
-        let multiples = self.forest.predict(&matrix(features.iter())?).map_err(|e| PredictorError(e.to_string()))?;
+        let multiples = self.forest.predict(&matrix(features.iter())?).map_err(forest_error)?;
         Ok(multiples.iter().zip(features).map(|(m, f)| m * f.warm_ms).collect())
     }
 }
 
 fn matrix<'a>(features: impl Iterator<Item = &'a WarmupFeatures>) -> Result<DenseMatrix<f64>, PredictorError> {
     let rows: Vec<Vec<f64>> = features.map(WarmupFeatures::row).collect();
-    DenseMatrix::from_2d_vec(&rows).map_err(|e| PredictorError(e.to_string()))
+    DenseMatrix::from_2d_vec(&rows).map_err(forest_error)
+}
+
+fn forest_error(error: smartcore::error::Failed) -> PredictorError {
+    PredictorError::Forest(Cause::new(error))
 }
 
 /// How well the predictor does on batch sizes it never saw.
@@ -135,7 +156,7 @@ pub fn held_out_error(examples: &[Example], held_out_sizes: &[u32]) -> Result<He
     let (test, train): (Vec<Example>, Vec<Example>) =
         examples.iter().partition(|(f, _)| held_out_sizes.contains(&f.batch_size));
     if test.is_empty() {
-        return Err(PredictorError("no example has a held-out batch size".into()));
+        return Err(PredictorError::NothingHeldOut);
     }
     let predictor = WarmupPredictor::train(&train)?;
     let features: Vec<WarmupFeatures> = test.iter().map(|e| e.0).collect();

@@ -10,7 +10,7 @@ pub use crate::backend::Device;
 use crate::backend::onnx::{self, OrtBackend, OrtEnvironmentConfig, OrtSessionConfig};
 use crate::backend::torchscript::{self, TorchScriptConfig};
 use crate::batching::BatchingConfig;
-use crate::error::Error;
+use crate::error::{Cause, Error};
 use crate::preprocess::ImagePreprocess;
 use crate::signature::{SignatureConfig, TensorMaps};
 use crate::warmup::WarmupConfig;
@@ -169,9 +169,10 @@ impl TaskConfig {
                         crate::preprocess::NO_IMAGES
                     ));
                 }
-                preprocess
-                    .validate()
-                    .map_err(|e| Error::Config(format!("task `{}`: variant `{}`: {e}", self.name, v.name)))?;
+                preprocess.validate().map_err(|e| Error::ConfigRefused {
+                    what: format!("task `{}`: variant `{}`", self.name, v.name),
+                    source: Cause::new(e),
+                })?;
             }
         }
         let with_images = self.variants.iter().filter(|v| v.preprocess.is_some()).count();

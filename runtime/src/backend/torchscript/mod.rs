@@ -32,12 +32,7 @@ pub fn factory(path: PathBuf, config: TorchScriptConfig, device: Device, fallbac
     #[cfg(not(feature = "tch"))]
     {
         let _ = (config, device, fallback_to_cpu);
-        Arc::new(move || {
-            Err(BackendError::Torch {
-                context: format!("loading {}", path.display()),
-                message: "this build has no TorchScript support: build modelless with the `tch` feature".into(),
-            })
-        })
+        Arc::new(move || Err(BackendError::NotBuiltWith { what: "TorchScript", feature: "tch", path: path.clone() }))
     }
 }
 

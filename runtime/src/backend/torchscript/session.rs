@@ -10,7 +10,7 @@ use super::TorchScriptConfig;
 use crate::backend::{
     Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorSpec, load_with_fallback,
 };
-use crate::error::BackendError;
+use crate::error::{BackendError, Cause};
 use crate::tensor::{DType, Element, Tensor, with_elements};
 
 /// One TorchScript module on one device.
@@ -32,10 +32,7 @@ impl TchBackend {
     /// Loads the module at `path` onto `device`.
     pub fn load(path: &Path, config: &TorchScriptConfig, device: Device) -> Result<Self, BackendError> {
         if config.inputs.is_empty() || config.outputs.is_empty() {
-            return Err(BackendError::Torch {
-                context: format!("loading {}", path.display()),
-                message: "a TorchScript variant declares its inputs and outputs in its config".into(),
-            });
+            return Err(BackendError::Undeclared { path: path.into() });
         }
         let on = torch_device(device)?;
         crate::backend::freed_memory::keep_freed_memory();
@@ -44,10 +41,8 @@ impl TchBackend {
         }
         // Read the file ourselves so that a missing file is an I/O error.
         let bytes = std::fs::read(path).map_err(|source| BackendError::ModelFile { path: path.into(), source })?;
-        let mut module = CModule::load_data_on_device(&mut bytes.as_slice(), on).map_err(|e| BackendError::Torch {
-            context: format!("loading {}", path.display()),
-            message: e.to_string(),
-        })?;
+        let mut module = CModule::load_data_on_device(&mut bytes.as_slice(), on)
+            .map_err(|e| torch_error(format!("loading {}", path.display()), e))?;
         module.set_eval();
         let metadata = ModelMetadata {
             inputs: config.inputs.iter().map(super::TensorDeclaration::spec).collect(),
@@ -65,22 +60,34 @@ impl TchBackend {
         })
     }
 
-    fn run(&self, batch: Batch) -> Result<Vec<tch::Tensor>, String> {
-        let inputs: Vec<IValue> =
-            batch.inputs.into_iter().map(|t| to_torch(t, self.on).map(IValue::Tensor)).collect::<Result<_, _>>()?;
+    fn run(&self, batch: Batch) -> Result<Vec<tch::Tensor>, BackendError> {
+        let inputs: Vec<IValue> = batch
+            .inputs
+            .into_iter()
+            .map(|t| to_torch(t, self.on).map(IValue::Tensor))
+            .collect::<Result<_, _>>()
+            .map_err(|e| torch_error("copying a batch's inputs", e))?;
         let _no_grad = tch::no_grad_guard();
-        let output = self.module.forward_is(&inputs).map_err(|e| e.to_string())?;
+        let output = self.module.forward_is(&inputs).map_err(|e| torch_error("running a batch", e))?;
         let tensors = match output {
             IValue::Tensor(t) => vec![t],
             IValue::Tuple(items) | IValue::GenericList(items) => items
                 .into_iter()
                 .map(|item| match item {
                     IValue::Tensor(t) => Ok(t),
-                    other => Err(format!("forward returned a {} among its outputs", ivalue_kind(&other))),
+                    other => Err(BackendError::OutputMismatch(format!(
+                        "forward returned a {} among its outputs",
+                        ivalue_kind(&other)
+                    ))),
                 })
                 .collect::<Result<_, _>>()?,
             IValue::TensorList(tensors) => tensors,
-            other => return Err(format!("forward returned a {}, not tensors", ivalue_kind(&other))),
+            other => {
+                return Err(BackendError::OutputMismatch(format!(
+                    "forward returned a {}, not tensors",
+                    ivalue_kind(&other)
+                )));
+            }
         };
         Ok(tensors)
     }
@@ -113,21 +120,27 @@ fn ivalue_kind(value: &IValue) -> &'static str {
     }
 }
 
-fn to_torch(tensor: Tensor, on: tch::Device) -> Result<tch::Tensor, String> {
-    let (shape, data) = tensor.into_parts();
-    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-    let flat = with_elements!(data, v => tch::Tensor::f_from_slice(&v)).map_err(|e| e.to_string())?;
-    flat.f_reshape(&dims).and_then(|t| t.f_to_device(on)).map_err(|e| e.to_string())
+/// libtorch's `error` while doing `context`.
+fn torch_error(context: impl Into<String>, error: tch::TchError) -> BackendError {
+    BackendError::Torch { context: context.into(), source: Cause::new(error) }
 }
 
-fn from_torch(tensor: &tch::Tensor, spec: &TensorSpec) -> Result<Tensor, String> {
-    fn extract<T: Element + tch::kind::Element>(tensor: &tch::Tensor) -> Result<Tensor, String> {
-        let tensor = tensor.f_to_device(tch::Device::Cpu).map_err(|e| e.to_string())?.contiguous();
+fn to_torch(tensor: Tensor, on: tch::Device) -> Result<tch::Tensor, tch::TchError> {
+    let (shape, data) = tensor.into_parts();
+    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    let flat = with_elements!(data, v => tch::Tensor::f_from_slice(&v))?;
+    flat.f_reshape(&dims).and_then(|t| t.f_to_device(on))
+}
+
+fn from_torch(tensor: &tch::Tensor, spec: &TensorSpec) -> Result<Tensor, BackendError> {
+    fn extract<T: Element + tch::kind::Element>(tensor: &tch::Tensor, name: &str) -> Result<Tensor, BackendError> {
+        let reading = || format!("reading output `{name}`");
+        let tensor = tensor.f_to_device(tch::Device::Cpu).map_err(|e| torch_error(reading(), e))?.contiguous();
         let shape: Vec<usize> = tensor.size().iter().map(|&d| d.max(0) as usize).collect();
         let numel = shape.iter().product::<usize>();
         let mut values = vec![<T as tch::kind::Element>::ZERO; numel];
-        tensor.f_copy_data(&mut values, numel).map_err(|e| e.to_string())?;
-        Tensor::new(shape, T::into_data(values)).map_err(|e| e.to_string())
+        tensor.f_copy_data(&mut values, numel).map_err(|e| torch_error(reading(), e))?;
+        Tensor::new(shape, T::into_data(values)).map_err(|source| BackendError::Shape { what: reading(), source })
     }
     let declared = spec.dtype;
     let actual = tensor.kind();
@@ -142,15 +155,18 @@ fn from_torch(tensor: &tch::Tensor, spec: &TensorSpec) -> Result<Tensor, String>
             | (DType::Bool, Kind::Bool)
     );
     if !matches {
-        return Err(format!("output `{}` is {actual:?}, declared {declared:?}", spec.name));
+        return Err(BackendError::OutputMismatch(format!(
+            "output `{}` is {actual:?}, declared {declared:?}",
+            spec.name
+        )));
     }
     match declared {
-        DType::F32 => extract::<f32>(tensor),
-        DType::F16 => extract::<f16>(tensor),
-        DType::I64 => extract::<i64>(tensor),
-        DType::I32 => extract::<i32>(tensor),
-        DType::U8 => extract::<u8>(tensor),
-        DType::Bool => extract::<bool>(tensor),
+        DType::F32 => extract::<f32>(tensor, &spec.name),
+        DType::F16 => extract::<f16>(tensor, &spec.name),
+        DType::I64 => extract::<i64>(tensor, &spec.name),
+        DType::I32 => extract::<i32>(tensor, &spec.name),
+        DType::U8 => extract::<u8>(tensor, &spec.name),
+        DType::Bool => extract::<bool>(tensor, &spec.name),
     }
 }
 
@@ -164,8 +180,7 @@ impl Backend for TchBackend {
     }
 
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
-        let torch_err = |message: String| BackendError::Torch { context: "running a batch".into(), message };
-        let tensors = self.run(batch).map_err(torch_err)?;
+        let tensors = self.run(batch)?;
         if tensors.len() != self.metadata.outputs.len() {
             return Err(BackendError::OutputMismatch(format!(
                 "forward returned {} tensors, the config declares {} outputs",
@@ -176,7 +191,7 @@ impl Backend for TchBackend {
         let outputs = tensors
             .iter()
             .zip(&self.metadata.outputs)
-            .map(|(tensor, spec)| from_torch(tensor, spec).map_err(BackendError::OutputMismatch))
+            .map(|(tensor, spec)| from_torch(tensor, spec))
             .collect::<Result<_, _>>()?;
         Ok(BatchOutput::new(outputs))
     }
