@@ -28,8 +28,9 @@ test-deps:
 # prerequisites in order, and this keeps that order under -j too.
 .NOTPARALLEL: test
 test: test-deps setup-torch
-	# The runtime's modules import only from their own layer and those below.
-	python3 scripts/module_layers.py --quiet
+	# The runtime's modules import only from their own layer and those below, and no
+	# modules of the runtime or the lab import each other in a circle.
+	cargo run --locked -q -p modelless-layers -- --quiet
 	# An application linking modelless compiles none of the lab's crates, and the
 	# build without default features none of the policy host's or the images'.
 	bash scripts/lean_build.sh

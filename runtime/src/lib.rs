@@ -51,12 +51,3 @@ pub use warmup::WarmupConfig;
 #[cfg(test)]
 #[global_allocator]
 static ALLOCATOR: fuzzing::PeakAllocator = fuzzing::PeakAllocator;
-
-/// The message a panic carried, for the error that reports it.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}

@@ -15,6 +15,7 @@
 //! ```
 
 mod arrivals;
+mod bounds;
 mod closed;
 mod grpc;
 pub mod images;
@@ -173,7 +174,7 @@ impl LoadSpec {
         self.tasks
             .iter()
             .map(|task| {
-                pattern::within_run("`start_s`", task.start_s as usize)?;
+                bounds::within_run("`start_s`", task.start_s as usize)?;
                 let mut rates = vec![0.0; task.start_s as usize];
                 rates.extend(task.pattern.rates()?.into_iter().map(|rate| rate * self.rate_scale));
                 Ok(rates)

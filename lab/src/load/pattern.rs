@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::LoadError;
+use super::bounds::{non_negative, within_run};
 use super::trace::TraceConfig;
-use super::{LoadError, MAX_RUN_S};
 
 /// A load pattern. Each yields a finite run: `rates()` gives its requests per second,
 /// one figure per second.
@@ -89,22 +90,6 @@ fn steps(start: f64, interval_s: u32, stop: f64, next: impl Fn(f64) -> f64) -> R
         rate = next(rate);
     }
     Ok(rates)
-}
-
-/// Refuses a pattern longer than a run may be, before its rates are made.
-pub(super) fn within_run(what: &str, seconds: usize) -> Result<(), LoadError> {
-    if seconds > MAX_RUN_S as usize {
-        return Err(LoadError::invalid(format!("{what} makes a run of {seconds} s, over the most of {MAX_RUN_S} s")));
-    }
-    Ok(())
-}
-
-pub(super) fn non_negative(what: &str, value: f64) -> Result<(), LoadError> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(())
-    } else {
-        Err(LoadError::invalid(format!("`{what}` must be a finite number at or above 0, not {value}")))
-    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
 use super::LoadError;
-use super::pattern::{non_negative, within_run};
+use super::bounds::{non_negative, within_run};
 
 /// A trace and what is done to it, in this order: cut to `duration_s`, scaled to
 /// `scale_to_mean`, sinusoids added, the warm-up ramp applied; rates below 0 become 0.

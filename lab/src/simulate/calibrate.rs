@@ -12,38 +12,17 @@
 use std::collections::BTreeMap;
 
 use modelless_runtime::profile::fit_weighted_line;
-use serde::{Deserialize, Serialize};
 
 use super::model::SimModel;
+use super::ratio_line::{FASTEST, RatioLine, SLOWEST};
 use crate::load::{LoadError, SecondRuns};
 
-/// Bounds of a ratio to the profile: beyond them the counts or the profile are wrong,
-/// not the machine.
-const FASTEST: f64 = 0.5;
-const SLOWEST: f64 = 3.0;
 /// Batches of its own a variant needs before its offset from the machine's line
 /// counts fully: with `n` batches, `n / (n + PRIOR_BATCHES)` of it counts.
 const PRIOR_BATCHES: f64 = 50.0;
 /// Below this spread of rows a batch (standard deviation), the points cannot tell a
 /// slope: the machine's ratio is taken as the same at every batch size.
 const LEAST_ROWS_SPREAD: f64 = 0.5;
-
-/// A batch's time over its profile's line, by the batch's rows:
-/// `at_one + per_row · (rows − 1)`, within [0.5, 3].
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RatioLine {
-    /// The ratio for a batch of one row.
-    pub at_one: f64,
-    /// How it changes with each further row.
-    pub per_row: f64,
-}
-
-impl RatioLine {
-    /// The ratio for a batch of `rows`.
-    pub fn at(&self, rows: f64) -> f64 {
-        (self.at_one + self.per_row * (rows - 1.0)).clamp(FASTEST, SLOWEST)
-    }
-}
 
 /// One second of one variant, set against its profile.
 struct Point<'a> {

@@ -15,13 +15,14 @@ mod engine;
 mod model;
 mod optimum;
 mod oracle;
+mod ratio_line;
 mod wasm;
 
-pub use calibrate::RatioLine;
 pub use engine::{Decider, SimConfig, SimStats, simulate};
 pub use model::{SimModel, SimTask, SimVariant};
 pub use optimum::{CAPACITIES, Optimum, Plan, cheapest, effective_accuracy, optimum, plan, share_of_gain};
 pub use oracle::Oracle;
+pub use ratio_line::RatioLine;
 pub use wasm::WasmDecider;
 
 mod server;

@@ -8,7 +8,7 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
-use super::calibrate::RatioLine;
+use super::ratio_line::RatioLine;
 use crate::load::LoadError;
 use modelless::{Runtime, RuntimeConfig};
 

@@ -9,7 +9,7 @@ use modelless_gp::NoisyProcess;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use super::search::{Evaluation, modelled_costs, modelled_noise};
+use super::evaluation::{Evaluation, modelled_costs, modelled_noise};
 use super::space::{KnobRange, KnobSpace, MAX_INSTANCES};
 
 /// The revision of this proposal (the first fitted an interpolating process, the

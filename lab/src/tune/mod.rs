@@ -22,6 +22,7 @@
 mod bayes;
 pub mod candidates;
 mod error;
+mod evaluation;
 pub mod measure;
 mod objective;
 pub mod plot;
@@ -33,12 +34,14 @@ mod search;
 mod searches;
 mod space;
 mod store;
+mod stored_filter;
 mod variant;
 mod write;
 
 pub use error::TuneError;
+pub use evaluation::Evaluation;
 pub use objective::{Goal, Objective};
-pub use search::{Evaluation, Recommendation, SearchOptions, SearchTrace, Strategy, search};
+pub use search::{Recommendation, SearchOptions, SearchTrace, Strategy, search};
 pub use searches::{SearchEvent, SearchPlan, run_searches};
 pub use space::{
     KnobRange, KnobSpace, MAX_INSTANCES, MAX_QUEUE_DELAY_US, MAX_SEARCHED_BATCH, PreferredSizes, ServingSetting,

@@ -69,8 +69,8 @@ pub fn convergence_svg(traces: &[SearchTrace], title: &str, unit: &str, shown: i
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tune::search::{Evaluation, SearchOptions};
     use crate::tune::space::{KnobSpace, SpaceLimits};
+    use crate::tune::{Evaluation, SearchOptions};
 
     fn trace(strategy: Strategy, costs: &[Option<f64>]) -> SearchTrace {
         let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false });

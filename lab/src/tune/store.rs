@@ -77,8 +77,8 @@ impl TuneStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tune::search::{Evaluation, SearchOptions, Strategy};
     use crate::tune::space::{KnobSpace, SpaceLimits};
+    use crate::tune::{Evaluation, SearchOptions, Strategy};
 
     fn key(settings: &str) -> ProfileKey {
         ProfileKey { model_sha256: "ab".into(), device: "cpu".into(), settings: settings.into() }

@@ -8,7 +8,7 @@ use modelless::{ProfileKey, RuntimeConfig, VariantConfig};
 use modelless_runtime::profile::{file_sha256, store_beside};
 
 use super::measure::Bench;
-use super::replay_report::StoredFilter;
+use super::stored_filter::StoredFilter;
 use super::{KnobSpace, Objective, SearchOptions, ServingSetting, SpaceLimits, Strategy, TuneError, TuneStore};
 
 /// The variants of `task` in `config` that are tuned: `only` that one where it is

@@ -8,6 +8,7 @@ mod assemble;
 mod config;
 pub mod deadline;
 pub mod margin;
+pub(crate) mod pending;
 pub(crate) mod queue;
 pub mod state;
 pub(crate) mod worker;

@@ -4,85 +4,21 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::Receiver;
-use tokio::sync::oneshot;
 
 use super::assemble::BatchAssembler;
-use super::margin::Prediction;
+use super::pending::Pending;
 use super::queue::Queue;
-use super::state::{Priority, Queued};
 use crate::answered::{AnswerHook, Answered};
 use crate::backend::turns::RUN_TURNS;
 use crate::backend::{Backend, Batch};
 use crate::error::{BackendError, Error};
 use crate::metrics::ModelCounters;
-use crate::preprocess::ImageSource;
 use crate::request::{Output, Timings};
 use crate::tensor::Tensor;
-use crate::trace::{self, Traced};
-
-/// A request waiting in the queue.
-pub(crate) struct Pending {
-    pub tensors: Vec<Tensor>,
-    pub rows: usize,
-    pub key: Vec<usize>,
-    pub deadline: Option<Instant>,
-    pub priority: Priority,
-    /// When it arrived (before any preprocessing).
-    pub admitted: Instant,
-    /// Time its images took to decode and preprocess before it queued.
-    pub prepared: Prepared,
-    /// What admission predicted for it, where a profile priced it.
-    pub prediction: Option<Prediction>,
-    /// The images its image input was made from, to make it again for another variant.
-    pub source: Option<Arc<ImageSource>>,
-    pub reply: oneshot::Sender<Result<Output, Error>>,
-    /// Its request span and the stage it is in, carried across the queue's threads.
-    pub traced: Traced,
-}
-
-/// When a request arrived, and what admission predicted for it then (where a profile
-/// priced it): a request judged before its images were prepared keeps that first
-/// prediction.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Arrival {
-    pub at: Instant,
-    pub prediction: Option<Prediction>,
-}
-
-impl Arrival {
-    /// A request arriving now, not judged yet.
-    pub fn now() -> Arrival {
-        Arrival { at: Instant::now(), prediction: None }
-    }
-}
-
-/// Time spent on a request's images before it queued.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Prepared {
-    pub decode: Duration,
-    pub preprocess: Duration,
-}
-
-impl Queued for Pending {
-    fn priority(&self) -> Priority {
-        self.priority
-    }
-    fn rows(&self) -> usize {
-        self.rows
-    }
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-    fn is_abandoned(&self) -> bool {
-        self.reply.is_closed()
-    }
-    fn can_batch_with(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
+use crate::trace;
 
 /// Names shared by every answer of one model.
 pub(crate) struct ModelNames {
@@ -193,7 +129,7 @@ fn run_batch(
             let result = catch_unwind(AssertUnwindSafe(|| backend.infer(batch)));
             result.unwrap_or_else(|panic| {
                 crate::metrics::serving_metrics().request_panicked("batch");
-                Err(BackendError::Panicked(crate::panic_message(panic.as_ref())))
+                Err(BackendError::Panicked(crate::error::panic_message(panic.as_ref())))
             })
         }
     };

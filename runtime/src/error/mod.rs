@@ -189,6 +189,15 @@ impl Error {
     }
 }
 
+/// The message a panic carried, for the error that reports it.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 /// Declares [`ErrorKind`], its [`ErrorKind::ALL`] and its labels from one list, so
 /// that `ALL` cannot miss a kind.
 macro_rules! error_kinds {

@@ -4,7 +4,7 @@
 //! so that no size a peer sends reaches an allocator unchecked.
 
 use super::status::ServeError;
-use super::tensors;
+use super::tensors::{self, Claim};
 use crate::backend::TensorSpec;
 use crate::tensor::DType;
 
@@ -54,15 +54,6 @@ pub struct InputBounds {
     pub limits: RequestLimits,
     /// The input that takes images as BYTES (one encoded image per element), if any.
     pub image_input: Option<String>,
-}
-
-/// A tensor's shape as a request claims it, checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Claim {
-    /// Its dimensions.
-    pub dims: Vec<usize>,
-    /// Their product.
-    pub elements: usize,
 }
 
 impl InputBounds {

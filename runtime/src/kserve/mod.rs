@@ -35,7 +35,7 @@ pub use config::{ModelControlMode, OverrideLimits, ServerConfig, TlsConfig};
 pub use grpc::GrpcEndpoint;
 pub use http::router;
 pub use infer_path::InferenceRoutes;
-pub use limits::{Claim, InputBounds, MAX_RANK, RequestLimits};
+pub use limits::{InputBounds, MAX_RANK, RequestLimits};
 pub use params::{InferParams, ParamValue};
 pub use repository::{Repository, RepositoryEntry, load_config, path_under_root, plain_name};
 pub use server::{Server, ServerError};
@@ -44,6 +44,7 @@ pub use service::{
     RequestedOutput,
 };
 pub use status::{Code, ServeError};
+pub use tensors::Claim;
 pub use tls::TlsError;
 /// The gRPC library of the endpoints and of the generated client, for building
 /// connections (`tonic::transport::Endpoint`).

@@ -134,7 +134,7 @@ impl ServeError {
     /// The answer to a request whose handling panicked at `site`: logged, counted,
     /// and reported as INTERNAL with the panic's message.
     pub fn from_panic(site: &str, panic: &(dyn std::any::Any + Send)) -> Self {
-        let message = crate::panic_message(panic);
+        let message = crate::error::panic_message(panic);
         tracing::error!(site, panic = %message, "a request's handling panicked; it is answered INTERNAL");
         crate::metrics::serving_metrics().request_panicked(site);
         ServeError::new(Code::Internal, format!("the server failed handling this request: {message}"))

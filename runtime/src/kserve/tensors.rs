@@ -5,11 +5,19 @@ use half::f16;
 use serde::Deserializer;
 use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
 
-use super::limits::Claim;
 use super::proto::InferTensorContents;
 use super::status::ServeError;
 use crate::backend::TensorSpec;
 use crate::tensor::{DType, Tensor, TensorData};
+
+/// A tensor's shape as a request claims it, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// Its dimensions.
+    pub dims: Vec<usize>,
+    /// Their product.
+    pub elements: usize,
+}
 
 /// The protocol's name of an element type.
 pub fn datatype(dtype: DType) -> &'static str {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use modelless_policy_abi::Decision;
 
-use super::control::ControlStatus;
+use super::control_status::ControlStatus;
 use super::core::{self, Action, TaskView, VariantView, short};
 use crate::registry::Task;
 

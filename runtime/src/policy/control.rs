@@ -4,7 +4,6 @@
 //! variant never holds up the next tick. What cannot be applied is reported, never
 //! fatal.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -14,6 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use modelless_policy_abi::{ABI_VERSION, Decision, PreprocessingSnapshot, Snapshot, SystemSnapshot};
 
 use super::apply::Applier;
+use super::control_status::ControlStatus;
 use super::guard::{Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 use super::host::{PolicyEngine, PolicyModule};
 use super::record::Recorder;
@@ -85,38 +85,6 @@ impl ControlConfig {
         self.early_tick = Some(early_tick);
         self
     }
-}
-
-/// What the loop has done, for status pages and tests.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ControlStatus {
-    /// Ticks run.
-    pub ticks: u64,
-    /// Of them, ticks called early by a growing queue.
-    pub early_ticks: u64,
-    /// The policy module deciding.
-    pub policy: String,
-    /// Policy failures so far, by kind.
-    pub failures: BTreeMap<&'static str, u64>,
-    /// Whether the native fallback decides now.
-    pub on_fallback: bool,
-    /// The last decision applied.
-    pub last_decision: Decision,
-    /// Variant switches the loop started.
-    pub switches: u64,
-    /// What could not be applied, latest last (the last 32).
-    pub reports: Vec<String>,
-    /// Policy reloads done.
-    pub reloads: u64,
-    /// The last reload by the file watch: from the file's modification to the new
-    /// module deciding.
-    pub last_watched_reload: Option<Duration>,
-    /// The machine's CPU utilisation in the last snapshot, in %.
-    pub cpu_host_percent: Option<f64>,
-    /// The shadow policy, when one runs.
-    pub shadow: Option<String>,
-    /// The shadow's last decision (never applied).
-    pub shadow_decision: Option<Decision>,
 }
 
 enum Command {
@@ -421,6 +389,8 @@ fn task_reading(task: &Task) -> TaskReading {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use modelless_policy_abi::ServingKnobs;
 
     use super::*;

@@ -12,6 +12,8 @@
 mod apply;
 #[cfg(feature = "policies")]
 mod control;
+#[cfg(feature = "policies")]
+mod control_status;
 pub mod core;
 #[cfg(feature = "policies")]
 mod guard;
@@ -26,7 +28,9 @@ mod test_modules;
 
 pub use crate::error::PolicyError;
 #[cfg(feature = "policies")]
-pub use control::{ControlConfig, ControlLoop, ControlStatus, EarlyTick, ListTasks};
+pub use control::{ControlConfig, ControlLoop, EarlyTick, ListTasks};
+#[cfg(feature = "policies")]
+pub use control_status::ControlStatus;
 #[cfg(feature = "policies")]
 pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 #[cfg(feature = "policies")]

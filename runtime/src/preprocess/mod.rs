@@ -28,8 +28,8 @@ pub use pixels::to_tensor;
 pub use pool::{PoolReading, PreprocessConfig, PreprocessPool, Reservation};
 pub use price::{ImageWork, PrepPrice, image_work};
 
-#[cfg(feature = "images")]
 use crate::error::Cause;
+#[cfg(feature = "images")]
 use crate::tensor::Tensor;
 
 /// Why a build without feature `images` takes no image.

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use crate::admission::batch_key;
 use crate::answered::Answered;
 use crate::batching::margin::Prediction;
-use crate::batching::worker::{Arrival, Pending, Prepared};
+use crate::batching::pending::{Arrival, Pending, Prepared};
 use crate::error::Error;
 use crate::metrics::TaskTraffic;
 use crate::model::{Model, Ticket};
