@@ -6,33 +6,34 @@
 //! crate directly to write a backend or to build on the engine's parts.
 
 mod admission;
-pub mod answered;
+mod answered;
 pub mod backend;
 pub mod batching;
-pub mod classify;
-pub mod error;
+mod classify;
+mod error;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fuzzing;
 #[cfg(feature = "grpc")]
 pub mod kserve;
 pub mod metrics;
-pub mod model;
+mod model;
 #[cfg(feature = "ocr")]
 pub mod ocr;
 pub mod policy;
 pub mod preprocess;
 pub mod profile;
 pub mod registry;
-pub mod request;
-pub mod signature;
+mod request;
+mod signature;
 pub mod stats;
-pub mod tensor;
+mod tensor;
 pub mod trace;
 pub mod warmup;
 
 pub use answered::Outcome;
 pub use backend::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
 pub use batching::BatchingConfig;
+pub use classify::Class;
 pub use error::{BackendError, Cause, Error, ErrorKind};
 pub use model::{Admission, DrainHandle, LoadPhase, MAX_INSTANCES, Model, ModelConfig, StartOptions, Ticket};
 /// The policy ABI's types and guest kit, as this runtime speaks them.

@@ -44,7 +44,6 @@ static ALLOCATOR: modelless_runtime::fuzzing::PeakAllocator = modelless_runtime:
 
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
 pub use modelless_runtime::backend::{ConvAlgoSearch, CudaOptions};
-pub use modelless_runtime::classify::Class;
 pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{
     BatchPoint, FirstRunSample, ImageCapacity, ImageProfile, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput,
@@ -57,8 +56,8 @@ pub use modelless_runtime::registry::{
 /// `modelless::request=info` in a filter turns them on (see docs/serving.md, "Tracing").
 pub use modelless_runtime::trace::TARGET as TRACE_TARGET;
 pub use modelless_runtime::{
-    BackendError, BackendFactory, BatchingConfig, Cause, DType, Device, Element, Error, ErrorKind, InferOptions,
-    Inputs, MakeBackend, Model, ModelConfig, ModelFormat, ModelMetadata, Output, Priority, ProfileMode,
+    BackendError, BackendFactory, BatchingConfig, Cause, Class, DType, Device, Element, Error, ErrorKind, InferOptions,
+    Inputs, MakeBackend, Model, ModelConfig, ModelFormat, ModelMetadata, Outcome, Output, Priority, ProfileMode,
     SignatureConfig, SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData,
     TensorDeclaration, TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus,
     VersionStatus, WarmupConfig,
@@ -71,9 +70,9 @@ pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 /// detection, direction and recognition models, and its parts.
 #[cfg(feature = "ocr")]
 pub mod ocr {
-    pub use modelless_runtime::ocr::ctc::Alphabet;
-    pub use modelless_runtime::ocr::detect::DbConfig;
-    pub use modelless_runtime::ocr::{FindLines, Line, LinePadding, ReadLine, ReadText, ReadTextConfig};
+    pub use modelless_runtime::ocr::{
+        Alphabet, DbConfig, FindLines, Line, LinePadding, ReadLine, ReadText, ReadTextConfig,
+    };
 }
 
 /// Models as the runtime runs them: the backend trait for sessions of your own, and
@@ -87,6 +86,57 @@ pub mod backend {
     pub use modelless_runtime::backend::{
         Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorDeclaration, TensorSpec,
     };
+
+    /// ONNX Runtime: its sessions' environment, and where its shared library is
+    /// looked for and which version it is (what `modelless setup` installs).
+    pub mod onnx {
+        pub use modelless_runtime::backend::onnx::{
+            OptimizationLevel, OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment,
+        };
+        pub use modelless_runtime::backend::onnx_library::{
+            LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, find_in_python, package_libraries,
+            user_library_dir,
+        };
+    }
+}
+
+/// Profiling a variant on this machine, outside a runtime: the warm latency of each
+/// batch size and its line, memory per batch, closed and steady loads, the store of
+/// profiles beside their models, and (feature `warmup-predictor`) the predictor of
+/// first-run times. A runtime profiles its variants itself; these are for tools
+/// that report on profiles (`modelless profile`).
+pub mod profile {
+    #[cfg(feature = "warmup-predictor")]
+    pub use modelless_runtime::profile::{Example, WarmupFeatures, WarmupPredictor, mape};
+    pub use modelless_runtime::profile::{
+        ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, closed_loop, file_sha256, fit_line, fit_weighted_line,
+        memory_probe, profile_model, steady_load, store_beside,
+    };
+    pub use modelless_runtime::registry::variant_profile_key;
+    pub use modelless_runtime::warmup::zero_batch;
+}
+
+/// The engine's parts a model of it is built from, for simulating it: the batch cost
+/// and admission's prediction and margin, the traffic window a policy's snapshot is
+/// read from, and the control core that turns a decision into actions.
+pub mod engine {
+    pub use modelless_runtime::batching::{
+        AdmissionMargin, ArrivalRate, Backlog, BatchCost, MAX_QUEUE_DELAY_US, predicted_answer,
+    };
+    pub use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
+    pub use modelless_runtime::policy::core;
+}
+
+/// The host's readings the runtime reports: CPU time, resident memory, page faults.
+pub mod metrics {
+    pub use modelless_runtime::metrics::{CpuSample, machine_page_faults, process_rss_bytes};
+}
+
+/// The fuzz runner and its peak allocator, for fuzz targets of code built on
+/// modelless (feature `test-util`).
+#[cfg(feature = "test-util")]
+pub mod fuzzing {
+    pub use modelless_runtime::fuzzing::{PeakAllocator, fuzz, hostile};
 }
 
 /// Images in: how a variant decodes, resizes and normalises them.
@@ -105,8 +155,8 @@ pub mod preprocess {
 #[cfg(feature = "policies")]
 pub mod policy {
     pub use modelless_runtime::policy::{
-        ControlStatus, DecidedBy, EarlyTick, HostConfig, PolicyEngine, PolicyError, PolicyInstance, PolicyModule,
-        RecordedTick, Recorder, Replayed, read_ticks, replay,
+        ControlStatus, DecidedBy, EarlyTick, GuardedPolicy, HostConfig, KeepConfigured, PolicyEngine, PolicyError,
+        PolicyInstance, PolicyModule, RecordedTick, Recorder, Replayed, TaskReading, read_ticks, replay, task_snapshot,
     };
 }
 

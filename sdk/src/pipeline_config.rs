@@ -84,7 +84,7 @@ impl PipelineConfig {
     /// Its glue, reading the files it names.
     #[cfg(feature = "ocr")]
     pub fn glue(&self) -> Result<Arc<dyn PipelineGlue>, Error> {
-        use modelless_runtime::ocr::ctc::Alphabet;
+        use modelless_runtime::ocr::Alphabet;
         use modelless_runtime::ocr::{FindLines, LinePadding, ReadLine, ReadText, ReadTextConfig};
         let dictionary = std::fs::read_to_string(&self.dictionary)
             .map_err(|e| Error::io("read the dictionary of", &self.dictionary, e))?;

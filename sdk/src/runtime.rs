@@ -12,9 +12,8 @@ use modelless_runtime::registry::{
     FindTask, ImageCapacityOptions, ImageSizeClass, Pipeline, PipelineAnswer, PipelineGlue, variant_profile,
 };
 use modelless_runtime::{
-    BackendFactory, BatchingConfig, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
+    BackendFactory, BatchingConfig, Cause, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
     ModelMetadata, Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket,
-    error::Cause,
 };
 use serde::{Deserialize, Serialize};
 

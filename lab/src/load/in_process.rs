@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use modelless_runtime::policy_abi::RunTotals;
-use modelless_runtime::{Error, Inputs, Slo, Tensor};
+use modelless::policy_abi::RunTotals;
+use modelless::{Error, Inputs, Slo, Tensor};
 
 use super::images::ImageSet;
 use super::record::{Outcome, Stages};
@@ -183,6 +183,6 @@ impl Target for InProcess {
     }
 
     fn rss_bytes(&self) -> Option<u64> {
-        modelless_runtime::metrics::process_rss_bytes()
+        modelless::metrics::process_rss_bytes()
     }
 }

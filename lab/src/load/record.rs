@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-pub use modelless_runtime::Outcome;
+pub use modelless::Outcome;
 use serde::{Deserialize, Serialize};
 
 use super::LoadError;
@@ -60,8 +60,8 @@ impl Stages {
     }
 }
 
-impl From<&modelless_runtime::Timings> for Stages {
-    fn from(t: &modelless_runtime::Timings) -> Self {
+impl From<&modelless::Timings> for Stages {
+    fn from(t: &modelless::Timings) -> Self {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         Stages {
             decode_ms: ms(t.decode),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use modelless_runtime::policy_abi::RunTotals;
+use modelless::policy_abi::RunTotals;
 
 use super::LoadError;
 

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use modelless_runtime::profile::fit_weighted_line;
+use modelless::profile::fit_weighted_line;
 
 use super::model::SimModel;
 use super::ratio_line::{FASTEST, RatioLine, SLOWEST};
@@ -90,7 +90,7 @@ fn machine_line(points: &[Point]) -> Option<RatioLine> {
 
 #[cfg(test)]
 mod tests {
-    use modelless_runtime::policy_abi::{LatencyFit, VariantSnapshot};
+    use modelless::policy_abi::{LatencyFit, VariantSnapshot};
 
     use super::*;
     use crate::simulate::{SimTask, SimVariant};

@@ -8,9 +8,9 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
-use modelless_runtime::ErrorKind;
-use modelless_runtime::policy::EarlyTick;
-use modelless_runtime::policy_abi::{Decision, Snapshot};
+use modelless::ErrorKind;
+use modelless::policy::EarlyTick;
+use modelless::policy_abi::{Decision, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use modelless_runtime::policy_abi::{LatencyFit, VariantSnapshot, VariantState};
+use modelless::policy_abi::{LatencyFit, VariantSnapshot, VariantState};
 use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};

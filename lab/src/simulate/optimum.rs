@@ -22,7 +22,7 @@
 //! the simulator scores them: a search, so a policy may now and then come out above
 //! it, and the tables say so rather than hide it.
 
-use modelless_runtime::policy_abi::{Decision, Snapshot, TaskDecision, VariantState};
+use modelless::policy_abi::{Decision, Snapshot, TaskDecision, VariantState};
 
 use super::engine::{Decider, Foreseen, SimConfig, SimStats, foreseen, simulate};
 use super::model::SimModel;
@@ -371,7 +371,7 @@ fn combinations(sizes: &[usize]) -> Vec<Vec<usize>> {
 
 #[cfg(test)]
 mod tests {
-    use modelless_runtime::policy_abi::{LatencyFit, VariantSnapshot};
+    use modelless::policy_abi::{LatencyFit, VariantSnapshot};
 
     use super::*;
     use crate::simulate::{SimTask, SimVariant};

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use modelless_runtime::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot};
+use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot};
 
 use super::engine::Decider;
 use super::model::SimModel;
@@ -132,7 +132,7 @@ impl Decider for Oracle {
 
 #[cfg(test)]
 mod tests {
-    use modelless_runtime::policy_abi::{LatencyFit, ServingKnobs, VariantCost, VariantSnapshot};
+    use modelless::policy_abi::{LatencyFit, ServingKnobs, VariantCost, VariantSnapshot};
 
     use super::*;
 

@@ -10,14 +10,14 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use modelless_runtime::batching::BatchCost;
-use modelless_runtime::batching::deadline::{ArrivalRate, Backlog, predicted_answer};
-use modelless_runtime::batching::margin::AdmissionMargin;
+use modelless::engine::AdmissionMargin;
+use modelless::engine::BatchCost;
+use modelless::engine::{ArrivalRate, Backlog, predicted_answer};
 
-use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
-use modelless_runtime::policy::core::{self, Action, TaskView, VariantView};
-use modelless_runtime::policy::{TaskReading, task_snapshot};
-use modelless_runtime::policy_abi::{
+use modelless::engine::core::{self, Action, TaskView, VariantView};
+use modelless::engine::{TrafficReading, TrafficWindow};
+use modelless::policy::{TaskReading, task_snapshot};
+use modelless::policy_abi::{
     ABI_VERSION, Decision, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantState,
 };
 
@@ -406,8 +406,8 @@ fn readiness(task: &TaskState, now: u64) -> Readiness {
 
 #[cfg(test)]
 mod tests {
-    use modelless_runtime::batching::MAX_QUEUE_DELAY_US;
-    use modelless_runtime::policy_abi::{LatencyFit, TaskDecision, VariantSnapshot};
+    use modelless::engine::MAX_QUEUE_DELAY_US;
+    use modelless::policy_abi::{LatencyFit, TaskDecision, VariantSnapshot};
 
     use super::*;
     use crate::simulate::SimVariant;

@@ -1,8 +1,8 @@
 //! A Wasm policy deciding in a simulation, guarded as in the control loop: a module
 //! that fails falls back to the configured knobs, and the simulation goes on.
 
-use modelless_runtime::policy::{GuardedPolicy, KeepConfigured, PolicyModule, Recorder};
-use modelless_runtime::policy_abi::{Decision, ServingKnobs, Snapshot};
+use modelless::policy::{GuardedPolicy, KeepConfigured, PolicyModule, Recorder};
+use modelless::policy_abi::{Decision, ServingKnobs, Snapshot};
 
 use super::engine::Decider;
 use super::model::SimModel;

@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant};
 
 use modelless::RuntimeConfig;
-use modelless_runtime::backend::{Backend, Batch};
-use modelless_runtime::warmup::zero_batch;
+use modelless::backend::{Backend, Batch};
+use modelless::profile::zero_batch;
 
 use super::TuneError;
 

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use modelless::profile::{file_sha256, store_beside};
 use modelless::{ProfileKey, RuntimeConfig, VariantConfig};
-use modelless_runtime::profile::{file_sha256, store_beside};
 
 use super::measure::Bench;
 use super::stored_filter::StoredFilter;
@@ -112,7 +112,7 @@ impl<'a> TunedVariant<'a> {
     }
 
     /// Every measurement stored for it by searches that measured as `measured_under`
-    /// says, alone rather than paired, whatever searched ([`StoredFilter`]).
+    /// says, alone rather than paired, whatever searched (`StoredFilter`).
     pub fn stored_measurements(&self, measured_under: &serde_json::Value) -> Vec<(ServingSetting, f64)> {
         let filter = StoredFilter { model_sha256: &self.model_sha256, device: &self.device, measured_under };
         filter.measurements(&self.store, self.name())

@@ -12,8 +12,8 @@ use crate::efficientnet::image_task;
 /// breakdown; over gRPC, a task that takes images is refused a load without any.
 #[test]
 fn loadgen_sends_photos_in_process_and_over_grpc_and_reports_the_stages() {
+    use modelless::kserve::ServerConfig;
     use modelless_lab::load::{Grpc, ImageSet, InProcess, LoadError, LoadSpec, Outcome, RunResult, run_closed};
-    use modelless_runtime::kserve::ServerConfig;
 
     let runtime = std::sync::Arc::new(Runtime::builder().with_task(image_task()).build().unwrap());
     let tokio = tokio::runtime::Runtime::new().unwrap();

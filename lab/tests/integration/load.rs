@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::{BatchingConfig, MakeBackend, Runtime, TaskConfig, Tensor, VariantConfig, WarmupConfig};
 use modelless_lab::load::{InProcess, LoadSpec, Outcome, Pattern, RequestMaker, TaskLoad, run};
-use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 
 /// A task of one fake variant that takes `per_batch` per batch of up to `max_batch`.
 fn fake_task(name: &str, per_batch: Duration, batching: BatchingConfig) -> (TaskConfig, MakeBackend) {

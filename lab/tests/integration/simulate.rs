@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
+use modelless::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, VariantCost, VariantSnapshot};
 use modelless_lab::load::{LoadSpec, Outcome, Pattern, RunResult, SecondRuns, TaskLoad};
 use modelless_lab::simulate::{
     CAPACITIES, Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, cheapest, effective_accuracy,
     optimum, share_of_gain, simulate,
 };
-use modelless_runtime::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
 
 use crate::common::policy_module;
 

@@ -6,13 +6,14 @@
 mod admission_tests;
 mod assemble;
 mod config;
-pub mod deadline;
-pub mod margin;
+pub(crate) mod deadline;
+pub(crate) mod margin;
 pub(crate) mod pending;
 pub(crate) mod queue;
-pub mod state;
+pub(crate) mod state;
 pub(crate) mod worker;
 
 pub use config::{BatchingConfig, BatchingKnobs, MAX_QUEUE_DELAY_US};
-pub use deadline::BatchCost;
+pub use deadline::{ArrivalRate, Backlog, BatchCost, predicted_answer};
+pub use margin::AdmissionMargin;
 pub use state::State;

@@ -46,7 +46,7 @@ impl std::fmt::Debug for ModelFailures {
 
 impl ModelFailures {
     /// Counters of `family` (labelled task, variant, reason) for one model, every
-    /// reason of [`model_failure_reasons`] bound in advance.
+    /// reason of `model_failure_reasons` bound in advance.
     pub fn new(family: &IntCounterVec, task: &str, variant: &str) -> Self {
         let bound = model_failure_reasons().map(|r| family.with_label_values(&[task, variant, r])).collect();
         Self::with_bound(family, task, variant, bound)

@@ -3,7 +3,7 @@
 //! process.
 
 mod cpu;
-pub mod exposition;
+pub(crate) mod exposition;
 mod failures;
 // GPU figures from NVML, or none in a build without the `nvml` feature.
 #[cfg(feature = "nvml")]

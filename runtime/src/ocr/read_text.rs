@@ -42,12 +42,12 @@ pub const DIRECTION_WIDTH: usize = 192;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinePadding {
     /// As RapidOCR and PaddleOCR pad: a page's lines sorted by aspect ratio, taken
-    /// [`PAGE_GROUP`] at a time, each group as wide as the widest of it (at least
-    /// [`MIN_LINE_WIDTH`]). Lines read as they read them.
+    /// `PAGE_GROUP` at a time, each group as wide as the widest of it (at least
+    /// `MIN_LINE_WIDTH`). Lines read as they read them.
     #[default]
     PageGroups,
-    /// Each line its own width rounded up to a multiple of [`WIDTH_STEP`] (at least
-    /// [`MIN_LINE_WIDTH`]): padded by less than a step, and lines of different pages
+    /// Each line its own width rounded up to a multiple of `WIDTH_STEP` (at least
+    /// `MIN_LINE_WIDTH`): padded by less than a step, and lines of different pages
     /// meet in the same widths more often.
     Steps,
 }

@@ -1,7 +1,7 @@
 //! Turning encoded images into the tensor a variant takes: decode (JPEG, PNG) within
 //! limits, resize (with the crop) and normalise as the variant's `preprocess` section
 //! says. Requests that carry images are preprocessed on a pool of their own, for the
-//! variant that will run them (see [`pool`]).
+//! variant that will run them (see [`PreprocessPool`]).
 //!
 //! Decoding and resizing need feature `images`; without it the settings still parse,
 //! and a task whose variants declare `preprocess` is refused when it is configured.
@@ -13,7 +13,7 @@ mod images;
 mod limits;
 #[cfg(feature = "images")]
 mod pixels;
-pub mod pool;
+pub(crate) mod pool;
 mod price;
 
 pub use crate::request::ImageData;

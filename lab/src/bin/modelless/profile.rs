@@ -5,16 +5,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
-use modelless_runtime::backend::onnx::{OrtEnvironmentConfig, environment};
-use modelless_runtime::profile::{
+use modelless::backend::onnx::{OrtEnvironmentConfig, environment};
+use modelless::profile::{
     Example, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor, closed_loop,
     fit_line, mape, memory_probe, profile_model, steady_load, store_beside,
 };
+use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
 
+use modelless::profile::variant_profile_key;
 use modelless_lab::load::images::parse_sizes;
 use modelless_lab::plot::{Series, scatter_with_lines};
-use modelless_runtime::registry::variant_profile_key;
 
 use crate::profile_photos::{profile_photos, render_photos};
 

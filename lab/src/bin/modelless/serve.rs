@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use modelless::kserve::{ModelControlMode, ServerConfig};
 use modelless::{Runtime, RuntimeBuilder, RuntimeConfig};
-use modelless_runtime::kserve::{ModelControlMode, ServerConfig};
 
 #[derive(clap::Args)]
 pub struct Args {

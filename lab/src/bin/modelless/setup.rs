@@ -6,7 +6,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 use modelless::OrtEnvironmentConfig;
-use modelless_runtime::backend::onnx_library::{
+use modelless::backend::onnx::{
     LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, find_in_python, package_libraries, user_library_dir,
 };
 
@@ -38,8 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let installed = installed?;
     println!("[3/3] loading it to check");
     let config = OrtEnvironmentConfig::default().with_library_path(&installed);
-    modelless_runtime::backend::onnx::environment(&config)
-        .with_context(|| format!("{} does not load", installed.display()))?;
+    modelless::backend::onnx::environment(&config).with_context(|| format!("{} does not load", installed.display()))?;
     println!("ONNX Runtime installed: {}", installed.display());
     println!("applications that link modelless now find it without ORT_DYLIB_PATH");
     Ok(())
