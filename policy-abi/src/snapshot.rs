@@ -158,6 +158,14 @@ pub struct VariantSnapshot {
     /// What its sessions ran so far, when it has served.
     #[serde(default)]
     pub runs: Option<RunTotals>,
+    /// The largest batch it may form: its configured `max_batch_size`, capped to
+    /// what fits its memory. A larger batch size asked of it is clamped to this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_ceiling: Option<u32>,
+    /// Why it cannot serve the task, when it is known not to (its model does not fit
+    /// the task's signature): a switch to it is refused with this reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// The batches a variant's sessions ran since the process started. The counts only

@@ -189,6 +189,8 @@ fn snapshot() -> Snapshot {
                         }),
                         // The variant serving has run batches.
                         runs: (v == 2).then_some(RunTotals { batches: 5_000, rows: 32_000, run_ms: 61_234.5 }),
+                        batch_ceiling: Some(32),
+                        refused: None,
                     }
                 })
                 .collect();

@@ -388,7 +388,8 @@ impl Sim<'_> {
             self.ahead.get((now / SECOND_US) as usize).cloned().unwrap_or_else(|| vec![0.0; self.model.tasks.len()]);
         let decision = decider.decide(&snapshot, &coming);
         self.stats.ticks += 1;
-        self.stats.switches += self.servers[server].steer(self.model, &decision, now, decider.free_switches());
+        self.stats.switches +=
+            self.servers[server].steer(self.model, &snapshot, &decision, now, decider.free_switches());
         self.start(server, now);
     }
 

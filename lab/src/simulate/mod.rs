@@ -1,9 +1,10 @@
 //! A discrete-event simulator of the runtime under load: the requests of a load spec
 //! (the same ones `modelless loadgen` sends), batches that take what the stored
 //! profiles measured, and the same Wasm policies deciding on snapshots built by the
-//! same builder as the control loop's, their decisions checked and clamped by the
-//! same control core ([`modelless::engine::core`]). It answers in seconds what a real run answers
-//! in minutes, for one server or several behind least-connections balancing, and
+//! same builder as the control loop's, their decisions checked, clamped and refused
+//! by the same control core ([`modelless::engine::core`]) on those snapshots
+//! ([`actions_on_recorded`] holds it to a real run's recorded actions). It answers in
+//! seconds what a real run answers in minutes, for one server or several behind least-connections balancing, and
 //! writes the same results. `modelless simulate` drives it from the command line.
 //!
 //! What it leaves out: the CPU a real process spends outside batches (the load
@@ -16,6 +17,7 @@ mod model;
 mod optimum;
 mod oracle;
 mod ratio_line;
+mod replay;
 mod wasm;
 
 pub use engine::{Decider, SimConfig, SimStats, simulate};
@@ -23,6 +25,7 @@ pub use model::{SimModel, SimTask, SimVariant};
 pub use optimum::{CAPACITIES, Optimum, Plan, cheapest, effective_accuracy, optimum, plan, share_of_gain};
 pub use oracle::Oracle;
 pub use ratio_line::RatioLine;
+pub use replay::actions_on_recorded;
 pub use wasm::WasmDecider;
 
 mod server;

@@ -14,7 +14,7 @@ use modelless::engine::AdmissionMargin;
 use modelless::engine::BatchCost;
 use modelless::engine::{ArrivalRate, Backlog, predicted_answer};
 
-use modelless::engine::core::{self, Action, TaskView, VariantView};
+use modelless::engine::core::{self, Action};
 use modelless::engine::{TrafficReading, TrafficWindow};
 use modelless::policy::{TaskReading, task_snapshot};
 use modelless::policy_abi::{
@@ -247,30 +247,30 @@ impl Server {
         Ok(Running { task, variant: requests[0].variant, requests, started_us: now })
     }
 
-    /// Carries out a policy's decision at `now` as the control loop does: the
-    /// runtime's control core checks and clamps it (what it reports goes to no one
-    /// here), and its actions are done on this server. Returns the switches started.
-    pub fn steer(&mut self, model: &SimModel, decision: &Decision, now: u64, free: bool) -> u64 {
-        let plan = core::tick(decision, &self.views(model));
-        plan.actions.iter().map(|action| u64::from(self.carry_out(model, action, now, free))).sum()
+    /// Carries out a policy's decision, made on `snapshot`, at `now` as the control
+    /// loop does: the runtime's control core checks, clamps and refuses it on the
+    /// snapshot (what it reports goes to no one here), and its actions are done on
+    /// this server. Returns the switches started.
+    pub fn steer(&mut self, model: &SimModel, snapshot: &Snapshot, decision: &Decision, now: u64, free: bool) -> u64 {
+        self.act(model, snapshot, decision, now, free).iter().map(|(_, switched)| u64::from(*switched)).sum()
     }
 
-    /// What the control core is to know of this server's tasks, as the control loop
-    /// reads it from the runtime's: each variant's batches are bounded by its
-    /// configured size, and a variant loading is a switch under way.
-    fn views(&self, model: &SimModel) -> Vec<TaskView> {
-        self.tasks
-            .iter()
-            .zip(&model.tasks)
-            .map(|(state, task)| TaskView {
-                name: task.name.clone(),
-                active: task.variants[state.active].name.clone(),
-                switching: state.loading.is_some(),
-                variants: task
-                    .variants
-                    .iter()
-                    .map(|v| VariantView { name: v.name.clone(), ceiling: v.max_batch_size as usize, refused: None })
-                    .collect(),
+    /// [`Server::steer`], returning each action the core asked and whether it started
+    /// a switch.
+    pub fn act(
+        &mut self,
+        model: &SimModel,
+        snapshot: &Snapshot,
+        decision: &Decision,
+        now: u64,
+        free: bool,
+    ) -> Vec<(Action, bool)> {
+        let plan = core::tick(snapshot, decision);
+        plan.actions
+            .into_iter()
+            .map(|action| {
+                let switched = self.carry_out(model, &action, now, free);
+                (action, switched)
             })
             .collect()
     }
@@ -300,6 +300,7 @@ impl Server {
                 }
                 true
             }
+            Action::Refuse { .. } => false,
         }
     }
 
@@ -342,8 +343,12 @@ impl Server {
                             _ => VariantState::Unloaded,
                         };
                         let mut snapshot = v.snapshot.clone();
+                        snapshot.name.clone_from(&v.name);
                         snapshot.runs = (variant_state == VariantState::Ready).then_some(state.runs[index]);
                         snapshot.state = variant_state;
+                        // Its batches are bounded by its configured size, as the runtime's
+                        // are by theirs; a refusal it carries is the runtime's.
+                        snapshot.batch_ceiling = Some(v.max_batch_size);
                         snapshot
                     })
                     .collect();
@@ -448,11 +453,13 @@ mod tests {
             ..TaskDecision::keep("t")
         };
         let decision = Decision { tasks: vec![wanted, TaskDecision::keep("nope")] };
-        assert_eq!(server.steer(&model, &decision, 0, false), 1);
+        let snapshot = server.snapshot(&model, 0, 0);
+        assert_eq!(server.steer(&model, &snapshot, &decision, 0, false), 1);
         let task = &server.tasks[0];
         assert_eq!(task.knobs, [(8, 0), (8, MAX_QUEUE_DELAY_US)], "the knobs are b's, within bounds");
         assert_eq!((task.active, task.loading), (0, Some((1, 100_000))), "b loads first");
-        assert_eq!(server.steer(&model, &decision, 50_000, false), 0, "a switch is under way");
+        let snapshot = server.snapshot(&model, 1, 50_000);
+        assert_eq!(server.steer(&model, &snapshot, &decision, 50_000, false), 0, "a switch is under way");
         server.finish_loads(100_000);
         assert_eq!(server.tasks[0].active, 1);
     }

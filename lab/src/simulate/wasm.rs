@@ -76,7 +76,7 @@ impl WasmDecider {
         // Encoded once, for the module and the recording alike.
         let Ok(json) = serde_json::to_vec(snapshot) else { return self.policy.decide(snapshot).decision };
         let decided = self.policy.decide_encoded(snapshot, &json);
-        if let Err(e) = recorder.write(&json, &decided.decision, decided.by.label(), None) {
+        if let Err(e) = recorder.write(&json, &decided.decision, decided.by.label(), None, &[]) {
             // The simulation goes on; the recording stops, said once.
             tracing::warn!(error = %e, "recording the simulated ticks stopped");
             self.recorder = None;

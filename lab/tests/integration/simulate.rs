@@ -9,8 +9,8 @@ use modelless::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_tick
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, VariantCost, VariantSnapshot};
 use modelless_lab::load::{LoadSpec, Outcome, Pattern, RunResult, SecondRuns, TaskLoad};
 use modelless_lab::simulate::{
-    CAPACITIES, Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, cheapest, effective_accuracy,
-    optimum, share_of_gain, simulate,
+    CAPACITIES, Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, actions_on_recorded, cheapest,
+    effective_accuracy, optimum, share_of_gain, simulate,
 };
 
 use crate::common::policy_module;
@@ -349,4 +349,77 @@ fn the_offline_optimum_bounds_the_policies_and_their_share_of_the_gain_counts_fr
     let share = share_of_gain(effective_accuracy(&steered), least, best).unwrap();
     assert!(share > 0.5 && share <= 1.0, "{share}");
     assert!(found.tried.len() > CAPACITIES.len(), "plans at every capacity, then refined");
+}
+
+#[test]
+fn recorded_ticks_with_a_refused_switch_get_the_runtimes_actions_from_the_simulator() {
+    use std::sync::Arc;
+
+    use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+    use modelless::engine::core::Action;
+    use modelless::policy::RecordedTick;
+    use modelless::{MakeBackend, PolicyConfig, Runtime, TaskConfig, VariantConfig, WarmupConfig};
+
+    // v1 answers rows of 5 where the task (v0's signature) has 4: it cannot serve.
+    let make: MakeBackend = Arc::new(|variant, _| {
+        let width = if variant.name == "v1" { 5 } else { 4 };
+        FakeBackend::factory(FakeConfig { width, ..FakeConfig::default() }, BatchLog::default())
+    });
+    let variant =
+        |name: &str, accuracy| VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
+    let task = TaskConfig::new("classify").with_variant(variant("v0", 60.0)).with_variant(variant("v1", 70.0));
+    let runtime = Runtime::builder().build().unwrap();
+    runtime.add_task_with(task, make).unwrap();
+    runtime.load_variant("classify", "v1").unwrap_err();
+
+    // The static policy pinned to v1 asks for it, with an oversized batch, every tick.
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("ticks.jsonl");
+    let mut policy = PolicyConfig::new(policy_module("static"))
+        .with_parameters(serde_json::json!({ "variant": "v1" }))
+        .with_tick(Duration::from_millis(20));
+    policy.record = Some(recording.clone());
+    runtime.start_policy(policy).unwrap();
+    let started = std::time::Instant::now();
+    let read = || -> Vec<RecordedTick> {
+        let text = std::fs::read_to_string(&recording).unwrap_or_default();
+        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+    };
+    while read().len() < 3 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the control loop recorded no ticks");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    runtime.stop_policy();
+    let ticks = read();
+    let refused = |actions: &[Action]| {
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Refuse { variant, reason, .. } if variant == "v1" && !reason.is_empty()))
+    };
+    assert!(ticks.iter().all(|t| refused(&t.actions)), "the runtime refused every switch: {:?}", ticks[0].actions);
+
+    // A simulated server of the same task, its variants as the runtime reports them.
+    let snapshots = runtime.variant_snapshots("classify").unwrap();
+    let variants = snapshots
+        .into_iter()
+        .map(|snapshot| SimVariant {
+            name: snapshot.name.clone(),
+            accuracy: snapshot.accuracy,
+            fit: LatencyFit { a_ms: 1.0, c_ms: 1.0, r2: 1.0 },
+            spread: 0.0,
+            load_ms: 0.0,
+            loaded: snapshot.state == modelless::VariantState::Ready,
+            max_batch_size: snapshot.batch_ceiling.unwrap(),
+            max_queue_delay_us: 0,
+            max_queue_size: 64,
+            calibration: None,
+            snapshot,
+        })
+        .collect();
+    let task = SimTask { name: "classify".into(), slo_ms: None, active: 0, variants };
+    let model = SimModel { cores: 2, tasks: vec![task] };
+    let simulated = actions_on_recorded(&model, &ticks);
+    for (tick, actions) in ticks.iter().zip(&simulated) {
+        assert_eq!(actions, &tick.actions, "tick {}: the simulator did otherwise", tick.snapshot.tick);
+    }
 }

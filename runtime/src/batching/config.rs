@@ -11,7 +11,7 @@ pub const MAX_QUEUE_DELAY_US: u64 = 60_000_000;
 
 /// The two knobs a policy (or an operator) turns while a model serves; `None` keeps
 /// the value in force.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BatchingKnobs {
     /// Most rows in one batch.
     pub max_batch_size: Option<usize>,

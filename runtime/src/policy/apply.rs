@@ -1,15 +1,14 @@
-//! Carrying out a policy's decision on the tasks: what they are now goes to the
-//! control core ([`super::core::tick`]), which checks and clamps the decision; its
-//! actions are done here, knobs at once, variant switches on a thread of their own so
-//! that a switch that loads a variant never holds up the next tick.
+//! Carrying out a policy's decision on the tasks: the snapshot the policy decided on
+//! goes to the control core ([`super::core::tick`]) with the decision, which it checks,
+//! clamps and refuses as it must; its actions are done here, knobs at once, variant
+//! switches on a thread of their own so that a switch that loads a variant never
+//! holds up the next tick.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use modelless_policy_abi::Decision;
-
 use super::control_status::ControlStatus;
-use super::core::{self, Action, TaskView, VariantView, short};
+use super::core::{Action, Plan, short};
 use crate::registry::Task;
 
 /// Applies decisions, counting switches and their failures in `status`.
@@ -24,10 +23,9 @@ impl Applier {
         Applier { status, switching: Arc::default() }
     }
 
-    /// Applies a decision; returns what could not be applied as it was asked.
-    pub(super) fn apply(&self, tasks: &[Arc<Task>], decision: &Decision) -> Vec<String> {
-        let views: Vec<TaskView> = tasks.iter().map(|task| self.view(task)).collect();
-        let plan = core::tick(decision, &views);
+    /// Carries out what the core made of a decision; returns what could not be
+    /// applied as it was asked.
+    pub(super) fn apply(&self, tasks: &[Arc<Task>], plan: Plan) -> Vec<String> {
         let mut reports = plan.reports;
         for action in plan.actions {
             let Some(task) = tasks.iter().find(|t| t.name() == action.task()) else { continue };
@@ -38,27 +36,10 @@ impl Applier {
                     }
                 }
                 Action::Switch { variant, .. } => reports.extend(self.switch(task, variant)),
+                refused @ Action::Refuse { .. } => reports.extend(refused.report()),
             }
         }
         reports
-    }
-
-    /// What the core is to know of `task` now.
-    fn view(&self, task: &Task) -> TaskView {
-        let variants = task
-            .batch_ceilings()
-            .into_iter()
-            .map(|(name, ceiling)| {
-                let refused = task.can_serve(&name).err().map(|e| e.to_string());
-                VariantView { name, ceiling, refused }
-            })
-            .collect();
-        TaskView {
-            name: task.name().to_string(),
-            active: task.serving().0.variant,
-            switching: self.switching.lock().unwrap_or_else(PoisonError::into_inner).contains(task.name()),
-            variants,
-        }
     }
 
     /// Starts a switch on a thread of its own.
@@ -100,6 +81,8 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
+    use modelless_policy_abi::Decision;
+
     use super::*;
     use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
     use crate::batching::MAX_QUEUE_DELAY_US;
@@ -109,6 +92,14 @@ mod tests {
     use crate::request::{Inputs, Slo};
     use crate::tensor::Tensor;
     use crate::warmup::WarmupConfig;
+
+    /// `decision` applied to `task` as the control loop applies it: on the snapshot
+    /// the policy would have seen.
+    fn apply(applier: &Applier, task: &Arc<Task>, decision: &Decision) -> Vec<String> {
+        let tasks = std::slice::from_ref(task);
+        let snapshot = crate::policy::reading::snapshot(tasks, 0, Duration::ZERO, None);
+        applier.apply(tasks, crate::policy::core::tick(&snapshot, decision))
+    }
 
     /// Task `classify`: v0 (active) and v1, both fake, batches of up to 8.
     fn task() -> Arc<Task> {
@@ -135,7 +126,7 @@ mod tests {
         let decision: Decision =
             serde_json::from_value(json!({ "tasks": [{ "task": "classify", "variant": "v1" }] })).unwrap();
         // The first switch loads v1, which fails to bind: the switch fails, reported.
-        assert!(applier.apply(std::slice::from_ref(&task), &decision).is_empty());
+        assert!(apply(&applier, &task, &decision).is_empty());
         let until = Instant::now() + Duration::from_secs(10);
         while applier.switching() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
@@ -143,7 +134,7 @@ mod tests {
         let failed = status.lock().unwrap().reports.clone();
         assert!(failed.iter().any(|r| r.contains("does not fit task `classify`")), "{failed:?}");
         // From then on it is refused at once, no switch started.
-        let refused = applier.apply(std::slice::from_ref(&task), &decision);
+        let refused = apply(&applier, &task, &decision);
         assert!(refused.len() == 1 && refused[0].contains("switch to `v1` refused"), "{refused:?}");
         assert!(refused[0].contains("input `input`"), "{refused:?}");
         assert_eq!(status.lock().unwrap().switches, 1);
@@ -203,7 +194,7 @@ mod tests {
                 return Ok(());
             };
             applied.set(applied.get() + 1);
-            for report in applier.apply(std::slice::from_ref(&task), &decision) {
+            for report in apply(&applier, &task, &decision) {
                 prop_assert!(report.len() < 512, "a report of {} bytes", report.len());
             }
             let (knobs, _) = task.serving();

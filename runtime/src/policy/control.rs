@@ -10,18 +10,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use modelless_policy_abi::{ABI_VERSION, Decision, PreprocessingSnapshot, Snapshot, SystemSnapshot};
+use modelless_policy_abi::{Decision, Snapshot};
 
 use super::apply::Applier;
 use super::control_status::ControlStatus;
+use super::core::{self, Action};
 use super::guard::{Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 use super::host::{PolicyEngine, PolicyModule};
+use super::reading::{pool_snapshot, snapshot};
 use super::record::Recorder;
-use super::snapshot::{TaskReading, round, task_snapshot};
 use crate::error::Error;
 use crate::error::PolicyError;
-use crate::metrics::{CpuSample, machine_memory, serving_metrics};
-use crate::preprocess::PoolReading;
+use crate::metrics::{CpuSample, serving_metrics};
 use crate::registry::Task;
 
 /// Lists the tasks the loop steers, every tick.
@@ -283,11 +283,20 @@ impl LoopState {
                     let mut snapshot = snapshot(&tasks, tick, started.elapsed(), now.zip(cpu));
                     snapshot.system.preprocessing = preprocessing;
                     (cpu, last_pool) = (now, pool);
-                    let (decided, shadow, mut reports) = match serde_json::to_vec(&snapshot) {
-                        Ok(json) => self.decide(&snapshot, &json),
-                        Err(e) => (self.policy.decide(&snapshot), None, vec![format!("snapshot not encoded: {e}")]),
+                    let (decided, shadow, json, mut reports) = match serde_json::to_vec(&snapshot) {
+                        Ok(json) => {
+                            let (decided, shadow) = self.decide(&snapshot, &json);
+                            (decided, shadow, Some(json), Vec::new())
+                        }
+                        Err(e) => {
+                            (self.policy.decide(&snapshot), None, None, vec![format!("snapshot not encoded: {e}")])
+                        }
                     };
-                    reports.extend(self.applier.apply(&tasks, &decided.decision));
+                    let plan = core::tick(&snapshot, &decided.decision);
+                    if let Some(json) = json {
+                        reports.extend(self.record(&json, &decided, shadow.as_ref(), &plan.actions));
+                    }
+                    reports.extend(self.applier.apply(&tasks, plan));
                     reports.extend(self.policy.take_warnings().into_iter().map(policy_warning));
                     let mut status = self.lock_status();
                     status.ticks = tick + 1;
@@ -315,9 +324,8 @@ impl LoopState {
             && (self.tasks)().iter().any(|t| t.serving().1 >= early.queue_length || t.traffic().turned_away() > 0)
     }
 
-    /// The policy's decision and the shadow's on the encoded snapshot, recorded when
-    /// asked; what went wrong with the recording is reported.
-    fn decide(&mut self, snapshot: &Snapshot, json: &[u8]) -> (Decided, Option<Decision>, Vec<String>) {
+    /// The policy's decision and the shadow's on the encoded snapshot.
+    fn decide(&mut self, snapshot: &Snapshot, json: &[u8]) -> (Decided, Option<Decision>) {
         let started = Instant::now();
         let decided = self.policy.decide_encoded(snapshot, json);
         let failure = match &decided.by {
@@ -326,14 +334,22 @@ impl LoopState {
         };
         serving_metrics().policy_decided(started.elapsed(), failure, decided.by == DecidedBy::Fallback);
         let shadow = self.shadow.as_mut().map(|s| s.decide_encoded(snapshot, json).decision);
-        let mut reports = Vec::new();
-        if let Some(recorder) = &mut self.recorder
-            && let Err(e) = recorder.write(json, &decided.decision, decided.by.label(), shadow.as_ref())
-        {
-            reports.push(format!("recording stopped: {e}"));
-            self.recorder = None;
-        }
-        (decided, shadow, reports)
+        (decided, shadow)
+    }
+
+    /// Records the tick, when asked: the encoded snapshot, the decisions and the
+    /// actions the core made of them. What went wrong with the recording is reported.
+    fn record(
+        &mut self,
+        json: &[u8],
+        decided: &Decided,
+        shadow: Option<&Decision>,
+        actions: &[Action],
+    ) -> Option<String> {
+        let recorder = self.recorder.as_mut()?;
+        let error = recorder.write(json, &decided.decision, decided.by.label(), shadow, actions).err()?;
+        self.recorder = None;
+        Some(format!("recording stopped: {error}"))
     }
 
     fn lock_status(&self) -> std::sync::MutexGuard<'_, ControlStatus> {
@@ -345,46 +361,6 @@ impl LoopState {
 fn policy_warning(message: String) -> String {
     tracing::warn!(%message, "the policy warns");
     format!("policy: {message}")
-}
-
-/// The snapshot of `tasks` and the machine at tick `tick`.
-fn snapshot(tasks: &[Arc<Task>], tick: u64, elapsed: Duration, cpu: Option<(CpuSample, CpuSample)>) -> Snapshot {
-    let tasks = tasks.iter().map(|task| task_snapshot(task_reading(task))).collect();
-    let utilisation = cpu.and_then(|(now, before)| now.since(&before));
-    let memory = machine_memory();
-    let system = SystemSnapshot {
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        cpu_host_percent: utilisation.map(|u| round(u.host_percent)),
-        cpu_process_percent: utilisation.map(|u| round(u.process_percent)),
-        memory_total_bytes: memory.map(|m| m.0),
-        memory_available_bytes: memory.map(|m| m.1),
-        gpus: crate::metrics::gpu_snapshots(),
-        preprocessing: None,
-    };
-    Snapshot { abi_version: ABI_VERSION, tick, now_ms: elapsed.as_millis() as u64, tasks, system }
-}
-
-/// The preprocessing pool as a policy sees it, over the tick since `before`.
-fn pool_snapshot(now: &PoolReading, before: &PoolReading) -> PreprocessingSnapshot {
-    PreprocessingSnapshot {
-        threads: now.threads as u32,
-        queue_length: now.queued as u64,
-        queue_size: now.queue_size as u64,
-        utilisation_percent: round(now.utilisation_since(before) * 100.0),
-    }
-}
-
-/// What the snapshot reports of a running task.
-fn task_reading(task: &Task) -> TaskReading {
-    let (active, queue_length) = task.serving();
-    TaskReading {
-        name: task.name().to_string(),
-        traffic: task.traffic().read(),
-        queue_length,
-        slo_latency_ms: task.latency_slo_ms(),
-        active,
-        variants: task.variant_snapshots(),
-    }
 }
 
 #[cfg(test)]
@@ -404,15 +380,6 @@ mod tests {
     use crate::warmup::WarmupConfig;
 
     const TICK: Duration = Duration::from_millis(20);
-
-    #[test]
-    fn the_preprocessing_pool_is_reported_busy_as_a_share_of_its_threads_time() {
-        let before = PoolReading { at: Instant::now(), threads: 2, queued: 0, queue_size: 64, busy_seconds: 3.0 };
-        let now = PoolReading { at: before.at + Duration::from_secs(2), queued: 5, busy_seconds: 6.0, ..before };
-        let reported = pool_snapshot(&now, &before);
-        assert_eq!((reported.threads, reported.queue_length, reported.queue_size), (2, 5, 64));
-        assert_eq!(reported.utilisation_percent, 75.0, "3 s of work in 2 s of 2 threads");
-    }
 
     /// Task `classify`: v0 (active) and v1, both fake, batches of up to 8.
     fn task() -> Arc<Task> {

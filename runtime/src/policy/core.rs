@@ -1,18 +1,22 @@
-//! The control core: what a policy's decision asks of the tasks, checked against what
-//! they are now and turned into actions, with a report of whatever could not be done
-//! as it was asked. Pure (no threads, clocks nor I/O): the runtime's control loop
-//! ([`super::ControlLoop`]) and the lab's simulator both call [`tick`] and carry its
-//! actions out each in their own way, so that a decision is applied alike in both.
+//! The control core: what a policy's decision asks of the tasks, checked against the
+//! snapshot the policy decided on and turned into actions, refusals among them, with
+//! a report of whatever else could not be done as it was asked. Pure (no threads,
+//! clocks nor I/O): the runtime's control loop and the lab's simulator both call
+//! [`tick`] with the snapshot each built and carry its actions out each in their own
+//! way, so that a decision is applied, and refused, alike in both.
 //!
-//! Nothing here depends on the time: a decision is applied whole at the tick it is
-//! made, and time reaches a policy through its snapshot.
+//! The snapshot says all the core needs of each task: the variant serving, whether a
+//! switch is under way (a variant loading or warming to take over), each variant's
+//! batch ceiling and, for one that cannot serve the task, why. A decision is applied
+//! whole at the tick it is made; time reaches a policy through its snapshot.
 
-use modelless_policy_abi::{Decision, TaskDecision};
+use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot, VariantState};
+use serde::{Deserialize, Serialize};
 
 use crate::batching::BatchingKnobs;
 use crate::error::Error;
 
-/// What the core knows of a task as a tick begins.
+/// What the core knows of a task as a tick begins ([`TaskView::of`] its snapshot).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskView {
     /// Its name.
@@ -38,8 +42,10 @@ pub struct VariantView {
     pub refused: Option<String>,
 }
 
-/// What to do to a task, in the order given.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What to do to a task, in the order given. Recorded ticks carry them (as JSON
+/// objects tagged by `action`: `configure`, `switch`, `refuse`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
 pub enum Action {
     /// Sets a variant's knobs, already within bounds. It may be a variant that is not
     /// serving yet: a switch's knobs are set on the variant switched to, before it
@@ -59,14 +65,57 @@ pub enum Action {
         /// The variant to take over.
         variant: String,
     },
+    /// Refuses a switch the decision asked: the variant is unknown or cannot serve
+    /// the task. Nothing changes; the reason is reported.
+    Refuse {
+        /// The task.
+        task: String,
+        /// The variant asked for, as the policy wrote it (cut to 64 characters).
+        variant: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Action {
     /// The task it acts on.
     pub fn task(&self) -> &str {
         match self {
-            Action::Configure { task, .. } | Action::Switch { task, .. } => task,
+            Action::Configure { task, .. } | Action::Switch { task, .. } | Action::Refuse { task, .. } => task,
         }
+    }
+
+    /// What a status page reports of it: a refusal and its reason.
+    pub fn report(&self) -> Option<String> {
+        match self {
+            Action::Refuse { task, variant, reason } => {
+                Some(format!("task `{task}`: switch to `{variant}` refused: {}", cut(reason, 400)))
+            }
+            Action::Configure { .. } | Action::Switch { .. } => None,
+        }
+    }
+}
+
+impl TaskView {
+    /// What `task`'s snapshot says of it. A variant other than the active one that is
+    /// loading or warming is a switch under way; a variant with no ceiling in the
+    /// snapshot (one recorded before snapshots carried it) is not clamped.
+    pub fn of(task: &TaskSnapshot) -> TaskView {
+        let active = &task.active.variant;
+        let switching = task
+            .variants
+            .iter()
+            .any(|v| &v.name != active && matches!(v.state, VariantState::Loading | VariantState::Warming));
+        let variants = task
+            .variants
+            .iter()
+            .map(|v| VariantView {
+                name: v.name.clone(),
+                ceiling: v.batch_ceiling.map_or(usize::MAX, |c| c as usize),
+                refused: v.refused.clone(),
+            })
+            .collect();
+        TaskView { name: task.name.clone(), active: active.clone(), switching, variants }
     }
 }
 
@@ -80,14 +129,20 @@ pub struct Plan {
     pub reports: Vec<String>,
 }
 
-/// The actions that carry out `decision` on `tasks` as they are now. A decision is a
-/// peer's input like any other: whatever it holds is either applied within bounds or
-/// reported, never fatal.
+/// The actions that carry out `decision`, made on `snapshot`, on the tasks as the
+/// snapshot shows them. A decision is a peer's input like any other: whatever it holds
+/// is applied within bounds, refused or reported, never fatal.
 ///
 /// A task's knobs go to the variant the decision names, when that variant can serve
 /// the task (the knobs belong to the variant that is to serve), else to the active
 /// one; a switch is asked after them.
-pub fn tick(decision: &Decision, tasks: &[TaskView]) -> Plan {
+pub fn tick(snapshot: &Snapshot, decision: &Decision) -> Plan {
+    let tasks: Vec<TaskView> = snapshot.tasks.iter().map(TaskView::of).collect();
+    tick_views(decision, &tasks)
+}
+
+/// [`tick`] on tasks as the core sees them.
+pub fn tick_views(decision: &Decision, tasks: &[TaskView]) -> Plan {
     let mut plan = Plan::default();
     for wanted in &decision.tasks {
         match tasks.iter().find(|t| t.name == wanted.task) {
@@ -131,8 +186,8 @@ fn plan_task(task: &TaskView, wanted: &TaskDecision, plan: &mut Plan) {
     match named {
         None => {}
         Some((variant, _)) if variant == task.active => {}
-        Some((variant, Err(why))) => {
-            plan.reports.push(format!("task `{name}`: switch to `{}` refused: {}", short(variant), cut(&why, 400)));
+        Some((variant, Err(reason))) => {
+            plan.actions.push(Action::Refuse { task: name.clone(), variant: short(variant).to_string(), reason });
         }
         Some((variant, Ok(_))) if task.switching => {
             plan.reports
@@ -169,6 +224,8 @@ fn cut(text: &str, max_chars: usize) -> &str {
 mod tests {
     use serde_json::json;
 
+    use modelless_policy_abi::{ServingKnobs, VariantSnapshot};
+
     use super::*;
     use crate::batching::MAX_QUEUE_DELAY_US;
 
@@ -198,18 +255,18 @@ mod tests {
 
     #[test]
     fn a_switch_with_knobs_sets_them_on_the_variant_switched_to_before_it_takes_over() {
-        let plan = tick(&decision(json!([{ "task": "t", "variant": "b", "max_batch_size": 1 }])), &tasks());
+        let plan = tick_views(&decision(json!([{ "task": "t", "variant": "b", "max_batch_size": 1 }])), &tasks());
         assert_eq!(plan.actions, [configure("b", Some(1), None), switch("b")]);
         assert!(plan.reports.is_empty(), "{:?}", plan.reports);
     }
 
     #[test]
     fn knobs_without_a_variant_go_to_the_active_one_and_nothing_switches() {
-        let plan = tick(&decision(json!([{ "task": "t", "max_queue_delay_us": 250 }])), &tasks());
+        let plan = tick_views(&decision(json!([{ "task": "t", "max_queue_delay_us": 250 }])), &tasks());
         assert_eq!(plan.actions, [configure("a", None, Some(250))]);
-        let plan = tick(&decision(json!([{ "task": "t", "variant": "a", "max_batch_size": 2 }])), &tasks());
+        let plan = tick_views(&decision(json!([{ "task": "t", "variant": "a", "max_batch_size": 2 }])), &tasks());
         assert_eq!(plan.actions, [configure("a", Some(2), None)], "the active variant named: no switch");
-        let plan = tick(&decision(json!([{ "task": "t" }])), &tasks());
+        let plan = tick_views(&decision(json!([{ "task": "t" }])), &tasks());
         assert_eq!(plan, Plan::default(), "nothing asked, nothing done");
     }
 
@@ -218,7 +275,7 @@ mod tests {
         let mut tasks = tasks();
         tasks[0].variants[1].ceiling = 4;
         let asked = json!([{ "task": "t", "variant": "b", "max_batch_size": 99, "max_queue_delay_us": u64::MAX }]);
-        let plan = tick(&decision(asked), &tasks);
+        let plan = tick_views(&decision(asked), &tasks);
         assert_eq!(plan.actions, [configure("b", Some(4), Some(MAX_QUEUE_DELAY_US)), switch("b")]);
         assert_eq!(
             plan.reports,
@@ -227,7 +284,7 @@ mod tests {
                 format!("task `t`: max_queue_delay_us {} clamped to {MAX_QUEUE_DELAY_US}", u64::MAX),
             ]
         );
-        let plan = tick(&decision(json!([{ "task": "t", "max_batch_size": 0 }])), &tasks);
+        let plan = tick_views(&decision(json!([{ "task": "t", "max_batch_size": 0 }])), &tasks);
         assert_eq!(plan.actions, [configure("a", Some(1), None)]);
         assert_eq!(plan.reports, ["task `t`: max_batch_size 0 clamped to 1"]);
     }
@@ -240,16 +297,31 @@ mod tests {
             { "task": "nope", "variant": "a" },
             { "task": "t", "instances": 2 },
         ]);
-        let plan = tick(&decision(asked), &tasks());
-        assert_eq!(plan.actions, [configure("a", Some(2), None)]);
+        let plan = tick_views(&decision(asked), &tasks());
+        let refuse = |variant: &str, reason: &str| Action::Refuse {
+            task: "t".into(),
+            variant: variant.into(),
+            reason: reason.into(),
+        };
         assert_eq!(
-            plan.reports,
+            plan.actions,
+            [
+                configure("a", Some(2), None),
+                refuse("c", "input `x`: sizes differ"),
+                refuse("zz", "task `t` has no variant `zz`")
+            ]
+        );
+        let reported: Vec<String> = plan.actions.iter().filter_map(Action::report).collect();
+        assert_eq!(
+            reported,
             [
                 "task `t`: switch to `c` refused: input `x`: sizes differ",
                 "task `t`: switch to `zz` refused: task `t` has no variant `zz`",
-                "unknown task `nope` ignored",
-                "task `t`: changing instances is not supported; ignored",
             ]
+        );
+        assert_eq!(
+            plan.reports,
+            ["unknown task `nope` ignored", "task `t`: changing instances is not supported; ignored"]
         );
     }
 
@@ -257,7 +329,7 @@ mod tests {
     fn while_a_switch_is_under_way_another_waits_and_its_knobs_are_set_for_when_it_comes() {
         let mut tasks = tasks();
         tasks[0].switching = true;
-        let plan = tick(&decision(json!([{ "task": "t", "variant": "b", "max_batch_size": 1 }])), &tasks);
+        let plan = tick_views(&decision(json!([{ "task": "t", "variant": "b", "max_batch_size": 1 }])), &tasks);
         assert_eq!(plan.actions, [configure("b", Some(1), None)]);
         assert_eq!(plan.reports, ["task `t`: a switch is under way; `b` waits for a later tick"]);
     }
@@ -265,9 +337,39 @@ mod tests {
     #[test]
     fn names_a_policy_wrote_are_cut_in_reports() {
         let long = "x".repeat(100_000);
-        let plan = tick(&decision(json!([{ "task": long }, { "task": "t", "variant": long }])), &tasks());
-        assert!(plan.actions.is_empty());
-        assert_eq!(plan.reports.len(), 2);
-        assert!(plan.reports.iter().all(|r| r.len() < 512), "{:?}", plan.reports.iter().map(String::len));
+        let plan = tick_views(&decision(json!([{ "task": long }, { "task": "t", "variant": long }])), &tasks());
+        let reported: Vec<String> =
+            plan.reports.iter().cloned().chain(plan.actions.iter().filter_map(Action::report)).collect();
+        assert_eq!(reported.len(), 2);
+        assert!(reported.iter().all(|r| r.len() < 512), "{:?}", reported.iter().map(String::len));
+    }
+
+    #[test]
+    fn a_snapshot_tells_the_core_the_active_variant_a_switch_under_way_ceilings_and_refusals() {
+        let variant = |name: &str, state, ceiling, refused: Option<&str>| VariantSnapshot {
+            name: name.into(),
+            state,
+            batch_ceiling: ceiling,
+            refused: refused.map(str::to_string),
+            ..VariantSnapshot::default()
+        };
+        let task = TaskSnapshot {
+            name: "t".into(),
+            active: ServingKnobs { variant: "a".into(), ..ServingKnobs::default() },
+            variants: vec![
+                variant("a", VariantState::Ready, Some(8), None),
+                variant("b", VariantState::Warming, Some(4), None),
+                variant("c", VariantState::Unloaded, None, Some("input `x`: sizes differ")),
+            ],
+            ..TaskSnapshot::default()
+        };
+        let view = TaskView::of(&task);
+        assert_eq!((view.active.as_str(), view.switching), ("a", true), "b warming to take over");
+        let ceilings: Vec<usize> = view.variants.iter().map(|v| v.ceiling).collect();
+        assert_eq!(ceilings, [8, 4, usize::MAX]);
+        assert_eq!(view.variants[2].refused.as_deref(), Some("input `x`: sizes differ"));
+        let snapshot = Snapshot { tasks: vec![task], ..Snapshot::default() };
+        let plan = tick(&snapshot, &decision(json!([{ "task": "t", "variant": "c" }])));
+        assert!(matches!(&plan.actions[..], [Action::Refuse { variant, .. }] if variant == "c"), "{plan:?}");
     }
 }

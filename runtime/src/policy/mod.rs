@@ -20,6 +20,8 @@ mod guard;
 #[cfg(feature = "policies")]
 mod host;
 #[cfg(feature = "policies")]
+mod reading;
+#[cfg(feature = "policies")]
 mod record;
 mod snapshot;
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::path::Path;
 use modelless_policy_abi::{Decision, Snapshot};
 use serde::{Deserialize, Serialize};
 
+use super::core::Action;
 use super::host::PolicyInstance;
 use crate::error::PolicyError;
 
@@ -23,6 +24,10 @@ pub struct RecordedTick {
     /// What a shadow policy decided, when one ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<Decision>,
+    /// What the control core made of the decision on the snapshot: the actions the
+    /// runtime carried out, refusals among them (none recorded by a simulation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<Action>,
 }
 
 /// Appends ticks to a JSON Lines file.
@@ -44,14 +49,16 @@ impl Recorder {
         Ok(Recorder { out: std::io::BufWriter::new(file) })
     }
 
-    /// Writes one tick, the snapshot as already encoded; flushed so that a crash loses
-    /// at most the tick under way. The line reads back as a [`RecordedTick`].
+    /// Writes one tick, the snapshot as already encoded, with the `actions` carried
+    /// out; flushed so that a crash loses at most the tick under way. The line reads
+    /// back as a [`RecordedTick`].
     pub fn write(
         &mut self,
         snapshot_json: &[u8],
         decision: &Decision,
         by: &str,
         shadow: Option<&Decision>,
+        actions: &[Action],
     ) -> std::io::Result<()> {
         self.out.write_all(b"{\"snapshot\":")?;
         self.out.write_all(snapshot_json)?;
@@ -62,6 +69,10 @@ impl Recorder {
         if let Some(shadow) = shadow {
             self.out.write_all(b",\"shadow\":")?;
             serde_json::to_writer(&mut self.out, shadow)?;
+        }
+        if !actions.is_empty() {
+            self.out.write_all(b",\"actions\":")?;
+            serde_json::to_writer(&mut self.out, actions)?;
         }
         self.out.write_all(b"}\n")?;
         self.out.flush()
@@ -127,7 +138,7 @@ mod tests {
         let mut recorder = Recorder::open(&path).unwrap();
         let snapshot = serde_json::to_vec(&Snapshot::default()).unwrap();
         for decision in [Decision::default(), switch.clone()] {
-            recorder.write(&snapshot, &decision, "module", Some(&switch)).unwrap();
+            recorder.write(&snapshot, &decision, "module", Some(&switch), &[]).unwrap();
         }
         drop(recorder);
         let ticks = read_ticks(&path).unwrap();

@@ -120,6 +120,8 @@ impl Task {
                     device: entry.and_then(|e| e.model.as_ref()).map_or(slot.config.device, |m| m.device()).name(),
                     profile: known.then_some(cost),
                     runs,
+                    batch_ceiling: Some(u32::try_from(slot.ceiling()).unwrap_or(u32::MAX)),
+                    refused: slot.misfit.as_ref().map(|m| Error::DoesNotFitTask(m.clone()).to_string()),
                 }
             })
             .collect()
