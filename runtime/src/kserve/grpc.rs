@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use prost::bytes::Bytes;
 use tonic::{Request, Response, Status};
 
+use super::answer::{InferAnswer, InferCall, ModelStats, RequestedOutput};
 use super::limits::{InputBounds, RequestLimits};
 use super::params::{InferParams, ParamValue};
 use super::proto::grpc_inference_service_server::GrpcInferenceService;
@@ -16,7 +17,7 @@ use super::proto::model_metadata_response::TensorMetadata;
 use super::proto::model_repository_parameter::ParameterChoice as RepositoryChoice;
 use super::proto::*;
 use super::repository::load_config;
-use super::service::{InferAnswer, InferCall, InferenceService, ModelStats, RequestedOutput};
+use super::service::InferenceService;
 use super::status::ServeError;
 use super::tensors;
 use super::trace_context::RemoteParent;

@@ -18,12 +18,13 @@ use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::answer::{InferAnswer, InferCall, ModelStats, RequestedOutput};
 use super::body::{InferBody, Parameters};
 use super::grpc::EXTENSIONS;
 use super::limits::InputBounds;
 use super::params::{InferParams, ParamValue};
 use super::repository::load_config;
-use super::service::{InferAnswer, InferCall, InferenceService, ModelStats, RequestedOutput};
+use super::service::InferenceService;
 use super::status::{Code, ServeError};
 use super::tensors;
 use super::trace_context::RemoteParent;

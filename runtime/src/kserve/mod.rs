@@ -9,6 +9,7 @@
 //! of a task (served directly), or a plain model. Answers say what served them: the
 //! variant as `model_name` with its version, and in the `variant` parameter.
 
+mod answer;
 mod body;
 mod config;
 mod grpc;
@@ -31,6 +32,9 @@ pub mod proto {
     tonic::include_proto!("inference");
 }
 
+pub use answer::{
+    AnswerTensor, InferAnswer, InferCall, MAX_CLASSIFICATION, ModelDescription, ModelStats, RequestedOutput,
+};
 pub use config::{ModelControlMode, OverrideLimits, ServerConfig, TlsConfig};
 pub use grpc::GrpcEndpoint;
 pub use http::router;
@@ -39,10 +43,7 @@ pub use limits::{InputBounds, MAX_RANK, RequestLimits};
 pub use params::{InferParams, ParamValue};
 pub use repository::{Repository, RepositoryEntry, load_config, path_under_root, plain_name};
 pub use server::{Server, ServerError};
-pub use service::{
-    AnswerTensor, InferAnswer, InferCall, InferenceService, MAX_CLASSIFICATION, ModelDescription, ModelStats,
-    RequestedOutput,
-};
+pub use service::InferenceService;
 pub use status::{Code, ServeError};
 pub use tensors::Claim;
 pub use tls::TlsError;

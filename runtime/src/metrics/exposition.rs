@@ -11,18 +11,16 @@
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use prometheus::core::Collector;
 use prometheus::{
-    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry as PromRegistry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry as PromRegistry, TextEncoder,
 };
-
-use modelless_policy_abi::GpuSnapshot;
 
 use super::cpu::CpuSample;
 use super::failures::ModelFailures;
-use crate::error::Error;
-use crate::request::Timings;
+use super::gpu_gauges::GpuGauges;
+use super::model_counters::{ModelCounters, STAGES};
+use super::register::register;
 
 /// What the gauges show at one moment, read by whoever owns the models and tasks
 /// (the registry), so that metrics need not know them.
@@ -89,94 +87,12 @@ impl std::fmt::Debug for ServingMetrics {
     }
 }
 
-/// Per GPU, labelled by its index and model name; none where NVML finds no GPU.
-struct GpuGauges {
-    utilization: GaugeVec,
-    memory_used_bytes: GaugeVec,
-    memory_total_bytes: GaugeVec,
-    temperature_celsius: GaugeVec,
-    power_watts: GaugeVec,
-    sm_clock_mhz: GaugeVec,
-    throttled: GaugeVec,
-}
-
-const GPU_LABELS: [&str; 2] = ["gpu", "name"];
-
 /// Buckets of a pipeline's and its stages' times, s: pages take tens of ms to seconds.
 const PIPELINE_BUCKETS: [f64; 12] = [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0];
-
-/// The stages of a request, each with a histogram named after Triton's cumulative
-/// counters: decode and preprocess (its images), queue, compute input, infer, output.
-const STAGES: [(&str, &str); 6] = [
-    ("modelless_inference_decode_duration_seconds", "Time decoding a request's images"),
-    ("modelless_inference_preprocess_duration_seconds", "Time resizing and normalising a request's images"),
-    ("modelless_inference_queue_wait_duration_seconds", "Time a request waited for preprocessing and its batch"),
-    ("modelless_inference_compute_input_duration_seconds", "Time joining a request's batch inputs"),
-    ("modelless_inference_compute_infer_duration_seconds", "Time the backend ran a request's batch"),
-    ("modelless_inference_compute_output_duration_seconds", "Time splitting a request's batch outputs"),
-];
 
 /// Buckets of the stage histograms, in seconds: 20 µs to 5 s.
 const STAGE_BUCKETS: [f64; 15] =
     [0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0, 5.0];
-
-impl GpuGauges {
-    fn new(registry: &PromRegistry) -> Self {
-        let gauges =
-            |name: &str, help: &str, labels: &[&str]| register(registry, GaugeVec::new(Opts::new(name, help), labels));
-        GpuGauges {
-            utilization: gauges(
-                "modelless_gpu_utilization",
-                "GPU busy time over NVML's last sample period, 0 to 1",
-                &GPU_LABELS,
-            ),
-            memory_used_bytes: gauges("modelless_gpu_memory_used_bytes", "GPU memory in use", &GPU_LABELS),
-            memory_total_bytes: gauges("modelless_gpu_memory_total_bytes", "GPU memory in all", &GPU_LABELS),
-            temperature_celsius: gauges("modelless_gpu_temperature_celsius", "GPU temperature", &GPU_LABELS),
-            power_watts: gauges("modelless_gpu_power_watts", "GPU power draw", &GPU_LABELS),
-            sm_clock_mhz: gauges("modelless_gpu_sm_clock_mhz", "GPU streaming-multiprocessor clock", &GPU_LABELS),
-            throttled: gauges(
-                "modelless_gpu_clocks_throttled",
-                "1 for each reason NVML gives for holding the GPU's clocks down",
-                &["gpu", "name", "reason"],
-            ),
-        }
-    }
-
-    /// Sets every gauge from `gpus`; a figure a GPU does not give is left out.
-    fn read(&self, gpus: &[GpuSnapshot]) {
-        let all = [
-            &self.utilization,
-            &self.memory_used_bytes,
-            &self.memory_total_bytes,
-            &self.temperature_celsius,
-            &self.power_watts,
-            &self.sm_clock_mhz,
-            &self.throttled,
-        ];
-        all.iter().for_each(|g| g.reset());
-        for gpu in gpus {
-            let index = gpu.index.to_string();
-            let labels = [index.as_str(), gpu.name.as_str()];
-            let figures = [
-                (&self.utilization, gpu.utilisation_percent.map(|p| p / 100.0)),
-                (&self.memory_used_bytes, gpu.memory_used_bytes.map(|b| b as f64)),
-                (&self.memory_total_bytes, gpu.memory_total_bytes.map(|b| b as f64)),
-                (&self.temperature_celsius, gpu.temperature_c),
-                (&self.power_watts, gpu.power_w),
-                (&self.sm_clock_mhz, gpu.sm_clock_mhz.map(f64::from)),
-            ];
-            for (gauge, value) in figures {
-                if let Some(value) = value {
-                    gauge.with_label_values(&labels).set(value);
-                }
-            }
-            for reason in &gpu.throttle_reasons {
-                self.throttled.with_label_values(&[labels[0], labels[1], reason]).set(1.0);
-            }
-        }
-    }
-}
 
 /// The process's metrics.
 pub fn serving_metrics() -> &'static ServingMetrics {
@@ -185,14 +101,6 @@ pub fn serving_metrics() -> &'static ServingMetrics {
 }
 
 const MODEL_LABELS: [&str; 2] = ["task", "variant"];
-
-/// Adds a metric to `registry`. Names and labels are constants of this file, each
-/// registered once, so neither step can fail.
-fn register<M: Collector + Clone + 'static>(registry: &PromRegistry, metric: prometheus::Result<M>) -> M {
-    let metric = metric.unwrap_or_else(|e| unreachable!("metric definition: {e}"));
-    registry.register(Box::new(metric.clone())).unwrap_or_else(|e| unreachable!("metric registration: {e}"));
-    metric
-}
 
 impl ServingMetrics {
     fn new() -> Self {
@@ -468,122 +376,13 @@ impl ServingMetrics {
     }
 }
 
-/// One model's counters, bound to its labels.
-pub struct ModelCounters {
-    success: IntCounter,
-    failures: ModelFailures,
-    inferences: IntCounter,
-    executions: IntCounter,
-    request_us: IntCounter,
-    queue_us: IntCounter,
-    compute_us: IntCounter,
-    io_us: IntCounter,
-    batch_run_us: IntCounter,
-    latency: Histogram,
-    /// In the order of [`STAGES`].
-    stages: [Histogram; STAGES.len()],
-}
-
-// Its parts (sessions, threads, closures, channels) print nothing useful.
-impl std::fmt::Debug for ModelCounters {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelCounters").finish_non_exhaustive()
-    }
-}
-
-impl ModelCounters {
-    /// Counts one batch run, which its session took `run` to run.
-    pub fn executed(&self, run: Duration) {
-        self.executions.inc();
-        self.batch_run_us.inc_by(run.as_micros() as u64);
-    }
-
-    /// Counts a request of `rows` rows answered after `timings`.
-    pub fn served(&self, rows: usize, timings: &Timings) {
-        self.success.inc();
-        self.inferences.inc_by(rows as u64);
-        self.request_us.inc_by(timings.total.as_micros() as u64);
-        self.queue_us.inc_by(timings.queue.as_micros() as u64);
-        self.compute_us.inc_by(timings.compute.as_micros() as u64);
-        self.io_us.inc_by((timings.compute_input + timings.postprocess).as_micros() as u64);
-        self.latency.observe(timings.total.as_secs_f64());
-        let stages = [
-            timings.decode,
-            timings.preprocess,
-            timings.queue,
-            timings.compute_input,
-            timings.compute,
-            timings.postprocess,
-        ];
-        for (histogram, took) in self.stages.iter().zip(stages) {
-            histogram.observe(took.as_secs_f64());
-        }
-    }
-
-    /// Counts and logs (rate-limited) a request that failed with `error`.
-    pub fn failed(&self, error: &Error) {
-        self.failures.failed(error);
-    }
-
-    /// Counts and logs (rate-limited) a request refused for `reason` before it became
-    /// an [`Error`] (an endpoint could not decode it), as `message` says.
-    pub fn refused(&self, reason: &'static str, message: &dyn std::fmt::Display) {
-        self.failures.failed_with(reason, message);
-    }
-
-    /// Counts a request whose caller went away before it ran.
-    pub fn canceled(&self) {
-        self.failures.canceled();
-    }
-
-    /// Requests failed so far for `reason` (an error's [`Error::kind`]).
-    pub fn failed_of(&self, reason: &str) -> u64 {
-        self.failures.of(reason)
-    }
-
-    /// The totals so far.
-    pub fn totals(&self) -> ModelTotals {
-        ModelTotals {
-            success: self.success.get(),
-            failure: self.failures.total(),
-            inferences: self.inferences.get(),
-            executions: self.executions.get(),
-            request: Duration::from_micros(self.request_us.get()),
-            queue: Duration::from_micros(self.queue_us.get()),
-            compute: Duration::from_micros(self.compute_us.get()),
-            io: Duration::from_micros(self.io_us.get()),
-            batch_run: Duration::from_micros(self.batch_run_us.get()),
-        }
-    }
-}
-
-/// A model's counters read at one moment, for statistics endpoints.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ModelTotals {
-    /// Requests answered.
-    pub success: u64,
-    /// Requests not answered, all reasons.
-    pub failure: u64,
-    /// Rows inferred.
-    pub inferences: u64,
-    /// Batches run.
-    pub executions: u64,
-    /// Time of successful requests, admission to answer.
-    pub request: Duration,
-    /// Time they waited in the queue.
-    pub queue: Duration,
-    /// Time their batches ran.
-    pub compute: Duration,
-    /// Time joining and splitting their batches.
-    pub io: Duration,
-    /// Time the sessions ran the batches, each batch once, not counting waits for a
-    /// turn.
-    pub batch_run: Duration,
-}
-
 #[cfg(test)]
 mod tests {
+    use modelless_policy_abi::GpuSnapshot;
+
     use super::*;
+    use crate::error::Error;
+    use crate::request::Timings;
 
     #[test]
     fn counters_of_one_model_move_together_and_render_with_labels() {

@@ -11,16 +11,20 @@ mod gpu;
 #[cfg(not(feature = "nvml"))]
 #[path = "gpu_absent.rs"]
 mod gpu;
+mod gpu_gauges;
 mod memory;
+mod model_counters;
 mod photo_mix;
+mod register;
 mod traffic;
 mod window;
 
 pub use cpu::{CpuSample, CpuUtilisation};
-pub use exposition::{GaugeReading, ModelCounters, ModelTotals, PoolGauges, ServingMetrics, serving_metrics};
+pub use exposition::{GaugeReading, PoolGauges, ServingMetrics, serving_metrics};
 pub use failures::ModelFailures;
 pub use gpu::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
 pub use memory::{machine_memory, machine_page_faults, pages_faulted_by_this_thread, process_rss_bytes};
+pub use model_counters::{ModelCounters, ModelTotals};
 pub use photo_mix::PhotoMix;
 pub use traffic::{TaskTraffic, TrafficReading};
 pub use window::{TickCounts, TrafficWindow};

@@ -1,18 +1,14 @@
 //! A loaded model: its instance threads, its batcher, and admission in front of them.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::admission::{Admitted, admit};
-use crate::answered::AnswerHook;
 use crate::answered::Answered;
-use crate::backend::onnx::OrtSessionConfig;
-use crate::backend::{Backend, BackendFactory, Device, ModelMetadata};
+use crate::backend::{BackendFactory, Device, ModelMetadata};
 use crate::batching::margin::Prediction;
 use crate::batching::pending::{Arrival, Pending, Prepared};
 use crate::batching::queue::{PreparingRows, Queue, timer_task};
@@ -23,168 +19,18 @@ use crate::metrics::{ModelCounters, serving_metrics};
 use crate::preprocess::{ImagePreprocess, ImageSource};
 use crate::request::{InferOptions, Inputs, Output, Priority};
 use crate::trace::{self, Traced};
-use crate::warmup::{WarmupConfig, sizes_to_warm, warm_up};
-use modelless_policy_abi::LatencyFit;
 
-/// How to load and serve one ONNX model.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// Name requests use.
-    pub name: String,
-    /// The `.onnx` file.
-    pub path: PathBuf,
-    /// Sessions serving it, each on its own thread; batches are spread across them.
-    #[serde(default = "one")]
-    pub instances: usize,
-    /// Dynamic batching knobs.
-    #[serde(default)]
-    pub batching: BatchingConfig,
-    /// ONNX Runtime session settings.
-    #[serde(default)]
-    pub onnx: OrtSessionConfig,
-    /// Warm-up before the model takes requests.
-    #[serde(default)]
-    pub warmup: WarmupConfig,
-}
+mod config;
+mod instance;
+mod options;
+mod ticket;
 
-fn one() -> usize {
-    1
-}
-
-impl ModelConfig {
-    /// A model called `name` loaded from `path`, with default settings.
-    pub fn new(name: impl Into<String>, path: impl Into<PathBuf>) -> Self {
-        ModelConfig {
-            name: name.into(),
-            path: path.into(),
-            instances: 1,
-            batching: BatchingConfig::default(),
-            onnx: OrtSessionConfig::default(),
-            warmup: WarmupConfig::default(),
-        }
-    }
-
-    /// Sets the warm-up.
-    pub fn with_warmup(mut self, warmup: WarmupConfig) -> Self {
-        self.warmup = warmup;
-        self
-    }
-
-    /// Sets the number of instances.
-    pub fn with_instances(mut self, instances: usize) -> Self {
-        self.instances = instances;
-        self
-    }
-
-    /// Checks the instances and the batching knobs.
-    pub fn validate(&self) -> Result<(), Error> {
-        check_instances(&self.name, self.instances)?;
-        self.batching.validate()
-    }
-
-    /// Sets the batching knobs.
-    pub fn with_batching(mut self, batching: BatchingConfig) -> Self {
-        self.batching = batching;
-        self
-    }
-
-    /// Sets the session settings.
-    pub fn with_onnx(mut self, onnx: OrtSessionConfig) -> Self {
-        self.onnx = onnx;
-        self
-    }
-}
-
-/// The most sessions one model runs: each is a thread and a copy of the weights,
-/// and more than this is a mistake in a config, not a way to serve faster.
-pub const MAX_INSTANCES: usize = 256;
-
-/// Refuses 0 instances and more than [`MAX_INSTANCES`].
-pub(crate) fn check_instances(name: &str, instances: usize) -> Result<(), Error> {
-    if !(1..=MAX_INSTANCES).contains(&instances) {
-        return Err(Error::Config(format!("`{name}`: instances {instances} is outside 1..={MAX_INSTANCES}")));
-    }
-    Ok(())
-}
-
-/// How a model admits a request that carries a deadline.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "mode")]
-pub enum Admission {
-    /// By its profiled batch cost: refused at once when it would be answered late.
-    Predictive {
-        /// Measured batch time over the profile's prediction, lately.
-        correction: f64,
-        /// What predictions are stretched by, as answers overran them lately (1: not).
-        margin: f64,
-    },
-    /// Without a profile: queued while there is room, and answered
-    /// `DeadlineExceeded` if its deadline passes before it runs.
-    QueueRoom,
-}
-
-/// What a model is doing before it serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LoadPhase {
-    /// Its sessions are being created.
-    Loading,
-    /// Its sessions run warm-up batches.
-    Warming,
-}
-
-/// Called as a model moves through its load phases.
-pub type PhaseCallback = Arc<dyn Fn(LoadPhase) + Send + Sync>;
-
-/// How to start a model, beyond its backend, instances and batching.
-#[derive(Clone)]
-pub struct StartOptions {
-    /// Task the model serves as a variant, named in its answers.
-    pub task: Option<Arc<str>>,
-    /// Version named in its answers.
-    pub version: u64,
-    /// Warm-up before the model takes requests.
-    pub warmup: WarmupConfig,
-    /// Told of each load phase.
-    pub on_phase: Option<PhaseCallback>,
-    /// Told how each request ends.
-    pub on_answer: Option<AnswerHook>,
-    /// The most rows a request may hold, when more than the batching's
-    /// `max_batch_size` (which the device's memory lowered): larger requests are
-    /// refused, those between the two split into batches that fit.
-    pub max_request_rows: Option<usize>,
-    /// Class labels its answers classify with.
-    pub labels: Option<Arc<[String]>>,
-    /// How images are made into its image input, where it takes images.
-    pub preprocess: Option<Arc<ImagePreprocess>>,
-    /// Its profiled batch latency. With it, a request that would be answered after
-    /// its deadline is refused at admission, and one that could no longer make it
-    /// leaves the queue unrun; without it, only deadlines already passed count.
-    pub latency_fit: Option<LatencyFit>,
-}
-
-// Its parts (sessions, threads, closures, channels) print nothing useful.
-impl std::fmt::Debug for StartOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StartOptions").field("task", &self.task).finish_non_exhaustive()
-    }
-}
-
-impl Default for StartOptions {
-    fn default() -> Self {
-        StartOptions {
-            task: None,
-            version: 1,
-            warmup: WarmupConfig::disabled(),
-            on_phase: None,
-            on_answer: None,
-            max_request_rows: None,
-            labels: None,
-            preprocess: None,
-            latency_fit: None,
-        }
-    }
-}
+pub(crate) use config::check_instances;
+pub use config::{MAX_INSTANCES, ModelConfig};
+pub(crate) use instance::lower_priority;
+use instance::{LoadedInstance, effective_batching, load_instance, spawn};
+pub use options::{Admission, LoadPhase, StartOptions};
+pub use ticket::Ticket;
 
 /// A model that serves requests.
 pub struct Model {
@@ -592,169 +438,4 @@ impl DrainHandle {
     pub fn is_drained(&self) -> bool {
         self.0.is_drained()
     }
-}
-
-/// A backend created and warmed up, ready to serve.
-struct LoadedInstance {
-    backend: Box<dyn Backend + Send>,
-    warmup: Option<Duration>,
-    /// Sizes its batches are padded up to (see [`WarmupConfig::pad_to_warmed`]).
-    pad_sizes: Vec<usize>,
-}
-
-/// Creates one instance's backend and warms it up; on the loader thread. The first
-/// instance to finish creating reports the warming phase.
-fn load_instance(
-    name: &str,
-    factory: &BackendFactory,
-    batching: BatchingConfig,
-    warmup: &WarmupConfig,
-    index: usize,
-    on_phase: Option<PhaseCallback>,
-) -> Result<LoadedInstance, BackendError> {
-    let mut backend = create(factory)?;
-    if index == 0
-        && let Some(on_phase) = on_phase
-    {
-        on_phase(LoadPhase::Warming);
-    }
-    let metadata = backend.metadata().clone();
-    let max_batch_size = effective_batching(name, &metadata, batching).max_batch_size;
-    let config = warmup;
-    let warmup = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        warm_up(backend.as_mut(), &metadata, max_batch_size, config)
-    })) {
-        Ok(took) => took?,
-        Err(_) => return Err(BackendError::Panicked("while warming up".into())),
-    };
-    let warmed =
-        if warmup.is_some() { sizes_to_warm(backend.as_ref(), &metadata, max_batch_size, config) } else { Vec::new() };
-    let pad_sizes = config.pad_sizes(backend.device(), &warmed);
-    Ok(LoadedInstance { backend, warmup, pad_sizes })
-}
-
-/// Creates one backend, containing a panic.
-fn create(factory: &BackendFactory) -> Result<Box<dyn Backend + Send>, BackendError> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory())) {
-        Ok(result) => result,
-        Err(_) => Err(BackendError::Panicked("while loading".into())),
-    }
-}
-
-/// Loading and teardown yield the CPU to threads that serve. Best effort:
-/// where the system refuses, they run at normal priority.
-pub(crate) fn lower_priority() {
-    // On Linux this applies to the calling thread only.
-    if let Err(e) = rustix::process::setpriority_process(None, LOAD_NICENESS) {
-        tracing::debug!(error = %e, "cannot lower the loader thread's priority");
-    }
-}
-
-/// Niceness of loader threads (0 is normal, 19 the lowest priority).
-const LOAD_NICENESS: i32 = 19;
-
-fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
-    std::thread::Builder::new()
-        .name(name.clone())
-        .spawn(f)
-        .map(drop)
-        .map_err(|e| Error::thread_start(format!("thread {name}"), e))
-}
-
-/// A model with a fixed dimension 0 runs one request per batch.
-fn effective_batching(name: &str, metadata: &ModelMetadata, mut batching: BatchingConfig) -> BatchingConfig {
-    if !metadata.dynamic_batch() && batching.max_batch_size != 1 {
-        tracing::info!(model = name, "dimension 0 is fixed: serving one request per batch");
-        batching.max_batch_size = 1;
-        batching.preferred_batch_sizes.clear();
-    }
-    batching
-}
-
-/// The answer to a submitted request, to wait for. Dropping it withdraws the request
-/// if it has not run yet.
-#[must_use = "dropping a ticket withdraws its request"]
-pub struct Ticket {
-    state: TicketState,
-}
-
-// Its parts (sessions, threads, closures, channels) print nothing useful.
-impl std::fmt::Debug for Ticket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ticket").finish_non_exhaustive()
-    }
-}
-
-enum TicketState {
-    /// Queued on a model.
-    Queued {
-        /// The answer to the request, or to its first part where it was split.
-        first: Answer,
-        /// The other parts' answers, in row order.
-        rest: Vec<Answer>,
-    },
-    /// Its images are being preprocessed; then it is queued and this is its ticket.
-    Preprocessing(oneshot::Receiver<Result<Ticket, Error>>),
-}
-
-type Answer = oneshot::Receiver<Result<Output, Error>>;
-
-impl Ticket {
-    fn queued(first: Answer, rest: Vec<Answer>) -> Ticket {
-        Ticket { state: TicketState::Queued { first, rest } }
-    }
-
-    /// The ticket of a request handed to the preprocessing pool, which sends the
-    /// ticket of the queued request (or why it could not be queued) on `queued`.
-    pub(crate) fn preprocessing(queued: oneshot::Receiver<Result<Ticket, Error>>) -> Ticket {
-        Ticket { state: TicketState::Preprocessing(queued) }
-    }
-
-    /// Waits for the answer.
-    pub async fn await_answer(self) -> Result<Output, Error> {
-        let mut state = self.state;
-        loop {
-            match state {
-                TicketState::Preprocessing(queued) => {
-                    state = queued.await.map_err(|_| Error::ShuttingDown)??.state;
-                }
-                TicketState::Queued { first, rest } => {
-                    let first = first.await.map_err(|_| Error::ShuttingDown)??;
-                    let mut others = Vec::with_capacity(rest.len());
-                    for answer in rest {
-                        others.push(answer.await.map_err(|_| Error::ShuttingDown)??);
-                    }
-                    return joined(first, others);
-                }
-            }
-        }
-    }
-
-    /// Waits for the answer, blocking the thread. Do not call it on an async executor.
-    pub fn wait(self) -> Result<Output, Error> {
-        let mut state = self.state;
-        loop {
-            match state {
-                TicketState::Preprocessing(queued) => {
-                    state = queued.blocking_recv().map_err(|_| Error::ShuttingDown)??.state;
-                }
-                TicketState::Queued { first, rest } => {
-                    let first = first.blocking_recv().map_err(|_| Error::ShuttingDown)??;
-                    let others = rest
-                        .into_iter()
-                        .map(|answer| answer.blocking_recv().map_err(|_| Error::ShuttingDown)?)
-                        .collect::<Result<Vec<_>, _>>()?;
-                    return joined(first, others);
-                }
-            }
-        }
-    }
-}
-
-/// The answer from the first part's and the others'; the first alone when it was whole.
-fn joined(first: Output, rest: Vec<Output>) -> Result<Output, Error> {
-    if rest.is_empty() {
-        return Ok(first);
-    }
-    Output::joined(std::iter::once(first).chain(rest).collect())
 }

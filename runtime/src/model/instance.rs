@@ -1,0 +1,87 @@
+//! One instance of a model: its backend created and warmed up on the loader thread,
+//! which yields the CPU to threads that serve.
+
+use std::time::Duration;
+
+use super::options::{LoadPhase, PhaseCallback};
+use crate::backend::{Backend, BackendFactory, ModelMetadata};
+use crate::batching::BatchingConfig;
+use crate::error::{BackendError, Error};
+use crate::warmup::{WarmupConfig, sizes_to_warm, warm_up};
+
+/// A backend created and warmed up, ready to serve.
+pub(super) struct LoadedInstance {
+    pub(super) backend: Box<dyn Backend + Send>,
+    pub(super) warmup: Option<Duration>,
+    /// Sizes its batches are padded up to (see [`WarmupConfig::pad_to_warmed`]).
+    pub(super) pad_sizes: Vec<usize>,
+}
+
+/// Creates one instance's backend and warms it up; on the loader thread. The first
+/// instance to finish creating reports the warming phase.
+pub(super) fn load_instance(
+    name: &str,
+    factory: &BackendFactory,
+    batching: BatchingConfig,
+    warmup: &WarmupConfig,
+    index: usize,
+    on_phase: Option<PhaseCallback>,
+) -> Result<LoadedInstance, BackendError> {
+    let mut backend = create(factory)?;
+    if index == 0
+        && let Some(on_phase) = on_phase
+    {
+        on_phase(LoadPhase::Warming);
+    }
+    let metadata = backend.metadata().clone();
+    let max_batch_size = effective_batching(name, &metadata, batching).max_batch_size;
+    let config = warmup;
+    let warmup = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        warm_up(backend.as_mut(), &metadata, max_batch_size, config)
+    })) {
+        Ok(took) => took?,
+        Err(_) => return Err(BackendError::Panicked("while warming up".into())),
+    };
+    let warmed =
+        if warmup.is_some() { sizes_to_warm(backend.as_ref(), &metadata, max_batch_size, config) } else { Vec::new() };
+    let pad_sizes = config.pad_sizes(backend.device(), &warmed);
+    Ok(LoadedInstance { backend, warmup, pad_sizes })
+}
+
+/// Creates one backend, containing a panic.
+fn create(factory: &BackendFactory) -> Result<Box<dyn Backend + Send>, BackendError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory())) {
+        Ok(result) => result,
+        Err(_) => Err(BackendError::Panicked("while loading".into())),
+    }
+}
+
+/// Loading and teardown yield the CPU to threads that serve. Best effort:
+/// where the system refuses, they run at normal priority.
+pub(crate) fn lower_priority() {
+    // On Linux this applies to the calling thread only.
+    if let Err(e) = rustix::process::setpriority_process(None, LOAD_NICENESS) {
+        tracing::debug!(error = %e, "cannot lower the loader thread's priority");
+    }
+}
+
+/// Niceness of loader threads (0 is normal, 19 the lowest priority).
+const LOAD_NICENESS: i32 = 19;
+
+pub(super) fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| Error::thread_start(format!("thread {name}"), e))
+}
+
+/// A model with a fixed dimension 0 runs one request per batch.
+pub(super) fn effective_batching(name: &str, metadata: &ModelMetadata, mut batching: BatchingConfig) -> BatchingConfig {
+    if !metadata.dynamic_batch() && batching.max_batch_size != 1 {
+        tracing::info!(model = name, "dimension 0 is fixed: serving one request per batch");
+        batching.max_batch_size = 1;
+        batching.preferred_batch_sizes.clear();
+    }
+    batching
+}
