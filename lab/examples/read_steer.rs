@@ -46,7 +46,8 @@ fn main() -> anyhow::Result<()> {
         variant.preload = true;
         variant.profile = ProfileMode::Measure;
     }
-    let accuracy: BTreeMap<String, f64> = detect.variants.iter().map(|v| (v.name.clone(), v.accuracy)).collect();
+    let accuracy: BTreeMap<String, f64> =
+        detect.variants.iter().map(|v| (v.name.clone(), v.variant_accuracy())).collect();
     if let Some(variant) = flag("--variant") {
         detect.active = Some(variant);
     } else {

@@ -35,12 +35,12 @@ pub use backend::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, Te
 pub use batching::BatchingConfig;
 pub use classify::Class;
 pub use error::{BackendError, Cause, Error, ErrorKind};
-pub use model::{Admission, DrainHandle, LoadPhase, MAX_INSTANCES, Model, ModelConfig, StartOptions, Ticket};
+pub use model::{Admission, DrainHandle, LoadPhase, MAX_INSTANCES, Model, StartOptions, Ticket};
 /// The policy ABI's types and guest kit, as this runtime speaks them.
 pub use modelless_policy_abi as policy_abi;
 pub use registry::{
-    Device, FindProfile, MakeBackend, ModelFormat, ProfileMode, Registry, SwitchReport, Task, TaskConfig, TaskStatus,
-    VariantConfig, VariantState, VariantStatus, VersionStatus,
+    Device, FindProfile, MakeBackend, ModelConfig, ModelFormat, ProfileMode, Registry, SwitchReport, Task, TaskConfig,
+    TaskStatus, VariantConfig, VariantState, VariantStatus, VersionStatus,
 };
 pub use request::Priority;
 pub use request::{InferOptions, Inputs, Output, Slo, Timings};

@@ -79,7 +79,7 @@ fn main() -> Result<()> {
     let model = setup_file("models/mobilenetv2_1.0.onnx")?;
     let batching = BatchingConfig::default().with_max_batch_size(8).with_max_queue_size(256);
     let runtime =
-        Arc::new(Runtime::builder().with_model(ModelConfig::new(MODEL, model).with_batching(batching)).build()?);
+        Arc::new(Runtime::builder().with_model(ModelConfig::plain(MODEL, model).with_batching(batching)).build()?);
     let tokio = tokio::runtime::Runtime::new()?;
     tokio.block_on(async {
         let config = ServerConfig::loopback();

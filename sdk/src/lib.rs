@@ -14,7 +14,7 @@
 //!
 //! # async fn run() -> Result<(), modelless::Error> {
 //! let runtime = Runtime::builder()
-//!     .with_model(ModelConfig::new("classifier", "models/mobilenetv2_1.0.onnx"))
+//!     .with_model(ModelConfig::plain("classifier", "models/mobilenetv2_1.0.onnx"))
 //!     .build()?;
 //! let image = Tensor::full([1, 3, 224, 224], 0.5f32);
 //! let output = runtime.infer("classifier", image).await?;

@@ -40,7 +40,7 @@ pub(crate) fn overridden(
     }
     let overridden: ModelConfig = serde_json::from_value(merged).map_err(|e| invalid(&e))?;
     check_override(&model, &overridden, limits)?;
-    overridden.validate().map_err(|e| invalid(&e))?;
+    overridden.validate_as_model().map_err(|e| invalid(&e))?;
     Ok(overridden)
 }
 
@@ -159,7 +159,7 @@ mod tests {
     fn fuzz_repository_overrides() {
         let root = tempfile::tempdir().unwrap();
         std::fs::write(root.path().join("m.onnx"), b"not read here").unwrap();
-        let declared = ModelConfig::new("m", root.path().join("m.onnx"));
+        let declared = ModelConfig::plain("m", root.path().join("m.onnx"));
         let limits = OverrideLimits { max_instances: Some(2), ..OverrideLimits::default() };
         let (accepted, refused) = (Cell::new(0), Cell::new(0));
         fuzz("repository-override", override_config(), |config| {
@@ -170,7 +170,7 @@ mod tests {
             match result {
                 Ok(model) => {
                     accepted.set(accepted.get() + 1);
-                    prop_assert!(model.validate().is_ok());
+                    prop_assert!(model.validate_as_model().is_ok());
                     prop_assert!(model.batching.max_batch_size <= limits.max_batch_size);
                     prop_assert!(
                         model.batching.max_queue_size <= limits.max_queue_size.max(declared.batching.max_queue_size)
@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn overrides_beyond_the_bounds_are_refused_naming_the_bound() {
-        let declared = ModelConfig::new("m", "/nonexistent/m.onnx");
+        let declared = ModelConfig::plain("m", "/nonexistent/m.onnx");
         let limits = OverrideLimits { max_instances: Some(2), ..OverrideLimits::default() };
         let with = |f: &dyn Fn(&mut ModelConfig)| {
             let mut config = declared.clone();

@@ -65,7 +65,7 @@ impl RuntimeConfig {
     /// instances and batching, tasks, the policy's sandbox and the server's limits.
     /// The error names the setting.
     pub fn validate(&self) -> Result<(), Error> {
-        self.models.iter().try_for_each(ModelConfig::validate)?;
+        self.models.iter().try_for_each(ModelConfig::validate_as_model)?;
         self.tasks.iter().try_for_each(TaskConfig::validate)?;
         self.pipelines.iter().try_for_each(PipelineConfig::validate)?;
         self.preprocessing.validate()?;
@@ -277,8 +277,10 @@ impl Runtime {
     }
 
     /// Loads an ONNX model, warms it up and starts serving it; blocks until its
-    /// instances are ready. A model that fails to load leaves the others serving.
+    /// instances are ready. A model that fails to load leaves the others serving; one
+    /// that sets what only a task's variant takes is refused before it loads.
     pub fn load_model(&self, config: ModelConfig) -> Result<ModelInfo, Error> {
+        config.validate_as_model()?;
         let factory = OrtBackend::factory(self.onnxruntime.clone(), config.path.clone(), config.onnx.clone());
         let options = StartOptions { warmup: config.warmup.clone(), ..StartOptions::default() };
         self.start(&config.name, factory, config.instances, config.batching, options)

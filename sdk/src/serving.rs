@@ -49,7 +49,7 @@ struct RuntimeRepository {
 /// What a repository name loads.
 enum Source {
     Task(TaskConfig),
-    Model(ModelConfig),
+    Model(Box<ModelConfig>),
     Variant { task: String },
 }
 
@@ -68,7 +68,7 @@ impl RuntimeRepository {
             return Ok(Source::Task(task));
         }
         if let Some(model) = declared.models.into_iter().find(|m| m.name == name) {
-            return Ok(Source::Model(model));
+            return Ok(Source::Model(Box::new(model)));
         }
         for task in self.runtime.tasks() {
             if let Ok(status) = self.runtime.task_status(&task)
@@ -81,7 +81,7 @@ impl RuntimeRepository {
             Some(root) => model_file(root, plain_name(name)?)?,
             None => None,
         };
-        file.map(|path| Source::Model(ModelConfig::new(name, path))).ok_or_else(|| {
+        file.map(|path| Source::Model(Box::new(ModelConfig::plain(name, path)))).ok_or_else(|| {
             ServeError::new(Code::NotFound, format!("no model `{name}` in the config or the model repository"))
         })
     }
@@ -145,8 +145,8 @@ impl Repository for RuntimeRepository {
             Source::Variant { task } => self.runtime.load_variant(&task, name)?,
             Source::Model(model) => {
                 let model = match config {
-                    Some(config) => overridden(model, config, self.root.as_deref(), &self.limits)?,
-                    None => model,
+                    Some(config) => overridden(*model, config, self.root.as_deref(), &self.limits)?,
+                    None => *model,
                 };
                 // A model loaded with new settings replaces the one serving.
                 if self.is_loaded(name) {

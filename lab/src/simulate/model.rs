@@ -149,7 +149,7 @@ impl SimModel {
                 let load_ms = snapshot.profile.as_ref().and_then(|c| c.load_ms).unwrap_or(0.0);
                 variants.push(SimVariant {
                     name: configured.name.clone(),
-                    accuracy: configured.accuracy,
+                    accuracy: configured.variant_accuracy(),
                     fit,
                     spread,
                     load_ms,

@@ -149,7 +149,7 @@ pub fn make_variant(request: &MakeRequest, on_event: &mut dyn FnMut(MakeEvent)) 
     on_event(MakeEvent::Loaded { images: images.len() });
     let agreement =
         agreement::top1_agreement(&runtime, task, from, &name, &images, &mut |n| on_event(MakeEvent::Compared(n)))?;
-    let accuracy = original.accuracy * agreement.share();
+    let accuracy = original.variant_accuracy() * agreement.share();
     let variant = NewVariant {
         name,
         file_name,
@@ -157,7 +157,7 @@ pub fn make_variant(request: &MakeRequest, on_event: &mut dyn FnMut(MakeEvent)) 
         accuracy_source: format!(
             "estimated: {from}'s {} × {:.2} % top-1 agreement with it on {} distinct images made from {} photos \
              ({} copy)",
-            original.accuracy,
+            original.variant_accuracy(),
             agreement.share() * 100.0,
             agreement.images,
             request.photos.len(),

@@ -118,7 +118,7 @@ accuracy = 76.7
         let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["lite0", "lite0-fp16", "lite1"]);
         let copy = &variants[1];
-        assert_eq!((copy.accuracy, copy.batching.max_batch_size, copy.preload), (74.9, 8, false));
+        assert_eq!((copy.variant_accuracy(), copy.batching.max_batch_size, copy.preload), (74.9, 8, false));
         assert_eq!(copy.path, Path::new("/base/models/lite0.fp16.onnx"));
         assert!(copy.accuracy_source.as_deref().is_some_and(|s| s.starts_with("estimated")));
         assert_eq!(variants[0].accuracy_source, None);

@@ -52,7 +52,7 @@ fn a_half_precision_copy_is_measured_and_added_with_its_provenance() {
     let config = RuntimeConfig::from_file(&path).unwrap();
     let copy = config.tasks[0].variants.iter().find(|v| v.name == "zoo-a-fp16").expect("the copy is added");
     assert_eq!(copy.path, dir.path().join("zoo_a.fp16.onnx"));
-    assert!((copy.accuracy - 50.0 * made.agreement.share()).abs() < 1e-3);
+    assert!((copy.variant_accuracy() - 50.0 * made.agreement.share()).abs() < 1e-3);
     let source = copy.accuracy_source.as_deref().unwrap();
     assert!(source.starts_with("estimated") && source.contains("24 distinct images"), "{source}");
     let text = std::fs::read_to_string(&path).unwrap();

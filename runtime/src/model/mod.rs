@@ -25,8 +25,8 @@ mod instance;
 mod options;
 mod ticket;
 
+pub use config::MAX_INSTANCES;
 pub(crate) use config::check_instances;
-pub use config::{MAX_INSTANCES, ModelConfig};
 pub(crate) use instance::lower_priority;
 use instance::{LoadedInstance, effective_batching, load_instance, spawn};
 pub use options::{Admission, LoadPhase, StartOptions};

@@ -153,7 +153,7 @@ impl TaskConfig {
             if self.variants[..i].iter().any(|w| w.name == v.name) {
                 return bad(format!("variant `{}` is listed twice", v.name));
             }
-            if !v.accuracy.is_finite() {
+            if !v.accuracy.is_some_and(f64::is_finite) {
                 return bad(format!("variant `{}` has no finite accuracy", v.name));
             }
             crate::model::check_instances(&v.name, v.instances)?;
@@ -190,7 +190,10 @@ impl TaskConfig {
     }
 }
 
-/// One way of answering a task: a model file, its accuracy and how it is served.
+/// How a model is loaded and served: one way of answering a task (a variant, with
+/// its accuracy), or, as [`ModelConfig`], a model served on its own under its name,
+/// which takes only its file, instances, batching, session settings and warm-up
+/// ([`VariantConfig::validate_as_model`] refuses the rest).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantConfig {
@@ -202,7 +205,9 @@ pub struct VariantConfig {
     #[serde(default)]
     pub format: ModelFormat,
     /// Accuracy, in whatever unit the task's variants share (e.g. ImageNet top-1 %).
-    pub accuracy: f64,
+    /// Every variant of a task has one; a model served on its own has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<f64>,
     /// How `accuracy` was had, where it was measured or estimated rather than
     /// published: `modelless variants make` writes it for the copies it makes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -257,6 +262,10 @@ fn one() -> usize {
     1
 }
 
+/// How to load and serve one model on its own: the settings a variant has, of which
+/// it takes its file, instances, batching, session settings and warm-up.
+pub type ModelConfig = VariantConfig;
+
 impl VariantConfig {
     /// A variant with default settings.
     pub fn new(name: impl Into<String>, path: impl Into<PathBuf>, accuracy: f64) -> Self {
@@ -264,7 +273,7 @@ impl VariantConfig {
             name: name.into(),
             path: path.into(),
             format: ModelFormat::Onnx,
-            accuracy,
+            accuracy: Some(accuracy),
             accuracy_source: None,
             device: Device::Cpu,
             fallback_to_cpu: false,
@@ -279,6 +288,61 @@ impl VariantConfig {
             input_map: BTreeMap::new(),
             output_map: BTreeMap::new(),
             preprocess: None,
+        }
+    }
+
+    /// A model served on its own as `name`, loaded from the ONNX file at `path`, with
+    /// default settings.
+    pub fn plain(name: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        VariantConfig { accuracy: None, ..VariantConfig::new(name, path, 0.0) }
+    }
+
+    /// Its accuracy as a task's variant: a task refuses a variant without one, so NaN
+    /// stands only for a config no task has checked.
+    pub fn variant_accuracy(&self) -> f64 {
+        self.accuracy.unwrap_or(f64::NAN)
+    }
+
+    /// Sets the ONNX Runtime session settings.
+    pub fn with_onnx(mut self, onnx: OrtSessionConfig) -> Self {
+        self.onnx = onnx;
+        self
+    }
+
+    /// Checks it as a model served on its own: its instances and batching within
+    /// bounds, and none of what only a task's variant takes (accuracy, device, format,
+    /// maps, preprocessing, profiling, preload) set, naming the first that is.
+    pub fn validate_as_model(&self) -> Result<(), Error> {
+        crate::model::check_instances(&self.name, self.instances)?;
+        self.batching.validate()?;
+        let plain = VariantConfig {
+            instances: self.instances,
+            batching: self.batching.clone(),
+            onnx: self.onnx.clone(),
+            warmup: self.warmup.clone(),
+            ..VariantConfig::plain(self.name.clone(), self.path.clone())
+        };
+        let set = [
+            ("format", self.format != plain.format),
+            ("accuracy", self.accuracy.is_some()),
+            ("accuracy_source", self.accuracy_source.is_some()),
+            ("device", self.device != plain.device),
+            ("fallback_to_cpu", self.fallback_to_cpu),
+            ("memory_budget_mib", self.memory_budget_mib.is_some()),
+            ("torchscript", self.torchscript != plain.torchscript),
+            ("preload", self.preload),
+            ("profile", self.profile != plain.profile),
+            ("input_map", !self.input_map.is_empty()),
+            ("output_map", !self.output_map.is_empty()),
+            ("preprocess", self.preprocess.is_some()),
+        ];
+        match set.iter().find(|(_, set)| *set) {
+            Some((field, _)) => Err(Error::Config(format!(
+                "model `{}`: `{field}` is for a task's variants; a model served on its own takes only \
+                 path, instances, batching, onnx and warmup (declare a task to use it)",
+                self.name
+            ))),
+            None => Ok(()),
         }
     }
 
@@ -390,6 +454,24 @@ mod tests {
         let mut task = TaskConfig::new("photos");
         task.variants.push(VariantConfig::new("small", "small.onnx", 70.0).with_preprocess(images));
         task
+    }
+
+    #[test]
+    fn a_model_on_its_own_takes_only_what_serves_it_and_a_variant_needs_its_accuracy() {
+        let plain = ModelConfig::plain("m", "m.onnx").with_instances(2);
+        assert!(plain.validate_as_model().is_ok());
+        let on_gpu = ModelConfig::plain("m", "m.onnx").with_device(Device::Cuda(0), false);
+        let refused = on_gpu.validate_as_model().unwrap_err().to_string();
+        assert!(refused.contains("`device` is for a task's variants"), "{refused}");
+        let rated = VariantConfig::new("m", "m.onnx", 70.0);
+        assert!(rated.validate_as_model().unwrap_err().to_string().contains("`accuracy`"));
+        // The same table, read as a model and as a task's variant.
+        let table = r#"{"name": "m", "path": "m.onnx", "instances": 2}"#;
+        let model: ModelConfig = serde_json::from_str(table).unwrap();
+        assert_eq!(model, plain);
+        let mut task = TaskConfig::new("t");
+        task.variants.push(model);
+        assert!(task.validate().unwrap_err().to_string().contains("no finite accuracy"));
     }
 
     #[cfg(feature = "images")]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 
-pub use config::{Device, ModelFormat, ProfileMode, TaskConfig, VariantConfig};
+pub use config::{Device, ModelConfig, ModelFormat, ProfileMode, TaskConfig, VariantConfig};
 pub use pipeline::{
     FindTask, Pipeline, PipelineAnswer, PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, StageTime,
     Stages,

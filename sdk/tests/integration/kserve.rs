@@ -84,7 +84,7 @@ fn served_runtime(models: &Path) -> Runtime {
     let mut config = RuntimeConfig::default();
     config.tasks.push(task);
     for name in ["tiny", "tiny_multi", "tiny_f16", "tiny_types"] {
-        config.models.push(ModelConfig::new(name, models.join(format!("{name}.onnx"))));
+        config.models.push(ModelConfig::plain(name, models.join(format!("{name}.onnx"))));
     }
     let runtime = Runtime::builder().with_config(config).build().unwrap();
     slow_model(&runtime);
@@ -297,8 +297,8 @@ fn the_requests_that_killed_the_server_are_refused_and_it_keeps_serving() {
     let models = models_dir();
     let (_dir, root, _) = repository(&models);
     let mut config = RuntimeConfig::default();
-    config.models.push(ModelConfig::new("m", models.join("mobilenetv2_1.0.onnx")));
-    config.models.push(ModelConfig::new("tiny", models.join("tiny.onnx")));
+    config.models.push(ModelConfig::plain("m", models.join("mobilenetv2_1.0.onnx")));
+    config.models.push(ModelConfig::plain("tiny", models.join("tiny.onnx")));
     let runtime = Arc::new(Runtime::builder().with_config(config).build().unwrap());
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let server_config =
@@ -367,7 +367,7 @@ fn the_requests_that_killed_the_server_are_refused_and_it_keeps_serving() {
 fn a_body_refused_unread_tells_the_client_the_connection_closes() {
     let models = models_dir();
     let mut config = RuntimeConfig::default();
-    config.models.push(ModelConfig::new("tiny", models.join("tiny.onnx")));
+    config.models.push(ModelConfig::plain("tiny", models.join("tiny.onnx")));
     let runtime = Arc::new(Runtime::builder().with_config(config).build().unwrap());
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let server = tokio.block_on(runtime.clone().serve(&ServerConfig::loopback().with_max_message_mib(1))).unwrap();

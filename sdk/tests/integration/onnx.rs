@@ -10,7 +10,7 @@ use modelless::{
 use crate::common::{affine, max_relative_diff, models_dir, tiny_weights};
 
 fn model(name: &str, file: &str, batching: BatchingConfig) -> ModelConfig {
-    ModelConfig::new(name, models_dir().join(file)).with_batching(batching)
+    ModelConfig::plain(name, models_dir().join(file)).with_batching(batching)
 }
 
 /// Holds partial batches long enough for a burst of submissions to join one batch.
@@ -147,7 +147,7 @@ fn a_request_larger_than_the_batch_in_force_runs_split_and_one_over_the_configur
 #[test]
 fn missing_or_corrupt_model_files_fail_to_load_with_a_clear_error() {
     let rt = Runtime::builder().with_model(model("tiny", "tiny.onnx", BatchingConfig::default())).build().unwrap();
-    let missing = rt.load_model(ModelConfig::new("missing", "/nonexistent/model.onnx"));
+    let missing = rt.load_model(ModelConfig::plain("missing", "/nonexistent/model.onnx"));
     assert!(
         matches!(&missing, Err(Error::Load { source, .. }) if matches!(**source, BackendError::ModelFile { .. })),
         "{:?}",
@@ -156,7 +156,7 @@ fn missing_or_corrupt_model_files_fail_to_load_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let corrupt_path = dir.path().join("corrupt.onnx");
     std::fs::write(&corrupt_path, b"\x08\x07this is not an onnx graph").unwrap();
-    let corrupt = rt.load_model(ModelConfig::new("corrupt", &corrupt_path));
+    let corrupt = rt.load_model(ModelConfig::plain("corrupt", &corrupt_path));
     let message = corrupt.as_ref().err().map(ToString::to_string).unwrap_or_default();
     assert!(
         matches!(&corrupt, Err(Error::Load { source, .. }) if matches!(**source, BackendError::Ort { .. })),

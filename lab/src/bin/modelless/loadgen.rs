@@ -241,7 +241,7 @@ fn accuracies(config: &RuntimeConfig) -> BTreeMap<String, BTreeMap<String, f64>>
     config
         .tasks
         .iter()
-        .map(|t| (t.name.clone(), t.variants.iter().map(|v| (v.name.clone(), v.accuracy)).collect()))
+        .map(|t| (t.name.clone(), t.variants.iter().map(|v| (v.name.clone(), v.variant_accuracy())).collect()))
         .collect()
 }
 

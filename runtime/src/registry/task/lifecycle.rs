@@ -287,7 +287,7 @@ impl Task {
             if i == inner.active {
                 routes.active = routes.ready.len();
             }
-            routes.accuracies.push(slot.config.accuracy);
+            routes.accuracies.push(slot.config.variant_accuracy());
             routes.names.push(slot.config.name.clone());
             routes.ready.push(model);
         }

@@ -114,7 +114,7 @@ impl Task {
                 };
                 VariantSnapshot {
                     name: slot.config.name.clone(),
-                    accuracy: slot.config.accuracy,
+                    accuracy: slot.config.variant_accuracy(),
                     state,
                     // Where it runs if loaded (a variant may have fallen back to the CPU).
                     device: entry.and_then(|e| e.model.as_ref()).map_or(slot.config.device, |m| m.device()).name(),
@@ -158,7 +158,7 @@ impl Task {
                 .iter()
                 .map(|slot| VariantStatus {
                     name: slot.config.name.clone(),
-                    accuracy: slot.config.accuracy,
+                    accuracy: slot.config.variant_accuracy(),
                     current: slot.current,
                     versions: slot
                         .versions
