@@ -142,7 +142,7 @@ pub fn tick(snapshot: &Snapshot, decision: &Decision) -> Plan {
 }
 
 /// [`tick`] on tasks as the core sees them.
-pub fn tick_views(decision: &Decision, tasks: &[TaskView]) -> Plan {
+fn tick_views(decision: &Decision, tasks: &[TaskView]) -> Plan {
     let mut plan = Plan::default();
     for wanted in &decision.tasks {
         match tasks.iter().find(|t| t.name == wanted.task) {

@@ -315,23 +315,16 @@ impl VariantConfig {
     pub fn validate_as_model(&self) -> Result<(), Error> {
         crate::model::check_instances(&self.name, self.instances)?;
         self.batching.validate()?;
-        let plain = VariantConfig {
-            instances: self.instances,
-            batching: self.batching.clone(),
-            onnx: self.onnx.clone(),
-            warmup: self.warmup.clone(),
-            ..VariantConfig::plain(self.name.clone(), self.path.clone())
-        };
         let set = [
-            ("format", self.format != plain.format),
+            ("format", self.format != ModelFormat::default()),
             ("accuracy", self.accuracy.is_some()),
             ("accuracy_source", self.accuracy_source.is_some()),
-            ("device", self.device != plain.device),
+            ("device", self.device != Device::default()),
             ("fallback_to_cpu", self.fallback_to_cpu),
             ("memory_budget_mib", self.memory_budget_mib.is_some()),
-            ("torchscript", self.torchscript != plain.torchscript),
+            ("torchscript", self.torchscript != TorchScriptConfig::default()),
             ("preload", self.preload),
-            ("profile", self.profile != plain.profile),
+            ("profile", self.profile != ProfileMode::default()),
             ("input_map", !self.input_map.is_empty()),
             ("output_map", !self.output_map.is_empty()),
             ("preprocess", self.preprocess.is_some()),
