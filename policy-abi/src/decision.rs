@@ -32,6 +32,14 @@ pub struct TaskDecision {
     /// Sessions serving the variant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instances: Option<u32>,
+    /// Variants to load and warm without serving yet, so that a later switch to one
+    /// costs no load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load: Vec<String>,
+    /// Variants to unload, freeing their memory; they drain first. The one serving,
+    /// and the one a switch goes to, cannot be.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unload: Vec<String>,
 }
 
 impl TaskDecision {
@@ -51,6 +59,7 @@ impl TaskDecision {
             max_batch_size: changed(&want.max_batch_size, &have.max_batch_size),
             max_queue_delay_us: changed(&want.max_queue_delay_us, &have.max_queue_delay_us),
             instances: changed(&want.instances, &have.instances),
+            ..TaskDecision::default()
         }
     }
 
@@ -60,6 +69,8 @@ impl TaskDecision {
             && self.max_batch_size.is_none()
             && self.max_queue_delay_us.is_none()
             && self.instances.is_none()
+            && self.load.is_empty()
+            && self.unload.is_empty()
     }
 }
 

@@ -150,13 +150,15 @@ pub mod preprocess {
     pub use modelless_runtime::preprocess::{decode, image_tensor, to_tensor};
 }
 
-/// Policy modules outside a running runtime: compile, call, record and replay them
-/// (feature `policies`).
+/// Policy modules outside a running runtime: compile, call, record and replay them,
+/// and steer with one as the runtime does ([`policy::Controller`]) (feature
+/// `policies`).
 #[cfg(feature = "policies")]
 pub mod policy {
     pub use modelless_runtime::policy::{
-        ControlStatus, DecidedBy, EarlyTick, GuardedPolicy, HostConfig, KeepConfigured, PolicyEngine, PolicyError,
-        PolicyInstance, PolicyModule, RecordedTick, Recorder, Replayed, TaskReading, read_ticks, replay, task_snapshot,
+        ControlStatus, Controller, DecidedBy, EarlyTick, GuardedPolicy, HostConfig, KeepConfigured, PolicyEngine,
+        PolicyError, PolicyInstance, PolicyModule, RecordedTick, Recorder, Replayed, TaskReading, Ticked, read_ticks,
+        replay, task_snapshot,
     };
 }
 

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
 use modelless::ErrorKind;
+use modelless::engine::core::{self, Action};
 use modelless::policy::EarlyTick;
 use modelless::policy_abi::{Decision, Snapshot};
 use rand::SeedableRng;
@@ -23,16 +24,25 @@ const SECOND_US: u64 = 1_000_000;
 /// How long requests still queued at the end of the load get (as in a real run).
 const DRAIN_US: u64 = 60 * SECOND_US;
 
-/// What decides each tick on one server.
+/// What steers one server, a tick at a time.
 pub trait Decider {
-    /// The decision on `snapshot`. `ahead` holds each snapshot task's arrivals at
-    /// this server over the coming second: only an oracle may look.
-    fn decide(&mut self, snapshot: &Snapshot, ahead: &[f64]) -> Decision;
+    /// The actions of the tick at `now` on `snapshot`, as the control core makes
+    /// them (a Wasm policy runs in the runtime's own [`modelless::policy::Controller`];
+    /// a native decider's decision goes through [`decided`]). `ahead` holds each
+    /// snapshot task's arrivals at this server over the coming second: only an
+    /// oracle may look.
+    fn tick(&mut self, now: Duration, snapshot: Snapshot, ahead: &[f64]) -> Vec<Action>;
 
     /// Whether its switches cost nothing (no load, no waiting for a tick).
     fn free_switches(&self) -> bool {
         false
     }
+}
+
+/// The actions the control core makes of a native decider's `decision` on
+/// `snapshot`.
+pub fn decided(snapshot: &Snapshot, decision: &Decision) -> Vec<Action> {
+    core::tick(snapshot, decision).actions
 }
 
 /// How to simulate.
@@ -386,10 +396,9 @@ impl Sim<'_> {
         let snapshot = self.servers[server].snapshot(self.model, tick, now);
         let coming =
             self.ahead.get((now / SECOND_US) as usize).cloned().unwrap_or_else(|| vec![0.0; self.model.tasks.len()]);
-        let decision = decider.decide(&snapshot, &coming);
+        let actions = decider.tick(Duration::from_micros(now), snapshot, &coming);
         self.stats.ticks += 1;
-        self.stats.switches +=
-            self.servers[server].steer(self.model, &snapshot, &decision, now, decider.free_switches());
+        self.stats.switches += self.servers[server].steer(self.model, &actions, now, decider.free_switches());
         self.start(server, now);
     }
 

@@ -20,7 +20,7 @@ mod ratio_line;
 mod replay;
 mod wasm;
 
-pub use engine::{Decider, SimConfig, SimStats, simulate};
+pub use engine::{Decider, SimConfig, SimStats, decided, simulate};
 pub use model::{SimModel, SimTask, SimVariant};
 pub use optimum::{CAPACITIES, Optimum, Plan, cheapest, effective_accuracy, optimum, plan, share_of_gain};
 pub use oracle::Oracle;

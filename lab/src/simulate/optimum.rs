@@ -22,9 +22,12 @@
 //! the simulator scores them: a search, so a policy may now and then come out above
 //! it, and the tables say so rather than hide it.
 
+use std::time::Duration;
+
+use modelless::engine::core::Action;
 use modelless::policy_abi::{Decision, Snapshot, TaskDecision, VariantState};
 
-use super::engine::{Decider, Foreseen, SimConfig, SimStats, foreseen, simulate};
+use super::engine::{Decider, Foreseen, SimConfig, SimStats, decided, foreseen, simulate};
 use super::model::SimModel;
 use crate::load::{LoadError, LoadSpec, Outcome, RunResult};
 
@@ -308,6 +311,14 @@ struct Follow {
 }
 
 impl Decider for Follow {
+    fn tick(&mut self, _now: Duration, snapshot: Snapshot, ahead: &[f64]) -> Vec<Action> {
+        let decision = self.decide(&snapshot, ahead);
+        decided(&snapshot, &decision)
+    }
+}
+
+impl Follow {
+    /// Its decision on `snapshot`.
     fn decide(&mut self, snapshot: &Snapshot, _ahead: &[f64]) -> Decision {
         let second = (snapshot.now_ms / 1000) as usize;
         let last = self.plan.variants.len().saturating_sub(1);

@@ -7,9 +7,12 @@
 
 use std::collections::BTreeMap;
 
+use std::time::Duration;
+
+use modelless::engine::core::Action;
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot};
 
-use super::engine::Decider;
+use super::engine::{Decider, decided};
 use super::model::SimModel;
 
 /// Knows the next second's demand; switches for free.
@@ -106,7 +109,19 @@ fn search(
 }
 
 impl Decider for Oracle {
-    fn decide(&mut self, snapshot: &Snapshot, ahead: &[f64]) -> Decision {
+    fn tick(&mut self, _now: Duration, snapshot: Snapshot, ahead: &[f64]) -> Vec<Action> {
+        let decision = self.decide(&snapshot, ahead);
+        decided(&snapshot, &decision)
+    }
+
+    fn free_switches(&self) -> bool {
+        true
+    }
+}
+
+impl Oracle {
+    /// Its decision on `snapshot`.
+    pub fn decide(&mut self, snapshot: &Snapshot, ahead: &[f64]) -> Decision {
         let picked = self.choose(&snapshot.tasks, ahead);
         let tasks = snapshot
             .tasks
@@ -123,10 +138,6 @@ impl Decider for Oracle {
             })
             .collect();
         Decision { tasks }
-    }
-
-    fn free_switches(&self) -> bool {
-        true
     }
 }
 

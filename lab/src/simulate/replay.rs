@@ -1,16 +1,20 @@
-//! Recorded decisions carried out on a simulated server: the check that the simulator
-//! does with a decision what the runtime did.
+//! A recorded run steered again on a simulated server: the check that the simulator
+//! does what the runtime did.
+
+use std::time::Duration;
 
 use modelless::engine::core::Action;
 use modelless::policy::RecordedTick;
 
+use super::engine::Decider;
 use super::model::SimModel;
 use super::server::Server;
 
-/// The actions a simulated server of `model` takes on each recorded tick's decision,
-/// on its own snapshot at the tick's time, as its control loop would; to hold against
-/// the actions the runtime recorded on its snapshots.
-pub fn actions_on_recorded(model: &SimModel, ticks: &[RecordedTick]) -> Vec<Vec<Action>> {
+/// The actions a simulated server of `model` takes at each recorded tick's time, on
+/// its own snapshot, steered by `decider` (the policy the run was recorded with, in
+/// a [`super::WasmDecider`]) as its control loop would; to hold against the actions
+/// the runtime recorded on its snapshots.
+pub fn actions_on_recorded(model: &SimModel, ticks: &[RecordedTick], decider: &mut dyn Decider) -> Vec<Vec<Action>> {
     let mut server = Server::new(model);
     ticks
         .iter()
@@ -19,7 +23,9 @@ pub fn actions_on_recorded(model: &SimModel, ticks: &[RecordedTick]) -> Vec<Vec<
             let now = recorded.snapshot.now_ms * 1000;
             server.finish_loads(now);
             let snapshot = server.snapshot(model, tick as u64, now);
-            server.act(model, &snapshot, &recorded.decision, now, false).into_iter().map(|(action, _)| action).collect()
+            let actions = decider.tick(Duration::from_micros(now), snapshot, &[]);
+            server.steer(model, &actions, now, decider.free_switches());
+            actions
         })
         .collect()
 }

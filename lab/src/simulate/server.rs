@@ -14,11 +14,11 @@ use modelless::engine::AdmissionMargin;
 use modelless::engine::BatchCost;
 use modelless::engine::{ArrivalRate, Backlog, predicted_answer};
 
-use modelless::engine::core::{self, Action};
+use modelless::engine::core::Action;
 use modelless::engine::{TrafficReading, TrafficWindow};
 use modelless::policy::{TaskReading, task_snapshot};
 use modelless::policy_abi::{
-    ABI_VERSION, Decision, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantState,
+    ABI_VERSION, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantState,
 };
 
 use super::model::{SimModel, SimTask};
@@ -44,6 +44,16 @@ pub(crate) struct Running {
     pub started_us: u64,
 }
 
+/// A variant loading on a simulated server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Loading {
+    pub variant: usize,
+    /// When it is ready, µs.
+    pub ready_us: u64,
+    /// Whether it serves once ready (a switch), or only stays loaded (a load).
+    pub takes_over: bool,
+}
+
 /// What a task looks like on this server.
 #[derive(Clone, Debug)]
 pub(crate) struct TaskState {
@@ -51,8 +61,8 @@ pub(crate) struct TaskState {
     /// Per variant: largest batch and queue delay (µs) it forms now.
     pub knobs: Vec<(u32, u64)>,
     pub loaded: Vec<bool>,
-    /// A variant being loaded, and when it is ready.
-    pub loading: Option<(usize, u64)>,
+    /// A variant being loaded (one at a time, as in the runtime).
+    pub loading: Option<Loading>,
     pub queue: VecDeque<Queued>,
     pub traffic: TrafficWindow,
     pub in_flight: u64,
@@ -247,38 +257,16 @@ impl Server {
         Ok(Running { task, variant: requests[0].variant, requests, started_us: now })
     }
 
-    /// Carries out a policy's decision, made on `snapshot`, at `now` as the control
-    /// loop does: the runtime's control core checks, clamps and refuses it on the
-    /// snapshot (what it reports goes to no one here), and its actions are done on
-    /// this server. Returns the switches started.
-    pub fn steer(&mut self, model: &SimModel, snapshot: &Snapshot, decision: &Decision, now: u64, free: bool) -> u64 {
-        self.act(model, snapshot, decision, now, free).iter().map(|(_, switched)| u64::from(*switched)).sum()
-    }
-
-    /// [`Server::steer`], returning each action the core asked and whether it started
-    /// a switch.
-    pub fn act(
-        &mut self,
-        model: &SimModel,
-        snapshot: &Snapshot,
-        decision: &Decision,
-        now: u64,
-        free: bool,
-    ) -> Vec<(Action, bool)> {
-        let plan = core::tick(snapshot, decision);
-        plan.actions
-            .into_iter()
-            .map(|action| {
-                let switched = self.carry_out(model, &action, now, free);
-                (action, switched)
-            })
-            .collect()
+    /// Carries out the actions the control core made of a policy's decision, at
+    /// `now`, as the control loop does. Returns the switches started.
+    pub fn steer(&mut self, model: &SimModel, actions: &[Action], now: u64, free: bool) -> u64 {
+        actions.iter().map(|action| u64::from(self.carry_out(model, action, now, free))).sum()
     }
 
     /// Carries out one of the control core's actions at `now`, as the control loop
     /// does: knobs set on the variant named; a switch to a loaded variant (with
-    /// `free`, to any) at once, to another once it has loaded. Returns whether a
-    /// switch started.
+    /// `free`, to any) at once, to another once it has loaded; a load that takes the
+    /// variant's load time; an unload at once. Returns whether a switch started.
     fn carry_out(&mut self, model: &SimModel, action: &Action, now: u64, free: bool) -> bool {
         let Some(task) = model.task_index(action.task()) else { return false };
         let variants = &model.tasks[task].variants;
@@ -296,22 +284,37 @@ impl Server {
                 if free || state.loaded[variant] {
                     state.switch_to(variant);
                 } else {
-                    state.loading = Some((variant, now + (variants[variant].load_ms * 1e3) as u64));
+                    let ready_us = now + (variants[variant].load_ms * 1e3) as u64;
+                    state.loading = Some(Loading { variant, ready_us, takes_over: true });
                 }
                 true
+            }
+            Action::Load { variant, .. } => {
+                let Some(variant) = variants.iter().position(|v| &v.name == variant) else { return false };
+                let ready_us = if free { now } else { now + (variants[variant].load_ms * 1e3) as u64 };
+                state.loading = Some(Loading { variant, ready_us, takes_over: false });
+                false
+            }
+            Action::Unload { variant, .. } => {
+                let Some(variant) = variants.iter().position(|v| &v.name == variant) else { return false };
+                state.loaded[variant] = variant == state.active;
+                false
             }
             Action::Refuse { .. } => false,
         }
     }
 
-    /// Variants whose load finished by `now` take over.
+    /// Variants whose load finished by `now` are loaded, and those switched to take
+    /// over.
     pub fn finish_loads(&mut self, now: u64) {
         for task in &mut self.tasks {
-            if let Some((variant, ready)) = task.loading
-                && ready <= now
+            if let Some(loading) = task.loading
+                && loading.ready_us <= now
             {
-                task.loaded[variant] = true;
-                task.switch_to(variant);
+                task.loaded[loading.variant] = true;
+                if loading.takes_over {
+                    task.switch_to(loading.variant);
+                }
                 task.loading = None;
             }
         }
@@ -338,7 +341,7 @@ impl Server {
                     .enumerate()
                     .map(|(index, v)| {
                         let variant_state = match state.loading {
-                            Some((loading, _)) if loading == index => VariantState::Loading,
+                            Some(loading) if loading.variant == index => VariantState::Loading,
                             _ if state.loaded[index] => VariantState::Ready,
                             _ => VariantState::Unloaded,
                         };
@@ -412,7 +415,8 @@ fn readiness(task: &TaskState, now: u64) -> Readiness {
 #[cfg(test)]
 mod tests {
     use modelless::engine::MAX_QUEUE_DELAY_US;
-    use modelless::policy_abi::{LatencyFit, TaskDecision, VariantSnapshot};
+    use modelless::engine::core;
+    use modelless::policy_abi::{Decision, LatencyFit, TaskDecision, VariantSnapshot};
 
     use super::*;
     use crate::simulate::SimVariant;
@@ -453,14 +457,40 @@ mod tests {
             ..TaskDecision::keep("t")
         };
         let decision = Decision { tasks: vec![wanted, TaskDecision::keep("nope")] };
-        let snapshot = server.snapshot(&model, 0, 0);
-        assert_eq!(server.steer(&model, &snapshot, &decision, 0, false), 1);
+        let actions = |server: &mut Server, now| core::tick(&server.snapshot(&model, 0, now), &decision).actions;
+        let planned = actions(&mut server, 0);
+        assert_eq!(server.steer(&model, &planned, 0, false), 1);
         let task = &server.tasks[0];
         assert_eq!(task.knobs, [(8, 0), (8, MAX_QUEUE_DELAY_US)], "the knobs are b's, within bounds");
-        assert_eq!((task.active, task.loading), (0, Some((1, 100_000))), "b loads first");
-        let snapshot = server.snapshot(&model, 1, 50_000);
-        assert_eq!(server.steer(&model, &snapshot, &decision, 50_000, false), 0, "a switch is under way");
+        let loading = Loading { variant: 1, ready_us: 100_000, takes_over: true };
+        assert_eq!((task.active, task.loading), (0, Some(loading)), "b loads first");
+        let planned = actions(&mut server, 50_000);
+        assert_eq!(server.steer(&model, &planned, 50_000, false), 0, "a switch is under way");
         server.finish_loads(100_000);
         assert_eq!(server.tasks[0].active, 1);
+    }
+
+    #[test]
+    fn a_load_keeps_the_variant_serving_and_makes_a_later_switch_cost_nothing() {
+        let model = model();
+        let mut server = Server::new(&model);
+        let ask = |load: &[&str], unload: &[&str]| Decision {
+            tasks: vec![TaskDecision {
+                load: load.iter().map(|v| v.to_string()).collect(),
+                unload: unload.iter().map(|v| v.to_string()).collect(),
+                ..TaskDecision::keep("t")
+            }],
+        };
+        let planned = core::tick(&server.snapshot(&model, 0, 0), &ask(&["b"], &[])).actions;
+        assert_eq!(server.steer(&model, &planned, 0, false), 0);
+        server.finish_loads(100_000);
+        assert_eq!((server.tasks[0].active, &server.tasks[0].loaded[..]), (0, &[true, true][..]), "b loaded, a serves");
+        let switch = Decision { tasks: vec![TaskDecision { variant: Some("b".into()), ..TaskDecision::keep("t") }] };
+        let planned = core::tick(&server.snapshot(&model, 1, 100_000), &switch).actions;
+        server.steer(&model, &planned, 100_000, false);
+        assert_eq!(server.tasks[0].active, 1, "b took over at once");
+        let planned = core::tick(&server.snapshot(&model, 2, 200_000), &ask(&[], &["a", "b"])).actions;
+        server.steer(&model, &planned, 200_000, false);
+        assert_eq!(&server.tasks[0].loaded[..], &[false, true][..], "a unloaded; b serves and stays");
     }
 }

@@ -1,25 +1,24 @@
-//! A Wasm policy deciding in a simulation, guarded as in the control loop: a module
-//! that fails falls back to the configured knobs, and the simulation goes on.
+//! A Wasm policy steering a simulated server through the runtime's own controller:
+//! guarded as in the control loop (a module that fails falls back to the configured
+//! knobs, and the simulation goes on), its decisions made into actions, refused and
+//! recorded as the runtime does.
 
-use modelless::policy::{GuardedPolicy, KeepConfigured, PolicyModule, Recorder};
-use modelless::policy_abi::{Decision, ServingKnobs, Snapshot};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use modelless::engine::core::Action;
+use modelless::policy::{Controller, GuardedPolicy, KeepConfigured, PolicyModule, Recorder};
+use modelless::policy_abi::{ServingKnobs, Snapshot};
 
 use super::engine::Decider;
 use super::model::SimModel;
 
-/// A policy module and its guard.
+/// A policy module in a controller.
+#[derive(Debug)]
 pub struct WasmDecider {
-    policy: GuardedPolicy,
-    recorder: Option<Recorder>,
+    controller: Controller,
     /// What the policy warned of, each said once.
-    warned: std::collections::BTreeSet<String>,
-}
-
-// Its parts (sessions, threads, closures, channels) print nothing useful.
-impl std::fmt::Debug for WasmDecider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WasmDecider").field("policy", &self.policy).finish_non_exhaustive()
-    }
+    warned: BTreeSet<String>,
 }
 
 impl WasmDecider {
@@ -37,50 +36,39 @@ impl WasmDecider {
             (task.name.clone(), knobs)
         });
         let policy = GuardedPolicy::new(module, parameters, KeepConfigured::new(configured));
-        WasmDecider { policy, recorder: None, warned: std::collections::BTreeSet::new() }
+        WasmDecider { controller: Controller::new(policy), warned: BTreeSet::new() }
     }
 
-    /// Records every tick (snapshot and decision) with `recorder`, as the control loop
-    /// records a real run's, for `modelless policy replay`.
+    /// Records every tick (snapshot, decision, actions) with `recorder`, as the
+    /// control loop records a real run's, for `modelless policy replay`.
     pub fn with_recorder(mut self, recorder: Recorder) -> Self {
-        self.recorder = Some(recorder);
+        self.controller = self.controller.with_recorder(recorder);
         self
     }
 
     /// Failures by kind so far.
-    pub fn failures(&self) -> &std::collections::BTreeMap<&'static str, u64> {
-        self.policy.failures()
+    pub fn failures(&self) -> &BTreeMap<&'static str, u64> {
+        self.controller.policy().failures()
     }
-}
 
-impl Decider for WasmDecider {
-    fn decide(&mut self, snapshot: &Snapshot, _ahead: &[f64]) -> Decision {
-        let decision = self.decide_and_record(snapshot);
-        for message in self.policy.take_warnings() {
-            if self.warned.insert(message.clone()) {
-                tracing::warn!(%message, "the policy warns");
-            }
-        }
-        decision
-    }
-}
-
-impl WasmDecider {
     /// What was warned of so far, each once.
     pub fn warnings(&self) -> impl Iterator<Item = &str> {
         self.warned.iter().map(String::as_str)
     }
+}
 
-    fn decide_and_record(&mut self, snapshot: &Snapshot) -> Decision {
-        let Some(recorder) = &mut self.recorder else { return self.policy.decide(snapshot).decision };
-        // Encoded once, for the module and the recording alike.
-        let Ok(json) = serde_json::to_vec(snapshot) else { return self.policy.decide(snapshot).decision };
-        let decided = self.policy.decide_encoded(snapshot, &json);
-        if let Err(e) = recorder.write(&json, &decided.decision, decided.by.label(), None, &[]) {
-            // The simulation goes on; the recording stops, said once.
-            tracing::warn!(error = %e, "recording the simulated ticks stopped");
-            self.recorder = None;
+impl Decider for WasmDecider {
+    fn tick(&mut self, now: Duration, snapshot: Snapshot, _ahead: &[f64]) -> Vec<Action> {
+        let ticked = self.controller.tick(now, snapshot);
+        for message in ticked.warnings {
+            if self.warned.insert(message.clone()) {
+                tracing::warn!(%message, "the policy warns");
+            }
         }
-        decided.decision
+        // The simulation goes on when its recording stops; the controller says so once.
+        for stopped in ticked.plan.reports.iter().filter(|r| r.starts_with("recording stopped")) {
+            tracing::warn!(report = %stopped, "recording the simulated ticks stopped");
+        }
+        ticked.plan.actions
     }
 }

@@ -5,12 +5,13 @@
 
 use std::time::Duration;
 
+use modelless::engine::core::Action;
 use modelless::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, VariantCost, VariantSnapshot};
 use modelless_lab::load::{LoadSpec, Outcome, Pattern, RunResult, SecondRuns, TaskLoad};
 use modelless_lab::simulate::{
     CAPACITIES, Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, actions_on_recorded, cheapest,
-    effective_accuracy, optimum, share_of_gain, simulate,
+    decided, effective_accuracy, optimum, share_of_gain, simulate,
 };
 
 use crate::common::policy_module;
@@ -235,16 +236,16 @@ struct SwitchOnce {
 }
 
 impl Decider for SwitchOnce {
-    fn decide(&mut self, _: &Snapshot, _: &[f64]) -> Decision {
+    fn tick(&mut self, _: Duration, snapshot: Snapshot, _: &[f64]) -> Vec<Action> {
         if std::mem::replace(&mut self.decided, true) {
-            return Decision::default();
+            return Vec::new();
         }
         let switch = TaskDecision {
             variant: Some(self.variant.into()),
             max_batch_size: Some(1),
             ..TaskDecision::keep("classify")
         };
-        Decision { tasks: vec![switch] }
+        decided(&snapshot, &Decision { tasks: vec![switch] })
     }
 }
 
@@ -356,7 +357,7 @@ fn recorded_ticks_with_a_refused_switch_get_the_runtimes_actions_from_the_simula
     use std::sync::Arc;
 
     use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
-    use modelless::engine::core::Action;
+    use modelless::engine::core::Asked;
     use modelless::policy::RecordedTick;
     use modelless::{MakeBackend, PolicyConfig, Runtime, TaskConfig, VariantConfig, WarmupConfig};
 
@@ -418,7 +419,11 @@ fn recorded_ticks_with_a_refused_switch_get_the_runtimes_actions_from_the_simula
         .collect();
     let task = SimTask { name: "classify".into(), slo_ms: None, active: 0, variants };
     let model = SimModel { cores: 2, tasks: vec![task] };
-    let simulated = actions_on_recorded(&model, &ticks);
+    // The same policy steers it, through the runtime's controller, at the same times.
+    let module = PolicyEngine::new(HostConfig::default()).unwrap().compile_file(&policy_module("static")).unwrap();
+    let mut decider = WasmDecider::new(module, Some(serde_json::json!({ "variant": "v1" })), &model);
+    let simulated = actions_on_recorded(&model, &ticks, &mut decider);
+    assert!(simulated.iter().flatten().any(|a| matches!(a, Action::Refuse { asked: Asked::Switch, .. })));
     for (tick, actions) in ticks.iter().zip(&simulated) {
         assert_eq!(actions, &tick.actions, "tick {}: the simulator did otherwise", tick.snapshot.tick);
     }

@@ -1,20 +1,19 @@
-//! Carrying out a policy's decision on the tasks: the snapshot the policy decided on
-//! goes to the control core ([`super::core::tick`]) with the decision, which it checks,
-//! clamps and refuses as it must; its actions are done here, knobs at once, variant
-//! switches on a thread of their own so that a switch that loads a variant never
-//! holds up the next tick.
+//! Carrying out on the tasks the actions the control core ([`super::core::tick`]) made
+//! of a policy's decision: knobs at once; switches, loads and unloads on a thread of
+//! their own, one at a time per task, so that loading a variant (or waiting for one
+//! to load before unloading another) never holds up the next tick.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::control_status::ControlStatus;
-use super::core::{Action, Plan, short};
+use super::core::{Action, Asked, Plan, short};
 use crate::registry::Task;
 
 /// Applies decisions, counting switches and their failures in `status`.
 pub(super) struct Applier {
     status: Arc<Mutex<ControlStatus>>,
-    /// Tasks with a switch under way.
+    /// Tasks with a switch, load or unload under way.
     switching: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -35,25 +34,38 @@ impl Applier {
                         reports.push(format!("task `{}`: knobs not applied: {e}", task.name()));
                     }
                 }
-                Action::Switch { variant, .. } => reports.extend(self.switch(task, variant)),
+                Action::Switch { variant, .. } => reports.extend(self.in_background(task, Asked::Switch, variant)),
+                Action::Load { variant, .. } => reports.extend(self.in_background(task, Asked::Load, variant)),
+                Action::Unload { variant, .. } => reports.extend(self.in_background(task, Asked::Unload, variant)),
                 refused @ Action::Refuse { .. } => reports.extend(refused.report()),
             }
         }
         reports
     }
 
-    /// Starts a switch on a thread of its own.
-    fn switch(&self, task: &Arc<Task>, variant: String) -> Option<String> {
+    /// Starts a switch, load or unload on a thread of its own; one waits while
+    /// another of the task's is under way.
+    fn in_background(&self, task: &Arc<Task>, asked: Asked, variant: String) -> Option<String> {
         let name = task.name().to_string();
-        // The core saw no switch under way, and only this loop starts one.
         if !self.switching.lock().unwrap_or_else(PoisonError::into_inner).insert(name.clone()) {
-            return None;
+            // The snapshot showed none under way, but one started since and has not
+            // shown yet; the policy asks again at a later tick.
+            let waits = format!("task `{name}`: {} `{}` waits for the one under way", asked.phrase(), short(&variant));
+            return (asked != Asked::Switch).then_some(waits);
         }
-        self.status.lock().unwrap_or_else(PoisonError::into_inner).switches += 1;
+        if asked == Asked::Switch {
+            self.status.lock().unwrap_or_else(PoisonError::into_inner).switches += 1;
+        }
         let (task, switching, status) = (task.clone(), self.switching.clone(), self.status.clone());
+        let cannot_start = format!("task `{name}`: cannot start the {} `{}`", asked.phrase(), short(&variant));
         let spawned = std::thread::Builder::new().name(format!("modelless-switch-{name}")).spawn(move || {
-            if let Err(e) = task.switch_to(&variant) {
-                let report = format!("task `{}`: switch to `{}` failed: {e}", task.name(), short(&variant));
+            let done = match asked {
+                Asked::Switch => task.switch_to(&variant).map(drop),
+                Asked::Load => task.load_variant(&variant),
+                Asked::Unload => task.unload_variant(&variant),
+            };
+            if let Err(e) = done {
+                let report = format!("task `{}`: {} `{}` failed: {e}", task.name(), asked.phrase(), short(&variant));
                 tracing::warn!(%report);
                 status.lock().unwrap_or_else(PoisonError::into_inner).reports.push(report);
             }
@@ -61,7 +73,7 @@ impl Applier {
         });
         spawned.err().map(|e| {
             self.switching.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
-            format!("task `{name}`: cannot start a switch: {e}")
+            format!("{cannot_start}: {e}")
         })
     }
 
@@ -81,7 +93,7 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
-    use modelless_policy_abi::Decision;
+    use modelless_policy_abi::{Decision, VariantState};
 
     use super::*;
     use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
@@ -97,7 +109,7 @@ mod tests {
     /// the policy would have seen.
     fn apply(applier: &Applier, task: &Arc<Task>, decision: &Decision) -> Vec<String> {
         let tasks = std::slice::from_ref(task);
-        let snapshot = crate::policy::reading::snapshot(tasks, 0, Duration::ZERO, None);
+        let snapshot = crate::policy::reading::snapshot(tasks, None);
         applier.apply(tasks, crate::policy::core::tick(&snapshot, decision))
     }
 
@@ -127,10 +139,7 @@ mod tests {
             serde_json::from_value(json!({ "tasks": [{ "task": "classify", "variant": "v1" }] })).unwrap();
         // The first switch loads v1, which fails to bind: the switch fails, reported.
         assert!(apply(&applier, &task, &decision).is_empty());
-        let until = Instant::now() + Duration::from_secs(10);
-        while applier.switching() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        settled(&applier);
         let failed = status.lock().unwrap().reports.clone();
         assert!(failed.iter().any(|r| r.contains("does not fit task `classify`")), "{failed:?}");
         // From then on it is refused at once, no switch started.
@@ -138,6 +147,31 @@ mod tests {
         assert!(refused.len() == 1 && refused[0].contains("switch to `v1` refused"), "{refused:?}");
         assert!(refused[0].contains("input `input`"), "{refused:?}");
         assert_eq!(status.lock().unwrap().switches, 1);
+        assert_eq!(task.serving().0.variant, "v0");
+    }
+
+    /// Waits (10 s at most) for the applier's switch, load or unload to end.
+    fn settled(applier: &Applier) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while applier.switching() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_load_warms_a_variant_without_serving_it_and_an_unload_frees_it() {
+        let task = task();
+        let state = |variant: &str| task.variant_snapshots().into_iter().find(|v| v.name == variant).unwrap().state;
+        assert_eq!(state("v1"), VariantState::Unloaded);
+        let applier = Applier::new(Arc::default());
+        let ask = |decision| serde_json::from_value::<Decision>(json!({ "tasks": [decision] })).unwrap();
+        assert!(apply(&applier, &task, &ask(json!({ "task": "classify", "load": ["v1"] }))).is_empty());
+        settled(&applier);
+        assert_eq!((state("v1"), task.serving().0.variant), (VariantState::Ready, "v0".to_string()));
+        let refused = apply(&applier, &task, &ask(json!({ "task": "classify", "unload": ["v0", "v1"] })));
+        assert_eq!(refused, ["task `classify`: unload of `v0` refused: it serves the task"]);
+        settled(&applier);
+        assert!(matches!(state("v1"), VariantState::Unloaded | VariantState::Draining), "{:?}", state("v1"));
         assert_eq!(task.serving().0.variant, "v0");
     }
 
@@ -154,8 +188,8 @@ mod tests {
         ];
         let knob = |value| proptest::option::weighted(0.6, value);
         let variant = proptest::option::weighted(0.6, variant);
-        (name, variant, knob(number.clone()), knob(number.clone()), knob(number)).prop_map(
-            |(task, variant, batch, delay, instances)| {
+        (name, variant, knob(number.clone()), knob(number.clone()), knob(number))
+            .prop_map(|(task, variant, batch, delay, instances)| {
                 let mut decision = json!({ "task": task });
                 let knobs = [("variant", variant), ("max_batch_size", batch), ("max_queue_delay_us", delay)];
                 for (knob, value) in knobs.into_iter().chain([("instances", instances)]) {
@@ -164,8 +198,21 @@ mod tests {
                     }
                 }
                 decision
-            },
-        )
+            })
+            .prop_flat_map(|decision| {
+                let names = proptest::option::weighted(
+                    0.3,
+                    vec(prop_oneof![Just(json!("v0")), Just(json!("v1")), hostile::scalar()], 0..3),
+                );
+                (Just(decision), names.clone(), names).prop_map(|(mut decision, load, unload)| {
+                    for (field, names) in [("load", load), ("unload", unload)] {
+                        if let Some(names) = names {
+                            decision[field] = Value::from(names);
+                        }
+                    }
+                    decision
+                })
+            })
     }
 
     /// What `decide` (or `init`, `load_state`) wrote: a decision, an error, any JSON,

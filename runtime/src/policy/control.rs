@@ -1,8 +1,8 @@
 //! The control loop: every tick a snapshot of every task and of the machine goes to the
-//! policy, and its decision is checked and applied ([`super::apply`]): batching knobs
-//! at once, variant switches on a thread of their own so that a switch that loads a
-//! variant never holds up the next tick. What cannot be applied is reported, never
-//! fatal.
+//! controller ([`Controller`]), and the actions it makes of the policy's decision are
+//! carried out ([`super::apply`]): batching knobs at once, switches, loads and unloads
+//! on a thread of their own so that loading a variant never holds up the next tick.
+//! What cannot be applied is reported, never fatal.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,12 +10,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use modelless_policy_abi::{Decision, Snapshot};
 
 use super::apply::Applier;
 use super::control_status::ControlStatus;
-use super::core::{self, Action};
-use super::guard::{Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
+use super::controller::Controller;
+use super::guard::{DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 use super::host::{PolicyEngine, PolicyModule};
 use super::reading::{pool_snapshot, snapshot};
 use super::record::Recorder;
@@ -136,19 +135,12 @@ impl ControlLoop {
         let (commands, inbox) = crossbeam_channel::unbounded();
         let status = Arc::new(Mutex::new(ControlStatus { policy: module.name().to_string(), ..Default::default() }));
         let policy = GuardedPolicy::new(module, parameters, fallback).with_max_failures(config.max_failures);
-        let recorder = match &config.record {
-            Some(path) => Some(Recorder::open(path).map_err(|e| Error::io("record to", path, e))?),
-            None => None,
-        };
-        let state = LoopState {
-            tasks,
-            policy,
-            shadow: None,
-            recorder,
-            status: status.clone(),
-            applier: Applier::new(status.clone()),
-            config,
-        };
+        let mut controller = Controller::new(policy);
+        if let Some(path) = &config.record {
+            controller = controller.with_recorder(Recorder::open(path).map_err(|e| Error::io("record to", path, e))?);
+        }
+        let state =
+            LoopState { tasks, controller, status: status.clone(), applier: Applier::new(status.clone()), config };
         let thread = std::thread::Builder::new()
             .name("modelless-control".into())
             .spawn(move || state.run(inbox))
@@ -224,9 +216,7 @@ impl Drop for ControlLoop {
 
 struct LoopState {
     tasks: ListTasks,
-    policy: GuardedPolicy,
-    shadow: Option<Box<GuardedPolicy>>,
-    recorder: Option<Recorder>,
+    controller: Controller,
     status: Arc<Mutex<ControlStatus>>,
     applier: Applier,
     config: ControlConfig,
@@ -239,8 +229,6 @@ impl LoopState {
         let mut last_tick = started;
         let mut cpu = CpuSample::now();
         let mut last_pool = (self.tasks)().first().map(|t| t.preprocess_pool().read());
-        let mut last_snapshot: Option<Snapshot> = None;
-        let mut tick = 0u64;
         loop {
             let wake = match self.config.early_tick {
                 Some(_) => next_tick.min(Instant::now() + EARLY_TICK_POLL),
@@ -253,18 +241,15 @@ impl LoopState {
                     status.shadow = shadow.as_ref().map(|s| s.module().name().to_string());
                     status.shadow_decision = None;
                     drop(status);
-                    self.shadow = shadow;
+                    self.controller.set_shadow(shadow.map(|shadow| *shadow));
                 }
                 Ok(Command::Reload { module, parameters, reply }) => {
                     let name = module.name().to_string();
-                    let parameters = parameters.or_else(|| self.policy.parameters().cloned());
-                    let result = self.policy.replace(module, parameters, last_snapshot.as_ref());
+                    let result = self.controller.replace(module, parameters);
                     if result.is_ok() {
-                        let warnings = self.policy.take_warnings();
                         let mut status = self.lock_status();
                         status.policy = name;
                         status.reloads += 1;
-                        status.reports.extend(warnings.into_iter().map(policy_warning));
                     }
                     let _ = reply.send(result);
                 }
@@ -279,42 +264,38 @@ impl LoopState {
                     let now = CpuSample::now();
                     let tasks = (self.tasks)();
                     let pool = tasks.first().map(|t| t.preprocess_pool().read());
-                    let preprocessing = pool.zip(last_pool).map(|(now, before)| pool_snapshot(&now, &before));
-                    let mut snapshot = snapshot(&tasks, tick, started.elapsed(), now.zip(cpu));
-                    snapshot.system.preprocessing = preprocessing;
+                    let mut snapshot = snapshot(&tasks, now.zip(cpu));
+                    snapshot.system.preprocessing =
+                        pool.zip(last_pool).map(|(now, before)| pool_snapshot(&now, &before));
                     (cpu, last_pool) = (now, pool);
-                    let (decided, shadow, json, mut reports) = match serde_json::to_vec(&snapshot) {
-                        Ok(json) => {
-                            let (decided, shadow) = self.decide(&snapshot, &json);
-                            (decided, shadow, Some(json), Vec::new())
-                        }
-                        Err(e) => {
-                            (self.policy.decide(&snapshot), None, None, vec![format!("snapshot not encoded: {e}")])
-                        }
-                    };
-                    let plan = core::tick(&snapshot, &decided.decision);
-                    if let Some(json) = json {
-                        reports.extend(self.record(&json, &decided, shadow.as_ref(), &plan.actions));
-                    }
-                    reports.extend(self.applier.apply(&tasks, plan));
-                    reports.extend(self.policy.take_warnings().into_iter().map(policy_warning));
-                    let mut status = self.lock_status();
-                    status.ticks = tick + 1;
-                    status.early_ticks += u64::from(early);
-                    status.failures = self.policy.failures().clone();
-                    status.on_fallback = decided.by == DecidedBy::Fallback;
-                    status.last_decision = decided.decision;
-                    status.shadow_decision = shadow;
-                    status.cpu_host_percent = snapshot.system.cpu_host_percent;
-                    status.reports.extend(reports);
-                    let excess = status.reports.len().saturating_sub(32);
-                    status.reports.drain(..excess);
-                    drop(status);
-                    last_snapshot = Some(snapshot);
-                    tick += 1;
+                    self.tick(&tasks, at.duration_since(started), snapshot, early);
                 }
             }
         }
+    }
+
+    /// Runs one tick of the controller on `snapshot` and carries out its actions.
+    fn tick(&mut self, tasks: &[Arc<Task>], now: Duration, snapshot: modelless_policy_abi::Snapshot, early: bool) {
+        let ticked = self.controller.tick(now, snapshot);
+        let failure = match &ticked.by {
+            DecidedBy::Discarded(e) => Some(e.kind()),
+            _ => None,
+        };
+        serving_metrics().policy_decided(ticked.decided_in, failure, ticked.by == DecidedBy::Fallback);
+        let mut reports = self.applier.apply(tasks, ticked.plan);
+        reports.extend(ticked.warnings.into_iter().map(policy_warning));
+        let policy = self.controller.policy();
+        let mut status = self.lock_status();
+        status.ticks = self.controller.ticks();
+        status.early_ticks += u64::from(early);
+        status.failures = policy.failures().clone();
+        status.on_fallback = ticked.by == DecidedBy::Fallback;
+        status.last_decision = ticked.decision;
+        status.shadow_decision = ticked.shadow;
+        status.cpu_host_percent = ticked.snapshot.system.cpu_host_percent;
+        status.reports.extend(reports);
+        let excess = status.reports.len().saturating_sub(32);
+        status.reports.drain(..excess);
     }
 
     /// Whether a queue calls an early tick, `since_last` after the last tick.
@@ -322,34 +303,6 @@ impl LoopState {
         let Some(early) = self.config.early_tick else { return false };
         since_last >= early.min_gap
             && (self.tasks)().iter().any(|t| t.serving().1 >= early.queue_length || t.traffic().turned_away() > 0)
-    }
-
-    /// The policy's decision and the shadow's on the encoded snapshot.
-    fn decide(&mut self, snapshot: &Snapshot, json: &[u8]) -> (Decided, Option<Decision>) {
-        let started = Instant::now();
-        let decided = self.policy.decide_encoded(snapshot, json);
-        let failure = match &decided.by {
-            DecidedBy::Discarded(e) => Some(e.kind()),
-            _ => None,
-        };
-        serving_metrics().policy_decided(started.elapsed(), failure, decided.by == DecidedBy::Fallback);
-        let shadow = self.shadow.as_mut().map(|s| s.decide_encoded(snapshot, json).decision);
-        (decided, shadow)
-    }
-
-    /// Records the tick, when asked: the encoded snapshot, the decisions and the
-    /// actions the core made of them. What went wrong with the recording is reported.
-    fn record(
-        &mut self,
-        json: &[u8],
-        decided: &Decided,
-        shadow: Option<&Decision>,
-        actions: &[Action],
-    ) -> Option<String> {
-        let recorder = self.recorder.as_mut()?;
-        let error = recorder.write(json, &decided.decision, decided.by.label(), shadow, actions).err()?;
-        self.recorder = None;
-        Some(format!("recording stopped: {error}"))
     }
 
     fn lock_status(&self) -> std::sync::MutexGuard<'_, ControlStatus> {

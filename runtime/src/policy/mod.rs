@@ -1,9 +1,11 @@
 //! Scheduling policies: WebAssembly modules that read a metrics snapshot and decide
 //! which variant serves each task and with what batching knobs. This module holds the
 //! sandbox they run in ([`PolicyEngine`]), the guard that keeps a failing one from
-//! mattering ([`GuardedPolicy`]): a policy that fails never stops serving, and the
-//! loop that asks it every tick and applies what it decides ([`ControlLoop`]), through
-//! the pure control core ([`core::tick`]) that the simulator calls too.
+//! mattering ([`GuardedPolicy`]): a policy that fails never stops serving, the
+//! controller that runs one tick of it ([`Controller`]: the policy decides, the pure
+//! control core ([`core::tick`]) makes actions of its decision, the tick is recorded)
+//! in the runtime and in the simulator alike, and the loop that ticks it and applies
+//! the actions ([`ControlLoop`]).
 //!
 //! The sandbox and everything that runs a module need feature `policies`; the control
 //! core and the snapshot of a task are always here.
@@ -14,6 +16,8 @@ mod apply;
 mod control;
 #[cfg(feature = "policies")]
 mod control_status;
+#[cfg(feature = "policies")]
+mod controller;
 pub mod core;
 #[cfg(feature = "policies")]
 mod guard;
@@ -33,6 +37,8 @@ pub use crate::error::PolicyError;
 pub use control::{ControlConfig, ControlLoop, EarlyTick, ListTasks};
 #[cfg(feature = "policies")]
 pub use control_status::ControlStatus;
+#[cfg(feature = "policies")]
+pub use controller::{Controller, Ticked};
 #[cfg(feature = "policies")]
 pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 #[cfg(feature = "policies")]

@@ -3,7 +3,6 @@
 //! the preprocessing pool).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use modelless_policy_abi::{ABI_VERSION, PreprocessingSnapshot, Snapshot, SystemSnapshot};
 
@@ -12,13 +11,9 @@ use crate::metrics::{CpuSample, machine_memory};
 use crate::preprocess::PoolReading;
 use crate::registry::Task;
 
-/// The snapshot of `tasks` and the machine at tick `tick`.
-pub(super) fn snapshot(
-    tasks: &[Arc<Task>],
-    tick: u64,
-    elapsed: Duration,
-    cpu: Option<(CpuSample, CpuSample)>,
-) -> Snapshot {
+/// The snapshot of `tasks` and the machine now, the CPU's use read between the
+/// samples `cpu` (the controller stamps its tick and time).
+pub(super) fn snapshot(tasks: &[Arc<Task>], cpu: Option<(CpuSample, CpuSample)>) -> Snapshot {
     let tasks = tasks.iter().map(|task| task_snapshot(task_reading(task))).collect();
     let utilisation = cpu.and_then(|(now, before)| now.since(&before));
     let memory = machine_memory();
@@ -31,7 +26,7 @@ pub(super) fn snapshot(
         gpus: crate::metrics::gpu_snapshots(),
         preprocessing: None,
     };
-    Snapshot { abi_version: ABI_VERSION, tick, now_ms: elapsed.as_millis() as u64, tasks, system }
+    Snapshot { abi_version: ABI_VERSION, tick: 0, now_ms: 0, tasks, system }
 }
 
 /// The preprocessing pool as a policy sees it, over the tick since `before`.
@@ -59,7 +54,7 @@ fn task_reading(task: &Task) -> TaskReading {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     use super::*;
 
