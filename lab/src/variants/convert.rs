@@ -15,6 +15,11 @@ const SCRIPT: &str = include_str!("../../../scripts/make_variant.py");
 pub enum CopyKind {
     /// Half precision, inputs and outputs kept in fp32: the copy a GPU serves fastest.
     Fp16,
+    /// Weights int8 per channel, activations quantised at run time.
+    Int8Dynamic,
+    /// QDQ int8, activations calibrated on the task's own inputs: the copy a CPU
+    /// with int8 instructions serves fastest.
+    Int8Static,
 }
 
 impl CopyKind {
@@ -22,7 +27,14 @@ impl CopyKind {
     pub fn name(self) -> &'static str {
         match self {
             CopyKind::Fp16 => "fp16",
+            CopyKind::Int8Dynamic => "int8-dynamic",
+            CopyKind::Int8Static => "int8-static",
         }
+    }
+
+    /// Whether the converter calibrates it on inputs of the task.
+    pub fn calibrated(self) -> bool {
+        self == CopyKind::Int8Static
     }
 }
 
@@ -38,15 +50,23 @@ pub fn find_python() -> PathBuf {
     venv.unwrap_or_else(|| "python3".into())
 }
 
-/// Makes the `kind` copy of `source` at `copy` with `python`; returns the
-/// converter's report (one JSON object: what it converted and what it kept).
-pub fn make_copy(python: &Path, kind: CopyKind, source: &Path, copy: &Path) -> Result<serde_json::Value, MakeError> {
+/// Makes the `kind` copy of `source` at `copy` with `python`, calibrated on the
+/// inputs in `calibration` where the kind is; returns the converter's report (one
+/// JSON object: what it converted, what it kept in float and why, how fast it ran).
+pub fn make_copy(
+    python: &Path,
+    kind: CopyKind,
+    source: &Path,
+    copy: &Path,
+    calibration: Option<&Path>,
+) -> Result<serde_json::Value, MakeError> {
     let failed = |reason: String| MakeError::Converter { program: python.into(), reason };
     let mut child = Command::new(python)
         .arg("-")
         .arg(kind.name())
         .arg(source)
         .arg(copy)
+        .args(calibration)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

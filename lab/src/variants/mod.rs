@@ -2,14 +2,19 @@
 //! precision, checked against it on real photos, and written into the config as a
 //! variant of the same task with the accuracy that check supports.
 //!
-//! - [`convert`]: the copy, made by ONNX Runtime's own converter in the project's
-//!   Python environment (the library that serves links none of it);
+//! - [`convert`]: the copy (fp16, int8 dynamic, int8 static QDQ), made by ONNX
+//!   Runtime's own converters in the project's Python environment (the library that
+//!   serves links none of it);
+//! - [`calibration`]: the inputs a static int8 copy is calibrated on, made from the
+//!   photos by crops the compared images never use, through the variant's own
+//!   preprocessing;
 //! - [`photos`]: distinct images made from a few photos (crops, flips, JPEG
 //!   qualities), so that no image is counted twice;
 //! - [`agreement`]: how often the copy's top-1 class is the original's;
 //! - [`write`](mod@write): the new variant, added to the config file keeping its comments.
 
 pub mod agreement;
+pub mod calibration;
 pub mod convert;
 pub mod photos;
 pub mod write;
@@ -58,6 +63,9 @@ pub enum MakeError {
     /// The runtime refused or failed the copy or a request to it.
     #[error(transparent)]
     Runtime(#[from] modelless::Error),
+    /// A calibration image could not be preprocessed.
+    #[error("a calibration image: {0}")]
+    Preprocess(#[from] modelless::preprocess::PreprocessError),
     /// The config file could not be edited.
     #[error("the config does not parse as TOML: {0}")]
     Toml(#[source] toml_edit::TomlError),
@@ -82,9 +90,18 @@ pub struct MakeRequest {
     pub python: PathBuf,
 }
 
+/// Calibration inputs a static int8 copy is made with, at most (two thirds
+/// calibrate, the rest choose how to quantise).
+const CALIBRATION_INPUTS: usize = 240;
+
 /// Progress of [`make_variant`], for the command line.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MakeEvent {
+    /// Calibration inputs are written; the converter runs on them.
+    Calibrating {
+        /// How many.
+        inputs: usize,
+    },
     /// The copy is written; the converter's report.
     Converted(serde_json::Value),
     /// Both variants are loaded; `images` images to compare.
@@ -134,7 +151,22 @@ pub fn make_variant(request: &MakeRequest, on_event: &mut dyn FnMut(MakeEvent)) 
     let stem = original.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| from.clone());
     let file_name = format!("{stem}.{}.onnx", request.kind.name());
     let file = original.path.with_file_name(&file_name);
-    on_event(MakeEvent::Converted(convert::make_copy(&request.python, request.kind, &original.path, &file)?));
+    let report = match (request.kind.calibrated(), &original.preprocess) {
+        (true, Some(preprocess)) => {
+            // Beside the copy, and gone once it is made, whether or not it was.
+            let folder = file.with_extension("calibration");
+            std::fs::create_dir_all(&folder).map_err(|source| MakeError::Io { path: folder.clone(), source })?;
+            let count = calibration::most_inputs(request.photos.len()).min(CALIBRATION_INPUTS);
+            let made = calibration::write_inputs(&request.photos, preprocess, count, &folder).and_then(|written| {
+                on_event(MakeEvent::Calibrating { inputs: written });
+                convert::make_copy(&request.python, request.kind, &original.path, &file, Some(&folder))
+            });
+            let _ = std::fs::remove_dir_all(&folder);
+            made?
+        }
+        _ => convert::make_copy(&request.python, request.kind, &original.path, &file, None)?,
+    };
+    on_event(MakeEvent::Converted(report));
 
     let mut copy = original.clone();
     (copy.name, copy.path, copy.preload) = (name.clone(), file.clone(), true);

@@ -53,11 +53,7 @@ pub fn made_images(photos: &[PathBuf], count: usize) -> Result<Vec<MadeImage>, M
                         if made.len() == count {
                             break 'all;
                         }
-                        let image = transformed(photo, scale, place, mirrored);
-                        let mut jpeg = Vec::new();
-                        JpegEncoder::new_with_quality(Cursor::new(&mut jpeg), quality)
-                            .encode_image(&image)
-                            .map_err(|source| MakeError::Photo { path: path.clone(), source })?;
+                        let jpeg = crop_jpeg(path, photo, (scale, place, mirrored), quality)?;
                         let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                         let how = if mirrored { " mirrored" } else { "" };
                         let name = format!("{file} crop {scale:.2} at ({},{}){how} q{quality}", place.0, place.1);
@@ -68,6 +64,22 @@ pub fn made_images(photos: &[PathBuf], count: usize) -> Result<Vec<MadeImage>, M
         }
     }
     Ok(made)
+}
+
+/// `photo` (read from `path`) cropped at `scale` and `place`, mirrored if asked
+/// ([`transformed`]), as a JPEG of `quality`.
+pub(super) fn crop_jpeg(
+    path: &Path,
+    photo: &DynamicImage,
+    (scale, place, mirrored): (f64, (f64, f64), bool),
+    quality: u8,
+) -> Result<Vec<u8>, MakeError> {
+    let image = transformed(photo, scale, place, mirrored);
+    let mut jpeg = Vec::new();
+    JpegEncoder::new_with_quality(Cursor::new(&mut jpeg), quality)
+        .encode_image(&image)
+        .map_err(|source| MakeError::Photo { path: path.into(), source })?;
+    Ok(jpeg)
 }
 
 /// A square-ish crop keeping `scale` of each side, placed at `place` (0 to 1 across

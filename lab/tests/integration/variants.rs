@@ -1,11 +1,12 @@
 //! `modelless variants make` end to end on a generated model: the converter in the
-//! project's Python, the copy served beside its original, the config edited; and a
-//! copy that does not load, which is reported and not added.
+//! project's Python (half precision, and int8 calibrated on the photos), the copy
+//! served beside its original, the config edited; and a copy that does not load,
+//! which is reported and not added.
 
 use std::path::{Path, PathBuf};
 
 use modelless::RuntimeConfig;
-use modelless_lab::variants::{CopyKind, MakeRequest, convert, make_variant};
+use modelless_lab::variants::{CopyKind, MakeEvent, MakeRequest, convert, make_variant};
 
 use crate::common;
 
@@ -28,25 +29,17 @@ preprocess = { size = 8 }
     path
 }
 
-fn request(config: PathBuf, python: PathBuf) -> MakeRequest {
+fn request(config: PathBuf, python: PathBuf, kind: CopyKind) -> MakeRequest {
     let folder = common::crate_dir().join("../.modelless/photos");
     let photos = ["astronaut.png", "chelsea.png"].iter().map(|p| folder.join(p)).collect();
-    MakeRequest {
-        config,
-        task: "colour".into(),
-        from: "zoo-a".into(),
-        kind: CopyKind::Fp16,
-        photos,
-        images: 24,
-        python,
-    }
+    MakeRequest { config, task: "colour".into(), from: "zoo-a".into(), kind, photos, images: 24, python }
 }
 
 #[test]
 fn a_half_precision_copy_is_measured_and_added_with_its_provenance() {
     let dir = tempfile::tempdir().unwrap();
     let path = config(dir.path());
-    let made = make_variant(&request(path.clone(), convert::find_python()), &mut |_| {}).unwrap();
+    let made = make_variant(&request(path.clone(), convert::find_python(), CopyKind::Fp16), &mut |_| {}).unwrap();
     assert_eq!(made.agreement.images, 24);
     assert!(made.agreement.share() >= 0.9, "{:?}", made.agreement);
     let config = RuntimeConfig::from_file(&path).unwrap();
@@ -60,17 +53,50 @@ fn a_half_precision_copy_is_measured_and_added_with_its_provenance() {
 }
 
 #[test]
+fn an_int8_copy_is_calibrated_on_the_photos_and_says_what_it_kept_in_float() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let mut events = Vec::new();
+    let request = request(path.clone(), convert::find_python(), CopyKind::Int8Static);
+    let made = make_variant(&request, &mut |event| events.push(event)).unwrap();
+    let calibrated = events.iter().find_map(|e| match e {
+        MakeEvent::Calibrating { inputs } => Some(*inputs),
+        _ => None,
+    });
+    assert!(calibrated.is_some_and(|n| n >= 60), "calibrated on crops of both photos: {calibrated:?}");
+    let report = events
+        .iter()
+        .find_map(|e| match e {
+            MakeEvent::Converted(report) => Some(report.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(report["kind"], "int8-static");
+    assert!(report["kept_float_why"].as_str().is_some_and(|why| !why.is_empty()), "{report}");
+    assert!(report["speed_ratio"].as_f64().is_some_and(|r| r > 0.0), "{report}");
+    assert!(!dir.path().join("zoo_a.int8-static.calibration").exists(), "the calibration inputs are gone");
+    assert!(made.agreement.share() >= 0.8, "{:?}", made.agreement);
+    let config = RuntimeConfig::from_file(&path).unwrap();
+    let copy = config.tasks[0].variants.iter().find(|v| v.name == "zoo-a-int8-static").expect("the copy is added");
+    let source = copy.accuracy_source.as_deref().unwrap();
+    assert!(source.contains("int8-static copy") && source.contains("24 distinct images"), "{source}");
+}
+
+#[test]
 fn a_copy_that_does_not_load_is_reported_and_not_added() {
     let dir = tempfile::tempdir().unwrap();
     let path = config(dir.path());
     let before = std::fs::read_to_string(&path).unwrap();
-    // A converter that writes no model: `python - KIND IN OUT`, the script on stdin.
+    // A converter that writes no model: `python - KIND IN OUT [CALIBRATION]`, the
+    // script on stdin.
     let broken = dir.path().join("broken-python");
     std::fs::write(&broken, "#!/bin/sh\ncat >/dev/null\necho 'not a model' > \"$4\"\necho '{}'\n").unwrap();
     let mut permissions = std::fs::metadata(&broken).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
     std::fs::set_permissions(&broken, permissions).unwrap();
-    let error = make_variant(&request(path.clone(), broken), &mut |_| {}).unwrap_err();
-    assert!(error.to_string().contains("zoo-a-fp16"), "the copy is named: {error}");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "the config is left as it was");
+    for (kind, name) in [(CopyKind::Fp16, "zoo-a-fp16"), (CopyKind::Int8Static, "zoo-a-int8-static")] {
+        let error = make_variant(&request(path.clone(), broken.clone(), kind), &mut |_| {}).unwrap_err();
+        assert!(error.to_string().contains(name), "the copy is named: {error}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "the config is left as it was");
+    }
 }

@@ -9,10 +9,13 @@ use modelless_lab::variants::{CopyKind, MakeEvent, MakeRequest, convert, default
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Make a copy of VARIANT of TASK (fp16: half precision, inputs and outputs kept
-    /// in fp32), serve it beside the original here, measure how often their top-1
-    /// classes agree on distinct images made from photos, and add it to the config
-    /// with the original's accuracy times that agreement (marked as estimated).
+    /// Make copies of VARIANT of TASK (fp16: half precision, inputs and outputs kept
+    /// in fp32; int8-dynamic: int8 weights, activations quantised at run time;
+    /// int8-static: QDQ int8 calibrated on crops of the photos through the variant's
+    /// preprocessing), serve each beside the original here, measure how often their
+    /// top-1 classes agree on distinct images made from photos, and add it to the
+    /// config with the original's accuracy times that agreement (marked as
+    /// estimated).
     Make(MakeArgs),
 }
 
@@ -26,9 +29,9 @@ pub struct MakeArgs {
     /// The variant to copy.
     #[arg(long = "from")]
     from: String,
-    /// What the copy is made in.
-    #[arg(long, value_enum, default_value = "fp16")]
-    kind: Kind,
+    /// What the copies are made in, one each (comma-separated or repeated).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "fp16")]
+    kind: Vec<Kind>,
     /// A folder of JPEG and PNG photos to make the compared images from (default: the
     /// photos `make setup` installs, `.modelless/photos`).
     #[arg(long)]
@@ -41,6 +44,18 @@ pub struct MakeArgs {
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Kind {
     Fp16,
+    Int8Dynamic,
+    Int8Static,
+}
+
+impl From<Kind> for CopyKind {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Fp16 => CopyKind::Fp16,
+            Kind::Int8Dynamic => CopyKind::Int8Dynamic,
+            Kind::Int8Static => CopyKind::Int8Static,
+        }
+    }
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -55,46 +70,68 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     if args.images > most {
         eprintln!("{} photos make at most {most} distinct images: comparing on {most}", photos.len());
     }
-    let request = MakeRequest {
-        config: args.config.clone(),
-        task: args.task,
-        from: args.from,
-        kind: match args.kind {
-            Kind::Fp16 => CopyKind::Fp16,
-        },
-        photos,
-        images: args.images.min(most),
-        python: convert::find_python(),
-    };
-    eprintln!("converting `{}` with {}", request.from, request.python.display());
-    let bar = ProgressBar::hidden();
-    let made = make_variant(&request, &mut |event| match event {
-        MakeEvent::Converted(report) => eprintln!("converted: {report}"),
-        MakeEvent::Loaded { images } => {
-            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            bar.set_length(images as u64);
-            bar.set_style(
-                ProgressStyle::with_template("comparing top-1 {bar:30} {pos}/{len} images, {eta} left")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
+    let (config, task, from) = (args.config, args.task, args.from);
+    for kind in args.kind {
+        let request = MakeRequest {
+            config: config.clone(),
+            task: task.clone(),
+            from: from.clone(),
+            kind: CopyKind::from(kind),
+            photos: photos.clone(),
+            images: args.images.min(most),
+            python: convert::find_python(),
+        };
+        eprintln!("converting `{}` with {}", request.from, request.python.display());
+        let bar = ProgressBar::hidden();
+        let made = make_variant(&request, &mut |event| match event {
+            MakeEvent::Calibrating { inputs } => eprintln!("calibrating on {inputs} inputs made from the photos"),
+            MakeEvent::Converted(report) => said_of(&report),
+            MakeEvent::Loaded { images } => {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                bar.set_length(images as u64);
+                bar.set_style(
+                    ProgressStyle::with_template("comparing top-1 {bar:30} {pos}/{len} images, {eta} left")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+            }
+            MakeEvent::Compared(done) => bar.set_position(done as u64),
+        })?;
+        bar.finish_and_clear();
+        let agreement = &made.agreement;
+        println!(
+            "{}: top-1 agreement with `{}` {:.2} % ({} of {} images); accuracy {} ({})",
+            made.variant.name,
+            request.from,
+            agreement.share() * 100.0,
+            agreement.agreed,
+            agreement.images,
+            made.variant.accuracy,
+            made.variant.accuracy_source
+        );
+        for (image, want, got) in agreement.differed.iter().take(10) {
+            println!("  differs: {image}: class {want} → {got}");
         }
-        MakeEvent::Compared(done) => bar.set_position(done as u64),
-    })?;
-    bar.finish_and_clear();
-    let agreement = &made.agreement;
-    println!(
-        "{}: top-1 agreement with `{}` {:.2} % ({} of {} images); accuracy {} ({})",
-        made.variant.name,
-        request.from,
-        agreement.share() * 100.0,
-        agreement.agreed,
-        agreement.images,
-        made.variant.accuracy,
-        made.variant.accuracy_source
-    );
-    for (image, want, got) in agreement.differed.iter().take(10) {
-        println!("  differs: {image}: class {want} → {got}");
+        println!(
+            "written: {} and variant `{}` in {}",
+            made.file.display(),
+            made.variant.name,
+            request.config.display()
+        );
     }
-    println!("written: {} and variant `{}` in {}", made.file.display(), made.variant.name, args.config.display());
     Ok(())
+}
+
+/// What the converter said of a copy: all of it, then what was kept in float and
+/// why, and why a copy slower than its original is.
+fn said_of(report: &serde_json::Value) {
+    eprintln!("converted: {report}");
+    if let Some(why) = report["kept_float_why"].as_str() {
+        eprintln!("kept in float: {why}");
+    }
+    if let Some(ratio) = report["speed_ratio"].as_f64() {
+        eprintln!("speed against the original (batches of 8, interleaved): {ratio:.2}×");
+    }
+    if let Some(why) = report["slower_because"].as_str() {
+        eprintln!("warning: the copy is slower than its original: {why}");
+    }
 }
