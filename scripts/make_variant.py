@@ -12,8 +12,9 @@ int8-dynamic: weights int8 per channel, activations quantised at run time
 (onnxruntime.quantization.quantize_dynamic).
 
 int8-static: QDQ, weights int8 per channel, activations calibrated (min/max) on the
-inputs in CALIBRATION_DIR (`meta.json`: input name and one input's shape; `inputs.f32`:
-the inputs, little-endian float32, one after another), made by the caller through the
+inputs in CALIBRATION_DIR (`meta.json`: the input's name and each input's shape, which
+may differ where the input follows the image's size; `inputs.f32`: the inputs,
+little-endian float32, one after another), made by the caller through the
 variant's own preprocessing. Two thirds calibrate, the rest is held out: each way of
 quantising tried (none, or the first 1, 2, 3 or 5 convolutions kept in float: the
 layers nearest the pixels lose most to 8 bits) is measured there against the float
@@ -66,19 +67,23 @@ def session(path):
 
 
 def read_inputs(folder, model):
-    """The calibration inputs, and the name of the model input they are for (its
-    first, where the caller named none)."""
+    """The calibration inputs, each with its own shape, and the name of the model
+    input they are for (its first, where the caller named none)."""
     import numpy as np
     with open(os.path.join(folder, "meta.json")) as f:
         meta = json.load(f)
     name = meta.get("input") or session(model).get_inputs()[0].name
     data = np.fromfile(os.path.join(folder, "inputs.f32"), dtype="<f4")
-    shape = [int(d) for d in meta["shape"]]
-    per = int(np.prod(shape))
-    count = data.size // per
-    if count < 3:
-        sys.exit(f"{folder}: {count} calibration inputs; at least 3 are needed")
-    return name, data[:count * per].reshape([count] + shape)
+    inputs, at = [], 0
+    for shape in meta["shapes"]:
+        size = int(np.prod(shape))
+        if at + size > data.size:
+            break
+        inputs.append(data[at:at + size].reshape(shape))
+        at += size
+    if len(inputs) < 3:
+        sys.exit(f"{folder}: {len(inputs)} calibration inputs; at least 3 are needed")
+    return name, inputs
 
 
 def synthetic_inputs(path):
@@ -88,30 +93,33 @@ def synthetic_inputs(path):
     first = session(path).get_inputs()[0]
     shape = [d if isinstance(d, int) and d > 0 else 224 for d in first.shape[1:]]
     rng = np.random.default_rng(0)
-    return first.name, rng.uniform(-1, 1, size=[8] + shape).astype("float32")
+    return first.name, list(rng.uniform(-1, 1, size=[8] + shape).astype("float32"))
 
 
 def agreement(reference, candidate):
-    """How alike two models' outputs are: the top-1 over the last axis where it holds
-    classes (a classifier's, a recogniser's steps), else the share of elements on the
-    same side of 0.3 (a detector's probability map)."""
+    """How alike two models' outputs are, input by input, on average: the top-1 over
+    the last axis where it holds classes (a classifier's, a recogniser's steps), else
+    the share of elements on the same side of 0.3 (a detector's probability map)."""
     import numpy as np
-    a, b = np.asarray(reference), np.asarray(candidate)
-    if a.ndim in (2, 3) and a.shape[-1] > 1:
-        return float(np.mean(a.argmax(-1) == b.argmax(-1)))
-    return float(np.mean((a > 0.3) == (b > 0.3)))
+    shares = []
+    for a, b in zip(reference, candidate):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.ndim in (2, 3) and a.shape[-1] > 1:
+            shares.append(np.mean(a.argmax(-1) == b.argmax(-1)))
+        else:
+            shares.append(np.mean((a > 0.3) == (b > 0.3)))
+    return float(np.mean(shares))
 
 
 def outputs(sess, name, inputs):
-    import numpy as np
-    return np.concatenate([sess.run(None, {name: x[None]})[0] for x in inputs])
+    return [sess.run(None, {name: x[None]})[0] for x in inputs]
 
 
 def speed_ratio(original, copy, name, inputs, rounds=5):
-    """The copy's throughput over the original's on batches of up to 8, in
-    interleaved rounds (the machine's pace drifts), median of the rounds."""
+    """The copy's throughput over the original's on a batch of up to 8 inputs of one
+    shape, in interleaved rounds (the machine's pace drifts), median of the rounds."""
     import numpy as np
-    batch = inputs[:8]
+    batch = np.stack([x for x in inputs if x.shape == inputs[0].shape][:8])
     first, second = session(original), session(copy)
     ratios = []
     for _ in range(rounds):

@@ -13,6 +13,11 @@
 # REAL=1 then runs the constant loads of the EfficientNet-Lite for real (60 s each,
 # in process, real photos) and their simulations beside them.
 #
+# FAMILIES picks the families (default "lite mobilenetv2"); LITE_CONFIG runs another
+# config of the Lite task (say with int8 copies made by `modelless variants make`),
+# and RATES_FROM=MODEL.json sets the loads' rates from that model's capacities, so
+# that two configs meet the same loads.
+#
 #   bash scripts/steering.sh [OUT]      (default experiments/steering; ~3 min, ~8 with REAL=1)
 set -euo pipefail
 
@@ -60,9 +65,9 @@ constant() {
     printf 'seed = 7\n[[tasks]]\ntask = "%s"\npattern = { kind = "constant", rate = %s, duration_s = 60 }\n' "$2" "$3" >"$1"
 }
 
-for family in lite mobilenetv2; do
+for family in ${FAMILIES:-lite mobilenetv2}; do
     case $family in
-        lite) config=experiments/lite.toml task=classify-photo ;;
+        lite) config=${LITE_CONFIG:-experiments/lite.toml} task=classify-photo ;;
         mobilenetv2) config=experiments/classify.toml task=classify-image ;;
     esac
     model="$OUT/$family/model.json"
@@ -71,8 +76,9 @@ for family in lite mobilenetv2; do
     constant "$OUT/$family/loads/probe.toml" "$task" 1
     "$MODELLESS" simulate --config "$config" --save-model "$model" --load "$OUT/$family/loads/probe.toml" --oracle \
         --out "$OUT/$family/probe" >/dev/null 2>&1
-    best=$(capacity "$model" best)
-    cheapest=$(capacity "$model" cheapest)
+    rates="${RATES_FROM:-$model}"
+    best=$(capacity "$rates" best)
+    cheapest=$(capacity "$rates" cheapest)
     for share in 15 30 60; do
         rate=$(python3 -c "print(round($best * $share / 100, 1))")
         constant "$OUT/$family/loads/constant-$share.toml" "$task" "$rate"
@@ -95,7 +101,7 @@ if [[ -n "${REAL:-}" ]]; then
     for share in 15 30 60; do
         load="$OUT/lite/loads/constant-$share.toml"
         echo "-- lite / constant-$share: real run" >&2
-        "$MODELLESS" loadgen --config experiments/lite.toml --load "$load" --images .modelless/photos \
+        "$MODELLESS" loadgen --config "${LITE_CONFIG:-experiments/lite.toml}" --load "$load" --images .modelless/photos \
             --policy "$POLICIES/slo-predictive.wasm" "${EARLY[@]}" --label slo-predictive \
             --out "$OUT/lite/constant-$share/real" >/dev/null
     done

@@ -1,8 +1,9 @@
 //! The inputs a static int8 copy is calibrated on: images made from the user's photos
 //! by crops the compared images never use (other scales, other places), run through
 //! the variant's own preprocessing, and written where the converter reads them
-//! (`meta.json`: the input's name and one input's shape; `inputs.f32`: the tensors,
-//! little-endian float32, one after another).
+//! (`meta.json`: the input's name and each input's shape, which differ where the
+//! input follows the image's size; `inputs.f32`: the tensors, little-endian float32,
+//! one after another).
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -46,39 +47,32 @@ pub fn write_inputs(
         .collect::<Result<Vec<_>, _>>()?;
     let data = folder.join("inputs.f32");
     let mut out = BufWriter::new(std::fs::File::create(&data).map_err(io(data.clone()))?);
-    let mut shape: Option<Vec<usize>> = None;
-    let mut written = 0;
+    let mut shapes: Vec<Vec<usize>> = Vec::new();
     'all: for mirrored in [false, true] {
         for &scale in &SCALES {
             for &place in &PLACES {
                 for (path, photo) in photos.iter().zip(&decoded) {
-                    if written == count {
+                    if shapes.len() == count {
                         break 'all;
                     }
                     let jpeg = crop_jpeg(path, photo, (scale, place, mirrored), QUALITY)?;
                     let tensor = image_tensor(&jpeg, preprocess)?;
-                    let one: Vec<usize> = tensor.shape().iter().skip(1).copied().collect();
-                    if shape.get_or_insert_with(|| one.clone()) != &one {
-                        // A variant whose input follows the image's size cannot be
-                        // calibrated on a batch of one shape; its first shape is kept.
-                        continue;
-                    }
                     let values = tensor.as_slice::<f32>().ok_or_else(|| {
                         MakeError::Config("the variant's preprocessing gives no float32 tensor".into())
                     })?;
                     for value in values {
                         out.write_all(&value.to_le_bytes()).map_err(io(data.clone()))?;
                     }
-                    written += 1;
+                    shapes.push(tensor.shape().iter().skip(1).copied().collect());
                 }
             }
         }
     }
     out.flush().map_err(io(data.clone()))?;
-    let meta = serde_json::json!({ "input": preprocess.input, "shape": shape.unwrap_or_default() });
+    let meta = serde_json::json!({ "input": preprocess.input, "shapes": shapes });
     let meta_path = folder.join("meta.json");
     std::fs::write(&meta_path, meta.to_string()).map_err(io(meta_path.clone()))?;
-    Ok(written)
+    Ok(shapes.len())
 }
 
 #[cfg(test)]
@@ -97,7 +91,7 @@ mod tests {
         assert_eq!(bytes.len(), 7 * 3 * 8 * 8 * 4);
         let meta: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("meta.json")).unwrap()).unwrap();
-        assert_eq!(meta["shape"], serde_json::json!([3, 8, 8]));
+        assert_eq!(meta["shapes"], serde_json::json!(vec![[3, 8, 8]; 7]));
         let first: Vec<f32> =
             bytes[..3 * 64 * 4].chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
         assert!(first.iter().all(|v| (0.0..=1.0).contains(v)), "normalised as the variant's preprocess says");
