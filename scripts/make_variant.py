@@ -24,7 +24,7 @@ Kept is the fastest of those that agree within the noise of the best (one point,
 two held-out inputs where that is more).
 
 Both int8 kinds time the copy against the original, interleaved, on the same inputs.
-Prints one JSON line: what was converted, what was kept in float and why, how each
+Says each step on stderr as `progress: …`, and at the end prints one JSON line: what was converted, what was kept in float and why, how each
 candidate agreed, and the measured speed ratio.
 """
 import json
@@ -49,6 +49,10 @@ def fp16(src, dst):
     save(half, dst)
     return {"kind": "fp16", "weights_fp32": before, "weights_fp16": after, "casts": casts,
             "kept_fp32": "inputs and outputs"}
+
+
+def progress(step):
+    print(f"progress: {step}", file=sys.stderr, flush=True)
 
 
 def save(model, dst):
@@ -151,12 +155,14 @@ def named(src, dst):
 def int8_dynamic(src, dst):
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
+    progress("quantising the weights")
     quantize_dynamic(src, dst + ".partial", per_channel=True, weight_type=QuantType.QInt8)
     os.replace(dst + ".partial", dst)
     ops = {}
     for node in onnx.load(dst).graph.node:
         ops[node.op_type] = ops.get(node.op_type, 0) + 1
     name, inputs = synthetic_inputs(src)
+    progress("timing the copy against the original")
     ratio = speed_ratio(src, dst, name, inputs)
     report = {"kind": "int8-dynamic", "integer_ops": {k: v for k, v in ops.items() if "Integer" in k},
               "kept_float": "activations between the integer operators (quantised at run time)",
@@ -194,6 +200,7 @@ def int8_static(src, dst, folder):
                    for k in (1, 2, 3, 5) if k <= len(convs)]
     tried = []
     for index, (label, keep) in enumerate(candidates):
+        progress(f"candidate {index + 1} of {len(candidates)}: {label}")
         out = f"{dst}.candidate{index}.onnx"
         arguments = {"quant_format": QuantFormat.QDQ, "per_channel": True,
                      "activation_type": QuantType.QUInt8, "weight_type": QuantType.QInt8,
@@ -202,6 +209,8 @@ def int8_static(src, dst, folder):
         agreed = agreement(reference, outputs(session(out), name, held_out))
         tried.append({"candidate": label, "kept_float": keep, "agreement": round(agreed, 4),
                       "speed_ratio": speed_ratio(src, out, name, inputs, rounds=3), "file": out})
+        progress(f"  agreed {agreed * 100:.1f} % on {len(held_out)} held-out inputs, "
+                 f"{tried[-1]['speed_ratio']:.2f}x the original's speed")
     best = max(t["agreement"] for t in tried)
     noise = max(0.01, 2 / len(held_out))
     chosen = max((t for t in tried if t["agreement"] >= best - noise - 1e-9), key=lambda t: t["speed_ratio"])

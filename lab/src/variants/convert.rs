@@ -1,7 +1,7 @@
 //! The copy itself: `scripts/make_variant.py` (built into the binary) run by the
 //! project's Python, which has ONNX Runtime's converters.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -50,15 +50,20 @@ pub fn find_python() -> PathBuf {
     venv.unwrap_or_else(|| "python3".into())
 }
 
+/// What the converter says on its error stream before a line of progress.
+const PROGRESS: &str = "progress: ";
+
 /// Makes the `kind` copy of `source` at `copy` with `python`, calibrated on the
-/// inputs in `calibration` where the kind is; returns the converter's report (one
-/// JSON object: what it converted, what it kept in float and why, how fast it ran).
+/// inputs in `calibration` where the kind is; `on_progress` sees each step the
+/// converter reports. Returns the converter's report (one JSON object: what it
+/// converted, what it kept in float and why, how fast it ran).
 pub fn make_copy(
     python: &Path,
     kind: CopyKind,
     source: &Path,
     copy: &Path,
     calibration: Option<&Path>,
+    on_progress: &mut dyn FnMut(&str),
 ) -> Result<serde_json::Value, MakeError> {
     let failed = |reason: String| MakeError::Converter { program: python.into(), reason };
     let mut child = Command::new(python)
@@ -75,10 +80,20 @@ pub fn make_copy(
     if let Some(mut stdin) = child.stdin.take() {
         stdin.write_all(SCRIPT.as_bytes()).map_err(|e| failed(format!("cannot hand it the script: {e}")))?;
     }
+    // Its report on stdout is one line, so reading the error stream first cannot
+    // leave it blocked on a full pipe.
+    let mut last = String::from("no message");
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            match line.strip_prefix(PROGRESS) {
+                Some(step) => on_progress(step),
+                None if !line.trim().is_empty() => last = line,
+                None => {}
+            }
+        }
+    }
     let output = child.wait_with_output().map_err(|e| failed(e.to_string()))?;
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
         return Err(failed(format!("{}: {last}", output.status)));
     }
     let stdout = String::from_utf8_lossy(&output.stdout);

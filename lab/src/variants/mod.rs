@@ -102,6 +102,8 @@ pub enum MakeEvent {
         /// How many.
         inputs: usize,
     },
+    /// A step of the converter's, as it says it.
+    Converting(String),
     /// The copy is written; the converter's report.
     Converted(serde_json::Value),
     /// Both variants are loaded; `images` images to compare.
@@ -159,12 +161,16 @@ pub fn make_variant(request: &MakeRequest, on_event: &mut dyn FnMut(MakeEvent)) 
             let count = calibration::most_inputs(request.photos.len()).min(CALIBRATION_INPUTS);
             let made = calibration::write_inputs(&request.photos, preprocess, count, &folder).and_then(|written| {
                 on_event(MakeEvent::Calibrating { inputs: written });
-                convert::make_copy(&request.python, request.kind, &original.path, &file, Some(&folder))
+                let progress = &mut |step: &str| on_event(MakeEvent::Converting(step.to_string()));
+                convert::make_copy(&request.python, request.kind, &original.path, &file, Some(&folder), progress)
             });
             let _ = std::fs::remove_dir_all(&folder);
             made?
         }
-        _ => convert::make_copy(&request.python, request.kind, &original.path, &file, None)?,
+        _ => {
+            let progress = &mut |step: &str| on_event(MakeEvent::Converting(step.to_string()));
+            convert::make_copy(&request.python, request.kind, &original.path, &file, None, progress)?
+        }
     };
     on_event(MakeEvent::Converted(report));
 

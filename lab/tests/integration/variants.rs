@@ -64,6 +64,14 @@ fn an_int8_copy_is_calibrated_on_the_photos_and_says_what_it_kept_in_float() {
         _ => None,
     });
     assert!(calibrated.is_some_and(|n| n >= 60), "calibrated on crops of both photos: {calibrated:?}");
+    let steps: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            MakeEvent::Converting(step) => Some(step.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(steps.iter().any(|s| s.starts_with("candidate 1 of")), "the converter says its steps: {steps:?}");
     let report = events
         .iter()
         .find_map(|e| match e {

@@ -85,6 +85,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         let bar = ProgressBar::hidden();
         let made = make_variant(&request, &mut |event| match event {
             MakeEvent::Calibrating { inputs } => eprintln!("calibrating on {inputs} inputs made from the photos"),
+            MakeEvent::Converting(step) => eprintln!("  {step}"),
             MakeEvent::Converted(report) => said_of(&report),
             MakeEvent::Loaded { images } => {
                 bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
