@@ -297,7 +297,7 @@ impl Server {
             }
             Action::Unload { variant, .. } => {
                 let Some(variant) = variants.iter().position(|v| &v.name == variant) else { return false };
-                state.loaded[variant] = variant == state.active;
+                state.loaded[variant] = false;
                 false
             }
             Action::Refuse { .. } => false,

@@ -292,7 +292,7 @@ impl LoopState {
         status.on_fallback = ticked.by == DecidedBy::Fallback;
         status.last_decision = ticked.decision;
         status.shadow_decision = ticked.shadow;
-        status.cpu_host_percent = ticked.snapshot.system.cpu_host_percent;
+        status.cpu_host_percent = self.controller.last_snapshot().and_then(|s| s.system.cpu_host_percent);
         status.reports.extend(reports);
         let excess = status.reports.len().saturating_sub(32);
         status.reports.drain(..excess);

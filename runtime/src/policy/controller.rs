@@ -28,8 +28,6 @@ pub struct Controller {
 /// What one tick came to.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ticked {
-    /// The snapshot decided on, stamped with the tick's number and time.
-    pub snapshot: Snapshot,
     /// The decision (empty when the module's was discarded).
     pub decision: Decision,
     /// Who made it.
@@ -79,6 +77,11 @@ impl Controller {
         self.shadow.as_deref()
     }
 
+    /// The last tick's snapshot, stamped with its number and time.
+    pub fn last_snapshot(&self) -> Option<&Snapshot> {
+        self.last_snapshot.as_ref()
+    }
+
     /// Ticks so far.
     pub fn ticks(&self) -> u64 {
         self.ticks
@@ -112,11 +115,8 @@ impl Controller {
             }
         };
         let decided_in = started.elapsed();
-        let shadow = match (&mut self.shadow, &json) {
-            (Some(shadow), Some(json)) => Some(shadow.decide_encoded(&snapshot, json).decision),
-            (Some(shadow), None) => Some(shadow.decide(&snapshot).decision),
-            (None, _) => None,
-        };
+        let shadow =
+            self.shadow.as_mut().zip(json.as_ref()).map(|(s, json)| s.decide_encoded(&snapshot, json).decision);
         let mut plan = core::tick(&snapshot, &decided.decision);
         plan.reports.splice(0..0, reports);
         if let (Some(recorder), Some(json)) = (&mut self.recorder, &json)
@@ -125,9 +125,8 @@ impl Controller {
             plan.reports.push(format!("recording stopped: {e}"));
             self.recorder = None;
         }
-        self.last_snapshot = Some(snapshot.clone());
+        self.last_snapshot = Some(snapshot);
         Ticked {
-            snapshot,
             decision: decided.decision,
             by: decided.by,
             shadow,
@@ -173,9 +172,11 @@ mod tests {
         let decision = r#"{"tasks":[{"task":"t","variant":"c","unload":["b"],"max_batch_size":99}]}"#;
         let mut controller = controller(decision).with_recorder(Recorder::open(&path).unwrap());
         let first = controller.tick(Duration::from_millis(1500), snapshot());
-        let second = controller.tick(Duration::from_millis(2500), snapshot());
-        assert_eq!((first.snapshot.tick, first.snapshot.now_ms), (0, 1500));
-        assert_eq!((second.snapshot.tick, second.snapshot.now_ms, controller.ticks()), (1, 2500, 2));
+        let stamped = controller.last_snapshot().unwrap();
+        assert_eq!((stamped.tick, stamped.now_ms), (0, 1500));
+        controller.tick(Duration::from_millis(2500), snapshot());
+        let stamped = controller.last_snapshot().unwrap().clone();
+        assert_eq!((stamped.tick, stamped.now_ms, controller.ticks()), (1, 2500, 2));
         assert_eq!(first.by, DecidedBy::Module);
         let refused = Action::Refuse {
             task: "t".into(),
@@ -194,7 +195,7 @@ mod tests {
         let recorded: Vec<RecordedTick> =
             std::fs::read_to_string(&path).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
         assert_eq!(recorded.len(), 2);
-        assert_eq!(recorded[1].snapshot, second.snapshot);
+        assert_eq!(recorded[1].snapshot, stamped);
         assert_eq!(recorded[0].actions, first.plan.actions);
         assert_eq!(recorded[0].by, "module");
     }
