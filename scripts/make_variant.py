@@ -9,16 +9,20 @@ onnxruntime's Python package is missing), inputs and outputs kept in fp32, so th
 the copy takes and gives what the task's other variants do.
 
 int8-dynamic: weights int8 per channel, activations quantised at run time
-(onnxruntime.quantization.quantize_dynamic).
+(onnxruntime.quantization.quantize_dynamic); timed on the inputs in CALIBRATION_DIR
+where given, else on synthetic ones.
 
 int8-static: QDQ, weights int8 per channel, activations calibrated (min/max) on the
 inputs in CALIBRATION_DIR (`meta.json`: the input's name and each input's shape, which
 may differ where the input follows the image's size; `inputs.f32`: the inputs,
 little-endian float32, one after another), made by the caller through the
-variant's own preprocessing. Two thirds calibrate, the rest is held out: each way of
-quantising tried (none, or the first 1, 2, 3 or 5 convolutions kept in float: the
-layers nearest the pixels lose most to 8 bits) is measured there against the float
-model, for agreement and for speed. Activations are unsigned: ONNX Runtime's x86 int8
+variant's own preprocessing. Opsets below 13 are converted to 13 first (per-channel
+weights need it). Two thirds calibrate, the rest is held out: each way of quantising
+tried is measured there against the float model, for agreement (see `agreement`)
+and for speed. Tried: everything quantised; the first 1, 2, 3 or 5 convolutions kept
+in float (the layers nearest the pixels lose most to 8 bits); only convolutions and
+matrix products quantised, the element-wise operators between them in float (each
+quantised tensor adds its own rounding). Activations are unsigned: ONNX Runtime's x86 int8
 kernels multiply u8 by s8, and signed activations measured slower than float here.
 Kept is the fastest of those that agree within the noise of the best (one point, or
 two held-out inputs where that is more).
@@ -100,16 +104,43 @@ def synthetic_inputs(path):
     return first.name, list(rng.uniform(-1, 1, size=[8] + shape).astype("float32"))
 
 
+def collapsed(steps):
+    """A recogniser's text by greedy CTC decoding, as class indices: the top class of
+    each step, repeats merged, the blank (class 0) dropped."""
+    out, previous = [], 0
+    for c in steps.argmax(-1):
+        if c != previous and c != 0:
+            out.append(int(c))
+        previous = c
+    return out
+
+
+def edits(a, b):
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (x != y))
+    return row[-1]
+
+
 def agreement(reference, candidate):
-    """How alike two models' outputs are, input by input, on average: the top-1 over
-    the last axis where it holds classes (a classifier's, a recogniser's steps), else
-    the share of elements on the same side of 0.3 (a detector's probability map)."""
+    """How alike two models' outputs are, input by input, on average: the top-1 of a
+    classifier's scores (`[1, classes]`); for a recogniser's steps (`[1, steps,
+    classes]`), one less the edit distance between the texts greedy CTC decoding
+    reads, over the original's length (most steps are blanks, so the steps' own top-1
+    says little); else the share of elements on the same side of 0.3 (a detector's
+    probability map)."""
     import numpy as np
     shares = []
     for a, b in zip(reference, candidate):
         a, b = np.asarray(a), np.asarray(b)
-        if a.ndim in (2, 3) and a.shape[-1] > 1:
+        if a.ndim == 2 and a.shape[-1] > 1:
             shares.append(np.mean(a.argmax(-1) == b.argmax(-1)))
+        elif a.ndim == 3 and a.shape[-1] > 1:
+            for x, y in zip(a, b):
+                want, got = collapsed(x), collapsed(y)
+                shares.append(1 - min(1, edits(want, got) / max(1, len(want))))
         else:
             shares.append(np.mean((a > 0.3) == (b > 0.3)))
     return float(np.mean(shares))
@@ -120,29 +151,52 @@ def outputs(sess, name, inputs):
 
 
 def speed_ratio(original, copy, name, inputs, rounds=5):
-    """The copy's throughput over the original's on a batch of up to 8 inputs of one
-    shape, in interleaved rounds (the machine's pace drifts), median of the rounds."""
+    """The copy's throughput over the original's, in interleaved rounds (the machine's
+    pace drifts), median of the rounds. A round runs, in each model, batches of up to
+    8 inputs of one shape, for up to 6 shapes (inputs that follow the image's size
+    come in many), until it has taken a quarter of a second."""
     import numpy as np
-    batch = np.stack([x for x in inputs if x.shape == inputs[0].shape][:8])
+    by_shape = {}
+    for x in inputs:
+        by_shape.setdefault(x.shape, []).append(x)
+    groups = sorted(by_shape.values(), key=len, reverse=True)[:6]
+    batches = [np.stack(group[:8]) for group in groups]
     first, second = session(original), session(copy)
+
+    def once(sess):
+        for batch in batches:
+            sess.run(None, {name: batch})
+
+    repeats = 1
+    once(first), once(second)
+    start = time.perf_counter()
+    once(first)
+    repeats = max(1, int(0.25 / max(time.perf_counter() - start, 1e-6)))
     ratios = []
     for _ in range(rounds):
         took = []
         for sess in (first, second):
-            sess.run(None, {name: batch})
             start = time.perf_counter()
-            for _ in range(3):
-                sess.run(None, {name: batch})
+            for _ in range(repeats):
+                once(sess)
             took.append(time.perf_counter() - start)
         ratios.append(took[0] / took[1])
     return round(float(np.median(ratios)), 3)
 
 
 def named(src, dst):
-    """`src` with every node named (the quantiser excludes nodes by name) and
-    optimised as the quantiser recommends; written to `dst`."""
+    """`src` at opset 13 or later, with every node named (the quantiser excludes nodes
+    by name) and optimised as the quantiser recommends; written to `dst`."""
     import onnx
+    from onnx import version_converter
     from onnxruntime.quantization.shape_inference import quant_pre_process
+    model = onnx.load(src)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 13:
+        # Per-channel weights need DequantizeLinear's `axis`, which opset 13 brought.
+        progress(f"converting opset {opset} to 13 (per-channel quantisation needs it)")
+        onnx.save(version_converter.convert_version(model, 13), dst)
+        src = dst
     quant_pre_process(src, dst, skip_symbolic_shape=True)
     model = onnx.load(dst)
     for index, node in enumerate(model.graph.node):
@@ -152,16 +206,19 @@ def named(src, dst):
     return model
 
 
-def int8_dynamic(src, dst):
+def int8_dynamic(src, dst, folder=None):
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
+    prepared = dst + ".prepared.onnx"
+    named(src, prepared)
     progress("quantising the weights")
-    quantize_dynamic(src, dst + ".partial", per_channel=True, weight_type=QuantType.QInt8)
+    quantize_dynamic(prepared, dst + ".partial", per_channel=True, weight_type=QuantType.QInt8)
     os.replace(dst + ".partial", dst)
+    os.remove(prepared)
     ops = {}
     for node in onnx.load(dst).graph.node:
         ops[node.op_type] = ops.get(node.op_type, 0) + 1
-    name, inputs = synthetic_inputs(src)
+    name, inputs = read_inputs(folder, src) if folder else synthetic_inputs(src)
     progress("timing the copy against the original")
     ratio = speed_ratio(src, dst, name, inputs)
     report = {"kind": "int8-dynamic", "integer_ops": {k: v for k, v in ops.items() if "Integer" in k},
@@ -195,20 +252,25 @@ def int8_static(src, dst, folder):
     model = named(src, prepared)
     convs = [n.name for n in model.graph.node if n.op_type == "Conv"]
     reference = outputs(session(src), name, held_out)
-    candidates = [("every operator quantised", [])]
-    candidates += [(f"the first {k} convolution{'s' if k > 1 else ''} in float", convs[:k])
+    products = ["Conv", "MatMul", "Gemm"]
+    everything = {"nodes_to_exclude": []}
+    candidates = [("every operator quantised", everything)]
+    candidates += [(f"the first {k} convolution{'s' if k > 1 else ''} in float", {"nodes_to_exclude": convs[:k]})
                    for k in (1, 2, 3, 5) if k <= len(convs)]
+    candidates += [("only convolutions and matrix products quantised, the element-wise operators between them "
+                    "in float", {"nodes_to_exclude": [], "op_types_to_quantize": products})]
     tried = []
-    for index, (label, keep) in enumerate(candidates):
+    for index, (label, choice) in enumerate(candidates):
         progress(f"candidate {index + 1} of {len(candidates)}: {label}")
         out = f"{dst}.candidate{index}.onnx"
         arguments = {"quant_format": QuantFormat.QDQ, "per_channel": True,
-                     "activation_type": QuantType.QUInt8, "weight_type": QuantType.QInt8,
-                     "nodes_to_exclude": keep}
+                     "activation_type": QuantType.QUInt8, "weight_type": QuantType.QInt8, **choice}
         quantize_static(prepared, out, Reader(), **arguments)
         agreed = agreement(reference, outputs(session(out), name, held_out))
-        tried.append({"candidate": label, "kept_float": keep, "agreement": round(agreed, 4),
-                      "speed_ratio": speed_ratio(src, out, name, inputs, rounds=3), "file": out})
+        kept = choice["nodes_to_exclude"] or ([f"every operator but {', '.join(products)}"]
+                                              if "op_types_to_quantize" in choice else [])
+        tried.append({"candidate": label, "kept_float": kept, "agreement": round(agreed, 4),
+                      "speed_ratio": speed_ratio(src, out, name, held_out, rounds=3), "file": out})
         progress(f"  agreed {agreed * 100:.1f} % on {len(held_out)} held-out inputs, "
                  f"{tried[-1]['speed_ratio']:.2f}x the original's speed")
     best = max(t["agreement"] for t in tried)
@@ -222,10 +284,10 @@ def int8_static(src, dst, folder):
     os.remove(prepared)
     kept = chosen["kept_float"]
     plain = tried[0]["agreement"]
-    why = (f"nothing: with every operator quantised the copy agreed {chosen['agreement'] * 100:.1f} % with the "
-           f"original on the held-out inputs (the best was {best * 100:.1f} %, within {noise * 100:.1f} points) and ran fastest" if not kept else
-           f"{', '.join(kept)}: with {'it' if len(kept) == 1 else 'them'} in float the copy agreed {chosen['agreement'] * 100:.1f} % with the "
-           f"original on the held-out inputs, against {plain * 100:.1f} % with everything quantised")
+    what = ", ".join(kept) if kept else "nothing"
+    why = (f"{what}: of the ways tried that agreed with the original within {noise * 100:.1f} points of the best "
+           f"({best * 100:.1f} %) on the held-out inputs, this one ran fastest ({chosen['speed_ratio']:.2f}x the "
+           f"original); it agreed {chosen['agreement'] * 100:.1f} %, everything quantised {plain * 100:.1f} %")
     ratio = chosen["speed_ratio"]
     report = {"kind": "int8-static", "format": "QDQ, weights int8 per channel, activations min/max",
               "calibration_inputs": len(calibration), "held_out_inputs": len(held_out),
@@ -246,7 +308,7 @@ def main():
     if kind == "fp16":
         report = fp16(src, dst)
     elif kind == "int8-dynamic":
-        report = int8_dynamic(src, dst)
+        report = int8_dynamic(src, dst, sys.argv[4] if len(sys.argv) == 5 else None)
     else:
         if len(sys.argv) != 5:
             sys.exit("int8-static needs the folder of calibration inputs")

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p modelless-lab --example read_load -- \
-//!     --callers N --seconds S [--detect det-736] [--config FILE] PAGE...
+//!     --callers N --seconds S [--detect det-736] [--recognize rec-v4] [--config FILE] PAGE...
 //! ```
 
 use std::path::Path;
@@ -34,6 +34,9 @@ fn main() -> anyhow::Result<()> {
     let config = RuntimeConfig::from_file(config)?;
     let runtime = Arc::new(Runtime::builder().with_config(config).build()?);
     runtime.switch_variant("detect-text", &detect)?;
+    if let Some(recognize) = flag("--recognize") {
+        runtime.switch_variant("recognize-text", &recognize)?;
+    }
 
     // One page first: the sessions' first runs are slow.
     runtime.infer_pipeline_blocking("read-text", Inputs::image(pages[0].clone()), Slo::default())?;

@@ -5,8 +5,8 @@
 //!
 //! ```text
 //! cargo run --release -p modelless-lab --example read_pages -- \
-//!     [--pages N] [--detect det-736|det-640|det-480] [--padding page-groups|steps]
-//!     [--documents DIR] [--out FILE]
+//!     [--pages N] [--detect det-736|det-640|det-480] [--recognize rec-v4]
+//!     [--padding page-groups|steps] [--config FILE] [--documents DIR] [--out FILE]
 //! ```
 
 use std::io::Write;
@@ -23,13 +23,17 @@ fn main() -> anyhow::Result<()> {
     let detect = flag("--detect").unwrap_or_else(|| "det-736".into());
     let out = flag("--out").unwrap_or_else(|| root.join("target/read_pages.jsonl").display().to_string());
 
-    let mut config = RuntimeConfig::from_file(root.join("examples/read_text.toml"))?;
+    let config = flag("--config").map_or_else(|| root.join("examples/read_text.toml"), Into::into);
+    let mut config = RuntimeConfig::from_file(config)?;
     if let Some(padding) = flag("--padding") {
         let padding: LinePaddingKind = serde_json::from_value(padding.into()).context("--padding")?;
         config.pipelines.iter_mut().for_each(|p| p.line_padding = padding);
     }
     let runtime = Runtime::builder().with_config(config).build()?;
     runtime.switch_variant("detect-text", &detect)?;
+    if let Some(recognize) = flag("--recognize") {
+        runtime.switch_variant("recognize-text", &recognize)?;
+    }
 
     let documents = flag("--documents").map_or_else(|| root.join(".modelless/documents"), Into::into);
     let labels = std::fs::read_to_string(documents.join("labels.jsonl")).context("run scripts/setup.sh first")?;

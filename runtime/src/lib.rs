@@ -39,8 +39,8 @@ pub use model::{Admission, DrainHandle, LoadPhase, MAX_INSTANCES, Model, StartOp
 /// The policy ABI's types and guest kit, as this runtime speaks them.
 pub use modelless_policy_abi as policy_abi;
 pub use registry::{
-    Device, FindProfile, MakeBackend, ModelConfig, ModelFormat, ProfileMode, Registry, SwitchReport, Task, TaskConfig,
-    TaskStatus, VariantConfig, VariantState, VariantStatus, VersionStatus,
+    Device, FindProfile, MakeBackend, ModelConfig, ModelFormat, ProfileLookup, ProfileMode, Registry, SwitchReport,
+    Task, TaskConfig, TaskStatus, VariantConfig, VariantState, VariantStatus, VersionStatus,
 };
 pub use request::Priority;
 pub use request::{InferOptions, Inputs, Output, Slo, Timings};

@@ -71,7 +71,7 @@ pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
 #[cfg(feature = "ocr")]
 pub mod ocr {
     pub use modelless_runtime::ocr::{
-        Alphabet, DbConfig, FindLines, Line, LinePadding, ReadLine, ReadText, ReadTextConfig,
+        Alphabet, DbConfig, FindLines, Line, LinePadding, ReadLine, ReadText, ReadTextConfig, recognition_inputs,
     };
 }
 

@@ -84,12 +84,23 @@ impl PipelineConfig {
     /// Its glue, reading the files it names.
     #[cfg(feature = "ocr")]
     pub fn glue(&self) -> Result<Arc<dyn PipelineGlue>, Error> {
-        use modelless_runtime::ocr::Alphabet;
-        use modelless_runtime::ocr::{FindLines, LinePadding, ReadLine, ReadText, ReadTextConfig};
+        use modelless_runtime::ocr::{Alphabet, FindLines, ReadLine, ReadText};
         let dictionary = std::fs::read_to_string(&self.dictionary)
             .map_err(|e| Error::io("read the dictionary of", &self.dictionary, e))?;
+        let glue = ReadText::new(self.read_text_config(), Alphabet::from_dictionary(&dictionary));
+        Ok(match self.glue {
+            GlueKind::ReadText => Arc::new(glue),
+            GlueKind::FindLines => Arc::new(FindLines(glue)),
+            GlueKind::ReadLine => Arc::new(ReadLine(glue)),
+        })
+    }
+
+    /// The glue's stages and settings: the tasks it names, or their defaults.
+    #[cfg(feature = "ocr")]
+    pub fn read_text_config(&self) -> modelless_runtime::ocr::ReadTextConfig {
+        use modelless_runtime::ocr::{LinePadding, ReadTextConfig};
         let defaults = ReadTextConfig::default();
-        let config = ReadTextConfig {
+        ReadTextConfig {
             detect: self.detect.clone().unwrap_or(defaults.detect.clone()),
             direction: match self.direction.as_deref() {
                 None => defaults.direction.clone(),
@@ -103,13 +114,7 @@ impl PipelineConfig {
                 LinePaddingKind::Steps => LinePadding::Steps,
             },
             ..defaults
-        };
-        let glue = ReadText::new(config, Alphabet::from_dictionary(&dictionary));
-        Ok(match self.glue {
-            GlueKind::ReadText => Arc::new(glue),
-            GlueKind::FindLines => Arc::new(FindLines(glue)),
-            GlueKind::ReadLine => Arc::new(ReadLine(glue)),
-        })
+        }
     }
 }
 

@@ -319,13 +319,15 @@ impl Runtime {
     /// until the active one is ready.
     ///
     /// Each version that loads takes its stored profile (see `modelless profile`), or
-    /// is profiled then if its config says `profile = "measure"`.
+    /// is profiled then if its config says `profile = "measure"`. A variant that does
+    /// not load now is priced by its stored profile, if it has one (see
+    /// [`Runtime::variant_profile`]).
     pub fn add_task(&self, config: TaskConfig) -> Result<TaskStatus, Error> {
         let onnxruntime = self.onnxruntime.clone();
         let make: MakeBackend = Arc::new(move |variant, path| variant.backend_factory(&onnxruntime, path));
         let onnxruntime = self.onnxruntime.clone();
-        let find: FindProfile = Arc::new(move |variant, path| {
-            variant_profile(variant, path, &onnxruntime)
+        let find: FindProfile = Arc::new(move |variant, path, lookup| {
+            variant_profile(variant, path, &onnxruntime, lookup)
                 .inspect_err(|e| tracing::warn!(variant = %variant.name, error = %e, "no profile"))
                 .ok()
                 .flatten()
@@ -375,7 +377,9 @@ impl Runtime {
         Ok(self.registry.task(task)?.variant_snapshots())
     }
 
-    /// The profile of the version serving `variant` of `task`, if it has one.
+    /// The profile of the version serving `variant` of `task`; while none serves, the
+    /// one last known for it (stored for its file when the task started, or its newest
+    /// loaded version's). `None` where there is none.
     pub fn variant_profile(&self, task: &str, variant: &str) -> Result<Option<Arc<Profile>>, Error> {
         self.registry.task(task)?.profile(variant)
     }

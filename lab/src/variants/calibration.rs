@@ -8,6 +8,7 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use modelless::Tensor;
 use modelless::preprocess::{ImagePreprocess, image_tensor};
 
 use super::MakeError;
@@ -40,39 +41,79 @@ pub fn write_inputs(
     count: usize,
     folder: &Path,
 ) -> Result<usize, MakeError> {
-    let io = |path: PathBuf| move |source| MakeError::Io { path, source };
     let decoded = photos
         .iter()
         .map(|p| image::open(p).map_err(|source| MakeError::Photo { path: p.clone(), source }))
         .collect::<Result<Vec<_>, _>>()?;
-    let data = folder.join("inputs.f32");
-    let mut out = BufWriter::new(std::fs::File::create(&data).map_err(io(data.clone()))?);
-    let mut shapes: Vec<Vec<usize>> = Vec::new();
+    let mut written = InputsFile::create(folder, preprocess.input.clone())?;
     'all: for mirrored in [false, true] {
         for &scale in &SCALES {
             for &place in &PLACES {
                 for (path, photo) in photos.iter().zip(&decoded) {
-                    if shapes.len() == count {
+                    if written.len() == count {
                         break 'all;
                     }
                     let jpeg = crop_jpeg(path, photo, (scale, place, mirrored), QUALITY)?;
-                    let tensor = image_tensor(&jpeg, preprocess)?;
-                    let values = tensor.as_slice::<f32>().ok_or_else(|| {
-                        MakeError::Config("the variant's preprocessing gives no float32 tensor".into())
-                    })?;
-                    for value in values {
-                        out.write_all(&value.to_le_bytes()).map_err(io(data.clone()))?;
-                    }
-                    shapes.push(tensor.shape().iter().skip(1).copied().collect());
+                    written.push(&image_tensor(&jpeg, preprocess)?)?;
                 }
             }
         }
     }
-    out.flush().map_err(io(data.clone()))?;
-    let meta = serde_json::json!({ "input": preprocess.input, "shapes": shapes });
-    let meta_path = folder.join("meta.json");
-    std::fs::write(&meta_path, meta.to_string()).map_err(io(meta_path.clone()))?;
-    Ok(shapes.len())
+    written.finish()
+}
+
+/// The calibration inputs of one model input as the converter reads them, written one
+/// by one.
+#[derive(Debug)]
+pub struct InputsFile {
+    folder: PathBuf,
+    input: Option<String>,
+    data: PathBuf,
+    out: BufWriter<std::fs::File>,
+    shapes: Vec<Vec<usize>>,
+}
+
+impl InputsFile {
+    /// Starts the files in `folder`, for the model input `input` (its first where
+    /// `None`).
+    pub fn create(folder: &Path, input: Option<String>) -> Result<Self, MakeError> {
+        let data = folder.join("inputs.f32");
+        let file = std::fs::File::create(&data).map_err(|source| MakeError::Io { path: data.clone(), source })?;
+        Ok(Self { folder: folder.to_path_buf(), input, data, out: BufWriter::new(file), shapes: Vec::new() })
+    }
+
+    /// Inputs written so far.
+    pub fn len(&self) -> usize {
+        self.shapes.len()
+    }
+
+    /// Whether none is written yet.
+    pub fn is_empty(&self) -> bool {
+        self.shapes.is_empty()
+    }
+
+    /// Appends one input of batch 1 (`[1, ...]`, float32).
+    pub fn push(&mut self, tensor: &Tensor) -> Result<(), MakeError> {
+        let values = tensor
+            .as_slice::<f32>()
+            .ok_or_else(|| MakeError::Config("a calibration input is not a float32 tensor".into()))?;
+        for value in values {
+            self.out
+                .write_all(&value.to_le_bytes())
+                .map_err(|source| MakeError::Io { path: self.data.clone(), source })?;
+        }
+        self.shapes.push(tensor.shape().iter().skip(1).copied().collect());
+        Ok(())
+    }
+
+    /// Writes `meta.json` beside the inputs; returns how many there are.
+    pub fn finish(mut self) -> Result<usize, MakeError> {
+        self.out.flush().map_err(|source| MakeError::Io { path: self.data.clone(), source })?;
+        let meta = serde_json::json!({ "input": self.input, "shapes": self.shapes });
+        let path = self.folder.join("meta.json");
+        std::fs::write(&path, meta.to_string()).map_err(|source| MakeError::Io { path, source })?;
+        Ok(self.shapes.len())
+    }
 }
 
 #[cfg(test)]

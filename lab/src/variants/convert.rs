@@ -32,9 +32,11 @@ impl CopyKind {
         }
     }
 
-    /// Whether the converter calibrates it on inputs of the task.
-    pub fn calibrated(self) -> bool {
-        self == CopyKind::Int8Static
+    /// Whether the converter takes inputs of the task: a static copy is calibrated on
+    /// them, a dynamic one timed on them (its inputs' sides may be fixed by the
+    /// model, not open as they look).
+    pub fn takes_inputs(self) -> bool {
+        matches!(self, CopyKind::Int8Static | CopyKind::Int8Dynamic)
     }
 }
 

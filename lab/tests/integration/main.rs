@@ -27,3 +27,4 @@ mod simulate;
 mod tracing;
 mod tune;
 mod variants;
+mod variants_ocr;

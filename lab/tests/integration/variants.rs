@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use modelless::RuntimeConfig;
-use modelless_lab::variants::{CopyKind, MakeEvent, MakeRequest, convert, make_variant};
+use modelless_lab::variants::{Agreement, CopyKind, Evidence, MakeEvent, MakeRequest, Measured, convert, make_variant};
 
 use crate::common;
 
@@ -32,7 +32,15 @@ preprocess = { size = 8 }
 fn request(config: PathBuf, python: PathBuf, kind: CopyKind) -> MakeRequest {
     let folder = common::crate_dir().join("../.modelless/photos");
     let photos = ["astronaut.png", "chelsea.png"].iter().map(|p| folder.join(p)).collect();
-    MakeRequest { config, task: "colour".into(), from: "zoo-a".into(), kind, photos, images: 24, python }
+    let evidence = Evidence::Photos { photos, images: 24 };
+    MakeRequest { config, task: "colour".into(), from: "zoo-a".into(), kind, evidence, python }
+}
+
+fn agreed(measured: &Measured) -> &Agreement {
+    match measured {
+        Measured::Agreement(agreement) => agreement,
+        other => panic!("an image copy is judged by top-1 agreement, not {other:?}"),
+    }
 }
 
 #[test]
@@ -40,12 +48,13 @@ fn a_half_precision_copy_is_measured_and_added_with_its_provenance() {
     let dir = tempfile::tempdir().unwrap();
     let path = config(dir.path());
     let made = make_variant(&request(path.clone(), convert::find_python(), CopyKind::Fp16), &mut |_| {}).unwrap();
-    assert_eq!(made.agreement.images, 24);
-    assert!(made.agreement.share() >= 0.9, "{:?}", made.agreement);
+    let agreement = agreed(&made.measured);
+    assert_eq!(agreement.images, 24);
+    assert!(agreement.share() >= 0.9, "{agreement:?}");
     let config = RuntimeConfig::from_file(&path).unwrap();
     let copy = config.tasks[0].variants.iter().find(|v| v.name == "zoo-a-fp16").expect("the copy is added");
     assert_eq!(copy.path, dir.path().join("zoo_a.fp16.onnx"));
-    assert!((copy.variant_accuracy() - 50.0 * made.agreement.share()).abs() < 1e-3);
+    assert!((copy.variant_accuracy() - 50.0 * agreement.share()).abs() < 1e-3);
     let source = copy.accuracy_source.as_deref().unwrap();
     assert!(source.starts_with("estimated") && source.contains("24 distinct images"), "{source}");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -83,7 +92,7 @@ fn an_int8_copy_is_calibrated_on_the_photos_and_says_what_it_kept_in_float() {
     assert!(report["kept_float_why"].as_str().is_some_and(|why| !why.is_empty()), "{report}");
     assert!(report["speed_ratio"].as_f64().is_some_and(|r| r > 0.0), "{report}");
     assert!(!dir.path().join("zoo_a.int8-static.calibration").exists(), "the calibration inputs are gone");
-    assert!(made.agreement.share() >= 0.8, "{:?}", made.agreement);
+    assert!(agreed(&made.measured).share() >= 0.8, "{:?}", made.measured);
     let config = RuntimeConfig::from_file(&path).unwrap();
     let copy = config.tasks[0].variants.iter().find(|v| v.name == "zoo-a-int8-static").expect("the copy is added");
     let source = copy.accuracy_source.as_deref().unwrap();

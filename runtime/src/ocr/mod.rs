@@ -17,5 +17,5 @@ pub(crate) mod unclip;
 
 pub use ctc::Alphabet;
 pub use detect::DbConfig;
-pub use read_text::{Line, LinePadding, ReadText, ReadTextConfig};
+pub use read_text::{Line, LinePadding, ReadText, ReadTextConfig, recognition_inputs};
 pub use split::{FindLines, ReadLine};

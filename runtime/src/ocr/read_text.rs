@@ -27,7 +27,7 @@ use crate::error::{BackendError, Cause, Error};
 use crate::preprocess::{DecodeLimits, Decoded, decode};
 use crate::registry::{PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, Stages};
 use crate::request::{ImageData, Inputs};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, ShapeError, Tensor};
 
 /// Recognition inputs are this much wider than needed at most.
 pub const WIDTH_STEP: usize = 64;
@@ -176,12 +176,11 @@ impl ReadText {
         if let Some(direction) = &self.config.direction {
             self.turn_upside_down(direction, &mut lines, stages)?;
         }
-        let items = lines
-            .iter()
-            .zip(padded_widths(&lines, self.config.padding))
-            .map(|(line, width)| Tensor::new([1, 3, LINE_HEIGHT, width], line_input(line, width)).map(Inputs::from))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.stage_error("recognition", e))?;
+        let items = recognition_inputs(&lines, self.config.padding)
+            .map_err(|e| self.stage_error("recognition", e))?
+            .into_iter()
+            .map(Inputs::from)
+            .collect();
         let recognised = stages.run(&self.config.recognize, items)?;
         let mut read = Vec::with_capacity(recognised.len());
         for answer in &recognised {
@@ -274,6 +273,16 @@ pub(super) fn decoded(image: &ImageData, limits: &DecodeLimits) -> Result<(u32, 
 /// [`LinePadding::Steps`].
 pub fn batch_width(width: usize) -> usize {
     (width.div_ceil(WIDTH_STEP).max(1) * WIDTH_STEP).max(MIN_LINE_WIDTH)
+}
+
+/// The recogniser's input for each of a page's upright `lines` (`[1, 3, 48, width]`),
+/// padded under `padding` as the glue sends them.
+pub fn recognition_inputs(lines: &[RgbImage], padding: LinePadding) -> Result<Vec<Tensor>, ShapeError> {
+    lines
+        .iter()
+        .zip(padded_widths(lines, padding))
+        .map(|(line, width)| Tensor::new([1, 3, LINE_HEIGHT, width], line_input(line, width)))
+        .collect()
 }
 
 /// Each of `lines`' recognition input width under `padding`.

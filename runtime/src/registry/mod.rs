@@ -23,8 +23,8 @@ pub use profile::{variant_profile, variant_profile_key};
 #[cfg(test)]
 pub(crate) use task::memory_capped;
 pub use task::{
-    FindProfile, ImageCapacityOptions, ImageSizeClass, MakeBackend, SwitchReport, Task, TaskStatus, VariantState,
-    VariantStatus, VersionStatus,
+    FindProfile, ImageCapacityOptions, ImageSizeClass, MakeBackend, ProfileLookup, SwitchReport, Task, TaskStatus,
+    VariantState, VariantStatus, VersionStatus,
 };
 
 use crate::error::Error;

@@ -7,7 +7,7 @@ use std::path::Path;
 use modelless_policy_abi::{Profile, ProfileKey};
 use serde::Serialize;
 
-use super::{ModelFormat, ProfileMode, VariantConfig};
+use super::{ModelFormat, ProfileLookup, ProfileMode, VariantConfig};
 use crate::backend::onnx::OrtEnvironmentConfig;
 use crate::backend::torchscript::TorchScriptConfig;
 use crate::backend::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata};
@@ -45,17 +45,19 @@ pub fn variant_profile_key(
 }
 
 /// The profile of `variant`'s version at `path` on the device it loads on: the stored
-/// one for its key, or, where its config says `measure` and none is stored, one
-/// measured now (and stored). `None` when there is none and none is to be measured.
+/// one for its key, or, where its config says `measure`, `lookup` allows it and none
+/// is stored, one measured now (and stored). `None` when there is none and none is to
+/// be measured.
 pub fn variant_profile(
     variant: &VariantConfig,
     path: &Path,
     onnxruntime: &OrtEnvironmentConfig,
+    lookup: ProfileLookup,
 ) -> Result<Option<Profile>, Error> {
     let measure = match variant.profile {
         ProfileMode::Off => return Ok(None),
         ProfileMode::Stored => false,
-        ProfileMode::Measure => true,
+        ProfileMode::Measure => lookup == ProfileLookup::AsConfigured,
     };
     let device = variant.device_to_load(onnxruntime);
     let mut options = ProfileOptions::new(variant.batching.max_batch_size);

@@ -1,21 +1,30 @@
 //! `modelless variants make`: a copy of a task's ONNX variant in another precision,
-//! checked against it on photos and added to the config as a variant of the task.
+//! checked against it on photos (an image task) or labelled pages (a stage of a
+//! `read-text` pipeline) and added to the config as a variant of the task.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use modelless_lab::variants::{CopyKind, MakeEvent, MakeRequest, convert, default_photos_folder, make_variant, photos};
+use modelless::RuntimeConfig;
+use modelless_lab::variants::{
+    CopyKind, Evidence, MakeEvent, MakeRequest, Measured, convert, default_documents_folder, default_photos_folder,
+    make_variant, pages, photos,
+};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Make copies of VARIANT of TASK (fp16: half precision, inputs and outputs kept
     /// in fp32; int8-dynamic: int8 weights, activations quantised at run time;
-    /// int8-static: QDQ int8 calibrated on crops of the photos through the variant's
-    /// preprocessing), serve each beside the original here, measure how often their
-    /// top-1 classes agree on distinct images made from photos, and add it to the
-    /// config with the original's accuracy times that agreement (marked as
-    /// estimated).
+    /// int8-static: QDQ int8 calibrated on the task's own inputs), serve each beside
+    /// the original here, measure it, and add it to the config with the accuracy
+    /// measured. An image task's copy is calibrated on crops of the photos through
+    /// the variant's preprocessing, and its accuracy is the original's times how
+    /// often their top-1 classes agree on distinct images made from the photos
+    /// (marked as estimated). A copy of a `read-text` pipeline's detection or
+    /// recognition stage is calibrated on labelled pages (whole pages, or the lines
+    /// found on them) and its accuracy is the original's times the ratio of the
+    /// pipeline's character accuracies on the pages with each.
     Make(MakeArgs),
 }
 
@@ -39,6 +48,11 @@ pub struct MakeArgs {
     /// Distinct images to compare on.
     #[arg(long, default_value_t = 500)]
     images: usize,
+    /// For a stage of a `read-text` pipeline: the labelled pages (`labels.jsonl` and
+    /// the pages, as `scripts/gen_documents.py` writes them; default: those `make
+    /// setup` makes, `.modelless/documents`).
+    #[arg(long)]
+    pages: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -60,16 +74,7 @@ impl From<Kind> for CopyKind {
 
 pub fn run(command: Command) -> anyhow::Result<()> {
     let Command::Make(args) = command;
-    let folder = args
-        .photos
-        .or_else(default_photos_folder)
-        .context("no photos: give --photos, or run `make setup`, which installs some in .modelless/photos")?;
-    let photos = photos::photos_in(&folder)?;
-    anyhow::ensure!(!photos.is_empty(), "{}: no JPEG or PNG photos", folder.display());
-    let most = photos::most_images(photos.len());
-    if args.images > most {
-        eprintln!("{} photos make at most {most} distinct images: comparing on {most}", photos.len());
-    }
+    let evidence = evidence(&args)?;
     let (config, task, from) = (args.config, args.task, args.from);
     for kind in args.kind {
         let request = MakeRequest {
@@ -77,41 +82,59 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             task: task.clone(),
             from: from.clone(),
             kind: CopyKind::from(kind),
-            photos: photos.clone(),
-            images: args.images.min(most),
+            evidence: evidence.clone(),
             python: convert::find_python(),
         };
         eprintln!("converting `{}` with {}", request.from, request.python.display());
         let bar = ProgressBar::hidden();
+        let show = |length: usize, template: &str| {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            bar.reset();
+            bar.set_length(length as u64);
+            bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+        };
         let made = make_variant(&request, &mut |event| match event {
-            MakeEvent::Calibrating { inputs } => eprintln!("calibrating on {inputs} inputs made from the photos"),
+            MakeEvent::Calibrating { inputs } => {
+                eprintln!(
+                    "{inputs} inputs of the task made for the converter (to calibrate, or to time a dynamic copy)"
+                )
+            }
             MakeEvent::Converting(step) => eprintln!("  {step}"),
             MakeEvent::Converted(report) => said_of(&report),
-            MakeEvent::Loaded { images } => {
-                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-                bar.set_length(images as u64);
-                bar.set_style(
-                    ProgressStyle::with_template("comparing top-1 {bar:30} {pos}/{len} images, {eta} left")
-                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                );
+            MakeEvent::Loaded { images } => show(images, "comparing top-1 {bar:30} {pos}/{len} images, {eta} left"),
+            MakeEvent::Compared(done) | MakeEvent::Read(done) => bar.set_position(done as u64),
+            MakeEvent::Reading { variant, pages } => {
+                bar.finish_and_clear();
+                show(pages, &format!("reading with {variant} {{bar:30}} {{pos}}/{{len}} pages, {{eta}} left"));
             }
-            MakeEvent::Compared(done) => bar.set_position(done as u64),
         })?;
         bar.finish_and_clear();
-        let agreement = &made.agreement;
-        println!(
-            "{}: top-1 agreement with `{}` {:.2} % ({} of {} images); accuracy {} ({})",
-            made.variant.name,
-            request.from,
-            agreement.share() * 100.0,
-            agreement.agreed,
-            agreement.images,
-            made.variant.accuracy,
-            made.variant.accuracy_source
-        );
-        for (image, want, got) in agreement.differed.iter().take(10) {
-            println!("  differs: {image}: class {want} → {got}");
+        match &made.measured {
+            Measured::Agreement(agreement) => {
+                println!(
+                    "{}: top-1 agreement with `{}` {:.2} % ({} of {} images)",
+                    made.variant.name,
+                    request.from,
+                    agreement.share() * 100.0,
+                    agreement.agreed,
+                    agreement.images,
+                );
+                for (image, want, got) in agreement.differed.iter().take(10) {
+                    println!("  differs: {image}: class {want} → {got}");
+                }
+            }
+            Measured::Reading { original, copy } => println!(
+                "{}: character accuracy {:.2} % (lines exact {:.1} %), against {:.2} % ({:.1} %) with `{}`, on {} pages",
+                made.variant.name,
+                copy.accuracy(),
+                100.0 * copy.exact as f64 / copy.lines.max(1) as f64,
+                original.accuracy(),
+                100.0 * original.exact as f64 / original.lines.max(1) as f64,
+                request.from,
+                copy.pages
+            ),
         }
+        println!("{}: accuracy {} ({})", made.variant.name, made.variant.accuracy, made.variant.accuracy_source);
         println!(
             "written: {} and variant `{}` in {}",
             made.file.display(),
@@ -122,6 +145,31 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the copies are judged on: labelled pages for a stage of a `read-text`
+/// pipeline, photos otherwise.
+fn evidence(args: &MakeArgs) -> anyhow::Result<Evidence> {
+    let config = RuntimeConfig::from_file(&args.config)?;
+    if pages::stage_of(&config, &args.task).is_some() {
+        let documents = args.pages.clone().or_else(default_documents_folder).context(
+            "no labelled pages: give --pages, or run `make setup`, which makes some in .modelless/documents",
+        )?;
+        anyhow::ensure!(documents.join("labels.jsonl").is_file(), "{}: no labels.jsonl", documents.display());
+        return Ok(Evidence::Pages { documents });
+    }
+    let folder = args
+        .photos
+        .clone()
+        .or_else(default_photos_folder)
+        .context("no photos: give --photos, or run `make setup`, which installs some in .modelless/photos")?;
+    let photos = photos::photos_in(&folder)?;
+    anyhow::ensure!(!photos.is_empty(), "{}: no JPEG or PNG photos", folder.display());
+    let most = photos::most_images(photos.len());
+    if args.images > most {
+        eprintln!("{} photos make at most {most} distinct images: comparing on {most}", photos.len());
+    }
+    Ok(Evidence::Photos { photos, images: args.images.min(most) })
+}
+
 /// What the converter said of a copy: all of it, then what was kept in float and
 /// why, and why a copy slower than its original is.
 fn said_of(report: &serde_json::Value) {
@@ -130,7 +178,7 @@ fn said_of(report: &serde_json::Value) {
         eprintln!("kept in float: {why}");
     }
     if let Some(ratio) = report["speed_ratio"].as_f64() {
-        eprintln!("speed against the original (batches of 8, interleaved): {ratio:.2}×");
+        eprintln!("speed against the original (interleaved rounds): {ratio:.2}×");
     }
     if let Some(why) = report["slower_because"].as_str() {
         eprintln!("warning: the copy is slower than its original: {why}");

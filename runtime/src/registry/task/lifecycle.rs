@@ -134,7 +134,8 @@ impl Task {
             }
         });
         // Before the model starts, so that a profile measured now has the cores to itself.
-        let profile = self.find_profile.as_ref().and_then(|find| find(&config, &path)).map(Arc::new);
+        let profile =
+            self.find_profile.as_ref().and_then(|find| find(&config, &path, ProfileLookup::AsConfigured)).map(Arc::new);
         let options = StartOptions {
             task: Some(self.name.clone()),
             version,
@@ -178,6 +179,9 @@ impl Task {
         if started.is_ok() {
             slot.latest = slot.latest.max(Some(version));
             slot.misfit = None;
+        }
+        if started.is_ok() && profile.is_some() {
+            slot.known_profile.clone_from(&profile);
         }
         let entry = slot.versions.get_mut(&version).ok_or(Error::ShuttingDown)?;
         match started {

@@ -45,8 +45,19 @@ pub use status::{TaskStatus, VariantStatus, VersionStatus};
 pub type MakeBackend = Arc<dyn Fn(&VariantConfig, &Path) -> BackendFactory + Send + Sync>;
 
 /// Finds the profile of a variant's version (its config, and the model file of that
-/// version) as it loads: a stored one, or one measured then; `None` for none.
-pub type FindProfile = Arc<dyn Fn(&VariantConfig, &Path) -> Option<Profile> + Send + Sync>;
+/// version), as `ProfileLookup` asks; `None` for none.
+pub type FindProfile = Arc<dyn Fn(&VariantConfig, &Path, ProfileLookup) -> Option<Profile> + Send + Sync>;
+
+/// What a [`FindProfile`] is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileLookup {
+    /// The profile stored for the file, never one measured: for a variant that does not
+    /// load at start, which a policy and the simulator still price.
+    Stored,
+    /// As the variant's config says: the stored one, or one measured now where it says
+    /// `measure`. For a version as it loads.
+    AsConfigured,
+}
 
 /// What the request path reads: ready variants in configured order, their costs when
 /// every one is profiled, and the active one.
@@ -88,12 +99,23 @@ struct VariantSlot {
     /// The knobs set for it while the task runs (by a policy). They outlast its
     /// versions: knobs set before it loads are those it serves its first batch with.
     knobs: BatchingKnobs,
+    /// The profile last known for it: stored for its file when the task started, or
+    /// its newest loaded version's. What it is priced by while no version serves.
+    known_profile: Option<Arc<Profile>>,
 }
 
 impl VariantSlot {
     /// The version that serves it, if one is ready.
     fn serving_version(&self) -> Option<&VersionEntry> {
         self.current.and_then(|c| self.versions.get(&c))
+    }
+
+    /// Its serving version's profile, or, while none serves, the one last known.
+    fn profile(&self) -> Option<&Arc<Profile>> {
+        match self.serving_version() {
+            Some(entry) => entry.profile.as_ref(),
+            None => self.known_profile.as_ref(),
+        }
     }
 
     /// The largest batch it may form: as configured, and no larger than what its
@@ -167,10 +189,12 @@ impl Task {
         config.validate()?;
         let active = config.active.as_deref().and_then(|a| config.variant_index(a)).unwrap_or(0);
         let now = Instant::now();
+        let loads_at_start = |i: usize, v: &VariantConfig| i == active || v.preload;
         let variants = config
             .variants
             .iter()
-            .map(|v| VariantSlot {
+            .enumerate()
+            .map(|(i, v)| VariantSlot {
                 config: v.clone(),
                 current: None,
                 latest: None,
@@ -179,6 +203,11 @@ impl Task {
                 last_active: now,
                 misfit: None,
                 knobs: BatchingKnobs::default(),
+                known_profile: find_profile
+                    .as_ref()
+                    .filter(|_| !loads_at_start(i, v))
+                    .and_then(|find| find(v, &v.path, ProfileLookup::Stored))
+                    .map(Arc::new),
             })
             .collect();
         let signature = Arc::new(OnceLock::new());

@@ -88,7 +88,7 @@ impl Task {
             .iter()
             .map(|slot| {
                 let entry = slot.serving_version();
-                let profile = entry.and_then(|e| e.profile.as_ref());
+                let profile = slot.profile();
                 let cost = VariantCost {
                     fit: profile.and_then(|p| p.fit),
                     max_throughput: profile.and_then(|p| p.max_throughput),
@@ -127,12 +127,13 @@ impl Task {
             .collect()
     }
 
-    /// The profile of `variant`'s serving version, if it has one.
+    /// The profile of `variant`'s serving version, or, while none serves, the one last
+    /// known for it (stored for its file when the task started, or its newest
+    /// loaded version's).
     pub fn profile(&self, variant: &str) -> Result<Option<Arc<Profile>>, Error> {
         let index = self.index_of(variant)?;
         let inner = self.lock();
-        let slot = &inner.variants[index];
-        Ok(slot.serving_version().and_then(|e| e.profile.clone()))
+        Ok(inner.variants[index].profile().cloned())
     }
 
     /// Variants, their versions and states.

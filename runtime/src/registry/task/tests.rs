@@ -19,7 +19,7 @@ fn task(find_profile: Option<FindProfile>) -> Task {
 
 /// Profiles with these maximal throughputs by variant name; none for the others.
 fn profiles(throughputs: &'static [(&'static str, f64)]) -> FindProfile {
-    Arc::new(move |variant, _| {
+    Arc::new(move |variant, _, _| {
         let (_, per_s) = throughputs.iter().find(|(name, _)| *name == variant.name)?;
         Some(Profile {
             key: ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() },
@@ -45,7 +45,7 @@ fn batches_are_capped_to_what_fits_the_measured_memory_and_larger_requests_run_s
     let batching = BatchingConfig::default().with_max_batch_size(8);
     let variant = VariantConfig::new("v", "fake", 50.0).with_batching(batching).with_warmup(WarmupConfig::disabled());
     // What the profiler stores for a memory budget that fits 3 rows.
-    let find: FindProfile = Arc::new(|_, _| {
+    let find: FindProfile = Arc::new(|_, _, _| {
         Some(Profile {
             key: ProfileKey { model_sha256: "00".into(), device: "cuda:0".into(), settings: "{}".into() },
             points: Vec::new(),
@@ -100,9 +100,46 @@ fn knobs_set_for_a_variant_not_loaded_are_those_it_loads_and_serves_with() {
 }
 
 #[test]
+fn a_variant_not_loaded_is_priced_by_its_stored_profile_and_never_measured_for_it() {
+    let mut config = TaskConfig::new("priced");
+    for name in ["v0", "v1", "v2"] {
+        config = config.with_variant(VariantConfig::new(name, "fake", 70.0).with_warmup(WarmupConfig::disabled()));
+    }
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let stored = profiles(&[("v0", 50.0), ("v1", 120.0)]);
+    let find: FindProfile = {
+        let asked = asked.clone();
+        Arc::new(move |variant, path, lookup| {
+            asked.lock().unwrap().push((variant.name.clone(), lookup));
+            stored(variant, path, lookup)
+        })
+    };
+    let make: MakeBackend = Arc::new(|_, _| FakeBackend::factory(FakeConfig::default(), BatchLog::default()));
+    let task = Task::start_profiled(config, make, Some(find)).unwrap();
+    let throughput = |name: &str| {
+        let snapshot = task.variant_snapshots().into_iter().find(|v| v.name == name).unwrap();
+        (snapshot.state, snapshot.profile.and_then(|p| p.max_throughput).map(|t| t.requests_per_s))
+    };
+    assert_eq!(throughput("v1"), (VariantState::Unloaded, Some(120.0)), "priced though not loaded");
+    assert_eq!(throughput("v2"), (VariantState::Unloaded, None), "nothing stored, nothing priced");
+    assert!(task.profile("v1").unwrap().is_some());
+    let asked = asked.lock().unwrap().clone();
+    let lookup = |name: &str| asked.iter().filter(|(n, _)| n == name).map(|(_, l)| *l).collect::<Vec<_>>();
+    assert_eq!(lookup("v0"), [ProfileLookup::AsConfigured], "the active one as it loads");
+    assert_eq!(lookup("v1"), [ProfileLookup::Stored], "the others: stored only, nothing measured at start");
+    // Loaded, then unloaded: still priced by what its version had.
+    task.switch_to("v1").unwrap();
+    task.switch_to("v0").unwrap();
+    task.unload_variant("v1").unwrap();
+    assert_eq!(throughput("v1"), (VariantState::Unloaded, Some(120.0)));
+}
+
+#[test]
 fn a_profile_without_a_memory_limit_leaves_the_batching_as_configured() {
     let batching = BatchingConfig::default().with_max_batch_size(8).with_preferred_batch_sizes([8, 4]);
-    let mut profile = profiles(&[("v", 100.0)])(&VariantConfig::new("v", "fake", 1.0), Path::new("fake")).unwrap();
+    let mut profile =
+        profiles(&[("v", 100.0)])(&VariantConfig::new("v", "fake", 1.0), Path::new("fake"), ProfileLookup::Stored)
+            .unwrap();
     assert_eq!(memory_capped(batching.clone(), Some(&profile)), batching);
     profile.max_safe_batch = Some(16);
     assert_eq!(memory_capped(batching.clone(), Some(&profile)), batching);

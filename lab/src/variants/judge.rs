@@ -1,0 +1,161 @@
+//! What a copy is judged by, resolved against the config: the calibration inputs it
+//! is made with, and the measurement that gives its accuracy.
+
+use std::path::{Path, PathBuf};
+
+use modelless::preprocess::ImagePreprocess;
+use modelless::{PipelineConfig, Runtime, RuntimeConfig, TaskConfig, VariantConfig};
+
+use super::pages::{self, Stage};
+use super::reading::{self, LabelledPage, Reading};
+use super::{CALIBRATION_INPUTS, Evidence, MakeError, MakeEvent, Measured, agreement, calibration, photos};
+
+/// A request's evidence, with what the config says of the variant copied.
+#[derive(Debug)]
+pub enum Judge<'a> {
+    /// Photos, through the variant's own preprocessing.
+    Photos {
+        /// The photos.
+        photos: &'a [PathBuf],
+        /// Distinct images to compare on.
+        images: usize,
+        /// The variant's preprocessing.
+        preprocess: &'a ImagePreprocess,
+    },
+    /// Labelled pages, read by the pipeline the task is a stage of.
+    Pages {
+        /// Their folder.
+        documents: &'a Path,
+        /// Their labels.
+        labelled: Vec<LabelledPage>,
+        /// The pipeline.
+        pipeline: PipelineConfig,
+        /// The stage the task is.
+        stage: Stage,
+    },
+}
+
+/// The measured accuracy of a copy, what `accuracy_source` says of it, and the
+/// measurement.
+#[derive(Debug)]
+pub struct Judged {
+    /// The accuracy, on the original's scale.
+    pub accuracy: f64,
+    /// How it was measured.
+    pub source: String,
+    /// The measurement.
+    pub measured: Measured,
+}
+
+impl<'a> Judge<'a> {
+    /// `evidence` for copies of `original`, a variant of `task` in `config`.
+    pub fn new(
+        evidence: &'a Evidence,
+        config: &RuntimeConfig,
+        task: &str,
+        original: &'a VariantConfig,
+    ) -> Result<Judge<'a>, MakeError> {
+        match evidence {
+            Evidence::Photos { photos, images } => {
+                let preprocess = original.preprocess.as_ref().ok_or_else(|| {
+                    MakeError::Config(format!(
+                        "variant `{}` takes no images (no `preprocess`): a copy is checked against it on photos",
+                        original.name
+                    ))
+                })?;
+                Ok(Judge::Photos { photos, images: *images, preprocess })
+            }
+            Evidence::Pages { documents } => {
+                let (pipeline, stage) = pages::stage_of(config, task).ok_or_else(|| {
+                    MakeError::Config(format!(
+                        "task `{task}` is neither the detection nor the recognition stage of a `read-text` \
+                         pipeline: a copy is checked on pages only there"
+                    ))
+                })?;
+                let labelled = reading::labelled_pages(documents)?;
+                Ok(Judge::Pages { documents, labelled, pipeline, stage })
+            }
+        }
+    }
+
+    /// Writes the inputs the converter takes into `folder`; returns how many.
+    pub fn write_inputs(
+        &self,
+        config: &RuntimeConfig,
+        original: &VariantConfig,
+        folder: &Path,
+    ) -> Result<usize, MakeError> {
+        match self {
+            Judge::Photos { photos, preprocess, .. } => {
+                let count = calibration::most_inputs(photos.len()).min(CALIBRATION_INPUTS);
+                calibration::write_inputs(photos, preprocess, count, folder)
+            }
+            Judge::Pages { documents, labelled, pipeline, stage } => {
+                let source = (*documents, labelled.as_slice());
+                pages::write_inputs(config, (pipeline, stage), original, source, CALIBRATION_INPUTS, folder)
+            }
+        }
+    }
+
+    /// Serves `paired` (the task with the original, active, and the copy `copy`) in
+    /// this process and measures the copy against the original.
+    pub fn measure(
+        &self,
+        config: &RuntimeConfig,
+        paired: TaskConfig,
+        (original, copy, kind): (&VariantConfig, &str, &str),
+        on_event: &mut dyn FnMut(MakeEvent),
+    ) -> Result<Judged, MakeError> {
+        let (task, from) = (paired.name.clone(), original.name.as_str());
+        match self {
+            Judge::Photos { photos, images, .. } => {
+                let runtime = Runtime::builder()
+                    .with_onnxruntime(config.onnxruntime.clone())
+                    .with_preprocessing(config.preprocessing.clone())
+                    .with_task(paired)
+                    .build()?;
+                let images = photos::made_images(photos, *images)?;
+                on_event(MakeEvent::Loaded { images: images.len() });
+                let compared = &mut |n| on_event(MakeEvent::Compared(n));
+                let agreement = agreement::top1_agreement(&runtime, &task, from, copy, &images, compared)?;
+                let source = format!(
+                    "estimated: {from}'s {} × {:.2} % top-1 agreement with it on {} distinct images made from {} \
+                     photos ({kind} copy)",
+                    original.variant_accuracy(),
+                    agreement.share() * 100.0,
+                    agreement.images,
+                    photos.len(),
+                );
+                let accuracy = original.variant_accuracy() * agreement.share();
+                Ok(Judged { accuracy, source, measured: Measured::Agreement(agreement) })
+            }
+            Judge::Pages { documents, labelled, pipeline, .. } => {
+                let tasks =
+                    config.tasks.iter().map(|t| if t.name == task { paired.clone() } else { t.clone() }).collect();
+                let runtime = Runtime::builder()
+                    .with_config(RuntimeConfig { tasks, policy: None, server: None, ..config.clone() })
+                    .build()?;
+                let mut read_with = |variant: &str| -> Result<Reading, MakeError> {
+                    runtime.switch_variant(&task, variant)?;
+                    on_event(MakeEvent::Reading { variant: variant.to_string(), pages: labelled.len() });
+                    let read = &mut |n| on_event(MakeEvent::Read(n));
+                    reading::read_pages(&runtime, &pipeline.name, documents, labelled, read)
+                };
+                let (with_original, with_copy) = (read_with(from)?, read_with(copy)?);
+                let ratio = with_copy.accuracy() / with_original.accuracy().max(f64::MIN_POSITIVE);
+                let source = format!(
+                    "measured: `{}`'s character accuracy on {} labelled pages ({}) is {:.2} % with this {kind} copy \
+                     and {:.2} % with {from}; {from}'s {} × their ratio",
+                    pipeline.name,
+                    with_copy.pages,
+                    documents.display(),
+                    with_copy.accuracy(),
+                    with_original.accuracy(),
+                    original.variant_accuracy(),
+                );
+                let measured = Measured::Reading { original: with_original, copy: with_copy };
+                Ok(Judged { accuracy: original.variant_accuracy() * ratio, source, measured })
+            }
+        }
+    }
+}
