@@ -293,6 +293,13 @@ def int8_static(src, dst, folder):
               "calibration_inputs": len(calibration), "held_out_inputs": len(held_out),
               "chosen": chosen["candidate"], "kept_float": kept, "kept_float_why": why,
               "candidates": tried, "speed_ratio": ratio}
+    faster = [t for t in tried if t["speed_ratio"] > ratio]
+    if faster:
+        fastest = max(faster, key=lambda t: t["speed_ratio"])
+        report["faster_but_less_alike"] = (
+            f"{len(faster)} way{'s' if len(faster) > 1 else ''} ran faster but agreed less, the fastest "
+            f"({fastest['candidate']}) {fastest['speed_ratio']:.2f}x at {fastest['agreement'] * 100:.1f} %, outside "
+            f"the noise of the best")
     if ratio < 1.0:
         report["slower_because"] = (
             "ONNX Runtime's int8 kernels on this CPU do not beat its float ones for this model's operators "

@@ -112,7 +112,7 @@ pub mod profile {
         ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, closed_loop, file_sha256, fit_line, fit_weighted_line,
         memory_probe, profile_model, steady_load, store_beside,
     };
-    pub use modelless_runtime::registry::variant_profile_key;
+    pub use modelless_runtime::registry::{profiling_factory, variant_profile_key};
     pub use modelless_runtime::warmup::zero_batch;
 }
 

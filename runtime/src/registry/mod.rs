@@ -19,7 +19,7 @@ pub use pipeline::{
     FindTask, Pipeline, PipelineAnswer, PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, StageTime,
     Stages,
 };
-pub use profile::{variant_profile, variant_profile_key};
+pub use profile::{profiling_factory, variant_profile, variant_profile_key};
 #[cfg(test)]
 pub(crate) use task::memory_capped;
 pub use task::{

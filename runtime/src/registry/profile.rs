@@ -67,14 +67,25 @@ pub fn variant_profile(
     if !measure {
         return Ok(store.load(&variant.name, &key));
     }
-    let mut factory = variant.clone().with_device(device, false).backend_factory(onnxruntime, path);
-    if let Some(preprocess) = &variant.preprocess
-        && let Some((width, height)) = preprocess.typical_size()
-    {
-        factory = at_typical_size(factory, preprocess.input.clone(), preprocess.spatial_axes(), [height, width]);
-    }
+    let factory = profiling_factory(&variant.clone().with_device(device, false), path, onnxruntime);
     tracing::info!(model = %variant.name, %device, "no stored profile: profiling");
     profile_model(&variant.name, factory, key, &store, &options, memory_probe(device).as_ref(), &mut |_| {}).map(Some)
+}
+
+/// The backends a profile of `variant`'s model at `path` measures: its own, with the
+/// open sides of its image input fixed at a typical image's size where its
+/// preprocessing has one (a text detector takes pages of any size).
+pub fn profiling_factory(variant: &VariantConfig, path: &Path, onnxruntime: &OrtEnvironmentConfig) -> BackendFactory {
+    let factory = variant.backend_factory(onnxruntime, path);
+    match &variant.preprocess {
+        Some(preprocess) => match preprocess.typical_size() {
+            Some((width, height)) => {
+                at_typical_size(factory, preprocess.input.clone(), preprocess.spatial_axes(), [height, width])
+            }
+            None => factory,
+        },
+        None => factory,
+    }
 }
 
 /// `factory`'s backends with the open spatial dimensions of their image input (`input`,

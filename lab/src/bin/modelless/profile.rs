@@ -12,7 +12,7 @@ use modelless::profile::{
 };
 use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
 
-use modelless::profile::variant_profile_key;
+use modelless::profile::{profiling_factory, variant_profile_key};
 use modelless_lab::load::images::parse_sizes;
 use modelless_lab::plot::{Series, scatter_with_lines};
 
@@ -158,7 +158,7 @@ fn profile_one(
     );
     bar.set_prefix(target.name.clone());
     let mut reused = false;
-    let factory = target.backend_factory(env, &target.path);
+    let factory = profiling_factory(target, &target.path, env);
     let probe = memory_probe(target.device);
     let profile =
         profile_model(&target.name, factory, key, &store, &options, probe.as_ref(), &mut |event| match event {

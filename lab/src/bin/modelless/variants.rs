@@ -180,6 +180,9 @@ fn said_of(report: &serde_json::Value) {
     if let Some(ratio) = report["speed_ratio"].as_f64() {
         eprintln!("speed against the original (interleaved rounds): {ratio:.2}×");
     }
+    if let Some(faster) = report["faster_but_less_alike"].as_str() {
+        eprintln!("kept for agreement over speed: {faster}");
+    }
     if let Some(why) = report["slower_because"].as_str() {
         eprintln!("warning: the copy is slower than its original: {why}");
     }
