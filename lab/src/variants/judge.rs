@@ -120,11 +120,14 @@ impl<'a> Judge<'a> {
                 let agreement = agreement::top1_agreement(&runtime, &task, from, copy, &images, compared)?;
                 let source = format!(
                     "estimated: {from}'s {} × {:.2} % top-1 agreement with it on {} distinct images made from {} \
-                     photos ({kind} copy)",
+                     photos ({kind} copy); {from} keeps its own top-1 on {:.1} % of them when every pixel moves one \
+                     level, and on those the copy agrees {:.2} %",
                     original.variant_accuracy(),
                     agreement.share() * 100.0,
                     agreement.images,
                     photos.len(),
+                    agreement.steady_share() * 100.0,
+                    agreement.steady_agreement() * 100.0,
                 );
                 let accuracy = original.variant_accuracy() * agreement.share();
                 Ok(Judged { accuracy, source, measured: Measured::Agreement(agreement) })

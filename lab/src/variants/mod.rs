@@ -13,7 +13,8 @@
 //! - [`photos`]: distinct images made from a few photos (crops, flips, JPEG
 //!   qualities), so that no image is counted twice;
 //! - [`judge`]: which of those a copy is made with and judged by, and the judging;
-//! - [`agreement`]: how often the copy's top-1 class is the original's;
+//! - [`agreement`]: how often the copy's top-1 class is the original's, and on how
+//!   many images the original's own answer holds when every pixel moves one level;
 //! - [`reading`]: the character accuracy of a `read-text` pipeline on labelled pages;
 //! - [`write`](mod@write): the new variant, added to the config file keeping its comments.
 

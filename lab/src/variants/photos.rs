@@ -1,7 +1,8 @@
 //! Distinct images made from a few photos, for comparing two variants' answers where
 //! no labelled set is at hand: each photo cropped at several scales and places,
 //! mirrored or not, and encoded at several JPEG qualities. No two images are the same
-//! pixels, so none is counted twice.
+//! pixels, so none is counted twice. Also, for how steady a model's answer is, an
+//! image's pixels beside the same pixels moved one level ([`nudged_pair`]).
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -82,6 +83,30 @@ pub(super) fn crop_jpeg(
     Ok(jpeg)
 }
 
+/// `image`'s pixels as the lab decodes them, and the same pixels each moved one level
+/// up or down (a fixed pseudo-random sign per value, away from the end at 0 and 255),
+/// both as PNG so that serving them changes nothing more: two images no eye tells
+/// apart, for how steady a model's answer is on the image itself.
+pub fn nudged_pair(image: &MadeImage) -> Result<(Vec<u8>, Vec<u8>), MakeError> {
+    let bad = |source| MakeError::Photo { path: PathBuf::from(&image.name), source };
+    let pixels = image::load_from_memory(&image.jpeg).map_err(bad)?.to_rgb8();
+    let mut nudged = pixels.clone();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ image.jpeg.len() as u64;
+    for value in nudged.iter_mut() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let up = (state & 1 == 1 && *value < 255) || *value == 0;
+        *value = if up { *value + 1 } else { *value - 1 };
+    }
+    let png = |rgb: &image::RgbImage| -> Result<Vec<u8>, MakeError> {
+        let mut bytes = Vec::new();
+        rgb.write_to(&mut Cursor::new(&mut bytes), image::ImageFormat::Png).map_err(bad)?;
+        Ok(bytes)
+    };
+    Ok((png(&pixels)?, png(&nudged)?))
+}
+
 /// A square-ish crop keeping `scale` of each side, placed at `place` (0 to 1 across
 /// the room left on each axis), mirrored if asked; RGB.
 fn transformed(photo: &DynamicImage, scale: f64, place: (f64, f64), mirrored: bool) -> DynamicImage {
@@ -125,6 +150,27 @@ mod tests {
         let some = made_images(&photos, 7).unwrap();
         assert_eq!(some.len(), 7);
         assert!(some[0].name.starts_with("a.png crop 1.00") && some[1].name.starts_with("b.png crop 1.00"));
+    }
+
+    #[test]
+    fn a_nudged_image_moves_every_value_by_one_level_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let photos = vec![photo(dir.path(), "a.png", 5)];
+        let image = &made_images(&photos, 1).unwrap()[0];
+        let (plain, nudged) = nudged_pair(image).unwrap();
+        let decoded = image::load_from_memory(&image.jpeg).unwrap().to_rgb8();
+        let plain = image::load_from_memory(&plain).unwrap().to_rgb8();
+        let nudged = image::load_from_memory(&nudged).unwrap().to_rgb8();
+        assert_eq!(plain, decoded, "the plain PNG is the JPEG's pixels");
+        assert_eq!(nudged.dimensions(), plain.dimensions());
+        let moves: Vec<i16> = plain.iter().zip(nudged.iter()).map(|(a, b)| i16::from(*b) - i16::from(*a)).collect();
+        assert!(moves.iter().all(|m| m.abs() == 1), "every value moves one level");
+        let ups = moves.iter().filter(|m| **m == 1).count();
+        assert!(
+            ups > moves.len() / 4 && ups < moves.len() * 3 / 4,
+            "both ways, about evenly: {ups} of {}",
+            moves.len()
+        );
     }
 
     #[test]

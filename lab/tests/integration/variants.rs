@@ -50,6 +50,10 @@ fn a_half_precision_copy_is_measured_and_added_with_its_provenance() {
     let made = make_variant(&request(path.clone(), convert::find_python(), CopyKind::Fp16), &mut |_| {}).unwrap();
     let agreement = agreed(&made.measured);
     assert_eq!(agreement.images, 24);
+    assert!(agreement.agreed_steady <= agreement.steady.min(agreement.agreed), "{agreement:?}");
+    // The model answers by the mean colour, which pixels moved one level either way
+    // barely change.
+    assert!(agreement.steady >= 20, "{agreement:?}");
     assert!(agreement.share() >= 0.9, "{agreement:?}");
     let config = RuntimeConfig::from_file(&path).unwrap();
     let copy = config.tasks[0].variants.iter().find(|v| v.name == "zoo-a-fp16").expect("the copy is added");
@@ -57,6 +61,7 @@ fn a_half_precision_copy_is_measured_and_added_with_its_provenance() {
     assert!((copy.variant_accuracy() - 50.0 * agreement.share()).abs() < 1e-3);
     let source = copy.accuracy_source.as_deref().unwrap();
     assert!(source.starts_with("estimated") && source.contains("24 distinct images"), "{source}");
+    assert!(source.contains("when every pixel moves one level"), "{source}");
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("# Colours.") && text.contains("# the generated one"), "comments kept:\n{text}");
 }
@@ -116,4 +121,18 @@ fn a_copy_that_does_not_load_is_reported_and_not_added() {
         assert!(error.to_string().contains(name), "the copy is named: {error}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "the config is left as it was");
     }
+}
+
+#[test]
+fn biases_corrected_for_rounded_weights_give_each_output_its_float_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = common::crate_dir().join("tests/integration/data/bias_correction.py");
+    let output = std::process::Command::new(convert::find_python())
+        .arg(&check)
+        .arg(common::crate_dir().join("../scripts"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && said.starts_with("ok"), "{said}");
 }

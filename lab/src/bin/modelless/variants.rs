@@ -119,6 +119,15 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                     agreement.agreed,
                     agreement.images,
                 );
+                println!(
+                    "  `{}` itself keeps its answer on {:.1} % of them when every pixel moves one level; on those the \
+                     copy agrees {:.2} % ({} of {})",
+                    request.from,
+                    agreement.steady_share() * 100.0,
+                    agreement.steady_agreement() * 100.0,
+                    agreement.agreed_steady,
+                    agreement.steady,
+                );
                 for (image, want, got) in agreement.differed.iter().take(10) {
                     println!("  differs: {image}: class {want} → {got}");
                 }
