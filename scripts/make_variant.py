@@ -260,7 +260,7 @@ def input_means(path, name, inputs, tensors):
 
 def bias_corrected(model, means, excluded):
     """`model` (an onnx ModelProto, changed in place) with each quantised convolution's
-    and matrix product's bias less the mean its int8 weights add to the output: the
+    and Gemm's bias less the mean its int8 weights add to the output: the
     weights rounded as the quantiser rounds them (symmetric, per output channel,
     ±127), their error times the mean of each input channel on the calibration
     inputs. Rounding errors that lean one way in a channel shift every output of it;
@@ -338,7 +338,8 @@ def int8_static(src, dst, folder):
         progress(f"candidate {index + 1} of {len(candidates)}: {label}")
         out, quantised = f"{dst}.candidate{index}.onnx", prepared
         choice = dict(choice)
-        if choice.pop("correct_biases", False):
+        correct = choice.pop("correct_biases", False)
+        if correct:
             corrected = onnx.load(prepared)
             bias_corrected(corrected, means, set(choice["nodes_to_exclude"]))
             quantised = f"{dst}.corrected.onnx"
@@ -352,7 +353,7 @@ def int8_static(src, dst, folder):
         kept = choice["nodes_to_exclude"] or ([f"every operator but {', '.join(products)}"]
                                               if "op_types_to_quantize" in choice else [])
         tried.append({"candidate": label, "kept_float": kept, "agreement": round(agreed, 4),
-                      "biases_corrected": "biases corrected" in label,
+                      "biases_corrected": correct,
                       "speed_ratio": speed_ratio(src, out, name, held_out, rounds=3), "file": out})
         progress(f"  agreed {agreed * 100:.1f} % on {len(held_out)} held-out inputs, "
                  f"{tried[-1]['speed_ratio']:.2f}x the original's speed")
