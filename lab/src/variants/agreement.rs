@@ -83,7 +83,7 @@ pub fn top1_agreement(
 }
 
 /// The index of the highest score of a one-row output.
-fn top1(scores: &Tensor) -> Option<usize> {
+pub(super) fn top1(scores: &Tensor) -> Option<usize> {
     let values = scores.as_slice::<f32>()?;
     values.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i)
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use modelless::preprocess::ImagePreprocess;
 use modelless::{PipelineConfig, Runtime, RuntimeConfig, TaskConfig, VariantConfig};
 
+use super::labelled::{self, LabelledImage};
 use super::pages::{self, Stage};
 use super::reading::{self, LabelledPage, Reading};
 use super::{CALIBRATION_INPUTS, Evidence, MakeError, MakeEvent, Measured, agreement, calibration, photos};
@@ -19,6 +20,18 @@ pub enum Judge<'a> {
         photos: &'a [PathBuf],
         /// Distinct images to compare on.
         images: usize,
+        /// The variant's preprocessing.
+        preprocess: &'a ImagePreprocess,
+    },
+    /// Photos to calibrate on, through the variant's own preprocessing, and the
+    /// user's labelled images to score on.
+    Labelled {
+        /// The photos.
+        photos: &'a [PathBuf],
+        /// Where the labelled images were named.
+        source: &'a Path,
+        /// The images and their classes.
+        images: Vec<LabelledImage>,
         /// The variant's preprocessing.
         preprocess: &'a ImagePreprocess,
     },
@@ -55,15 +68,22 @@ impl<'a> Judge<'a> {
         task: &str,
         original: &'a VariantConfig,
     ) -> Result<Judge<'a>, MakeError> {
+        let preprocess = || {
+            original.preprocess.as_ref().ok_or_else(|| {
+                MakeError::Config(format!(
+                    "variant `{}` takes no images (no `preprocess`): a copy is checked against it on photos",
+                    original.name
+                ))
+            })
+        };
         match evidence {
             Evidence::Photos { photos, images } => {
-                let preprocess = original.preprocess.as_ref().ok_or_else(|| {
-                    MakeError::Config(format!(
-                        "variant `{}` takes no images (no `preprocess`): a copy is checked against it on photos",
-                        original.name
-                    ))
-                })?;
-                Ok(Judge::Photos { photos, images: *images, preprocess })
+                Ok(Judge::Photos { photos, images: *images, preprocess: preprocess()? })
+            }
+            Evidence::Labelled { photos, labelled } => {
+                let labels = task_labels(config, task)?;
+                let images = labelled::labelled_images(labelled, labels.as_deref())?;
+                Ok(Judge::Labelled { photos, source: labelled, images, preprocess: preprocess()? })
             }
             Evidence::Pages { documents } => {
                 let (pipeline, stage) = pages::stage_of(config, task).ok_or_else(|| {
@@ -86,7 +106,7 @@ impl<'a> Judge<'a> {
         folder: &Path,
     ) -> Result<usize, MakeError> {
         match self {
-            Judge::Photos { photos, preprocess, .. } => {
+            Judge::Photos { photos, preprocess, .. } | Judge::Labelled { photos, preprocess, .. } => {
                 let count = calibration::most_inputs(photos.len()).min(CALIBRATION_INPUTS);
                 calibration::write_inputs(photos, preprocess, count, folder)
             }
@@ -109,11 +129,7 @@ impl<'a> Judge<'a> {
         let (task, from) = (paired.name.clone(), original.name.as_str());
         match self {
             Judge::Photos { photos, images, .. } => {
-                let runtime = Runtime::builder()
-                    .with_onnxruntime(config.onnxruntime.clone())
-                    .with_preprocessing(config.preprocessing.clone())
-                    .with_task(paired)
-                    .build()?;
+                let runtime = serving(config, paired)?;
                 let images = photos::made_images(photos, *images)?;
                 on_event(MakeEvent::Loaded { images: images.len() });
                 let compared = &mut |n| on_event(MakeEvent::Compared(n));
@@ -131,6 +147,23 @@ impl<'a> Judge<'a> {
                 );
                 let accuracy = original.variant_accuracy() * agreement.share();
                 Ok(Judged { accuracy, source, measured: Measured::Agreement(agreement) })
+            }
+            Judge::Labelled { source, images, .. } => {
+                let runtime = serving(config, paired)?;
+                on_event(MakeEvent::Loaded { images: images.len() });
+                let scored = &mut |n| on_event(MakeEvent::Compared(n));
+                let score = labelled::top1_against_labels(&runtime, &task, (from, copy), images, scored)?;
+                let ratio = score.copy_accuracy() / score.original_accuracy().max(f64::MIN_POSITIVE);
+                let source = format!(
+                    "measured: top-1 against the labels of {} images ({}) is {:.2} % with this {kind} copy and {:.2} % \
+                     with {from}; {from}'s {} × their ratio",
+                    score.images,
+                    source.display(),
+                    score.copy_accuracy(),
+                    score.original_accuracy(),
+                    original.variant_accuracy(),
+                );
+                Ok(Judged { accuracy: original.variant_accuracy() * ratio, source, measured: Measured::Labels(score) })
             }
             Judge::Pages { documents, labelled, pipeline, .. } => {
                 let tasks =
@@ -161,4 +194,22 @@ impl<'a> Judge<'a> {
             }
         }
     }
+}
+
+/// The class names of `task`'s label file, where it has one.
+fn task_labels(config: &RuntimeConfig, task: &str) -> Result<Option<Vec<String>>, MakeError> {
+    let Some(path) = config.tasks.iter().find(|t| t.name == task).and_then(|t| t.labels.as_ref()) else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| MakeError::Io { path: path.clone(), source })?;
+    Ok(Some(text.lines().map(|l| l.trim_end_matches('\r').to_string()).collect()))
+}
+
+/// A runtime serving `paired` alone, with `config`'s ONNX Runtime and preprocessing.
+fn serving(config: &RuntimeConfig, paired: TaskConfig) -> Result<Runtime, MakeError> {
+    Ok(Runtime::builder()
+        .with_onnxruntime(config.onnxruntime.clone())
+        .with_preprocessing(config.preprocessing.clone())
+        .with_task(paired)
+        .build()?)
 }

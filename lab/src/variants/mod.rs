@@ -15,6 +15,8 @@
 //! - [`judge`]: which of those a copy is made with and judged by, and the judging;
 //! - [`agreement`]: how often the copy's top-1 class is the original's, and on how
 //!   many images the original's own answer holds when every pixel moves one level;
+//! - [`labelled`]: labelled images a user brings (a folder per class, or a CSV), and
+//!   top-1 against their labels;
 //! - [`reading`]: the character accuracy of a `read-text` pipeline on labelled pages;
 //! - [`write`](mod@write): the new variant, added to the config file keeping its comments.
 
@@ -22,6 +24,7 @@ pub mod agreement;
 pub mod calibration;
 pub mod convert;
 pub mod judge;
+pub mod labelled;
 pub mod pages;
 pub mod photos;
 pub mod reading;
@@ -32,6 +35,7 @@ use std::path::{Path, PathBuf};
 pub use agreement::Agreement;
 pub use convert::CopyKind;
 use judge::{Judge, Judged};
+pub use labelled::{LabelScore, LabelledImage};
 use modelless::RuntimeConfig;
 pub use photos::MadeImage;
 pub use reading::Reading;
@@ -109,6 +113,16 @@ pub enum Evidence {
         /// How many distinct images are compared.
         images: usize,
     },
+    /// An image task's where the user brings labelled images: the copy is calibrated
+    /// on crops of the photos as above, and both it and the original are scored
+    /// top-1 against the labels.
+    Labelled {
+        /// The photos it is calibrated on.
+        photos: Vec<PathBuf>,
+        /// The labelled images: a folder with a folder per class, or a CSV of
+        /// `image,label` rows ([`labelled::labelled_images`]).
+        labelled: PathBuf,
+    },
     /// A `read-text` pipeline stage's: labelled pages (`labels.jsonl` and the pages),
     /// on which the pipeline's character accuracy with the copy is measured against
     /// that with the original.
@@ -169,6 +183,8 @@ pub struct MadeVariant {
 pub enum Measured {
     /// Their top-1 agreement on images.
     Agreement(Agreement),
+    /// Their top-1 against the labels of the user's images.
+    Labels(LabelScore),
     /// The pipeline's reading of the labelled pages with each.
     Reading {
         /// With the original.
@@ -181,7 +197,8 @@ pub enum Measured {
 /// Makes the copy, serves it beside its original in this process, measures it on the
 /// request's evidence, and only then adds it to the config with the accuracy that
 /// supports: the original's times their top-1 agreement (marked as estimated), or
-/// times the ratio of the pipeline's character accuracies with each.
+/// times the ratio of their top-1 accuracies against labelled images, or of the
+/// pipeline's character accuracies with each.
 pub fn make_variant(request: &MakeRequest, on_event: &mut dyn FnMut(MakeEvent)) -> Result<MadeVariant, MakeError> {
     let config = RuntimeConfig::from_file(&request.config)?;
     let (task, from) = (&request.task, &request.from);

@@ -1,11 +1,11 @@
 //! `modelless variants make` end to end on a generated model: the converter in the
 //! project's Python (half precision, and int8 calibrated on the photos), the copy
-//! served beside its original, the config edited; and a copy that does not load,
-//! which is reported and not added.
+//! served beside its original, the config edited; a copy measured against a user's
+//! labelled images; and a copy that does not load, which is reported and not added.
 
 use std::path::{Path, PathBuf};
 
-use modelless::RuntimeConfig;
+use modelless::{Inputs, Runtime, RuntimeConfig, Slo};
 use modelless_lab::variants::{Agreement, CopyKind, Evidence, MakeEvent, MakeRequest, Measured, convert, make_variant};
 
 use crate::common;
@@ -102,6 +102,69 @@ fn an_int8_copy_is_calibrated_on_the_photos_and_says_what_it_kept_in_float() {
     let copy = config.tasks[0].variants.iter().find(|v| v.name == "zoo-a-int8-static").expect("the copy is added");
     let source = copy.accuracy_source.as_deref().unwrap();
     assert!(source.contains("int8-static copy") && source.contains("24 distinct images"), "{source}");
+}
+
+/// The class `path`'s model gives each image, served on its own.
+fn classes_given(path: &Path, images: &[Vec<u8>]) -> Vec<usize> {
+    let runtime = Runtime::builder().with_config(RuntimeConfig::from_file(path).unwrap()).build().unwrap();
+    let class_of = |bytes: &Vec<u8>| {
+        let output = runtime.infer_task_blocking("colour", Inputs::image(bytes.clone()), Slo::default()).unwrap();
+        let scores = output.first().unwrap().as_slice::<f32>().unwrap().to_vec();
+        (0..scores.len()).max_by(|&a, &b| scores[a].total_cmp(&scores[b])).unwrap()
+    };
+    images.iter().map(class_of).collect()
+}
+
+#[test]
+fn a_copy_is_measured_against_labelled_images_where_the_user_brings_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("name = \"colour\"\n", "name = \"colour\"\nlabels = \"classes.txt\"\n");
+    std::fs::write(&path, text).unwrap();
+    let names: Vec<String> = (0..10).map(|i| format!("colour {i}")).collect();
+    std::fs::write(dir.path().join("classes.txt"), names.join("\n")).unwrap();
+    // Plain colours the model tells apart by their mean; half labelled as the
+    // original answers, half one class off.
+    let images: Vec<Vec<u8>> = (0..12u8)
+        .map(|i| {
+            let image = image::RgbImage::from_pixel(16, 16, image::Rgb([i * 21, 255 - i * 19, (i % 3) * 120]));
+            let mut png = Vec::new();
+            image.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).unwrap();
+            png
+        })
+        .collect();
+    let answers = classes_given(&path, &images);
+    let set = dir.path().join("labelled");
+    for (i, (png, answer)) in images.iter().zip(&answers).enumerate() {
+        let class = if i % 2 == 0 { *answer } else { (answer + 1) % 10 };
+        let folder = set.join(&names[class]);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join(format!("{i}.png")), png).unwrap();
+    }
+    let mut request = request(path.clone(), convert::find_python(), CopyKind::Fp16);
+    let Evidence::Photos { photos, .. } = request.evidence else { unreachable!() };
+    request.evidence = Evidence::Labelled { photos: photos.clone(), labelled: set.clone() };
+    let made = make_variant(&request, &mut |_| {}).unwrap();
+    let Measured::Labels(score) = &made.measured else { panic!("judged by the labels: {:?}", made.measured) };
+    assert_eq!((score.images, score.original_correct), (12, 6), "{score:?}");
+    assert!(score.agreed >= 11 && score.copy_correct.abs_diff(6) <= 1, "{score:?}");
+    let config = RuntimeConfig::from_file(&path).unwrap();
+    let copy = config.tasks[0].variants.iter().find(|v| v.name == "zoo-a-fp16").expect("the copy is added");
+    let ratio = score.copy_accuracy() / score.original_accuracy();
+    assert!((copy.variant_accuracy() - 50.0 * ratio).abs() < 1e-3, "{:?}", copy.accuracy);
+    let source = copy.accuracy_source.as_deref().unwrap();
+    assert!(source.starts_with("measured: top-1 against the labels of 12 images"), "{source}");
+
+    // A label the task does not know: refused before anything is made.
+    let before = std::fs::read_to_string(&path).unwrap();
+    let csv = dir.path().join("set.csv");
+    std::fs::write(&csv, "image,label\nlabelled/a.png,colour 3\nlabelled/b.png,mauve\n").unwrap();
+    request.evidence = Evidence::Labelled { photos, labelled: csv };
+    let error = make_variant(&request, &mut |_| {}).unwrap_err().to_string();
+    assert!(error.contains("line 3") && error.contains("`mauve`"), "{error}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "the config is left as it was");
 }
 
 #[test]
