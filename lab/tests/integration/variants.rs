@@ -186,10 +186,10 @@ fn a_copy_that_does_not_load_is_reported_and_not_added() {
     }
 }
 
-#[test]
-fn biases_corrected_for_rounded_weights_give_each_output_its_float_mean() {
+/// Runs a check of the converter's in `tests/integration/data`, which says `ok`.
+fn converter_check(script: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let check = common::crate_dir().join("tests/integration/data/bias_correction.py");
+    let check = common::crate_dir().join("tests/integration/data").join(script);
     let output = std::process::Command::new(convert::find_python())
         .arg(&check)
         .arg(common::crate_dir().join("../scripts"))
@@ -198,4 +198,14 @@ fn biases_corrected_for_rounded_weights_give_each_output_its_float_mean() {
         .unwrap();
     let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success() && said.starts_with("ok"), "{said}");
+}
+
+#[test]
+fn biases_corrected_for_rounded_weights_give_each_output_its_float_mean() {
+    converter_check("bias_correction.py");
+}
+
+#[test]
+fn affine_steps_and_hard_swish_are_taken_into_the_convolutions_exactly() {
+    converter_check("folding.py");
 }

@@ -202,6 +202,9 @@ fn evidence(args: &MakeArgs) -> anyhow::Result<Evidence> {
 /// why, and why a copy slower than its original is.
 fn said_of(report: &serde_json::Value) {
     eprintln!("converted: {report}");
+    if let Some(why) = report["rewritten_why"].as_str() {
+        eprintln!("rewritten: {why}");
+    }
     if let Some(why) = report["kept_float_why"].as_str() {
         eprintln!("kept in float: {why}");
     }
