@@ -15,6 +15,10 @@ const SCRIPT: &str = include_str!("../../../scripts/make_variant.py");
 pub enum CopyKind {
     /// Half precision, inputs and outputs kept in fp32: the copy a GPU serves fastest.
     Fp16,
+    /// Still float32, the element-wise steps around the convolutions (scalar scales
+    /// and shifts, written-out hard-swish) taken into them: the same outputs up to
+    /// float rounding, fewer passes over the activations.
+    Folded,
     /// Weights int8 per channel, activations quantised at run time.
     Int8Dynamic,
     /// QDQ int8, activations calibrated on the task's own inputs: the copy a CPU
@@ -27,16 +31,17 @@ impl CopyKind {
     pub fn name(self) -> &'static str {
         match self {
             CopyKind::Fp16 => "fp16",
+            CopyKind::Folded => "folded",
             CopyKind::Int8Dynamic => "int8-dynamic",
             CopyKind::Int8Static => "int8-static",
         }
     }
 
     /// Whether the converter takes inputs of the task: a static copy is calibrated on
-    /// them, a dynamic one timed on them (its inputs' sides may be fixed by the
-    /// model, not open as they look).
+    /// them, a dynamic or folded one timed on them (its inputs' sides may be fixed by
+    /// the model, not open as they look).
     pub fn takes_inputs(self) -> bool {
-        matches!(self, CopyKind::Int8Static | CopyKind::Int8Dynamic)
+        matches!(self, CopyKind::Int8Static | CopyKind::Int8Dynamic | CopyKind::Folded)
     }
 }
 

@@ -186,6 +186,19 @@ fn a_copy_that_does_not_load_is_reported_and_not_added() {
     }
 }
 
+#[test]
+fn a_folded_copy_of_a_model_with_nothing_to_fold_is_refused_and_not_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let before = std::fs::read_to_string(&path).unwrap();
+    let error = make_variant(&request(path.clone(), convert::find_python(), CopyKind::Folded), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("nothing to fold"), "the converter says why: {error}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "the config is left as it was");
+    assert!(!dir.path().join("zoo_a.folded.onnx").exists(), "no copy is left");
+}
+
 /// Runs a check of the converter's in `tests/integration/data`, which says `ok`.
 fn converter_check(script: &str) {
     let dir = tempfile::tempdir().unwrap();

@@ -15,7 +15,8 @@ use modelless_lab::variants::{
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Make copies of VARIANT of TASK (fp16: half precision, inputs and outputs kept
-    /// in fp32; int8-dynamic: int8 weights, activations quantised at run time;
+    /// in fp32; folded: float32, the element-wise steps around the convolutions taken
+    /// into them, exactly; int8-dynamic: int8 weights, activations quantised at run time;
     /// int8-static: QDQ int8 calibrated on the task's own inputs), serve each beside
     /// the original here, measure it, and add it to the config with the accuracy
     /// measured. An image task's copy is calibrated on crops of the photos through
@@ -65,6 +66,7 @@ pub struct MakeArgs {
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Kind {
     Fp16,
+    Folded,
     Int8Dynamic,
     Int8Static,
 }
@@ -73,6 +75,7 @@ impl From<Kind> for CopyKind {
     fn from(kind: Kind) -> Self {
         match kind {
             Kind::Fp16 => CopyKind::Fp16,
+            Kind::Folded => CopyKind::Folded,
             Kind::Int8Dynamic => CopyKind::Int8Dynamic,
             Kind::Int8Static => CopyKind::Int8Static,
         }

@@ -45,4 +45,28 @@ for a, b in zip(want, got):
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 model.graph.output.append(helper.make_tensor_value_info("hd", TensorProto.FLOAT, [1, 4, 6, 7]))
 assert make_variant.folded(model)["affine steps before convolutions"] == 0
+
+# The `folded` copy: written, timed, and the same outputs; refused with nothing to fold.
+for value in list(graph.input) + list(graph.output):
+    value.type.tensor_type.shape.dim[0].dim_param = "N"
+src, dst = sys.argv[2] + "/block.onnx", sys.argv[2] + "/block.folded.onnx"
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), src)
+report = make_variant.fp32_folded(src, dst)
+assert report["kind"] == "folded" and report["rewritten"]["hard-swish activations"] == 1, report
+assert report["speed_ratio"] > 0 and "exact" in report["rewritten_why"], report
+x = np.concatenate([x, x * 0.5])
+got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+assert all(np.abs(a - b).max() <= 1e-4 * max(1.0, np.abs(a).max()) for a, b in zip(want, got))
+plain = helper.make_graph([node("Conv", ["x", "w3", "b3"], ["v"], name="only")], "plain", list(graph.input),
+                          [helper.make_tensor_value_info("v", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(np.array(values[k], np.float32), k) for k in ("w3", "b3")])
+plain_model = helper.make_model(plain, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+plain_model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 4
+onnx.save(plain_model, src)
+try:
+    make_variant.fp32_folded(src, dst + ".none")
+    raise AssertionError("a model with nothing to fold was copied")
+except SystemExit as refused:
+    assert "nothing to fold" in str(refused), refused
 print("ok")
