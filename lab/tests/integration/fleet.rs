@@ -182,6 +182,7 @@ struct Access {
     upstreams: Vec<String>,
     status: String,
     grpc_status: String,
+    uri: String,
 }
 
 impl Access {
@@ -195,11 +196,16 @@ impl Access {
             status: fields[3].to_string(),
             took: fields[4].parse().unwrap(),
             grpc_status: fields[5].to_string(),
+            uri: fields.get(6).map_or_else(String::new, |u| u.to_string()),
         }
     }
 
+    /// A gRPC answer ends in a `grpc-status 0` trailer: a stream cut after its
+    /// headers (the replica killed mid-answer) is logged 200 with none, and its
+    /// client sees an error. An HTTP answer has no trailer.
     fn answered(&self) -> bool {
-        self.status == "200" && matches!(self.grpc_status.as_str(), "0" | "-")
+        let grpc = self.uri.starts_with("/inference.");
+        self.status == "200" && (self.grpc_status == "0" || (!grpc && self.grpc_status == "-"))
     }
 
     fn went_to(&self, upstream: &str) -> bool {
