@@ -153,7 +153,14 @@ impl<'a> Judge<'a> {
                 on_event(MakeEvent::Loaded { images: images.len() });
                 let scored = &mut |n| on_event(MakeEvent::Compared(n));
                 let score = labelled::top1_against_labels(&runtime, &task, (from, copy), images, scored)?;
-                let ratio = score.copy_accuracy() / score.original_accuracy().max(f64::MIN_POSITIVE);
+                if score.original_correct == 0 {
+                    return Err(MakeError::Config(format!(
+                        "{from} gets none of the {} labelled images in {} right: are their labels the task's classes?",
+                        score.images,
+                        source.display()
+                    )));
+                }
+                let ratio = score.copy_accuracy() / score.original_accuracy();
                 let source = format!(
                     "measured: top-1 against the labels of {} images ({}) is {:.2} % with this {kind} copy and {:.2} % \
                      with {from}; {from}'s {} × their ratio",

@@ -162,7 +162,8 @@ pub fn top1_against_labels(
             let scores = output.first().ok_or_else(|| MakeError::Config(format!("`{variant}` gave no output")))?;
             top1(scores).ok_or_else(|| MakeError::Config(format!("`{variant}`'s output is not f32 scores")))
         };
-        let (by_original, by_copy) = (class_of(original)?, class_of(copy)?);
+        let named = |e: MakeError| MakeError::Config(format!("labelled image {}: {e}", image.path.display()));
+        let (by_original, by_copy) = (class_of(original).map_err(named)?, class_of(copy).map_err(named)?);
         score.images += 1;
         score.original_correct += usize::from(by_original == image.class);
         score.copy_correct += usize::from(by_copy == image.class);

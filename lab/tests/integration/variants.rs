@@ -138,8 +138,7 @@ fn a_copy_is_measured_against_labelled_images_where_the_user_brings_them() {
     let answers = classes_given(&path, &images);
     let set = dir.path().join("labelled");
     for (i, (png, answer)) in images.iter().zip(&answers).enumerate() {
-        let class = if i % 2 == 0 { *answer } else { (answer + 1) % 10 };
-        let folder = set.join(&names[class]);
+        let folder = set.join(&names[label_of(i, *answer)]);
         std::fs::create_dir_all(&folder).unwrap();
         std::fs::write(folder.join(format!("{i}.png")), png).unwrap();
     }
@@ -161,10 +160,40 @@ fn a_copy_is_measured_against_labelled_images_where_the_user_brings_them() {
     let before = std::fs::read_to_string(&path).unwrap();
     let csv = dir.path().join("set.csv");
     std::fs::write(&csv, "image,label\nlabelled/a.png,colour 3\nlabelled/b.png,mauve\n").unwrap();
-    request.evidence = Evidence::Labelled { photos, labelled: csv };
+    request.evidence = Evidence::Labelled { photos, labelled: csv.clone() };
     let error = make_variant(&request, &mut |_| {}).unwrap_err().to_string();
     assert!(error.contains("line 3") && error.contains("`mauve`"), "{error}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "the config is left as it was");
+
+    // An image that does not decode is named; labels the original never gives are
+    // refused rather than turned into a ratio over nothing.
+    std::fs::write(set.join("broken.png"), b"not a png").unwrap();
+    std::fs::write(&csv, "labelled/broken.png,colour 3\n").unwrap();
+    request.evidence = Evidence::Labelled { photos: request_photos(&request), labelled: csv.clone() };
+    let error = make_variant(&request, &mut |_| {}).unwrap_err().to_string();
+    assert!(error.contains("labelled image") && error.contains("broken.png"), "{error}");
+    let rows: Vec<String> = answers
+        .iter()
+        .enumerate()
+        .map(|(i, answer)| format!("labelled/{}/{i}.png,{}", names[label_of(i, *answer)], (answer + 1) % 10))
+        .collect();
+    std::fs::write(&csv, rows.join("\n")).unwrap();
+    let error = make_variant(&request, &mut |_| {}).unwrap_err().to_string();
+    assert!(error.contains("gets none of the 12 labelled images"), "{error}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "the config is left as it was");
+}
+
+/// The class the test labels image `i` with: the original's answer for every other
+/// image, one class off for the rest.
+fn label_of(i: usize, answer: usize) -> usize {
+    if i.is_multiple_of(2) { answer } else { (answer + 1) % 10 }
+}
+
+fn request_photos(request: &MakeRequest) -> Vec<PathBuf> {
+    match &request.evidence {
+        Evidence::Photos { photos, .. } | Evidence::Labelled { photos, .. } => photos.clone(),
+        other => panic!("no photos in {other:?}"),
+    }
 }
 
 #[test]
