@@ -278,14 +278,17 @@ def folded(model):
         add = only(taken, mul.output[0], "Add")
         shift = split(add)[1] if add is not None else None
         last = add if shift is not None else mul
-        weights = numpy_helper.to_array(inits[conv.input[1]])
-        bias = numpy_helper.to_array(inits[conv.input[2]]) if len(conv.input) > 2 and conv.input[2] in inits \
-            else None if len(conv.input) > 2 else np.zeros(weights.shape[0], np.float32)
-        if bias is None:
+        has_bias = len(conv.input) > 2
+        if has_bias and conv.input[2] not in inits:
             continue
+        weights = numpy_helper.to_array(inits[conv.input[1]])
+        bias = numpy_helper.to_array(inits[conv.input[2]]) if has_bias else np.zeros(weights.shape[0], np.float32)
         conv.input[1] = constant(weights * scale, f"{conv.name}.folded_weights")
         bias_name = constant(bias * scale + (shift or 0.0), f"{conv.name}.folded_bias")
-        conv.input.append(bias_name) if len(conv.input) == 2 else conv.input.__setitem__(2, bias_name)
+        if has_bias:
+            conv.input[2] = bias_name
+        else:
+            conv.input.append(bias_name)
         conv.output[0] = last.output[0]
         gone.update({id(mul), id(last)})
         counts["affine steps after convolutions"] += 1
