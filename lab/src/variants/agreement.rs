@@ -42,7 +42,8 @@ impl Agreement {
     }
 }
 
-fn share(part: usize, whole: usize) -> f64 {
+/// `part` of `whole`, 0 to 1; nothing of nothing is 0.
+pub(super) fn share(part: usize, whole: usize) -> f64 {
     if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use modelless::{Inputs, Runtime, Slo};
 
 use super::MakeError;
-use super::agreement::top1;
+use super::agreement::{share, top1};
 
 /// One image and the class it shows.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,7 +45,7 @@ impl LabelScore {
 }
 
 fn percent(part: usize, whole: usize) -> f64 {
-    if whole == 0 { 0.0 } else { 100.0 * part as f64 / whole as f64 }
+    100.0 * share(part, whole)
 }
 
 /// The labelled images at `path`: a CSV file of `image,label` rows (image paths
