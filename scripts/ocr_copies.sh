@@ -6,11 +6,14 @@
 # scored by scripts/ocr_accuracy.py), and pages a second for CALLERS callers in a
 # closed loop on the LINES-line pages (lab/examples/read_load.rs), the setups run
 # one after another in each round, their order rotating, and each one's pages a
-# second divided by float's of the same round. Writes OUT/accuracy.txt,
-# OUT/runs.jsonl and OUT/results.md.
+# second divided by float's of the same round. With DET_FOLDED and REC_FOLDED (the
+# `--kind folded` copies: float32, the same outputs), two setups more: each int8
+# stage beside the other stage's folded copy, as a task with both kinds of copies
+# can serve it. Writes OUT/accuracy.txt, OUT/runs.jsonl and OUT/results.md.
 #
 #   bash scripts/ocr_copies.sh CONFIG [OUT]     (default OUT: bench-ocr-copies)
 #   DET=det-736 DET_COPY=det-736-int8-static REC=rec-v4 REC_COPY=rec-v4-int8-static
+#   DET_FOLDED= REC_FOLDED= (unset: the four setups alone)
 #   ROUNDS=3 RUN_S=8 CALLERS=8 LINES=10 PAGES=200 (pages read for accuracy)
 set -euo pipefail
 
@@ -32,12 +35,17 @@ mkdir -p "$OUT"
 : >"$OUT/accuracy.txt"
 
 SETUPS="float det rec both"
+if [ -n "${DET_FOLDED:-}" ] && [ -n "${REC_FOLDED:-}" ]; then
+    SETUPS="$SETUPS det+folded rec+folded"
+fi
 variants() { # SETUP → detection and recognition variants
     case $1 in
         float) echo "$DET $REC" ;;
         det) echo "$DET_COPY $REC" ;;
         rec) echo "$DET $REC_COPY" ;;
         both) echo "$DET_COPY $REC_COPY" ;;
+        det+folded) echo "$DET_COPY $REC_FOLDED" ;;
+        rec+folded) echo "$DET_FOLDED $REC_COPY" ;;
     esac
 }
 
@@ -66,15 +74,15 @@ print("  round %d, %s: %.2f pages/s, p50 %.0f ms" % (r["round"], r["setup"], r["
     done
 done
 
-python3 - "$OUT" "$CALLERS" "$LINES" <<'PY' | tee "$OUT/results.md"
+python3 - "$OUT" "$CALLERS" "$LINES" $SETUPS <<'PY' | tee "$OUT/results.md"
 import json, statistics, sys
 from pathlib import Path
-out, callers, lines = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+out, callers, lines, setups = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
 runs = [json.loads(l) for l in open(out / "runs.jsonl")]
 accuracy = {l.split(":")[0]: l.split("character accuracy ")[1].split(" %")[0] for l in open(out / "accuracy.txt")}
 print(f"| setup | character accuracy | pages/s ({callers} callers, {lines}-line pages) | × float (median of rounds) |")
 print("|---|---:|---:|---:|")
-for setup in ["float", "det", "rec", "both"]:
+for setup in setups:
     mine = {r["round"]: r["pages_per_s"] for r in runs if r["setup"] == setup}
     base = {r["round"]: r["pages_per_s"] for r in runs if r["setup"] == "float"}
     ratios = [mine[k] / base[k] for k in mine if k in base]
