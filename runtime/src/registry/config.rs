@@ -256,6 +256,12 @@ pub struct VariantConfig {
     /// (JPEG or PNG) instead of tensors, preprocessed for the variant that serves them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preprocess: Option<ImagePreprocess>,
+    /// The shape, without the batch, that each named input with an open side besides
+    /// the batch is profiled at (`{ x = [3, 48, 320] }`: a recogniser that takes lines
+    /// of any width, profiled on lines 320 wide). Without it such a model has no
+    /// profile; an image input with a `preprocess` is profiled at a typical image's size.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profile_shapes: BTreeMap<String, Vec<usize>>,
 }
 
 fn one() -> usize {
@@ -288,6 +294,7 @@ impl VariantConfig {
             input_map: BTreeMap::new(),
             output_map: BTreeMap::new(),
             preprocess: None,
+            profile_shapes: BTreeMap::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! sessions load on, and the settings that change what a batch costs), found when the
 //! variant loads, or measured then when its config asks.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use modelless_policy_abi::{Profile, ProfileKey};
@@ -31,17 +32,32 @@ pub fn variant_profile_key(
     options: &ProfileOptions,
 ) -> Result<ProfileKey, Error> {
     let max_batch_size = variant.batching.max_batch_size;
-    match variant.format {
-        ModelFormat::Onnx => ort_profile_key(path, device, onnxruntime, &variant.onnx, max_batch_size, options),
+    let key = match variant.format {
+        ModelFormat::Onnx => ort_profile_key(path, device, onnxruntime, &variant.onnx, max_batch_size, options)?,
         ModelFormat::Torchscript => {
             let settings = TorchScriptProfileSettings {
                 torchscript: &variant.torchscript,
                 max_batch_size,
                 memory_budget_mib: options.sweep.memory_budget_bytes.map(|b| b >> 20),
             };
-            profile_key(path, &device.name(), &settings).map_err(|e| Error::io("read", path, e))
+            profile_key(path, &device.name(), &settings).map_err(|e| Error::io("read", path, e))?
         }
+    };
+    Ok(with_profile_shapes(key, &variant.profile_shapes))
+}
+
+/// `key` for a profile measured at `shapes`: a recogniser profiled on lines 320 wide
+/// is not profiled on lines 960 wide. Without shapes the key is as it was, so the
+/// profiles stored before shapes could be given still match.
+fn with_profile_shapes(mut key: ProfileKey, shapes: &BTreeMap<String, Vec<usize>>) -> ProfileKey {
+    if shapes.is_empty() {
+        return key;
     }
+    if let Ok(serde_json::Value::Object(mut settings)) = serde_json::from_str(&key.settings) {
+        settings.insert("profile_shapes".into(), serde_json::json!(shapes));
+        key.settings = serde_json::Value::Object(settings).to_string();
+    }
+    key
 }
 
 /// The profile of `variant`'s version at `path` on the device it loads on: the stored
@@ -73,10 +89,14 @@ pub fn variant_profile(
 }
 
 /// The backends a profile of `variant`'s model at `path` measures: its own, with the
-/// open sides of its image input fixed at a typical image's size where its
-/// preprocessing has one (a text detector takes pages of any size).
+/// open sides of the inputs its `profile_shapes` names fixed at those shapes, and of
+/// its image input at a typical image's size where its preprocessing has one (a text
+/// detector takes pages of any size).
 pub fn profiling_factory(variant: &VariantConfig, path: &Path, onnxruntime: &OrtEnvironmentConfig) -> BackendFactory {
-    let factory = variant.backend_factory(onnxruntime, path);
+    let mut factory = variant.backend_factory(onnxruntime, path);
+    if !variant.profile_shapes.is_empty() {
+        factory = at_given_shapes(factory, variant.profile_shapes.clone());
+    }
     match &variant.preprocess {
         Some(preprocess) => match preprocess.typical_size() {
             Some((width, height)) => {
@@ -106,17 +126,52 @@ fn at_typical_size(factory: BackendFactory, input: Option<String>, axes: [usize;
                 }
             }
         }
-        Ok(Box::new(AtTypicalSize { inner, metadata }) as Box<dyn Backend + Send>)
+        Ok(Box::new(AtFixedShapes { inner, metadata }) as Box<dyn Backend + Send>)
     })
 }
 
-/// A backend that says its image input takes one size.
-struct AtTypicalSize {
+/// `factory`'s backends with the open sides of each input `shapes` names fixed at its
+/// shape there (without the batch). A name the model does not have, or a shape
+/// whose rank or fixed sides are not the input's, fails the load with the reason.
+fn at_given_shapes(factory: BackendFactory, shapes: BTreeMap<String, Vec<usize>>) -> BackendFactory {
+    std::sync::Arc::new(move || {
+        let inner = factory()?;
+        let mut metadata = inner.metadata().clone();
+        for (name, shape) in &shapes {
+            let known: Vec<String> = metadata.inputs.iter().map(|s| s.name.clone()).collect();
+            let refused = |why: String| BackendError::InputMismatch(format!("profile_shapes: input `{name}` {why}"));
+            let Some(spec) = metadata.inputs.iter_mut().find(|s| &s.name == name) else {
+                return Err(refused(format!("is not one of the model's ({})", known.join(", "))));
+            };
+            let model_shape = format!("{:?}", spec.shape);
+            if spec.shape.len() != shape.len() + 1 {
+                return Err(refused(format!(
+                    "has {} sides besides the batch ({model_shape}), not {}",
+                    spec.shape.len().saturating_sub(1),
+                    shape.len()
+                )));
+            }
+            for (dim, &side) in spec.shape[1..].iter_mut().zip(shape) {
+                match dim {
+                    None => *dim = Some(side),
+                    Some(fixed) if *fixed != side => {
+                        return Err(refused(format!("is {model_shape}: {shape:?} differs from a fixed side")));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(Box::new(AtFixedShapes { inner, metadata }) as Box<dyn Backend + Send>)
+    })
+}
+
+/// A backend that says its open inputs take one shape.
+struct AtFixedShapes {
     inner: Box<dyn Backend + Send>,
     metadata: ModelMetadata,
 }
 
-impl Backend for AtTypicalSize {
+impl Backend for AtFixedShapes {
     fn metadata(&self) -> &ModelMetadata {
         &self.metadata
     }
@@ -135,5 +190,87 @@ impl Backend for AtTypicalSize {
 
     fn takes_turns(&self) -> bool {
         self.inner.takes_turns()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::backend::TensorSpec;
+    use crate::tensor::{DType, Tensor};
+    use crate::warmup::zero_batch;
+
+    /// A recogniser's shape: lines of 3 channels, any height and width; it records
+    /// the shape of each batch it runs.
+    struct Lines {
+        metadata: ModelMetadata,
+        ran: Arc<Mutex<Vec<Vec<usize>>>>,
+    }
+
+    impl Backend for Lines {
+        fn metadata(&self) -> &ModelMetadata {
+            &self.metadata
+        }
+
+        fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
+            let rows = batch.inputs[0].shape()[0];
+            self.ran.lock().unwrap().push(batch.inputs[0].shape().to_vec());
+            Ok(BatchOutput::new(vec![Tensor::zeros(DType::F32, vec![rows, 5])]))
+        }
+    }
+
+    fn lines() -> (BackendFactory, Arc<Mutex<Vec<Vec<usize>>>>) {
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let log = ran.clone();
+        let factory: BackendFactory = Arc::new(move || {
+            let metadata = ModelMetadata {
+                inputs: vec![TensorSpec::new("x", DType::F32, vec![None, Some(3), None, None])],
+                outputs: vec![TensorSpec::new("y", DType::F32, vec![None, Some(5)])],
+            };
+            Ok(Box::new(Lines { metadata, ran: log.clone() }) as Box<dyn Backend + Send>)
+        });
+        (factory, ran)
+    }
+
+    fn shapes(shape: &[usize]) -> BTreeMap<String, Vec<usize>> {
+        BTreeMap::from([("x".to_string(), shape.to_vec())])
+    }
+
+    #[test]
+    fn an_input_open_besides_the_batch_runs_at_the_shape_given() {
+        let (factory, ran) = lines();
+        assert!(zero_batch(factory().unwrap().metadata(), 2).is_none(), "open sides have no size of their own");
+        let mut backend = at_given_shapes(factory, shapes(&[3, 48, 320]))().unwrap();
+        let inputs = zero_batch(backend.metadata(), 2).expect("every side has a size now");
+        backend.infer(Batch { inputs }).unwrap();
+        assert_eq!(*ran.lock().unwrap(), vec![vec![2, 3, 48, 320]]);
+    }
+
+    #[test]
+    fn a_shape_the_input_cannot_take_is_refused_with_the_reason() {
+        let refusal = |given: BTreeMap<String, Vec<usize>>| match at_given_shapes(lines().0, given)() {
+            Err(BackendError::InputMismatch(why)) => why,
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("accepted"),
+        };
+        let unknown = refusal(BTreeMap::from([("image".to_string(), vec![3, 48, 320])]));
+        assert!(unknown.contains("`image`") && unknown.contains("(x)"), "{unknown}");
+        let rank = refusal(shapes(&[48, 320]));
+        assert!(rank.contains("3 sides") && rank.contains("not 2"), "{rank}");
+        let fixed = refusal(shapes(&[1, 48, 320]));
+        assert!(fixed.contains("fixed side"), "{fixed}");
+    }
+
+    #[test]
+    fn the_shapes_profiled_at_are_part_of_the_key_and_none_leaves_it_as_it_was() {
+        let key = ProfileKey { model_sha256: "ab".into(), device: "cpu".into(), settings: "{\"a\":1}".into() };
+        assert_eq!(with_profile_shapes(key.clone(), &BTreeMap::new()), key);
+        let narrow = with_profile_shapes(key.clone(), &shapes(&[3, 48, 320]));
+        let wide = with_profile_shapes(key.clone(), &shapes(&[3, 48, 960]));
+        assert_ne!(narrow, key);
+        assert_ne!(narrow, wide);
+        assert!(narrow.settings.contains("\"a\":1") && narrow.settings.contains("320"), "{}", narrow.settings);
     }
 }

@@ -170,3 +170,21 @@ fn the_two_halves_read_what_the_whole_pipeline_reads() {
         .collect();
     assert_eq!(halves, whole, "each line read alone, from its PNG, as the whole pipeline reads it");
 }
+
+#[test]
+fn the_recogniser_is_profiled_on_lines_as_wide_as_its_config_says() {
+    use modelless::VariantConfig;
+    use modelless::backend::Batch;
+    use modelless::profile::{profiling_factory, zero_batch};
+
+    let config = RuntimeConfig::from_file(crate_dir().join("../examples/read_text.toml")).unwrap();
+    let recogniser = config.tasks.iter().flat_map(|t| &t.variants).find(|v| v.name == "rec-v4").unwrap();
+    assert_eq!(recogniser.profile_shapes.get("x"), Some(&vec![3, 48, 320]));
+    let mut backend = profiling_factory(recogniser, &recogniser.path, &config.onnxruntime)().unwrap();
+    let inputs = zero_batch(backend.metadata(), 2).expect("every side of the line has a size");
+    let steps = &backend.infer(Batch { inputs }).unwrap().outputs[0];
+    assert_eq!(steps.shape()[..2], [2, 320 / 8], "one step per 8 pixels of the line's width");
+    let unshaped = VariantConfig { profile_shapes: Default::default(), ..recogniser.clone() };
+    let backend = profiling_factory(&unshaped, &unshaped.path, &config.onnxruntime)().unwrap();
+    assert!(zero_batch(backend.metadata(), 2).is_none(), "without the shape a line's width is open");
+}
