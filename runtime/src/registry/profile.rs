@@ -138,12 +138,12 @@ fn at_given_shapes(factory: BackendFactory, shapes: BTreeMap<String, Vec<usize>>
         let inner = factory()?;
         let mut metadata = inner.metadata().clone();
         for (name, shape) in &shapes {
-            let known: Vec<String> = metadata.inputs.iter().map(|s| s.name.clone()).collect();
             let refused = |why: String| BackendError::InputMismatch(format!("profile_shapes: input `{name}` {why}"));
             let Some(spec) = metadata.inputs.iter_mut().find(|s| &s.name == name) else {
+                let known: Vec<&str> = inner.metadata().inputs.iter().map(|s| s.name.as_str()).collect();
                 return Err(refused(format!("is not one of the model's ({})", known.join(", "))));
             };
-            let model_shape = format!("{:?}", spec.shape);
+            let model_shape = spec.shape_display();
             if spec.shape.len() != shape.len() + 1 {
                 return Err(refused(format!(
                     "has {} sides besides the batch ({model_shape}), not {}",
@@ -260,7 +260,7 @@ mod tests {
         let rank = refusal(shapes(&[48, 320]));
         assert!(rank.contains("3 sides") && rank.contains("not 2"), "{rank}");
         let fixed = refusal(shapes(&[1, 48, 320]));
-        assert!(fixed.contains("fixed side"), "{fixed}");
+        assert!(fixed.contains("[N, 3, N, N]") && fixed.contains("fixed side"), "{fixed}");
     }
 
     #[test]
