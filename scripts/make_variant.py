@@ -32,9 +32,9 @@ quantised tensor adds its own rounding). Activations are unsigned: ONNX Runtime'
 kernels multiply u8 by s8, and signed activations measured slower than float here.
 Kept is the fastest of those that agree within the noise of the best (one point, or
 for a classifier two held-out inputs where that is more), timed again together in
-seven interleaved rounds. Each of those ways is tried
-twice: as it is, and with each quantised convolution's and Gemm's bias corrected for
-the mean its rounded weights add (see `bias_corrected`).
+seven interleaved rounds. Each of those ways is tried twice: as it is, and with
+each quantised convolution's and Gemm's bias corrected for the mean its rounded
+weights add (see `bias_corrected`).
 
 Both int8 kinds time the copy against the original, interleaved, on the same inputs.
 Says each step on stderr as `progress: …`, and at the end prints one JSON line: what

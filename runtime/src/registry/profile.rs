@@ -93,76 +93,85 @@ pub fn variant_profile(
 /// its image input at a typical image's size where its preprocessing has one (a text
 /// detector takes pages of any size).
 pub fn profiling_factory(variant: &VariantConfig, path: &Path, onnxruntime: &OrtEnvironmentConfig) -> BackendFactory {
-    let mut factory = variant.backend_factory(onnxruntime, path);
-    if !variant.profile_shapes.is_empty() {
-        factory = at_given_shapes(factory, variant.profile_shapes.clone());
+    let factory = variant.backend_factory(onnxruntime, path);
+    let typical = variant.preprocess.as_ref().and_then(|preprocess| {
+        let (width, height) = preprocess.typical_size()?;
+        Some(TypicalSize { input: preprocess.input.clone(), axes: preprocess.spatial_axes(), size: [height, width] })
+    });
+    if variant.profile_shapes.is_empty() && typical.is_none() {
+        return factory;
     }
-    match &variant.preprocess {
-        Some(preprocess) => match preprocess.typical_size() {
-            Some((width, height)) => {
-                at_typical_size(factory, preprocess.input.clone(), preprocess.spatial_axes(), [height, width])
-            }
-            None => factory,
-        },
-        None => factory,
-    }
+    at_fixed_shapes(factory, variant.profile_shapes.clone(), typical)
 }
 
-/// `factory`'s backends with the open spatial dimensions of their image input (`input`,
-/// else the first) fixed at a typical image's `[height, width]` (at `axes`), so that a
-/// model that takes images of any size, a text detector, is profiled at that size.
-fn at_typical_size(factory: BackendFactory, input: Option<String>, axes: [usize; 2], size: [u32; 2]) -> BackendFactory {
-    std::sync::Arc::new(move || {
-        let inner = factory()?;
-        let mut metadata = inner.metadata().clone();
-        let spec = match &input {
-            Some(name) => metadata.inputs.iter_mut().find(|s| &s.name == name),
-            None => metadata.inputs.first_mut(),
-        };
-        if let Some(spec) = spec {
-            for (axis, side) in axes.into_iter().zip(size) {
-                if let Some(dim @ None) = spec.shape.get_mut(axis) {
-                    *dim = Some(side as usize);
-                }
-            }
-        }
-        Ok(Box::new(AtFixedShapes { inner, metadata }) as Box<dyn Backend + Send>)
-    })
+/// Where a typical image's `[height, width]` goes: the image input (`input`, else the
+/// first), at its spatial `axes`.
+struct TypicalSize {
+    input: Option<String>,
+    axes: [usize; 2],
+    size: [u32; 2],
 }
 
 /// `factory`'s backends with the open sides of each input `shapes` names fixed at its
-/// shape there (without the batch). A name the model does not have, or a shape
-/// whose rank or fixed sides are not the input's, fails the load with the reason.
-fn at_given_shapes(factory: BackendFactory, shapes: BTreeMap<String, Vec<usize>>) -> BackendFactory {
+/// shape there (without the batch), then the image input's open spatial sides at a
+/// typical image's size. A name in `shapes` the model does not have, or a shape whose
+/// rank or fixed sides are not the input's, fails the load with the reason.
+fn at_fixed_shapes(
+    factory: BackendFactory,
+    shapes: BTreeMap<String, Vec<usize>>,
+    typical: Option<TypicalSize>,
+) -> BackendFactory {
     std::sync::Arc::new(move || {
         let inner = factory()?;
         let mut metadata = inner.metadata().clone();
-        for (name, shape) in &shapes {
-            let refused = |why: String| BackendError::InputMismatch(format!("profile_shapes: input `{name}` {why}"));
-            let Some(spec) = metadata.inputs.iter_mut().find(|s| &s.name == name) else {
-                let known: Vec<&str> = inner.metadata().inputs.iter().map(|s| s.name.as_str()).collect();
-                return Err(refused(format!("is not one of the model's ({})", known.join(", "))));
-            };
-            let model_shape = spec.shape_display();
-            if spec.shape.len() != shape.len() + 1 {
-                return Err(refused(format!(
-                    "has {} sides besides the batch ({model_shape}), not {}",
-                    spec.shape.len().saturating_sub(1),
-                    shape.len()
-                )));
-            }
-            for (dim, &side) in spec.shape[1..].iter_mut().zip(shape) {
-                match dim {
-                    None => *dim = Some(side),
-                    Some(fixed) if *fixed != side => {
-                        return Err(refused(format!("is {model_shape}: {shape:?} differs from a fixed side")));
-                    }
-                    Some(_) => {}
-                }
-            }
+        fix_given_shapes(&mut metadata, &shapes)?;
+        if let Some(typical) = &typical {
+            fix_typical_size(&mut metadata, typical);
         }
         Ok(Box::new(AtFixedShapes { inner, metadata }) as Box<dyn Backend + Send>)
     })
+}
+
+fn fix_given_shapes(metadata: &mut ModelMetadata, shapes: &BTreeMap<String, Vec<usize>>) -> Result<(), BackendError> {
+    for (name, shape) in shapes {
+        let refused = |why: String| BackendError::InputMismatch(format!("profile_shapes: input `{name}` {why}"));
+        let Some(spec) = metadata.inputs.iter_mut().find(|s| &s.name == name) else {
+            let known: Vec<&str> = metadata.inputs.iter().map(|s| s.name.as_str()).collect();
+            return Err(refused(format!("is not one of the model's ({})", known.join(", "))));
+        };
+        let model_shape = spec.shape_display();
+        if spec.shape.len() != shape.len() + 1 {
+            return Err(refused(format!(
+                "has {} sides besides the batch ({model_shape}), not {}",
+                spec.shape.len().saturating_sub(1),
+                shape.len()
+            )));
+        }
+        for (dim, &side) in spec.shape[1..].iter_mut().zip(shape) {
+            match dim {
+                None => *dim = Some(side),
+                Some(fixed) if *fixed != side => {
+                    return Err(refused(format!("is {model_shape}: {shape:?} differs from a fixed side")));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+fn fix_typical_size(metadata: &mut ModelMetadata, typical: &TypicalSize) {
+    let spec = match &typical.input {
+        Some(name) => metadata.inputs.iter_mut().find(|s| &s.name == name),
+        None => metadata.inputs.first_mut(),
+    };
+    if let Some(spec) = spec {
+        for (axis, side) in typical.axes.into_iter().zip(typical.size) {
+            if let Some(dim @ None) = spec.shape.get_mut(axis) {
+                *dim = Some(side as usize);
+            }
+        }
+    }
 }
 
 /// A backend that says its open inputs take one shape.
@@ -242,7 +251,7 @@ mod tests {
     fn an_input_open_besides_the_batch_runs_at_the_shape_given() {
         let (factory, ran) = lines();
         assert!(zero_batch(factory().unwrap().metadata(), 2).is_none(), "open sides have no size of their own");
-        let mut backend = at_given_shapes(factory, shapes(&[3, 48, 320]))().unwrap();
+        let mut backend = at_fixed_shapes(factory, shapes(&[3, 48, 320]), None)().unwrap();
         let inputs = zero_batch(backend.metadata(), 2).expect("every side has a size now");
         backend.infer(Batch { inputs }).unwrap();
         assert_eq!(*ran.lock().unwrap(), vec![vec![2, 3, 48, 320]]);
@@ -250,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_shape_the_input_cannot_take_is_refused_with_the_reason() {
-        let refusal = |given: BTreeMap<String, Vec<usize>>| match at_given_shapes(lines().0, given)() {
+        let refusal = |given: BTreeMap<String, Vec<usize>>| match at_fixed_shapes(lines().0, given, None)() {
             Err(BackendError::InputMismatch(why)) => why,
             Err(other) => panic!("{other}"),
             Ok(_) => panic!("accepted"),

@@ -188,3 +188,14 @@ fn the_recogniser_is_profiled_on_lines_as_wide_as_its_config_says() {
     let backend = profiling_factory(&unshaped, &unshaped.path, &config.onnxruntime)().unwrap();
     assert!(zero_batch(backend.metadata(), 2).is_none(), "without the shape a line's width is open");
 }
+
+#[test]
+fn the_detector_is_profiled_on_a_typical_page() {
+    use modelless::profile::{profiling_factory, zero_batch};
+
+    let config = RuntimeConfig::from_file(crate_dir().join("../examples/read_text.toml")).unwrap();
+    let detector = config.tasks.iter().flat_map(|t| &t.variants).find(|v| v.name == "det-736").unwrap();
+    let backend = profiling_factory(detector, &detector.path, &config.onnxruntime)().unwrap();
+    let pages = zero_batch(backend.metadata(), 1).expect("a page's sides have a size");
+    assert_eq!(pages[0].shape(), [1, 3, 1056, 736], "a portrait page, its shorter side 736");
+}
