@@ -2,10 +2,13 @@
 # What a static int8 copy of an image variant can agree at most, on the same 500
 # images `modelless variants make` judges the real copy on: the copy made with the
 # activations in 16 bits and the weights in 8 (biases corrected), with the
-# activations in 8 and the weights in 16, and with both in 16 (the floor of the
-# measurement itself). Each is made by scripts/int8_bounds.py standing in for the
-# converter, then measured and added by the command as a copy is, to a scratch
-# config beside a scratch copy of the model. Prints each bound's agreement lines.
+# activations in 8 and the weights in 16, with both in 16 (the floor of the
+# measurement itself) and with both in 8 (the copy served). Each is made by
+# scripts/int8_bounds.py standing in for the converter, then measured and added by
+# the command as a copy is, to a scratch config beside a scratch copy of the model.
+# Last, the served copy takes the original's place and is compared with itself run
+# with float arithmetic between its roundings: how much of its answers ONNX
+# Runtime's int8 arithmetic alone decides. Prints each bound's agreement lines.
 #
 #   bash scripts/int8_bounds.sh [CONFIG] [TASK] [VARIANT]
 #   (default: experiments/lite.toml classify-photo efficientnet-lite0)
@@ -56,10 +59,19 @@ cat >/dev/null
 exec "$PYTHON" "$ROOT/scripts/int8_bounds.py" "\$BOUND" "\$3" "\$4" "\$5"
 SH
 chmod +x "$WORK/converter"
-for bound in a16w8 a8w16 a16w16; do
+measure() { # BOUND CONFIG
+    echo "== $1"
+    BOUND=$1 MODELLESS_PYTHON="$WORK/converter" "$BIN" variants make "$2" \
+        --task "$TASK" --from "$VARIANT" --kind int8-static 2>"$WORK/$1.err" | grep -E "agreement|keeps its answer" \
+        || { tail -5 "$WORK/$1.err"; exit 1; }
+}
+for bound in a16w8 a8w16 a16w16 a8w8; do
     cp "$WORK/base.toml" "$WORK/$bound.toml"
-    echo "== $bound"
-    BOUND=$bound MODELLESS_PYTHON="$WORK/converter" "$BIN" variants make "$WORK/$bound.toml" \
-        --task "$TASK" --from "$VARIANT" --kind int8-static 2>"$WORK/$bound.err" | grep -E "agreement|keeps its answer" \
-        || { tail -5 "$WORK/$bound.err"; exit 1; }
+    measure "$bound" "$WORK/$bound.toml"
 done
+# The served copy (the last one made) as the original, in a folder of its own.
+MODEL="$(sed -n 's/^path = "\(.*\)"$/\1/p' "$WORK/base.toml")"
+mkdir "$WORK/served"
+cp "${MODEL%.onnx}.int8-static.onnx" "$WORK/served/$(basename "$MODEL")"
+sed "s#^path = \".*\"#path = \"$WORK/served/$(basename "$MODEL")\"#" "$WORK/base.toml" >"$WORK/served.toml"
+measure float-arithmetic "$WORK/served.toml"
