@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use modelless::backend::{TensorDeclaration, TorchScriptConfig};
 use modelless::{
-    BackendError, BatchingConfig, DType, Error, ProfileMode, Runtime, Slo, TaskConfig, Tensor, VariantConfig,
+    BackendError, BatchingConfig, DType, Device, Error, ProfileMode, Runtime, Slo, TaskConfig, Tensor, VariantConfig,
     WarmupConfig,
 };
 
@@ -140,6 +140,40 @@ fn a_corrupt_module_or_a_wrong_declaration_fails_clearly_and_the_task_keeps_serv
     rt.switch_variant("ts-bad", "good").unwrap();
     let output = rt.infer_task_blocking("ts-bad", Tensor::new([1, 4], row(2)).unwrap(), Slo::default()).unwrap();
     assert_eq!(&*output.model, "good");
+}
+
+/// Where this process mapped a library whose file is named `file`, if it did.
+fn mapped(file: &str) -> Option<std::path::PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines().filter_map(|line| line.split_whitespace().nth(5)).find(|path| path.ends_with(file)).map(Into::into)
+}
+
+#[test]
+fn a_cuda_variant_has_libtorchs_cuda_library_loaded_and_without_a_gpu_fails_clearly() {
+    let declared = tiny_declared(vec![TensorDeclaration::new("output", DType::F32, [-1, 3])]);
+    let task = TaskConfig::new("ts-cuda")
+        .with_variant(tiny_variant("on-cpu", "tiny.pt", declared.clone(), 1))
+        .with_variant(tiny_variant("on-gpu", "tiny.pt", declared, 1).with_device(Device::Cuda(0), false));
+    let rt = Runtime::builder().with_task(task).build().unwrap();
+    let switched = rt.switch_variant("ts-cuda", "on-gpu");
+
+    // The linker drops libtorch_cuda.so (nothing calls into it); without it libtorch
+    // finds no GPU even where there is one. Where PyTorch has it, it is loaded now.
+    let cpu_half = mapped("/libtorch_cpu.so").expect("libtorch is loaded");
+    if cpu_half.with_file_name("libtorch_cuda.so").exists() {
+        assert!(mapped("/libtorch_cuda.so").is_some(), "libtorch_cuda.so beside {cpu_half:?} is not loaded");
+    }
+    match switched {
+        Ok(_) => assert!(std::path::Path::new("/dev/nvidia0").exists(), "loaded on cuda:0 without a GPU"),
+        Err(refused) => {
+            let Error::Load { source, .. } = &refused else { panic!("{refused:?}") };
+            let BackendError::DeviceUnavailable { device, reason } = source.as_ref() else { panic!("{source:?}") };
+            assert_eq!(device, "cuda:0");
+            assert!(reason.contains("no CUDA device"), "{reason}");
+            let output = rt.infer_task_blocking("ts-cuda", Tensor::new([1, 4], row(3)).unwrap(), Slo::default());
+            assert_eq!(&*output.unwrap().model, "on-cpu");
+        }
+    }
 }
 
 #[test]

@@ -9,6 +9,8 @@
 //! (`scripts/setup_torch.sh`); its `torch/lib` must be on the loader's path.
 
 #[cfg(feature = "tch")]
+mod cuda_library;
+#[cfg(feature = "tch")]
 mod session;
 
 use std::path::PathBuf;
@@ -40,7 +42,7 @@ pub fn factory(path: PathBuf, config: TorchScriptConfig, device: Device, fallbac
 /// on: the CPU where it asks for a GPU libtorch does not find and may fall back.
 pub fn device_to_load(device: Device, fallback_to_cpu: bool) -> Device {
     #[cfg(feature = "tch")]
-    let missing = device.cuda_index().is_some_and(|index| i64::from(index) >= tch::Cuda::device_count());
+    let missing = device.cuda_index().is_some_and(|index| i64::from(index) >= cuda_library::cuda_device_count());
     #[cfg(not(feature = "tch"))]
     let missing = false; // nothing loads without the feature; the load says so
     if missing && fallback_to_cpu { Device::Cpu } else { device }

@@ -96,7 +96,7 @@ impl TchBackend {
 /// The libtorch device for `device`, if this machine has it.
 fn torch_device(device: Device) -> Result<tch::Device, BackendError> {
     let Some(index) = device.cuda_index() else { return Ok(tch::Device::Cpu) };
-    let count = tch::Cuda::device_count();
+    let count = super::cuda_library::cuda_device_count();
     if index as i64 >= count {
         let reason = if count == 0 {
             "libtorch finds no CUDA device (no GPU, no driver, or a CPU-only PyTorch)".to_string()
