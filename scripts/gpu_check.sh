@@ -9,6 +9,8 @@
 #  - the same gRPC load at 16 callers with cuDNN's heuristic search, and without
 #    padding batches to warmed sizes;
 #  - `modelless variants make`: the fp16 copy and its top-1 agreement on photos;
+#  - where the pack has the CLI built with `tch` for this PyTorch (modelless-tch.zst),
+#    a TorchScript ResNet-50 in process at 1 and 64 callers;
 #  - PyTorch eager at batch 1, 8 and 64 (the kit's torch_baseline.py).
 # Without a GPU, DEVICE=cpu MODEL=path.onnx SECONDS_EACH=3 runs the same steps on the
 # CPU (a dry run of the script). Prints one table at the end; files in RESULTS_DIR.
@@ -71,9 +73,29 @@ serve $W/heuristic.toml; grpc heur16 16; kill $SP; wait $SP 2>/dev/null
 t "serve, batches not padded: gRPC 16"
 serve $W/nopad.toml; grpc nopad16 16; kill $SP; wait $SP 2>/dev/null
 
+# TorchScript: the CLI built against this machine's PyTorch, its libtorch from torch/lib.
+TCH=${MODELLESS_TCH:-/tmp/modelless-tch}
+[ -x "$TCH" ] || [ ! -s .gpu-pack/modelless-tch.zst ] || { zstd -q -d -f .gpu-pack/modelless-tch.zst -o "$TCH" 2>/dev/null \
+  || .gpu-pack/zstd -q -d -f .gpu-pack/modelless-tch.zst -o "$TCH"; chmod +x "$TCH"; }
+if [ -x "$TCH" ]; then t "TorchScript on $DEVICE"
+  TORCH_LIB=${TORCH_LIB:-$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')}
+  TS=${TS_MODEL:-/tmp/models/resnet50.pt}
+  [ -s "$TS" ] || python3 -c 'import sys, torch, torchvision
+m = torchvision.models.resnet50(weights=None).eval()
+torch.jit.trace(m, torch.randn(1, 3, 224, 224)).save(sys.argv[1])' "$TS"
+  { task classify-ts; variant resnet50-ts "$TS" 'format = "torchscript"
+torchscript = { inputs = [{ name = "input", dtype = "f32", shape = [-1, 3, 224, 224] }], outputs = [{ name = "logits", dtype = "f32", shape = [-1, 1000] }] }'; } > $W/ts.toml
+  load classify-ts > $W/loadts.toml
+  for run in "ts1 1" "ts64 64"; do set -- $run
+    LD_LIBRARY_PATH=$TORCH_LIB:${LD_LIBRARY_PATH:-} timeout 90 "$TCH" loadgen --config $W/ts.toml --load $W/loadts.toml \
+      --concurrency $2 --out $W/$1 > $W/$1.log 2>&1 || tail -3 $W/$1.log
+    R[$1]="$(row $W/$1), compute $(compute $W/$1) ms"
+  done
+fi
+
 if [ "$DEVICE" != cpu ]; then t "PyTorch eager"; timeout 120 python3 "$KIT/torch_baseline.py" $W/torch.json | grep resnet50; fi
 echo; echo "| run | result |"; echo "|---|---|"
-for k in in1 in64 fp16_64 grpc16 grpc64 heur16 nopad16; do echo "| $k | ${R[$k]:-} |"; done
+for k in in1 in64 fp16_64 grpc16 grpc64 heur16 nopad16 ts1 ts64; do echo "| $k | ${R[$k]:-} |"; done
 grep -m1 'agreement' $W/fp16.log | sed 's/^/| fp16 copy | /; s/$/ |/'
 [ -f $W/torch.json ] && python3 -c "import json; d=json.load(open('$W/torch.json')); print('| PyTorch eager b1 / b8 / b64 | %s / %s / %s images/s |' % (d['resnet50 b1'], d['resnet50 b8'], d['resnet50 b64']))"
 cp $W/*.log $W/*.threads $W/*.metrics $W/*.toml "$RES/" 2>/dev/null; cp $W/torch.json "$RES/" 2>/dev/null

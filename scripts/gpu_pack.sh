@@ -4,6 +4,9 @@
 # they travel: prov.zst alone first, the rest in the next call).
 #  - ONNX Runtime's GPU build, packed by the kit (once);
 #  - the release CLI, stripped and compressed;
+#  - the same CLI with the `tch` feature, built against the GPU machine's PyTorch
+#    (2.11.0) by scripts/build_tch_for_torch.sh, for a TorchScript variant on cuda:0
+#    (TORCHSCRIPT=0 leaves it out: it takes a 4.7 GB venv and a few minutes);
 #  - onnxconverter-common (pure Python) for the fp16 copy, where the GPU machine's
 #    Python has onnx but not onnxruntime;
 #  - the kit itself.
@@ -16,6 +19,12 @@ target=${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}
 CARGO_TARGET_DIR=$target cargo build --release --locked -p modelless-lab
 strip -o /tmp/modelless-stripped "$target/release/modelless"
 zstd -q -f -19 /tmp/modelless-stripped -o .gpu-pack/modelless.zst
+if [ "${TORCHSCRIPT:-1}" = 1 ]; then
+    bash scripts/build_tch_for_torch.sh 2.11.0 /tmp/modelless-tch-stripped
+    zstd -q -f -19 /tmp/modelless-tch-stripped -o .gpu-pack/modelless-tch.zst
+else
+    rm -f .gpu-pack/modelless-tch.zst
+fi
 rm -rf .gpu-pack/pylib && mkdir -p .gpu-pack/pylib
 wheel_dir=$(mktemp -d)
 .modelless/venv/bin/pip download -q --no-deps -d "$wheel_dir" onnxconverter-common==1.16.0
