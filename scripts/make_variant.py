@@ -535,7 +535,8 @@ def int8_static(src, dst, folder):
     # near ones apart on a machine whose pace drifts: those in the band are timed
     # again, together, in more rounds, and the fastest of that timing is kept.
     band = [t for t in tried if t["agreement"] >= best - noise - 1e-9]
-    if len(band) > 1:
+    retimed = len(band) > 1
+    if retimed:
         progress(f"timing the {len(band)} ways within the band again, together")
         for t, ratio in zip(band, speed_ratios(src, [t["file"] for t in band], name, held_out, rounds=7)):
             t["speed_ratio"] = ratio
@@ -571,7 +572,9 @@ def int8_static(src, dst, folder):
         report["faster_but_less_alike"] = (
             f"{len(faster)} way{'s' if len(faster) > 1 else ''} ran faster but agreed less, the fastest "
             f"({fastest['candidate']}) {fastest['speed_ratio']:.2f}x at {fastest['agreement'] * 100:.1f} %, outside "
-            f"the noise of the best")
+            f"the noise of the best"
+            + (" (their speeds from the three short rounds, the kept one's from the seven rounds that timed the "
+               "band again)" if retimed else ""))
     if ratio < 1.0:
         report["slower_because"] = (
             "ONNX Runtime's int8 kernels on this CPU do not beat its float ones for this model's operators "
