@@ -34,19 +34,21 @@ def errors(source, include):
 def stubbed(text, bad_lines):
     """The source with each wrapper that holds an error line given a raising body."""
     lines = text.split("\n")
-    names = []
-    for number in sorted(bad_lines, reverse=True):
+    starts = set()
+    for number in bad_lines:
         start = number - 1
         while start >= 0 and not WRAPPER.match(lines[start]):
             start -= 1
         if start < 0:
             sys.exit(f"tch_stub_missing_ops: error on line {number} outside any wrapper")
+        starts.add(start)
+    names = []
+    # From the last wrapper up, so that each replacement leaves the lines above it.
+    for start in sorted(starts, reverse=True):
         end = start + 1
         while lines[end] != "}":
             end += 1
         name = WRAPPER.match(lines[start]).group(1)
-        if name in names:
-            continue
         names.append(name)
         raising = f'    throw std::runtime_error("{name[4:]}: not in this PyTorch");'
         returns = "" if lines[start].startswith("void") else "  return 0;\n"
