@@ -47,10 +47,11 @@ timeout 150 $B profile $W/gpu.toml --force --out $W/prof --first-run-sessions 0 
 grep -E '^\||not kept' $W/prof.log | head -6; rm -f /tmp/models/*.profile.json
 
 declare -A R
-for run in "in1 load 1" "in64 load 64" "fp16_64 load16 64"; do set -- $run; t "in process: $1"
-  timeout 90 $B loadgen --config $W/gpu.toml --load $W/$2.toml --concurrency $3 --out $W/$1 > $W/$1.log 2>&1 || tail -3 $W/$1.log
+in_process() { # name config load callers [binary]
+  timeout 90 "${5:-$B}" loadgen --config $W/$2.toml --load $W/$3.toml --concurrency $4 --out $W/$1 > $W/$1.log 2>&1 || tail -3 $W/$1.log
   R[$1]="$(row $W/$1), compute $(compute $W/$1) ms"
-done
+}
+for run in "in1 load 1" "in64 load 64" "fp16_64 load16 64"; do set -- $run; t "in process: $1"; in_process $1 gpu $2 $3; done
 
 serve() { # config
   $B serve --config "$1" --http 127.0.0.1:8000 --grpc 127.0.0.1:8001 > $W/serve.log 2>&1 & SP=$!
@@ -86,11 +87,9 @@ torch.jit.trace(m, torch.randn(1, 3, 224, 224)).save(sys.argv[1])' "$TS"
   { task classify-ts; variant resnet50-ts "$TS" 'format = "torchscript"
 torchscript = { inputs = [{ name = "input", dtype = "f32", shape = [-1, 3, 224, 224] }], outputs = [{ name = "logits", dtype = "f32", shape = [-1, 1000] }] }'; } > $W/ts.toml
   load classify-ts > $W/loadts.toml
-  for run in "ts1 1" "ts64 64"; do set -- $run
-    LD_LIBRARY_PATH=$TORCH_LIB:${LD_LIBRARY_PATH:-} timeout 90 "$TCH" loadgen --config $W/ts.toml --load $W/loadts.toml \
-      --concurrency $2 --out $W/$1 > $W/$1.log 2>&1 || tail -3 $W/$1.log
-    R[$1]="$(row $W/$1), compute $(compute $W/$1) ms"
-  done
+  LIBS=${LD_LIBRARY_PATH:-}; export LD_LIBRARY_PATH=$TORCH_LIB${LIBS:+:$LIBS}
+  in_process ts1 ts loadts 1 "$TCH"; in_process ts64 ts loadts 64 "$TCH"
+  LD_LIBRARY_PATH=$LIBS
 fi
 
 if [ "$DEVICE" != cpu ]; then t "PyTorch eager"; timeout 120 python3 "$KIT/torch_baseline.py" $W/torch.json | grep resnet50; fi
