@@ -52,19 +52,31 @@ pub const MIN_FIT_R2: f64 = 0.9;
 
 impl LatencyFit {
     /// Whether the fit is good enough to predict from: its R² is at least
-    /// [`MIN_FIT_R2`] and its figures are finite.
+    /// [`MIN_FIT_R2`], its figures are finite, and it prices every batch (a batch of
+    /// one costs something, and a row never costs less than nothing).
     pub fn is_trusted(&self) -> bool {
-        self.r2 >= MIN_FIT_R2 && self.a_ms.is_finite() && self.c_ms.is_finite()
+        self.distrust().is_none()
     }
 
     /// Why the fit is not trusted, for logs and reports; `None` where it is.
     pub fn distrust(&self) -> Option<String> {
-        (!self.is_trusted()).then(|| {
-            format!(
-                "R² {:.3} below {MIN_FIT_R2} (a {:.3} ms/row, c {:.3} ms): the batch sizes' latencies do not lie on a line",
-                self.r2, self.a_ms, self.c_ms
-            )
-        })
+        let figures = format!("a {:.3} ms/row, c {:.3} ms", self.a_ms, self.c_ms);
+        if !(self.r2 >= MIN_FIT_R2 && self.a_ms.is_finite() && self.c_ms.is_finite()) {
+            return Some(format!(
+                "R² {:.3} below {MIN_FIT_R2} ({figures}): the batch sizes' latencies do not lie on a line",
+                self.r2
+            ));
+        }
+        let one = self.predict_ms(1);
+        if one <= 0.0 || self.a_ms < 0.0 {
+            // High R² over large batches can hide a curve: per-row cost that grows with
+            // the batch gives a line through the large ones that is negative at one row.
+            return Some(format!(
+                "it predicts {one:.3} ms for a batch of 1 ({figures}, R² {:.3}): the latencies bend away from a line at small batches",
+                self.r2
+            ));
+        }
+        None
     }
 
     /// Predicted warm latency of a batch of `batch_size` rows, in ms.

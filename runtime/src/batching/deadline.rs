@@ -40,12 +40,10 @@ pub struct BatchCost {
 }
 
 impl BatchCost {
-    /// The cost `line` predicts; `None` for a line that predicts nothing usable
-    /// (no cost at one row, a non-finite one, or an untrusted fit: see
+    /// The cost `line` predicts; `None` for a line that predicts nothing usable (see
     /// [`LatencyFit::is_trusted`]).
     pub fn new(line: LatencyFit) -> Option<BatchCost> {
-        let one = line.predict_ms(1);
-        (line.is_trusted() && one > 0.0 && line.a_ms >= 0.0).then_some(BatchCost {
+        line.is_trusted().then_some(BatchCost {
             line,
             correction: 1.0,
             spread: 0.0,

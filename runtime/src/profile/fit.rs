@@ -133,6 +133,24 @@ mod tests {
     }
 
     #[test]
+    fn a_line_that_prices_a_batch_of_one_at_nothing_is_dropped_with_its_reason() {
+        // fp16 ResNet-50 on a CPU: per-row cost grows with the batch, and the line
+        // through the sweep (R² 0.999) is negative at one row.
+        let points: Vec<(f64, f64)> =
+            [(1.0, 6.2), (2.0, 9.0), (4.0, 19.0), (8.0, 60.0), (16.0, 140.0), (64.0, 580.0)].to_vec();
+        let line = fit_line(&points).unwrap().latency();
+        assert!(line.r2 > 0.99 && line.predict_ms(1) < 0.0, "{line:?}");
+        let (fit, reason) = trusted_fit("resnet50-fp16", Some(line));
+        assert_eq!(fit, None);
+        assert!(reason.as_deref().is_some_and(|r| r.contains("for a batch of 1")), "{reason:?}");
+        let falling = LatencyFit { a_ms: -0.5, c_ms: 40.0, r2: 0.95 };
+        assert!(trusted_fit("x", Some(falling)).1.is_some_and(|r| r.contains("a -0.500 ms/row")));
+        // A small negative intercept that still prices one row is kept.
+        let kept = LatencyFit { a_ms: 1.712, c_ms: -0.387, r2: 0.998 };
+        assert_eq!(trusted_fit("mobilenet", Some(kept)), (Some(kept), None));
+    }
+
+    #[test]
     fn one_batch_size_is_not_a_line() {
         assert!(fit_line(&[(4.0, 10.0)]).is_none());
         assert!(fit_line(&[(4.0, 10.0), (4.0, 11.0)]).is_none());
