@@ -5,7 +5,8 @@
 #  - `modelless profile`: the fit's R² and its batch-1 prediction;
 #  - in process: fp32 at 1 and 64 callers, the fp16 copy at 64 callers;
 #  - served over KServe V2 gRPC at 16 and 64 callers, with the server's threads' CPU
-#    and its batch sizes sampled while the load runs;
+#    and its batch sizes sampled while the load runs, then an open loop at 80 % of the
+#    capacity the stored profile states (admission by that profile refuses nothing);
 #  - the same gRPC load at 16 callers with cuDNN's heuristic search, and without
 #    padding batches to warmed sizes;
 #  - `modelless variants make`: the fp16 copy and its top-1 agreement on photos;
@@ -20,7 +21,7 @@ KIT=${KIT:-.gpu-kit}; DEVICE=${DEVICE:-cuda:0}; S_EACH=${SECONDS_EACH:-12}
 B=${MODELLESS:-/tmp/modelless}; W=$(mktemp -d); S=$(date +%s); RES=${1:-$W}; mkdir -p "$RES"
 export PYTHONPATH=${PYTHONPATH:-}:$PWD/.gpu-pack/pylib MODELLESS_PYTHON=${MODELLESS_PYTHON:-python3}
 t() { echo "== [$(( $(date +%s) - S ))s] $*"; }
-row() { grep -m1 -E '^\| (no policy|http)' "$1/summary.md" | awk -F'|' '{printf "%s answers/s, p50 %s ms, p99 %s ms, late %s %%", $8, $6, $7, $5}'; }
+row() { grep -m1 -E '^\| (no policy|http)' "$1/summary.md" | awk -F'|' '{printf "%s answers/s, p50 %s ms, p99 %s ms, late %s %%, refused %s of %s", $8, $6, $7, $5, $13, $4}'; }
 compute() { sed -n 9p "$1/summary.md" | awk -F'|' '{print $7}'; }
 mkdir -p /tmp/models
 MODEL=${MODEL:-}
@@ -30,7 +31,7 @@ variant() { # name path [extra TOML lines]
   printf '[[tasks.variants]]\nname = "%s"\npath = "%s"\naccuracy = 76.1\ndevice = "%s"\npreload = true\nbatching = { max_batch_size = 64, max_queue_delay_us = 1000 }\n%s\n' "$1" "$2" "$DEVICE" "${3:-}"
 }
 task() { printf '[[tasks]]\nname = "%s"\nlatency_slo_ms = 100\n' "$1"; }
-load() { printf '[[tasks]]\ntask = "%s"\n[tasks.pattern]\nkind = "constant"\nrate = 100\nduration_s = %s\n' "$1" "$S_EACH"; }
+load() { printf '[[tasks]]\ntask = "%s"\n[tasks.pattern]\nkind = "constant"\nrate = %s\nduration_s = %s\n' "$1" "${2:-100}" "$S_EACH"; }
 
 t "fp16 copy, checked on photos"
 { task photos; variant resnet50 "$MODEL" 'preprocess = { size = 224, mean = [123.7, 116.3, 103.5], std = [58.4, 57.1, 57.4] }'; } > $W/photos.toml
@@ -44,7 +45,10 @@ load classify-gpu > $W/load.toml; load classify-fp16 > $W/load16.toml
 
 t profile
 timeout 150 $B profile $W/gpu.toml --force --out $W/prof --first-run-sessions 0 --warm-runs 20 --throughput-secs 4 > $W/prof.log 2>&1
-grep -E '^\||not kept' $W/prof.log | head -6; rm -f /tmp/models/*.profile.json
+grep -E '^\||not kept' $W/prof.log | head -6
+# The stored profiles stay: every run below is admitted by them, as a served model is.
+CAPACITY=$(grep -m1 '^| resnet50 |' $W/prof.log | awk -F'|' '{gsub(/ /, "", $8); print $8}')
+load classify-gpu "$(python3 -c "print(round(0.8 * float('${CAPACITY:-0}' or 0)))")" > $W/load80.toml
 
 declare -A R
 in_process() { # name config load callers [binary]
@@ -58,8 +62,9 @@ serve() { # config
   for _ in $(seq 150); do curl -sf localhost:8000/v2/health/ready >/dev/null && return; sleep 1; done
   echo "serve did not become ready"; tail -5 $W/serve.log
 }
-grpc() { # name callers
-  timeout 90 $B loadgen --grpc http://127.0.0.1:8001 --config $W/gpu.toml --load $W/load.toml --concurrency $2 --out $W/$1 > $W/$1.log 2>&1 &
+grpc() { # name callers (0: open loop at the rate of load80.toml)
+  local LOAD=(--load $W/load.toml --concurrency $2); [ "$2" = 0 ] && LOAD=(--load $W/load80.toml)
+  timeout 90 $B loadgen --grpc http://127.0.0.1:8001 --config $W/gpu.toml "${LOAD[@]}" --out $W/$1 > $W/$1.log 2>&1 &
   local LP=$!; sleep $(( S_EACH / 2 ))
   top -H -b -n 1 -p $SP | sed -n 7,12p > $W/$1.threads
   curl -s localhost:8000/metrics | grep -E '^modelless_(inference_(count|exec_count|compute_infer_duration_us|compute_input_duration_us|queue_duration_us)|gpu_utilization)' | head -20 > $W/$1.metrics
@@ -67,8 +72,8 @@ grpc() { # name callers
   R[$1]="$(row $W/$1), compute $(compute $W/$1) ms"
   echo "-- $1: busiest server threads:"; cat $W/$1.threads
 }
-t "serve: gRPC 16 and 64 callers"
-serve $W/gpu.toml; grpc grpc16 16; grpc grpc64 64; kill $SP; wait $SP 2>/dev/null
+t "serve: gRPC 16 and 64 callers, then open loop at 80 % of the profile's capacity ($CAPACITY/s)"
+serve $W/gpu.toml; grpc grpc16 16; grpc grpc64 64; grpc admit80 0; kill $SP; wait $SP 2>/dev/null
 t "serve, heuristic cuDNN search: gRPC 16"
 serve $W/heuristic.toml; grpc heur16 16; kill $SP; wait $SP 2>/dev/null
 t "serve, batches not padded: gRPC 16"
@@ -94,8 +99,9 @@ fi
 
 if [ "$DEVICE" != cpu ]; then t "PyTorch eager"; timeout 120 python3 "$KIT/torch_baseline.py" $W/torch.json | grep resnet50; fi
 echo; echo "| run | result |"; echo "|---|---|"
-for k in in1 in64 fp16_64 grpc16 grpc64 heur16 nopad16 ts1 ts64; do echo "| $k | ${R[$k]:-} |"; done
+for k in in1 in64 fp16_64 grpc16 grpc64 admit80 heur16 nopad16 ts1 ts64; do echo "| $k | ${R[$k]:-} |"; done
 grep -m1 'agreement' $W/fp16.log | sed 's/^/| fp16 copy | /; s/$/ |/'
 [ -f $W/torch.json ] && python3 -c "import json; d=json.load(open('$W/torch.json')); print('| PyTorch eager b1 / b8 / b64 | %s / %s / %s images/s |' % (d['resnet50 b1'], d['resnet50 b8'], d['resnet50 b64']))"
+rm -f "$(dirname "$MODEL")"/resnet50*.profile.json
 cp $W/*.log $W/*.threads $W/*.metrics $W/*.toml "$RES/" 2>/dev/null; cp $W/torch.json "$RES/" 2>/dev/null
 t done
