@@ -3,7 +3,7 @@
 # the GPU machine from the project root after the kit's unpack.sh, with the release CLI
 # at $MODELLESS (default /tmp/modelless). Measures, in one run:
 #  - `modelless profile`: the fit's R² and its batch-1 prediction;
-#  - in process: fp32 at 1 and 64 callers, the fp16 copy at 64 callers;
+#  - in process: fp32 at 1, 16 and 64 callers, the fp16 copy at 64 callers;
 #  - served over KServe V2 gRPC at 16 and 64 callers, with the server's threads' CPU
 #    and its batch sizes sampled while the load runs, then an open loop at 80 % of the
 #    capacity the stored profile states (admission by that profile refuses nothing);
@@ -14,15 +14,29 @@
 #    a TorchScript ResNet-50 in process at 1 and 64 callers;
 #  - PyTorch eager at batch 1, 8 and 64 (the kit's torch_baseline.py).
 # Without a GPU, DEVICE=cpu MODEL=path.onnx SECONDS_EACH=3 runs the same steps on the
-# CPU (a dry run of the script). Prints one table at the end; files in RESULTS_DIR.
+# CPU (a dry run of the script). Prints the runs and the bars they are judged by
+# (scripts/gpu_verdict.py) at the end; files in RESULTS_DIR, brought up to date after
+# every step. The steps no bar needs (the alternatives, TorchScript) are skipped when
+# less of BUDGET seconds (540) is left than they take.
 set -u
 KIT=${KIT:-.gpu-kit}; DEVICE=${DEVICE:-cuda:0}; S_EACH=${SECONDS_EACH:-12}
 [ "$DEVICE" = cpu ] || . "$KIT/env.sh"
 B=${MODELLESS:-/tmp/modelless}; W=$(mktemp -d); S=$(date +%s); RES=${1:-$W}; mkdir -p "$RES"
 export PYTHONPATH=${PYTHONPATH:-}:$PWD/.gpu-pack/pylib MODELLESS_PYTHON=${MODELLESS_PYTHON:-python3}
 t() { echo "== [$(( $(date +%s) - S ))s] $*"; }
-row() { grep -m1 -E '^\| (no policy|http)' "$1/summary.md" | awk -F'|' '{printf "%s answers/s, p50 %s ms, p99 %s ms, late %s %%, refused %s of %s", $8, $6, $7, $5, $13, $4}'; }
-compute() { sed -n 9p "$1/summary.md" | awk -F'|' '{print $7}'; }
+# What has been measured so far goes to RESULTS_DIR after every step, with the verdict
+# on it, so that a run stopped by the machine's time limit still brings its figures.
+save() {
+  for k in $W/*/summary.json; do [ -f "$k" ] && cp "$k" "$RES/$(basename "$(dirname "$k")").json"; done
+  python3 scripts/gpu_verdict.py $W > $W/verdict.md 2>&1
+  cp $W/*.log $W/*.md $W/*.threads $W/*.metrics $W/*.toml $W/torch.json "$RES/" 2>/dev/null
+}
+# The steps that no bar needs run only while this much of the run's budget is left.
+BUDGET=${BUDGET:-540}
+time_for() { # seconds what
+  local left=$(( BUDGET - ($(date +%s) - S) )); [ $left -ge $1 ] && return
+  t "skipped: $2 ($left s of the budget left, $1 needed)"; return 1
+}
 mkdir -p /tmp/models
 MODEL=${MODEL:-}
 if [ -z "$MODEL" ]; then MODEL=/tmp/models/resnet50.onnx; python3 "$KIT/export_resnet.py" "$MODEL" | tail -1; fi
@@ -35,8 +49,9 @@ load() { printf '[[tasks]]\ntask = "%s"\n[tasks.pattern]\nkind = "constant"\nrat
 
 t "fp16 copy, checked on photos"
 { task photos; variant resnet50 "$MODEL" 'preprocess = { size = 224, mean = [123.7, 116.3, 103.5], std = [58.4, 57.1, 57.4] }'; } > $W/photos.toml
-timeout 240 $B variants make $W/photos.toml --task photos --from resnet50 --photos .modelless/photos --images 500 > $W/fp16.log 2>&1
-tail -4 $W/fp16.log
+PHOTOS=.gpu-pack/photos; [ -d $PHOTOS ] || PHOTOS=.modelless/photos
+timeout 240 $B variants make $W/photos.toml --task photos --from resnet50 --photos $PHOTOS --images 500 > $W/fp16.log 2>&1
+tail -4 $W/fp16.log; save
 { task classify-gpu; variant resnet50 "$MODEL"; task classify-fp16; variant resnet50-fp16 "$FP16"; } > $W/gpu.toml
 { task classify-gpu; variant resnet50 "$MODEL" '[tasks.variants.onnx.cuda]
 conv_algo_search = "heuristic"'; } > $W/heuristic.toml
@@ -48,14 +63,14 @@ timeout 150 $B profile $W/gpu.toml --force --out $W/prof --first-run-sessions 0 
 grep -E '^\||not kept' $W/prof.log | head -6
 # The stored profiles stay: every run below is admitted by them, as a served model is.
 CAPACITY=$(grep -m1 '^| resnet50 |' $W/prof.log | awk -F'|' '{gsub(/ /, "", $8); print $8}')
-load classify-gpu "$(python3 -c "print(round(0.8 * float('${CAPACITY:-0}' or 0)))")" > $W/load80.toml
+load classify-gpu "$(python3 -c "print(round(0.8 * float('${CAPACITY:-0}' or 0)))")" > $W/load80.toml; save
 
-declare -A R
 in_process() { # name config load callers [binary]
   timeout 90 "${5:-$B}" loadgen --config $W/$2.toml --load $W/$3.toml --concurrency $4 --out $W/$1 > $W/$1.log 2>&1 || tail -3 $W/$1.log
-  R[$1]="$(row $W/$1), compute $(compute $W/$1) ms"
+  save
 }
-for run in "in1 load 1" "in64 load 64" "fp16_64 load16 64"; do set -- $run; t "in process: $1"; in_process $1 gpu $2 $3; done
+for run in "in1 load 1" "in16 load 16" "in64 load 64" "fp16_64 load16 64"; do set -- $run; t "in process: $1"; in_process $1 gpu $2 $3; done
+if [ "$DEVICE" != cpu ]; then t "PyTorch eager"; timeout 120 python3 "$KIT/torch_baseline.py" $W/torch.json | grep resnet50; save; fi
 
 serve() { # config
   $B serve --config "$1" --http 127.0.0.1:8000 --grpc 127.0.0.1:8001 > $W/serve.log 2>&1 & SP=$!
@@ -68,22 +83,21 @@ grpc() { # name callers (0: open loop at the rate of load80.toml)
   local LP=$!; sleep $(( S_EACH / 2 ))
   top -H -b -n 1 -p $SP | sed -n 7,12p > $W/$1.threads
   curl -s localhost:8000/metrics | grep -E '^modelless_(inference_(count|exec_count|compute_infer_duration_us|compute_input_duration_us|queue_duration_us)|gpu_utilization)' | head -20 > $W/$1.metrics
-  wait $LP || tail -3 $W/$1.log
-  R[$1]="$(row $W/$1), compute $(compute $W/$1) ms"
+  wait $LP || tail -3 $W/$1.log; save
   echo "-- $1: busiest server threads:"; cat $W/$1.threads
 }
 t "serve: gRPC 16 and 64 callers, then open loop at 80 % of the profile's capacity ($CAPACITY/s)"
 serve $W/gpu.toml; grpc grpc16 16; grpc grpc64 64; grpc admit80 0; kill $SP; wait $SP 2>/dev/null
-t "serve, heuristic cuDNN search: gRPC 16"
-serve $W/heuristic.toml; grpc heur16 16; kill $SP; wait $SP 2>/dev/null
-t "serve, batches not padded: gRPC 16"
-serve $W/nopad.toml; grpc nopad16 16; kill $SP; wait $SP 2>/dev/null
+for alt in "heur16 heuristic cuDNN's heuristic search" "nopad16 nopad batches not padded to warmed sizes"; do set -- $alt
+  time_for 60 "gRPC 16, ${*:3}" || continue
+  t "serve, ${*:3}: gRPC 16"; serve $W/$2.toml; grpc $1 16; kill $SP; wait $SP 2>/dev/null
+done
 
 # TorchScript: the CLI built against this machine's PyTorch, its libtorch from torch/lib.
 TCH=${MODELLESS_TCH:-/tmp/modelless-tch}
 [ -x "$TCH" ] || [ ! -s .gpu-pack/modelless-tch.zst ] || { zstd -q -d -f .gpu-pack/modelless-tch.zst -o "$TCH" 2>/dev/null \
   || .gpu-pack/zstd -q -d -f .gpu-pack/modelless-tch.zst -o "$TCH"; chmod +x "$TCH"; }
-if [ -x "$TCH" ]; then t "TorchScript on $DEVICE"
+if [ -x "$TCH" ] && time_for 80 "TorchScript on $DEVICE"; then t "TorchScript on $DEVICE"
   TORCH_LIB=${TORCH_LIB:-$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')}
   TS=${TS_MODEL:-/tmp/models/resnet50.pt}
   [ -s "$TS" ] || python3 -c 'import sys, torch, torchvision
@@ -97,11 +111,6 @@ torchscript = { inputs = [{ name = "input", dtype = "f32", shape = [-1, 3, 224, 
   LD_LIBRARY_PATH=$LIBS
 fi
 
-if [ "$DEVICE" != cpu ]; then t "PyTorch eager"; timeout 120 python3 "$KIT/torch_baseline.py" $W/torch.json | grep resnet50; fi
-echo; echo "| run | result |"; echo "|---|---|"
-for k in in1 in64 fp16_64 grpc16 grpc64 admit80 heur16 nopad16 ts1 ts64; do echo "| $k | ${R[$k]:-} |"; done
-grep -m1 'agreement' $W/fp16.log | sed 's/^/| fp16 copy | /; s/$/ |/'
-[ -f $W/torch.json ] && python3 -c "import json; d=json.load(open('$W/torch.json')); print('| PyTorch eager b1 / b8 / b64 | %s / %s / %s images/s |' % (d['resnet50 b1'], d['resnet50 b8'], d['resnet50 b64']))"
+save; echo; cat $W/verdict.md; grep -m1 'agreement' $W/fp16.log
 rm -f "$(dirname "$MODEL")"/resnet50*.profile.json
-cp $W/*.log $W/*.threads $W/*.metrics $W/*.toml "$RES/" 2>/dev/null; cp $W/torch.json "$RES/" 2>/dev/null
 t done

@@ -7,9 +7,15 @@
 #  - the same CLI with the `tch` feature, built against the GPU machine's PyTorch
 #    (2.11.0) by scripts/build_tch_for_torch.sh, for a TorchScript variant on cuda:0
 #    (TORCHSCRIPT=0 leaves it out: it takes a 4.7 GB venv and a few minutes);
-#  - onnxconverter-common (pure Python) for the fp16 copy, where the GPU machine's
-#    Python has onnx but not onnxruntime;
+#  - onnxconverter-common and packaging (pure Python) for the fp16 copy, where the GPU
+#    machine's Python has onnx but neither onnxruntime nor packaging;
+#  - the photos the fp16 copy is checked on (.modelless/ is not carried);
 #  - the kit itself.
+# The GPU machine takes at most 8 paths and 64 MiB a call, so the pack travels in two:
+#   first:  .gpu-pack/prov.zst .gpu-pack/zstd .gpu-kit   (bash .gpu-kit/unpack.sh .gpu-pack)
+#   second: .gpu-pack/{core.zst,libonnxruntime_providers_shared.so,zstd,modelless.zst,
+#           modelless-tch.zst,pylib,photos} .gpu-kit
+#           (bash .gpu-kit/unpack.sh .gpu-pack && bash scripts/gpu_check.sh "$OUT")
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 KIT=${KIT:-../shared/gpu}
@@ -27,7 +33,8 @@ else
 fi
 rm -rf .gpu-pack/pylib && mkdir -p .gpu-pack/pylib
 wheel_dir=$(mktemp -d)
-.modelless/venv/bin/pip download -q --no-deps -d "$wheel_dir" onnxconverter-common==1.16.0
-.modelless/venv/bin/python -m zipfile -e "$wheel_dir"/onnxconverter_common-*.whl .gpu-pack/pylib
+.modelless/venv/bin/pip download -q --no-deps -d "$wheel_dir" onnxconverter-common==1.16.0 packaging==25.0
+for wheel in "$wheel_dir"/*.whl; do .modelless/venv/bin/python -m zipfile -e "$wheel" .gpu-pack/pylib; done
+rm -rf .gpu-pack/photos && cp -r .modelless/photos .gpu-pack/photos
 rm -rf .gpu-kit && cp -r "$KIT" .gpu-kit
 du -sh .gpu-pack/* | sed 's/^/gpu_pack: /'

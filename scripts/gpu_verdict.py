@@ -1,0 +1,108 @@
+"""The GPU check's figures and the bars they are judged by (issue 59's "Done when").
+
+Usage: python3 scripts/gpu_verdict.py WORK_DIR   (the folder scripts/gpu_check.sh wrote)
+
+Reads each run's `summary.json`, the profile's table (`prof.log`), the fp16 copy's
+report (`fp16.log`) and PyTorch eager's figures (`torch.json`); prints one table of the
+runs and one of the bars, each with its figure and whether it holds; a ratio within
+10 % of its bar, either side, is marked for a rerun. Standard library only: it runs with the
+GPU machine's Python.
+"""
+import json
+import os
+import re
+import sys
+
+RUNS = ["in1", "in16", "in64", "fp16_64", "grpc16", "grpc64", "admit80", "heur16", "nopad16", "ts1", "ts64"]
+
+
+def run(work, name):
+    try:
+        with open(os.path.join(work, name, "summary.json")) as f:
+            return json.load(f)[0]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def profile_row(work, variant):
+    """The profile table's row of `variant`, by column name."""
+    try:
+        lines = open(os.path.join(work, "prof.log")).read().splitlines()
+    except OSError:
+        return None
+    cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]
+    header = next((cells(l) for l in lines if l.startswith("| variant |")), None)
+    row = next((cells(l) for l in lines if l.startswith(f"| {variant} |")), None)
+    return dict(zip(header, row)) if header and row else None
+
+
+def number(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def main(work):
+    runs = {name: run(work, name) for name in RUNS}
+    print("| run | answers/s | p50 ms | p99 ms | late % | refused | compute ms | queue ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, r in runs.items():
+        if r is None:
+            print(f"| {name} | no result |||||||")
+            continue
+        stages = r.get("stages") or {}
+        print(f"| {name} | {r['throughput_per_s']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+              f"{r['slo_violation_pct']:.2f} | {r['rejected']} of {r['sent']} | "
+              f"{stages.get('compute_ms', 0):.2f} | {stages.get('queue_ms', 0):.2f} |")
+
+    try:
+        torch = json.load(open(os.path.join(work, "torch.json")))
+    except (OSError, ValueError):
+        torch = {}
+    fp16_log = open(os.path.join(work, "fp16.log")).read() if os.path.exists(os.path.join(work, "fp16.log")) else ""
+    agreement = re.search(r"top-1 agreement with `resnet50` ([\d.]+) %", fp16_log)
+    prof = profile_row(work, "resnet50") or {}
+
+    bars = []  # (what, measured, bar, higher is better); a ratio's name holds "÷"
+
+    def per_s(name):
+        return runs[name]["throughput_per_s"] if runs.get(name) else None
+
+    for callers in (16, 64):
+        grpc, local = runs.get(f"grpc{callers}"), per_s(f"in{callers}")
+        if grpc and local:
+            bars.append((f"gRPC {callers} ÷ in process {callers}, answers/s", grpc["throughput_per_s"] / local, 0.9, True))
+        if grpc:
+            bars.append((f"gRPC {callers}: p99 ms", grpc["p99_ms"], 100.0, False))
+            bars.append((f"gRPC {callers}: late %", grpc["slo_violation_pct"], 1.0, False))
+    if per_s("in64") and torch.get("resnet50 b64"):
+        bars.append(("in process 64 ÷ PyTorch eager b64, images/s", per_s("in64") / torch["resnet50 b64"], 1.0, True))
+    if per_s("fp16_64") and per_s("in64"):
+        bars.append(("fp16 at 64 ÷ fp32 at 64, answers/s", per_s("fp16_64") / per_s("in64"), 2.0, True))
+    if agreement:
+        bars.append(("fp16 top-1 agreement with fp32, %", float(agreement.group(1)), 99.0, True))
+    if runs.get("in1") and torch.get("resnet50 b1"):
+        bars.append(("in process 1: p50 ms ÷ PyTorch eager b1 ms", runs["in1"]["p50_ms"] * torch["resnet50 b1"] / 1e3, 1.0, False))
+    r2, a, c = number(prof.get("R²")), number(prof.get("a ms/row")), number(prof.get("c ms"))
+    if r2 is not None:
+        bars.append(("profile: R²", r2, 0.99, True))
+    if a is not None and c is not None and runs.get("in1"):
+        measured = runs["in1"]["stages"]["compute_ms"]
+        bars.append(("profile: |fit's b1 / compute at 1 caller − 1|", abs((a + c) / measured - 1), 0.2, False))
+    if runs.get("admit80"):
+        r = runs["admit80"]
+        bars.append((f"open loop at 80 % of {prof.get('max req/s', '?')}/s: refused", r["rejected"], 0, False))
+
+    print("\n| bar | measured | needs | holds |")
+    print("|---|---:|---:|---|")
+    for what, measured, bar, higher in bars:
+        holds = measured >= bar if higher else measured <= bar
+        close = "÷" in what and abs(measured / bar - 1) < 0.1
+        verdict = ("yes" if holds else "**no**") + (" (within 10 %: rerun once)" if close else "")
+        sign = "≥" if higher else "≤"
+        print(f"| {what} | {measured:.4g} | {sign} {bar:g} | {verdict} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
