@@ -43,12 +43,7 @@ impl BatchCost {
     /// The cost `line` predicts; `None` for a line that predicts nothing usable (see
     /// [`LatencyFit::is_trusted`]).
     pub fn new(line: LatencyFit) -> Option<BatchCost> {
-        line.is_trusted().then_some(BatchCost {
-            line,
-            correction: 1.0,
-            spread: 0.0,
-            turn_wait_ms: 0.0,
-        })
+        line.is_trusted().then_some(BatchCost { line, correction: 1.0, spread: 0.0, turn_wait_ms: 0.0 })
     }
 
     /// What a batch of `rows` rows is predicted to take now, from when an instance
