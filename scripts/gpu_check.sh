@@ -12,6 +12,7 @@
 #  - `modelless variants make`: the fp16 copy and its top-1 agreement on photos;
 #  - where the pack has the CLI built with `tch` for this PyTorch (modelless-tch.zst),
 #    a TorchScript ResNet-50 in process at 1 and 64 callers;
+#  - fp32 in process at 64 callers with two instances, and with TF32 and NHWC;
 #  - PyTorch eager at batch 1, 8 and 64 (the kit's torch_baseline.py).
 # Without a GPU, DEVICE=cpu MODEL=path.onnx SECONDS_EACH=3 runs the same steps on the
 # CPU (a dry run of the script). Prints the runs and the bars they are judged by
@@ -56,6 +57,10 @@ tail -4 $W/fp16.log; save
 { task classify-gpu; variant resnet50 "$MODEL" '[tasks.variants.onnx.cuda]
 conv_algo_search = "heuristic"'; } > $W/heuristic.toml
 { task classify-gpu; variant resnet50 "$MODEL" 'warmup = { pad_to_warmed = false }'; } > $W/nopad.toml
+{ task classify-gpu; variant resnet50 "$MODEL" 'instances = 2'; } > $W/two.toml
+{ task classify-gpu; variant resnet50 "$MODEL" '[tasks.variants.onnx.cuda]
+tf32 = true
+prefer_nhwc = true'; } > $W/nhwc.toml
 load classify-gpu > $W/load.toml; load classify-fp16 > $W/load16.toml
 
 t profile
@@ -73,7 +78,8 @@ for run in "in1 load 1" "in16 load 16" "in64 load 64" "fp16_64 load16 64"; do se
 if [ "$DEVICE" != cpu ]; then t "PyTorch eager"; timeout 120 python3 "$KIT/torch_baseline.py" $W/torch.json | grep resnet50; save; fi
 
 serve() { # config
-  $B serve --config "$1" --http 127.0.0.1:8000 --grpc 127.0.0.1:8001 > $W/serve.log 2>&1 & SP=$!
+  # The runtime logs each thread's id with its full name, which top cuts to 15 bytes.
+  RUST_LOG=warn,modelless_runtime::model::instance=debug $B serve --config "$1" --http 127.0.0.1:8000 --grpc 127.0.0.1:8001 > $W/serve.log 2>&1 & SP=$!
   for _ in $(seq 150); do curl -sf localhost:8000/v2/health/ready >/dev/null && return; sleep 1; done
   echo "serve did not become ready"; tail -5 $W/serve.log
 }
@@ -81,7 +87,9 @@ grpc() { # name callers (0: open loop at the rate of load80.toml)
   local LOAD=(--load $W/load.toml --concurrency $2); [ "$2" = 0 ] && LOAD=(--load $W/load80.toml)
   timeout 90 $B loadgen --grpc http://127.0.0.1:8001 --config $W/gpu.toml "${LOAD[@]}" --out $W/$1 > $W/$1.log 2>&1 &
   local LP=$!; sleep $(( S_EACH / 2 ))
-  top -H -b -n 1 -p $SP | sed -n 7,12p > $W/$1.threads
+  top -H -b -n 1 -p $SP | sed -n 7,12p > $W/$1.top
+  sed 's/\x1b\[[0-9;]*m//g' $W/serve.log | grep -o 'thread="[^"]*" tid=[0-9]*' | sed 's/thread="\([^"]*\)" tid=/\1 /' > $W/tids
+  awk 'NR == FNR { name[$2] = $1; next } { print $0, ($1 in name ? "= " name[$1] : "") }' $W/tids $W/$1.top > $W/$1.threads
   curl -s localhost:8000/metrics | grep -E '^modelless_(inference_(count|exec_count|compute_infer_duration_us|compute_input_duration_us|queue_duration_us)|gpu_utilization)' | head -20 > $W/$1.metrics
   wait $LP || tail -3 $W/$1.log; save
   echo "-- $1: busiest server threads:"; cat $W/$1.threads
@@ -110,6 +118,12 @@ torchscript = { inputs = [{ name = "input", dtype = "f32", shape = [-1, 3, 224, 
   in_process ts1 ts loadts 1 "$TCH"; in_process ts64 ts loadts 64 "$TCH"
   LD_LIBRARY_PATH=$LIBS
 fi
+
+# Settings whose defaults are still to be chosen: two sessions (streams) taking turns
+# with the host's work, and TF32 with NHWC kernels.
+for alt in "in64_two two" "in64_nhwc nhwc"; do set -- $alt
+  time_for 30 "in process at 64 callers, $2" && { t "in process: $1"; in_process $1 $2 load 64; }
+done
 
 save; echo; cat $W/verdict.md; grep -m1 'agreement' $W/fp16.log
 rm -f "$(dirname "$MODEL")"/resnet50*.profile.json

@@ -71,7 +71,13 @@ const LOAD_NICENESS: i32 = 19;
 pub(super) fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
     std::thread::Builder::new()
         .name(name.clone())
-        .spawn(f)
+        .spawn(move || {
+            // `top -H` and `ps -L` cut names to 15 bytes, which leaves a model's
+            // threads alike ("modelless-resne"); the id logged here tells them apart.
+            let tid = rustix::thread::gettid().as_raw_nonzero();
+            tracing::debug!(thread = std::thread::current().name().unwrap_or_default(), tid, "thread started");
+            f()
+        })
         .map(drop)
         .map_err(|e| Error::thread_start(format!("thread {name}"), e))
 }
