@@ -296,15 +296,84 @@ impl Tensor {
     }
 }
 
+/// Below this many bytes a batch is joined on the calling thread.
+const PARALLEL_JOIN_BYTES: usize = 4 << 20;
+/// The most threads that join one batch: one core copies at a fraction of the
+/// memory's bandwidth (a [64, 3, 224, 224] f32 batch from 64 requests took 3.9 ms on
+/// one core here), and a batch on a GPU waits for its join before its transfer.
+const MAX_JOIN_THREADS: usize = 4;
+
 /// `parts`' elements, then `pad` zeros, in `out`, whose capacity is kept.
 fn fill_rows<T: Element + Default>(out: &mut Vec<T>, parts: &[Tensor], pad: usize) -> Option<()> {
-    out.clear();
-    out.reserve(parts.iter().map(|p| p.data.len()).sum::<usize>() + pad);
-    for part in parts {
-        out.extend_from_slice(T::slice(&part.data)?);
+    let slices: Vec<&[T]> = parts.iter().map(|p| T::slice(&p.data)).collect::<Option<_>>()?;
+    let total: usize = slices.iter().map(|s| s.len()).sum();
+    let threads = join_threads(total * std::mem::size_of::<T>(), slices.len());
+    if threads <= 1 {
+        out.clear();
+        out.reserve(total + pad);
+        for slice in &slices {
+            out.extend_from_slice(slice);
+        }
+        out.resize(total + pad, T::default());
+        return Some(());
     }
-    out.resize(out.len() + pad, T::default());
+    // Memory a batch as large left behind is written over in place; only what it did
+    // not reach is zeroed before the copy.
+    out.resize(total + pad, T::default());
+    let (rows, padding) = out.split_at_mut(total);
+    padding.fill(T::default());
+    copy_in_parallel(&slices, rows, threads);
     Some(())
+}
+
+/// Threads to join `parts` parts of `bytes` in all: one below
+/// [`PARALLEL_JOIN_BYTES`], else as many as the machine has cores for, up to
+/// [`MAX_JOIN_THREADS`] and one per part.
+fn join_threads(bytes: usize, parts: usize) -> usize {
+    if bytes < PARALLEL_JOIN_BYTES {
+        return 1;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    cores.min(MAX_JOIN_THREADS).min(parts)
+}
+
+/// Copies `slices` one after another into `out` (exactly as long as they are together),
+/// on up to `threads` threads, each share a run of whole slices of about equal length.
+/// The calling thread takes shares too, so where no thread can be started it copies
+/// them all.
+fn copy_in_parallel<T: Element>(slices: &[&[T]], out: &mut [T], threads: usize) {
+    let share = out.len().div_ceil(threads);
+    let mut shares: Vec<(&[&[T]], &mut [T])> = Vec::with_capacity(threads);
+    let (mut rest, mut start, mut len) = (out, 0, 0);
+    for (i, slice) in slices.iter().enumerate() {
+        len += slice.len();
+        if len >= share || i + 1 == slices.len() {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            shares.push((&slices[start..=i], head));
+            (rest, start, len) = (tail, i + 1, 0);
+        }
+    }
+    let shares = std::sync::Mutex::new(shares);
+    let work = || {
+        loop {
+            // Taken in a statement of its own, so that the lock is not held while copying.
+            let next = shares.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+            let Some((sources, out)) = next else { break };
+            let mut at = 0;
+            for source in sources {
+                out[at..at + source.len()].copy_from_slice(source);
+                at += source.len();
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            if std::thread::Builder::new().name("modelless-join".into()).spawn_scoped(scope, work).is_err() {
+                break;
+            }
+        }
+        work();
+    });
 }
 
 fn split_elements<T: Element>(v: &[T], rows: &[usize], row_len: usize) -> Vec<TensorData> {
@@ -380,5 +449,45 @@ mod tests {
     #[test]
     fn split_refuses_wrong_row_counts() {
         assert!(Tensor::full([3, 2], 0u8).split_rows(&[1, 1]).is_none());
+    }
+
+    #[test]
+    fn a_large_batch_joined_on_several_threads_holds_every_row_in_order() {
+        // 24 requests of 50 000 f32 (4.8 MB in all), each row its request's index.
+        let parts: Vec<Tensor> = (0..24).map(|i| Tensor::full([1, 50_000], i as f32)).collect();
+        let check = |t: &Tensor, pad: usize| {
+            assert_eq!(t.shape(), &[24 + pad, 50_000]);
+            let v = t.as_slice::<f32>().unwrap();
+            for (row, chunk) in v.chunks(50_000).enumerate() {
+                let want = if row < 24 { row as f32 } else { 0.0 };
+                assert!(chunk.iter().all(|&x| x == want), "row {row}");
+            }
+        };
+        let fresh = Tensor::concat_rows_into(&parts, 2, None).unwrap();
+        check(&fresh, 2);
+        // Into memory a larger batch of other values left behind: its padding is zeroed
+        // again, and nothing of it shows past the rows.
+        let larger = Tensor::full([40, 50_000], 9f32);
+        let reused = Tensor::concat_rows_into(&parts, 3, Some(larger)).unwrap();
+        check(&reused, 3);
+        let smaller = Tensor::full([2, 50_000], 9f32);
+        check(&Tensor::concat_rows_into(&parts, 0, Some(smaller)).unwrap(), 0);
+    }
+
+    #[test]
+    fn small_batches_are_joined_on_the_calling_thread_and_threads_never_outnumber_parts() {
+        assert_eq!(join_threads(PARALLEL_JOIN_BYTES - 1, 64), 1);
+        let many = join_threads(64 * PARALLEL_JOIN_BYTES, 64);
+        assert!((1..=MAX_JOIN_THREADS).contains(&many), "{many}");
+        assert_eq!(join_threads(64 * PARALLEL_JOIN_BYTES, 1), 1, "one part is one copy");
+        // Whatever the threads, shares cover the output exactly once, in order.
+        let slices: Vec<Vec<u8>> = (0..7u8).map(|i| vec![i; 3 + i as usize]).collect();
+        let sources: Vec<&[u8]> = slices.iter().map(Vec::as_slice).collect();
+        let total: usize = sources.iter().map(|s| s.len()).sum();
+        for threads in 1..=9 {
+            let mut out = vec![255u8; total];
+            copy_in_parallel(&sources, &mut out, threads);
+            assert_eq!(out, sources.concat(), "{threads} threads");
+        }
     }
 }
