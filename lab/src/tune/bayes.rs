@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn the_lowest_fitted_settings_are_distinct_measured_and_in_the_models_order() {
-        let space = KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false });
+        let space = KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false, gpu: false });
         let mut rng = StdRng::seed_from_u64(11);
         let measure = |point: Vec<f64>, cost: Option<f64>| Evaluation {
             setting: space.decode(&point),
@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn the_model_sees_how_a_setting_shares_the_cores() {
-        let space = KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false });
+        let space = KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false, gpu: false });
         let input = |instances: f64, threads: f64, turns: f64, spinning: f64| {
             let point = [8.0, 1000.0, 0.0, instances, threads, turns, spinning];
             let input = model_input(&space, &point);
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_neighbour_moves_one_or_two_knobs_one_step_within_the_space() {
-        let space = KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: true });
+        let space = KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: true, gpu: false });
         let ranges = space.ranges();
         let mut rng = StdRng::seed_from_u64(7);
         let (mut ones, mut twos) = (0, 0);

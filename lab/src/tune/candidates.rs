@@ -112,7 +112,7 @@ mod tests {
         let candidate = Candidate {
             label: "default".into(),
             role: Role::Default,
-            setting: KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false }).decode(&[]),
+            setting: KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false, gpu: false }).decode(&[]),
             costs: vec![Some(30.0), None, Some(20.0)],
         };
         assert_eq!(candidate.measured(), vec![30.0, 20.0], "a failed round is left out");

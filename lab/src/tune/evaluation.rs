@@ -53,7 +53,7 @@ mod tests {
     use crate::tune::space::{KnobSpace, SpaceLimits};
 
     fn space() -> KnobSpace {
-        KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false })
+        KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false, gpu: false })
     }
 
     #[test]

@@ -21,6 +21,7 @@
 
 mod bayes;
 pub mod candidates;
+mod cuda;
 mod error;
 mod evaluation;
 pub mod measure;
@@ -38,6 +39,7 @@ mod stored_filter;
 mod variant;
 mod write;
 
+pub use cuda::CudaSetting;
 pub use error::TuneError;
 pub use evaluation::Evaluation;
 pub use objective::{Goal, Objective};

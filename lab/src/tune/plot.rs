@@ -73,7 +73,7 @@ mod tests {
     use crate::tune::{Evaluation, SearchOptions};
 
     fn trace(strategy: Strategy, costs: &[Option<f64>]) -> SearchTrace {
-        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false });
+        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false, gpu: false });
         let evaluations = costs
             .iter()
             .map(|&cost| Evaluation { point: vec![], setting: space.decode(&[]), cost, error: None })

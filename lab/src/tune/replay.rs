@@ -133,7 +133,7 @@ mod tests {
     use crate::tune::space::{PreferredSizes, SpaceLimits};
 
     fn space() -> KnobSpace {
-        KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false })
+        KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false, gpu: false })
     }
 
     fn setting(instances: usize, threads: usize, batch: usize) -> ServingSetting {
@@ -146,6 +146,7 @@ mod tests {
             one_run_at_a_time: false,
             spinning: false,
             preprocessing_threads: None,
+            cuda: None,
         }
     }
 

@@ -181,6 +181,12 @@ pub fn toml_snippet(task: &str, variant: &str, setting: &ServingSetting) -> Stri
         "batching.preferred_batch_sizes = {:?}",
         setting.preferred_batch_sizes.sizes(setting.max_batch_size)
     );
+    if let Some(cuda) = &setting.cuda {
+        let _ = writeln!(s, "onnx.cuda.conv_algo_search = \"{}\"", cuda.search_name());
+        let _ = writeln!(s, "onnx.cuda.tf32 = {}", cuda.tf32);
+        let _ = writeln!(s, "onnx.cuda.prefer_nhwc = {}", cuda.prefer_nhwc);
+        let _ = writeln!(s, "onnx.cuda.conv_max_workspace = {}", cuda.conv_max_workspace);
+    }
     s
 }
 
@@ -198,7 +204,7 @@ mod tests {
 
     #[test]
     fn the_rounds_table_lists_every_setting_s_rounds_and_failures() {
-        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false });
+        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false, gpu: false });
         let objective =
             Objective { goal: Goal::Throughput, concurrency: None, rate: Some(100.0), slo_ms: Some(50.0), load: None };
         let candidate = |label: &str, role, costs: Vec<Option<f64>>| Candidate {
@@ -224,7 +230,7 @@ mod tests {
 
     #[test]
     fn per_round_ratios_compare_sides_within_each_round_and_skip_rounds_a_side_missed() {
-        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false });
+        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false, gpu: false });
         let candidate =
             |role, costs: Vec<Option<f64>>| Candidate { label: String::new(), role, setting: space.decode(&[]), costs };
         let bayes = Role::Found(Strategy::Bayes);

@@ -220,7 +220,7 @@ mod tests {
     use crate::tune::space::{PreferredSizes, SpaceLimits};
 
     fn space() -> KnobSpace {
-        KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false })
+        KnobSpace::new(SpaceLimits { max_batch: 32, cores: 2, images: false, gpu: false })
     }
 
     /// A smooth bowl over the space with its bottom (cost 1) at batch 12, a 3 ms

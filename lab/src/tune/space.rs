@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use modelless::{RuntimeConfig, VariantConfig};
 
+use super::cuda::{CudaSetting, SEARCHES};
+
 /// The longest queue delay searched, µs: past it a batch waits longer than a
 /// MobileNet batch runs here, and only latency is lost.
 pub const MAX_QUEUE_DELAY_US: f64 = 10_000.0;
@@ -25,15 +27,19 @@ pub struct SpaceLimits {
     pub cores: usize,
     /// Whether the task takes images (the preprocessing pool's size is then a knob).
     pub images: bool,
+    /// Whether the variant runs on a GPU (the CUDA provider's settings are then knobs).
+    /// Left out of the JSON on a CPU, so that searches stored before it still match.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gpu: bool,
 }
 
 impl SpaceLimits {
     /// The limits for a variant whose memory-safe batch is `memory_safe_batch` (if its
     /// profile measured one), on this machine.
-    pub fn new(memory_safe_batch: Option<usize>, images: bool) -> Self {
+    pub fn new(memory_safe_batch: Option<usize>, images: bool, gpu: bool) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let max_batch = memory_safe_batch.map_or(MAX_SEARCHED_BATCH, |safe| safe.clamp(1, MAX_SEARCHED_BATCH));
-        SpaceLimits { max_batch, cores, images }
+        SpaceLimits { max_batch, cores, images, gpu }
     }
 }
 
@@ -85,6 +91,9 @@ pub struct ServingSetting {
     pub spinning: bool,
     /// Threads of the preprocessing pool, where the task takes images.
     pub preprocessing_threads: Option<usize>,
+    /// The CUDA provider's settings, where the variant runs on a GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<CudaSetting>,
 }
 
 impl ServingSetting {
@@ -110,6 +119,7 @@ impl ServingSetting {
             one_run_at_a_time: config.onnxruntime.one_run_at_a_time,
             spinning: config.onnxruntime.spinning.unwrap_or(true),
             preprocessing_threads: limits.images.then(|| config.preprocessing.thread_count()),
+            cuda: limits.gpu.then(|| CudaSetting::of(&variant.onnx.cuda)),
         }
     }
 
@@ -128,6 +138,9 @@ impl ServingSetting {
             configured.batching.max_batch_size = self.max_batch_size;
             configured.batching.max_queue_delay_us = self.max_queue_delay_us;
             configured.batching.preferred_batch_sizes = self.preferred_batch_sizes.sizes(self.max_batch_size);
+            if let Some(cuda) = &self.cuda {
+                cuda.apply(&mut configured.onnx.cuda);
+            }
         }
     }
 
@@ -145,6 +158,10 @@ impl ServingSetting {
         );
         if let Some(threads) = self.preprocessing_threads {
             line.push_str(&format!(" preprocessing {threads}"));
+        }
+        if let Some(cuda) = &self.cuda {
+            line.push(' ');
+            line.push_str(&cuda.brief());
         }
         line
     }
@@ -170,6 +187,10 @@ enum Knob {
     Turns,
     Spinning,
     PreprocessingThreads,
+    ConvAlgoSearch,
+    Tf32,
+    Nhwc,
+    ConvMaxWorkspace,
 }
 
 /// The space searched for one variant.
@@ -193,6 +214,9 @@ impl KnobSpace {
         ];
         if limits.images {
             knobs.push(Knob::PreprocessingThreads);
+        }
+        if limits.gpu {
+            knobs.extend([Knob::ConvAlgoSearch, Knob::Tf32, Knob::Nhwc, Knob::ConvMaxWorkspace]);
         }
         KnobSpace { limits, knobs }
     }
@@ -222,6 +246,10 @@ impl KnobSpace {
                 Knob::Turns => ("one_run_at_a_time", KnobRange::Int(0, 1)),
                 Knob::Spinning => ("spinning", KnobRange::Int(0, 1)),
                 Knob::PreprocessingThreads => ("preprocessing_threads", int(limits.cores)),
+                Knob::ConvAlgoSearch => ("conv_algo_search", KnobRange::Int(0, SEARCHES.len() as i32 - 1)),
+                Knob::Tf32 => ("tf32", KnobRange::Int(0, 1)),
+                Knob::Nhwc => ("prefer_nhwc", KnobRange::Int(0, 1)),
+                Knob::ConvMaxWorkspace => ("conv_max_workspace", KnobRange::Int(0, 1)),
             })
             .collect()
     }
@@ -258,6 +286,7 @@ impl KnobSpace {
         let point = self.clamp(point);
         let value = |knob: Knob| self.knobs.iter().position(|&k| k == knob).map(|i| point[i]);
         let whole = |knob: Knob| value(knob).map_or(1, |x| x as usize);
+        let on = |knob: Knob| value(knob).unwrap_or(0.0) >= 0.5;
         let max_batch_size = whole(Knob::MaxBatch);
         ServingSetting {
             max_batch_size,
@@ -268,9 +297,15 @@ impl KnobSpace {
                 .unwrap_or(PreferredSizes::None),
             instances: whole(Knob::Instances),
             intra_op_threads: whole(Knob::IntraOpThreads),
-            one_run_at_a_time: value(Knob::Turns).unwrap_or(0.0) >= 0.5,
-            spinning: value(Knob::Spinning).unwrap_or(0.0) >= 0.5,
+            one_run_at_a_time: on(Knob::Turns),
+            spinning: on(Knob::Spinning),
             preprocessing_threads: value(Knob::PreprocessingThreads).map(|x| x as usize),
+            cuda: value(Knob::ConvAlgoSearch).map(|search| CudaSetting {
+                conv_algo_search: SEARCHES[(search as usize).min(SEARCHES.len() - 1)],
+                tf32: on(Knob::Tf32),
+                prefer_nhwc: on(Knob::Nhwc),
+                conv_max_workspace: on(Knob::ConvMaxWorkspace),
+            }),
         }
     }
 
@@ -291,6 +326,15 @@ impl KnobSpace {
                 Knob::Turns => f64::from(u8::from(setting.one_run_at_a_time)),
                 Knob::Spinning => f64::from(u8::from(setting.spinning)),
                 Knob::PreprocessingThreads => setting.preprocessing_threads.unwrap_or(1) as f64,
+                Knob::ConvAlgoSearch => {
+                    let search = setting.cuda.unwrap_or(CudaSetting::ONNX_RUNTIME).conv_algo_search;
+                    SEARCHES.iter().position(|&s| s == search).unwrap_or(0) as f64
+                }
+                Knob::Tf32 => f64::from(u8::from(setting.cuda.unwrap_or(CudaSetting::ONNX_RUNTIME).tf32)),
+                Knob::Nhwc => f64::from(u8::from(setting.cuda.unwrap_or(CudaSetting::ONNX_RUNTIME).prefer_nhwc)),
+                Knob::ConvMaxWorkspace => {
+                    f64::from(u8::from(setting.cuda.unwrap_or(CudaSetting::ONNX_RUNTIME).conv_max_workspace))
+                }
             })
             .collect();
         self.clamp(&point)
@@ -305,12 +349,18 @@ mod tests {
     use super::*;
 
     fn limits(max_batch: usize, images: bool) -> SpaceLimits {
-        SpaceLimits { max_batch, cores: 2, images }
+        SpaceLimits { max_batch, cores: 2, images, gpu: false }
+    }
+
+    /// A config of one task, `classify`, with one variant of these TOML lines.
+    fn classify(variant: &str) -> RuntimeConfig {
+        let text = format!("[[tasks]]\nname = \"classify\"\n[[tasks.variants]]\n{variant}\n");
+        RuntimeConfig::from_toml(&text, std::path::Path::new("/models")).unwrap()
     }
 
     #[test]
     fn every_sampled_setting_keeps_within_the_bounds_and_the_memory_safe_batch() {
-        let space = KnobSpace::new(SpaceLimits { cores: 2, ..SpaceLimits::new(Some(6), true) });
+        let space = KnobSpace::new(SpaceLimits { cores: 2, ..SpaceLimits::new(Some(6), true, false) });
         let mut rng = StdRng::seed_from_u64(7);
         let mut seen_batches = std::collections::BTreeSet::new();
         for _ in 0..2000 {
@@ -330,30 +380,23 @@ mod tests {
 
     #[test]
     fn without_images_there_is_no_preprocessing_knob_and_without_a_profile_the_batch_is_capped() {
-        let space = KnobSpace::new(SpaceLimits::new(None, false));
+        let space = KnobSpace::new(SpaceLimits::new(None, false, false));
         assert_eq!(space.limits().max_batch, MAX_SEARCHED_BATCH);
         assert!(space.ranges().iter().all(|(name, _)| *name != "preprocessing_threads"));
         let setting = space.decode(&space.sample(&mut StdRng::seed_from_u64(1)));
         assert_eq!(setting.preprocessing_threads, None);
         // A profile that measured a huge safe batch still leaves the search's cap.
-        assert_eq!(SpaceLimits::new(Some(4096), false).max_batch, MAX_SEARCHED_BATCH);
+        assert_eq!(SpaceLimits::new(Some(4096), false, false).max_batch, MAX_SEARCHED_BATCH);
     }
 
     #[test]
     fn the_default_is_what_the_config_serves_with() {
-        let config = RuntimeConfig::from_toml(
-            r#"
-[[tasks]]
-name = "classify"
-[[tasks.variants]]
-name = "small"
+        let config = classify(
+            r#"name = "small"
 path = "small.onnx"
 accuracy = 60.0
-batching = { max_batch_size = 8, max_queue_delay_us = 2000, preferred_batch_sizes = [8] }
-"#,
-            std::path::Path::new("/models"),
-        )
-        .unwrap();
+batching = { max_batch_size = 8, max_queue_delay_us = 2000, preferred_batch_sizes = [8] }"#,
+        );
         let limits = limits(32, false);
         let default = ServingSetting::of(&config, &config.tasks[0].variants[0], &limits);
         // No thread count configured: ONNX Runtime takes one per core, and so does the default.
@@ -378,6 +421,7 @@ batching = { max_batch_size = 8, max_queue_delay_us = 2000, preferred_batch_size
             one_run_at_a_time: true,
             spinning: false,
             preprocessing_threads: None,
+            cuda: None,
         };
         assert_eq!(space.decode(&space.encode(&setting)), setting);
         assert_eq!(PreferredSizes::PowersOfTwo.sizes(12), vec![1, 2, 4, 8, 12]);
@@ -387,5 +431,53 @@ batching = { max_batch_size = 8, max_queue_delay_us = 2000, preferred_batch_size
         assert_eq!(outside.preferred_batch_sizes, PreferredSizes::PowersOfTwo);
         assert_eq!((outside.instances, outside.intra_op_threads), (1, 1));
         assert!(outside.one_run_at_a_time && !outside.spinning);
+    }
+
+    #[test]
+    fn a_cpu_variants_space_and_setting_read_as_they_did_before_gpus_had_knobs() {
+        let limits = limits(8, false);
+        assert_eq!(
+            serde_json::to_value(&limits).unwrap(),
+            serde_json::json!({"max_batch": 8, "cores": 2, "images": false})
+        );
+        let stored: SpaceLimits = serde_json::from_str(r#"{"max_batch": 8, "cores": 2, "images": false}"#).unwrap();
+        assert_eq!(stored, limits);
+        let setting = KnobSpace::new(limits).decode(&[4.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]);
+        assert!(serde_json::to_value(&setting).unwrap().get("cuda").is_none());
+    }
+
+    #[test]
+    fn a_gpu_variant_searches_the_cuda_providers_settings_from_what_its_config_serves_with() {
+        let config = classify(
+            r#"name = "resnet"
+path = "resnet.onnx"
+accuracy = 76.0
+device = "cuda:0"
+[tasks.variants.onnx.cuda]
+conv_algo_search = "heuristic""#,
+        );
+        let variant = &config.tasks[0].variants[0];
+        let gpu = SpaceLimits { gpu: true, ..limits(32, false) };
+        let default = ServingSetting::of(&config, variant, &gpu);
+        let configured =
+            CudaSetting { conv_algo_search: modelless::ConvAlgoSearch::Heuristic, ..CudaSetting::ONNX_RUNTIME };
+        assert_eq!(default.cuda, Some(configured), "the config's search, ONNX Runtime's defaults for the rest");
+        assert_eq!(ServingSetting::of(&config, variant, &limits(32, false)).cuda, None, "on the CPU: none");
+        let space = KnobSpace::new(gpu);
+        let names: Vec<&str> = space.ranges().iter().map(|(name, _)| *name).collect();
+        assert!(names.ends_with(&["conv_algo_search", "tf32", "prefer_nhwc", "conv_max_workspace"]), "{names:?}");
+        assert_eq!(space.decode(&space.encode(&default)), default);
+        let mut rng = StdRng::seed_from_u64(3);
+        let seen: std::collections::BTreeSet<String> =
+            (0..200).filter_map(|_| space.decode(&space.sample(&mut rng)).cuda).map(|c| c.brief()).collect();
+        assert_eq!(seen.len(), 3 * 8, "every search with every flag: {seen:?}");
+        let chosen = ServingSetting {
+            cuda: Some(CudaSetting { prefer_nhwc: true, tf32: false, ..CudaSetting::ONNX_RUNTIME }),
+            ..default
+        };
+        let mut applied = config.clone();
+        chosen.apply(&mut applied, "classify", "resnet");
+        assert_eq!(CudaSetting::of(&applied.tasks[0].variants[0].onnx.cuda), chosen.cuda.unwrap());
+        assert!(chosen.brief().ends_with("cuDNN exhaustive nhwc"), "{}", chosen.brief());
     }
 }

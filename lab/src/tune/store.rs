@@ -85,7 +85,7 @@ mod tests {
     }
 
     fn trace(seed: u64) -> SearchTrace {
-        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false });
+        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false, gpu: false });
         let point = space.sample(&mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed));
         SearchTrace {
             strategy: Strategy::Bayes,

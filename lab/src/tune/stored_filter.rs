@@ -52,7 +52,7 @@ mod tests {
     fn only_searches_of_the_same_objective_space_and_times_measured_alone_are_replayed() {
         let dir = tempfile::tempdir().unwrap();
         let store = TuneStore::new(dir.path());
-        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false });
+        let space = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false, gpu: false });
         let setting = ServingSetting {
             max_batch_size: 4,
             max_queue_delay_us: 0,
@@ -62,6 +62,7 @@ mod tests {
             one_run_at_a_time: false,
             spinning: false,
             preprocessing_threads: None,
+            cuda: None,
         };
         let measured_under = serde_json::json!({"objective": {"concurrency": 8}, "limits": space.limits(),
             "seconds": 3, "warmup_seconds": 1});

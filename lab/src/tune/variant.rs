@@ -57,7 +57,7 @@ impl<'a> TunedVariant<'a> {
         let model_sha256 =
             file_sha256(&variant.path).map_err(|source| TuneError::Read { path: variant.path.clone(), source })?;
         let safe = store_beside(&variant.path).max_safe_batch(&variant.name, &model_sha256);
-        let limits = SpaceLimits::new(safe, variant.preprocess.is_some());
+        let limits = SpaceLimits::new(safe, variant.preprocess.is_some(), variant.device != modelless::Device::Cpu);
         Ok(TunedVariant {
             config: variant,
             device: variant.device.name(),

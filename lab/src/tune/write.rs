@@ -55,6 +55,19 @@ fn edit(text: &str, task: &str, variant: &str, setting: &ServingSetting) -> Resu
     batching.insert("max_queue_delay_us", value(setting.max_queue_delay_us as i64));
     let sizes: Array = setting.preferred_batch_sizes.sizes(setting.max_batch_size).iter().map(|&s| s as i64).collect();
     batching.insert("preferred_batch_sizes", value(sizes));
+    if let Some(cuda) = &setting.cuda {
+        let onnx = variant_table.entry("onnx").or_insert_with(|| Item::Table(Table::new()));
+        let onnx: &mut dyn TableLike =
+            onnx.as_table_like_mut().ok_or_else(|| TuneError::Config("the variant's `onnx` is not a table".into()))?;
+        let options = onnx.entry("cuda").or_insert_with(|| Item::Table(Table::new()));
+        let options: &mut dyn TableLike = options
+            .as_table_like_mut()
+            .ok_or_else(|| TuneError::Config("the variant's `onnx.cuda` is not a table".into()))?;
+        options.insert("conv_algo_search", value(cuda.search_name()));
+        options.insert("tf32", value(cuda.tf32));
+        options.insert("prefer_nhwc", value(cuda.prefer_nhwc));
+        options.insert("conv_max_workspace", value(cuda.conv_max_workspace));
+    }
     Ok(doc.to_string())
 }
 
@@ -69,7 +82,7 @@ fn table_in<'a>(root: &'a mut Table, name: &str) -> Result<&'a mut dyn TableLike
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tune::PreferredSizes;
+    use crate::tune::{CudaSetting, PreferredSizes};
 
     const CONFIG: &str = r#"# The team's config.
 [onnxruntime]
@@ -100,6 +113,7 @@ accuracy = 70.0
             one_run_at_a_time: true,
             spinning: false,
             preprocessing_threads: None,
+            cuda: None,
         }
     }
 
@@ -119,6 +133,26 @@ accuracy = 70.0
         assert_eq!(variants[0].batching.max_queue_size, 512, "a key the setting does not decide is kept");
         let untouched = RuntimeConfig::from_toml(CONFIG, Path::new("/models")).unwrap();
         assert_eq!(variants[1], untouched.tasks[0].variants[1], "the other variant is untouched");
+    }
+
+    #[test]
+    fn a_gpu_variants_cuda_settings_land_in_its_onnx_table_beside_what_it_had() {
+        let config = CONFIG.replace(
+            "name = \"large\"\npath = \"large.onnx\"",
+            "name = \"large\"\npath = \"large.onnx\"\ndevice = \"cuda:0\"\nonnx = { cuda = { memory_limit_mib = 4096 } }",
+        );
+        let cuda = CudaSetting {
+            conv_algo_search: modelless::ConvAlgoSearch::Heuristic,
+            tf32: false,
+            prefer_nhwc: true,
+            conv_max_workspace: true,
+        };
+        let edited = edit(&config, "classify", "large", &ServingSetting { cuda: Some(cuda), ..setting() }).unwrap();
+        let read = RuntimeConfig::from_toml(&edited, Path::new("/models")).unwrap();
+        let options = &read.tasks[0].variants[1].onnx.cuda;
+        assert_eq!(CudaSetting::of(options), cuda);
+        assert_eq!(options.memory_limit_mib, Some(4096), "a setting tune does not decide is kept");
+        assert!(read.tasks[0].variants[0].onnx.cuda.is_default(), "the other variant is untouched");
     }
 
     #[test]

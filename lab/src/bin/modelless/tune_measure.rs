@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn the_flags_a_request_writes_read_back_as_that_request() {
-        let setting = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false }).decode(&[]);
+        let setting = KnobSpace::new(SpaceLimits { max_batch: 8, cores: 2, images: false, gpu: false }).decode(&[]);
         let objectives = [
             Objective { goal: Goal::Mean, concurrency: Some(8), rate: None, slo_ms: None, load: None },
             Objective { goal: Goal::Throughput, concurrency: None, rate: Some(120.5), slo_ms: Some(40.0), load: None },
