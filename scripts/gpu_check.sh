@@ -7,13 +7,14 @@
 #  - served over KServe V2 gRPC at 16 and 64 callers, with the server's threads' CPU
 #    and its batch sizes sampled while the load runs, then an open loop at 80 % of the
 #    capacity the stored profile states (admission by that profile refuses nothing);
-#  - the same gRPC load at 16 callers with cuDNN's heuristic search, and without
-#    padding batches to warmed sizes;
+#  - the same gRPC load at 16 callers with cuDNN's heuristic search, without padding
+#    batches to warmed sizes, and with every size warmed instead;
 #  - `modelless variants make`: the fp16 copy and its top-1 agreement on photos;
 #  - where the pack has the CLI built with `tch` for this PyTorch (modelless-tch.zst),
 #    a TorchScript ResNet-50 in process at 1 and 64 callers;
 #  - fp32 in process at 64 callers with two instances, and with TF32 and NHWC;
-#  - PyTorch eager at batch 1, 8 and 64 (the kit's torch_baseline.py).
+#  - PyTorch eager at batch 1, 8 and 64 (the kit's torch_baseline.py), and what a
+#    batch of 64 takes to reach the GPU from pageable and from pinned memory.
 # Without a GPU, DEVICE=cpu MODEL=path.onnx SECONDS_EACH=3 runs the same steps on the
 # CPU (a dry run of the script). Prints the runs and the bars they are judged by
 # (scripts/gpu_verdict.py) at the end; files in RESULTS_DIR, brought up to date after
@@ -30,7 +31,7 @@ t() { echo "== [$(( $(date +%s) - S ))s] $*"; }
 save() {
   for k in $W/*/summary.json; do [ -f "$k" ] && cp "$k" "$RES/$(basename "$(dirname "$k")").json"; done
   python3 scripts/gpu_verdict.py $W > $W/verdict.md 2>&1
-  cp $W/*.log $W/*.md $W/*.threads $W/*.metrics $W/*.toml $W/torch.json "$RES/" 2>/dev/null
+  cp $W/*.log $W/*.md $W/*.threads $W/*.metrics $W/*.toml $W/torch.json $W/h2d.json "$RES/" 2>/dev/null
 }
 # The steps that no bar needs run only while this much of the run's budget is left.
 BUDGET=${BUDGET:-540}
@@ -57,6 +58,7 @@ tail -4 $W/fp16.log; save
 { task classify-gpu; variant resnet50 "$MODEL" '[tasks.variants.onnx.cuda]
 conv_algo_search = "heuristic"'; } > $W/heuristic.toml
 { task classify-gpu; variant resnet50 "$MODEL" 'warmup = { pad_to_warmed = false }'; } > $W/nopad.toml
+{ task classify-gpu; variant resnet50 "$MODEL" "warmup = { batch_sizes = [$(seq -s ', ' 64 -1 1)], pad_to_warmed = false }"; } > $W/warmall.toml
 { task classify-gpu; variant resnet50 "$MODEL" 'instances = 2'; } > $W/two.toml
 { task classify-gpu; variant resnet50 "$MODEL" '[tasks.variants.onnx.cuda]
 tf32 = true
@@ -75,7 +77,18 @@ in_process() { # name config load callers [binary]
   save
 }
 for run in "in1 load 1" "in16 load 16" "in64 load 64" "fp16_64 load16 64"; do set -- $run; t "in process: $1"; in_process $1 gpu $2 $3; done
-if [ "$DEVICE" != cpu ]; then t "PyTorch eager"; timeout 120 python3 "$KIT/torch_baseline.py" $W/torch.json | grep resnet50; save; fi
+if [ "$DEVICE" != cpu ]; then t "PyTorch eager"; timeout 120 python3 "$KIT/torch_baseline.py" $W/torch.json | grep resnet50
+  # What a batch of 64 images costs to reach the GPU from pageable and from pinned memory:
+  # what staging batches in pinned memory would save.
+  timeout 60 python3 -c 'import json, sys, time, torch
+x = torch.randn(64, 3, 224, 224); pinned = x.pin_memory(); res = {}
+for name, src in (("pageable", x), ("pinned", pinned)):
+    for _ in range(5): src.cuda(); torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(50): src.to("cuda", non_blocking=True); torch.cuda.synchronize()
+    res[name + " ms"] = round((time.perf_counter() - t) / 50 * 1e3, 3)
+print("host to GPU, a batch of 64 (38.5 MB):", res); json.dump(res, open(sys.argv[1], "w"))' $W/h2d.json
+  save; fi
 
 serve() { # config
   # The runtime logs each thread's id with its full name, which top cuts to 15 bytes.
@@ -96,9 +109,10 @@ grpc() { # name callers (0: open loop at the rate of load80.toml)
 }
 t "serve: gRPC 16 and 64 callers, then open loop at 80 % of the profile's capacity ($CAPACITY/s)"
 serve $W/gpu.toml; grpc grpc16 16; grpc grpc64 64; grpc admit80 0; kill $SP; wait $SP 2>/dev/null
-for alt in "heur16 heuristic cuDNN's heuristic search" "nopad16 nopad batches not padded to warmed sizes"; do set -- $alt
-  time_for 60 "gRPC 16, ${*:3}" || continue
-  t "serve, ${*:3}: gRPC 16"; serve $W/$2.toml; grpc $1 16; kill $SP; wait $SP 2>/dev/null
+for alt in "heur16 heuristic 60 cuDNN's heuristic search" "nopad16 nopad 60 batches not padded to warmed sizes" \
+  "warmall16 warmall 120 every size up to 64 warmed, none padded"; do set -- $alt
+  time_for $3 "gRPC 16, ${*:4}" || continue
+  t "serve, ${*:4}: gRPC 16"; serve $W/$2.toml; grpc $1 16; kill $SP; wait $SP 2>/dev/null
 done
 
 # TorchScript: the CLI built against this machine's PyTorch, its libtorch from torch/lib.

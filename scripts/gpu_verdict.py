@@ -3,7 +3,8 @@
 Usage: python3 scripts/gpu_verdict.py WORK_DIR   (the folder scripts/gpu_check.sh wrote)
 
 Reads each run's `summary.json`, the profile's table (`prof.log`), the fp16 copy's
-report (`fp16.log`) and PyTorch eager's figures (`torch.json`); prints one table of the
+report (`fp16.log`), PyTorch eager's figures (`torch.json`) and the transfer's
+(`h2d.json`); prints one table of the
 runs and one of the bars, each with its figure and whether it holds; a ratio within
 10 % of its bar, either side, is marked for a rerun. Standard library only: it runs with the
 GPU machine's Python.
@@ -13,8 +14,8 @@ import os
 import re
 import sys
 
-RUNS = ["in1", "in16", "in64", "fp16_64", "grpc16", "grpc64", "admit80", "heur16", "nopad16", "ts1", "ts64",
-        "in64_two", "in64_nhwc"]
+RUNS = ["in1", "in16", "in64", "fp16_64", "grpc16", "grpc64", "admit80", "heur16", "nopad16", "warmall16", "ts1",
+        "ts64", "in64_two", "in64_nhwc"]
 
 
 def run(work, name):
@@ -97,6 +98,12 @@ def main(work):
     if runs.get("admit80"):
         r = runs["admit80"]
         bars.append((f"open loop at 80 % of {prof.get('max req/s', '?')}/s: refused", r["rejected"], 0, False))
+
+    try:
+        h2d = json.load(open(os.path.join(work, "h2d.json")))
+        print(f"\nA batch of 64 to the GPU: {h2d['pageable ms']} ms from pageable memory, {h2d['pinned ms']} ms from pinned.")
+    except (OSError, ValueError, KeyError):
+        pass
 
     print("\n| bar | measured | needs | holds |")
     print("|---|---:|---:|---|")
