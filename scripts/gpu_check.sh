@@ -100,7 +100,8 @@ grpc() { # name callers (0: open loop at the rate of load80.toml)
   local LOAD=(--load $W/load.toml --concurrency $2); [ "$2" = 0 ] && LOAD=(--load $W/load80.toml)
   timeout 90 $B loadgen --grpc http://127.0.0.1:8001 --config $W/gpu.toml "${LOAD[@]}" --out $W/$1 > $W/$1.log 2>&1 &
   local LP=$!; sleep $(( S_EACH / 2 ))
-  top -H -b -n 1 -p $SP | sed -n 7,12p > $W/$1.top
+  # The second frame: a second's average (top's first frame is not).
+  top -H -b -n 2 -d 1 -p $SP | awk '/^ *PID/ { frame++ } frame == 2' | sed -n 1,7p > $W/$1.top
   sed 's/\x1b\[[0-9;]*m//g' $W/serve.log | grep -o 'thread="[^"]*" tid=[0-9]*' | sed 's/thread="\([^"]*\)" tid=/\1 /' > $W/tids
   awk 'NR == FNR { name[$2] = $1; next } { print $0, ($1 in name ? "= " name[$1] : "") }' $W/tids $W/$1.top > $W/$1.threads
   curl -s localhost:8000/metrics | grep -E '^modelless_(inference_(count|exec_count|compute_infer_duration_us|compute_input_duration_us|queue_duration_us)|gpu_utilization)' | head -20 > $W/$1.metrics
