@@ -12,7 +12,8 @@
 #  - `modelless variants make`: the fp16 copy and its top-1 agreement on photos;
 #  - where the pack has the CLI built with `tch` for this PyTorch (modelless-tch.zst),
 #    a TorchScript ResNet-50 in process at 1 and 64 callers;
-#  - fp32 in process at 64 callers with two instances, and with TF32 and NHWC;
+#  - fp32 in process at 64 callers with batches staged in pinned memory, with two
+#    instances, and with TF32 and NHWC;
 #  - PyTorch eager at batch 1, 8 and 64 (the kit's torch_baseline.py), and what a
 #    batch of 64 takes to reach the GPU from pageable and from pinned memory.
 # Without a GPU, DEVICE=cpu MODEL=path.onnx SECONDS_EACH=3 runs the same steps on the
@@ -60,6 +61,8 @@ conv_algo_search = "heuristic"'; } > $W/heuristic.toml
 { task classify-gpu; variant resnet50 "$MODEL" 'warmup = { pad_to_warmed = false }'; } > $W/nopad.toml
 { task classify-gpu; variant resnet50 "$MODEL" "warmup = { batch_sizes = [$(seq -s ', ' 64 -1 1)], pad_to_warmed = false }"; } > $W/warmall.toml
 { task classify-gpu; variant resnet50 "$MODEL" 'instances = 2'; } > $W/two.toml
+{ task classify-gpu; variant resnet50 "$MODEL" '[tasks.variants.onnx.cuda]
+pinned_inputs = true'; } > $W/pinned.toml
 { task classify-gpu; variant resnet50 "$MODEL" '[tasks.variants.onnx.cuda]
 tf32 = true
 prefer_nhwc = true'; } > $W/nhwc.toml
@@ -134,9 +137,9 @@ torchscript = { inputs = [{ name = "input", dtype = "f32", shape = [-1, 3, 224, 
   LD_LIBRARY_PATH=$LIBS
 fi
 
-# Settings whose defaults are still to be chosen: two sessions (streams) taking turns
-# with the host's work, and TF32 with NHWC kernels.
-for alt in "in64_two two" "in64_nhwc nhwc"; do set -- $alt
+# Settings whose defaults are still to be chosen: batches staged in pinned memory, two
+# sessions (streams) taking turns with the host's work, and TF32 with NHWC kernels.
+for alt in "in64_pinned pinned" "in64_two two" "in64_nhwc nhwc"; do set -- $alt
   time_for 30 "in process at 64 callers, $2" && { t "in process: $1"; in_process $1 $2 load 64; }
 done
 

@@ -15,7 +15,7 @@ import re
 import sys
 
 RUNS = ["in1", "in16", "in64", "fp16_64", "grpc16", "grpc64", "admit80", "heur16", "nopad16", "warmall16", "ts1",
-        "ts64", "in64_two", "in64_nhwc"]
+        "ts64", "in64_pinned", "in64_two", "in64_nhwc"]
 
 
 def run(work, name):
@@ -80,7 +80,7 @@ def main(work):
             bars.append((f"gRPC {callers}: late %", grpc["slo_violation_pct"], 1.0, False))
     if per_s("in64") and torch.get("resnet50 b64"):
         bars.append(("in process 64 ÷ PyTorch eager b64, images/s", per_s("in64") / torch["resnet50 b64"], 1.0, True))
-    for other in ("in64_two", "in64_nhwc"):
+    for other in ("in64_pinned", "in64_two", "in64_nhwc"):
         if per_s(other) and torch.get("resnet50 b64"):
             bars.append((f"{other} ÷ PyTorch eager b64 (settings to choose)", per_s(other) / torch["resnet50 b64"], 1.0, True))
     if per_s("fp16_64") and per_s("in64"):

@@ -326,6 +326,18 @@ fn fill_rows<T: Element + Default>(out: &mut Vec<T>, parts: &[Tensor], pad: usiz
     Some(())
 }
 
+/// Copies `from` into `into` (of the same length), on up to [`MAX_JOIN_THREADS`]
+/// threads where it is [`PARALLEL_JOIN_BYTES`] or more.
+pub(crate) fn copy_elements<T: Element>(from: &[T], into: &mut [T]) {
+    let threads = join_threads(std::mem::size_of_val(from), MAX_JOIN_THREADS);
+    if threads <= 1 {
+        into.copy_from_slice(from);
+        return;
+    }
+    let pieces: Vec<&[T]> = from.chunks(from.len().div_ceil(threads)).collect();
+    copy_in_parallel(&pieces, into, threads);
+}
+
 /// Threads to join `parts` parts of `bytes` in all: one below
 /// [`PARALLEL_JOIN_BYTES`], else as many as the machine has cores for, up to
 /// [`MAX_JOIN_THREADS`] and one per part.
@@ -489,5 +501,16 @@ mod tests {
             copy_in_parallel(&sources, &mut out, threads);
             assert_eq!(out, sources.concat(), "{threads} threads");
         }
+    }
+
+    #[test]
+    fn a_large_copy_on_several_threads_is_the_plain_copy() {
+        let from: Vec<i32> = (0..(PARALLEL_JOIN_BYTES / 4 + 7) as i32).collect();
+        let mut into = vec![0i32; from.len()];
+        copy_elements(&from, &mut into);
+        assert_eq!(into, from);
+        let mut small = [0u8; 5];
+        copy_elements(&[1, 2, 3, 4, 5], &mut small);
+        assert_eq!(small, [1, 2, 3, 4, 5]);
     }
 }

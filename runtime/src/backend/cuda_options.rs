@@ -40,6 +40,11 @@ pub struct CudaOptions {
     /// Most device memory the session's arena takes, in MiB (`gpu_mem_limit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_limit_mib: Option<u64>,
+    /// Copy each batch's inputs into pinned host memory, kept from batch to batch, and
+    /// hand the session those: the device then reads them directly, where from the
+    /// batch's own memory the driver first copies them through a buffer of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned_inputs: Option<bool>,
 }
 
 impl CudaOptions {

@@ -11,6 +11,7 @@ pub mod fake;
 mod freed_memory;
 pub mod onnx;
 pub mod onnx_library;
+mod staging;
 pub mod torchscript;
 pub(crate) mod turns;
 

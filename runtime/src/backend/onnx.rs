@@ -26,6 +26,7 @@ use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 use serde::{Deserialize, Serialize};
 
+use super::staging::Staging;
 use super::{
     Backend, BackendFactory, Batch, BatchOutput, CudaOptions, Device, ModelMetadata, TensorSpec, load_with_fallback,
 };
@@ -173,6 +174,8 @@ pub struct OrtBackend {
     session: Session,
     metadata: ModelMetadata,
     device: Device,
+    /// Where batches are staged before the session reads them, where they are.
+    staging: Option<Staging>,
 }
 
 // Its parts (sessions, threads, closures, channels) print nothing useful.
@@ -200,7 +203,24 @@ impl OrtBackend {
             inputs: session.inputs().iter().map(|o| spec("input", o.name(), o.dtype())).collect::<Result<_, _>>()?,
             outputs: session.outputs().iter().map(|o| spec("output", o.name(), o.dtype())).collect::<Result<_, _>>()?,
         };
-        Ok(OrtBackend { session, metadata, device })
+        let staging = pinned_staging(&session, device, &config.cuda);
+        Ok(OrtBackend { session, metadata, device, staging })
+    }
+
+    /// Stages every batch in host memory of ONNX Runtime's own before the session reads
+    /// it, as a session on `cuda:N` with `pinned_inputs` stages it in pinned memory: the
+    /// same path, where there is no GPU.
+    pub fn with_host_staging(mut self) -> Result<Self, BackendError> {
+        let memory = ort::memory::MemoryInfo::new(
+            ort::memory::AllocationDevice::CPU,
+            0,
+            ort::memory::AllocatorType::Device,
+            ort::memory::MemoryType::Default,
+        );
+        let staging = memory.and_then(|memory| Staging::in_memory(&self.session, memory));
+        self.staging =
+            Some(staging.map_err(|source| BackendError::Ort { context: "staging in host memory".into(), source })?);
+        Ok(self)
     }
 
     /// A factory that loads `path` with `config` in the shared environment, on the CPU.
@@ -229,6 +249,18 @@ impl OrtBackend {
             Ok(Box::new(load_with_fallback(device, fallback_to_cpu, &path, load)?))
         })
     }
+}
+
+/// Staging in pinned memory for a session on `cuda:N` whose settings ask for it. Where
+/// the provider cannot give such memory, batches are read from their own, as without
+/// the setting, and the log says why.
+fn pinned_staging(session: &Session, device: Device, cuda: &CudaOptions) -> Option<Staging> {
+    let index = device.cuda_index().filter(|_| cuda.pinned_inputs == Some(true))?;
+    Staging::pinned(session, index)
+        .inspect_err(
+            |e| tracing::warn!(%device, error = %e, "no pinned memory for batches: reading them where they are"),
+        )
+        .ok()
 }
 
 /// The device a variant configured for `device` is profiled and loaded on: the CPU where
@@ -312,17 +344,22 @@ impl Backend for OrtBackend {
 
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
         let run_err = |source| BackendError::Ort { context: "running a batch".into(), source };
-        // Views of the batch's memory, which the instance reuses for its next batch.
-        let inputs = batch
-            .inputs
-            .iter()
-            .zip(&self.metadata.inputs)
-            .map(|(tensor, spec)| Ok((spec.name.clone().into(), to_ort(tensor)?)))
-            .collect::<Result<Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)>, ort::Error>>()
-            .map_err(run_err)?;
+        let takes_turns = self.takes_turns();
+        let names = self.metadata.inputs.iter().map(|spec| std::borrow::Cow::from(spec.name.clone()));
+        let inputs: Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)> = match &mut self.staging {
+            Some(staging) => names
+                .zip(staging.stage(&batch.inputs).map_err(run_err)?.into_iter().map(SessionInputValue::from))
+                .collect(),
+            // Views of the batch's memory, which the instance reuses for its next batch.
+            None => names
+                .zip(batch.inputs.iter())
+                .map(|(name, tensor)| Ok((name, to_ort(tensor)?)))
+                .collect::<Result<_, ort::Error>>()
+                .map_err(run_err)?,
+        };
         // The worker serving it holds the turn already; warm-up and profiling runs take
         // one here.
-        let turn = self.takes_turns().then(|| super::turns::RUN_TURNS.take());
+        let turn = takes_turns.then(|| super::turns::RUN_TURNS.take());
         let outputs = self.session.run(inputs).map_err(run_err)?;
         drop(turn);
         let outputs = self

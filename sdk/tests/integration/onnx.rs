@@ -220,3 +220,29 @@ fn after_warm_up_no_batch_size_grows_the_sessions_memory() {
         .collect();
     assert!(grew.is_empty(), "batches (rows, pages faulted) that grew the arena after warm-up: {grew:?}");
 }
+
+/// A session on `cuda:N` with `pinned_inputs` copies each batch into staging tensors it
+/// keeps per shape; the same path in host memory answers as reading the batch in place
+/// does, batch after batch of other values and sizes (a stale staging tensor would
+/// answer with the last batch's values).
+#[test]
+fn batches_staged_before_the_session_reads_them_answer_as_batches_read_in_place() {
+    use modelless::backend::{Backend, Batch, Device};
+    use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
+    use modelless_runtime::backend::onnx::{OrtBackend, environment};
+
+    let env = environment(&OrtEnvironmentConfig::default()).unwrap();
+    let path = models_dir().join("mobilenetv2_0.35.onnx");
+    let config = OrtSessionConfig::default();
+    let mut in_place = OrtBackend::load(&env, &path, &config, Device::Cpu).unwrap();
+    let mut staged = OrtBackend::load(&env, &path, &config, Device::Cpu).unwrap().with_host_staging().unwrap();
+    // 8 rows of 150 528 values are 4.8 MB: copied into the staging tensor on several threads.
+    for (rows, value) in [(2, 0.25f32), (8, -0.5), (2, 0.75), (8, 0.1), (1, 0.3)] {
+        let batch = || Batch { inputs: vec![Tensor::full([rows, 3, 224, 224], value)] };
+        let want = in_place.infer(batch()).unwrap().outputs;
+        let got = staged.infer(batch()).unwrap().outputs;
+        assert_eq!(got[0].shape(), want[0].shape());
+        let (got, want) = (got[0].as_slice::<f32>().unwrap(), want[0].as_slice::<f32>().unwrap());
+        assert!(max_relative_diff(got, want) < 1e-5, "{rows} rows of {value}");
+    }
+}

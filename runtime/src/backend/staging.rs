@@ -1,0 +1,80 @@
+//! Batch inputs staged in host memory the GPU reads directly (CUDA's pinned memory),
+//! for a session on `cuda:N` whose config asks for it (`pinned_inputs`).
+//!
+//! From pageable memory the driver copies a batch through a buffer of its own, on the
+//! calling thread and in pieces, before the device can read it; from pinned memory the
+//! transfer is the device's alone. Pinning memory costs far more than copying into it,
+//! so the staging tensors are kept, one per input and shape (batches on a GPU come in
+//! the few sizes they are padded to), and each batch is copied into them on up to four
+//! threads.
+
+use std::collections::HashMap;
+
+use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
+use ort::session::Session;
+use ort::value::{DynTensor, TensorElementType};
+
+use crate::tensor::{DType, Element, Tensor, copy_elements, with_elements};
+
+/// The staging tensors of one session.
+pub(crate) struct Staging {
+    allocator: Allocator,
+    /// By input and shape.
+    tensors: HashMap<(usize, Vec<usize>), DynTensor>,
+}
+
+impl Staging {
+    /// Staging in pinned memory of CUDA device `index`, from `session`'s provider.
+    pub fn pinned(session: &Session, index: u32) -> Result<Self, ort::Error> {
+        let index = i32::try_from(index).map_err(|e| ort::Error::new(e.to_string()))?;
+        let memory =
+            MemoryInfo::new(AllocationDevice::CUDA_PINNED, index, AllocatorType::Device, MemoryType::CPUInput)?;
+        Staging::in_memory(session, memory)
+    }
+
+    /// Staging in `memory` (any the CPU can write).
+    pub fn in_memory(session: &Session, memory: MemoryInfo) -> Result<Self, ort::Error> {
+        Ok(Staging { allocator: Allocator::new(session, memory)?, tensors: HashMap::new() })
+    }
+
+    /// Copies each of `inputs` into the staging tensor of its input and shape, made on
+    /// first use, and gives those tensors back in order.
+    pub fn stage(&mut self, inputs: &[Tensor]) -> Result<Vec<&DynTensor>, ort::Error> {
+        for (index, input) in inputs.iter().enumerate() {
+            let key = (index, input.shape().to_vec());
+            let staged = match self.tensors.entry(key) {
+                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    let tensor = DynTensor::new(&self.allocator, element_type(input.dtype()), input.shape().to_vec())?;
+                    entry.insert(tensor)
+                }
+            };
+            with_elements!(input.data(), v => fill(staged, v))?;
+        }
+        Ok(inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(index, input)| self.tensors.get(&(index, input.shape().to_vec())))
+            .collect())
+    }
+}
+
+fn fill<T: Element + ort::value::PrimitiveTensorElementType + std::fmt::Debug>(
+    staged: &mut DynTensor,
+    elements: &[T],
+) -> Result<(), ort::Error> {
+    let (_, into) = staged.try_extract_tensor_mut::<T>()?;
+    copy_elements(elements, into);
+    Ok(())
+}
+
+fn element_type(dtype: DType) -> TensorElementType {
+    match dtype {
+        DType::F32 => TensorElementType::Float32,
+        DType::F16 => TensorElementType::Float16,
+        DType::I64 => TensorElementType::Int64,
+        DType::I32 => TensorElementType::Int32,
+        DType::U8 => TensorElementType::Uint8,
+        DType::Bool => TensorElementType::Bool,
+    }
+}
