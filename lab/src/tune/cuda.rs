@@ -1,7 +1,7 @@
 //! The CUDA provider's settings a search turns for a variant on a GPU: how cuDNN
-//! searches its convolution algorithms, TF32, NHWC kernels and the search's workspace.
-//! A config that leaves one unset serves with ONNX Runtime's default, which is then
-//! the default setting's value.
+//! searches its convolution algorithms, TF32, NHWC kernels, the search's workspace,
+//! and whether batches are staged in pinned memory. A config that leaves one unset
+//! serves with its default, which is then the default setting's value.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +18,9 @@ pub struct CudaSetting {
     pub prefer_nhwc: bool,
     /// `conv_max_workspace`.
     pub conv_max_workspace: bool,
+    /// `pinned_inputs`.
+    #[serde(default)]
+    pub pinned_inputs: bool,
 }
 
 /// The searches, in the order a point's number picks them.
@@ -25,23 +28,26 @@ pub const SEARCHES: [ConvAlgoSearch; 3] =
     [ConvAlgoSearch::Exhaustive, ConvAlgoSearch::Heuristic, ConvAlgoSearch::Default];
 
 impl CudaSetting {
-    /// ONNX Runtime's own (`CUDAExecutionProviderInfo`): exhaustive search, TF32 on,
-    /// NCHW kernels, as much workspace as the fastest algorithm asks for.
-    pub const ONNX_RUNTIME: CudaSetting = CudaSetting {
+    /// What a config that sets none of them serves with: ONNX Runtime's own
+    /// (`CUDAExecutionProviderInfo`: exhaustive search, TF32 on, NCHW kernels, as much
+    /// workspace as the fastest algorithm asks for), and batches read where they are.
+    pub const DEFAULT: CudaSetting = CudaSetting {
         conv_algo_search: ConvAlgoSearch::Exhaustive,
         tf32: true,
         prefer_nhwc: false,
         conv_max_workspace: true,
+        pinned_inputs: false,
     };
 
-    /// What `options` set, with ONNX Runtime's defaults for what they leave unset.
+    /// What `options` set, with the defaults for what they leave unset.
     pub fn of(options: &CudaOptions) -> Self {
-        let default = CudaSetting::ONNX_RUNTIME;
+        let default = CudaSetting::DEFAULT;
         CudaSetting {
             conv_algo_search: options.conv_algo_search.unwrap_or(default.conv_algo_search),
             tf32: options.tf32.unwrap_or(default.tf32),
             prefer_nhwc: options.prefer_nhwc.unwrap_or(default.prefer_nhwc),
             conv_max_workspace: options.conv_max_workspace.unwrap_or(default.conv_max_workspace),
+            pinned_inputs: options.pinned_inputs.unwrap_or(default.pinned_inputs),
         }
     }
 
@@ -51,6 +57,7 @@ impl CudaSetting {
         options.tf32 = Some(self.tf32);
         options.prefer_nhwc = Some(self.prefer_nhwc);
         options.conv_max_workspace = Some(self.conv_max_workspace);
+        options.pinned_inputs = Some(self.pinned_inputs);
     }
 
     /// The search as the config writes it.
@@ -65,9 +72,13 @@ impl CudaSetting {
     /// The settings in a few words, for progress lines and tables.
     pub fn brief(&self) -> String {
         let mut words = format!("cuDNN {}", self.search_name());
-        for (on, name) in
-            [(self.tf32, "tf32"), (self.prefer_nhwc, "nhwc"), (!self.conv_max_workspace, "small-workspace")]
-        {
+        let flags = [
+            (self.tf32, "tf32"),
+            (self.prefer_nhwc, "nhwc"),
+            (!self.conv_max_workspace, "small-workspace"),
+            (self.pinned_inputs, "pinned"),
+        ];
+        for (on, name) in flags {
             if on {
                 words.push(' ');
                 words.push_str(name);
@@ -83,7 +94,7 @@ mod tests {
 
     #[test]
     fn unset_options_read_as_onnx_runtimes_defaults_and_applying_sets_them_all() {
-        assert_eq!(CudaSetting::of(&CudaOptions::default()), CudaSetting::ONNX_RUNTIME);
+        assert_eq!(CudaSetting::of(&CudaOptions::default()), CudaSetting::DEFAULT);
         let configured = CudaOptions::default().with_conv_algo_search(ConvAlgoSearch::Heuristic).with_prefer_nhwc(true);
         let setting = CudaSetting::of(&configured);
         assert_eq!(
@@ -91,10 +102,10 @@ mod tests {
             (ConvAlgoSearch::Heuristic, true, true)
         );
         let mut options = CudaOptions { memory_limit_mib: Some(2048), ..CudaOptions::default() };
-        let chosen = CudaSetting { tf32: false, conv_max_workspace: false, ..setting };
+        let chosen = CudaSetting { tf32: false, conv_max_workspace: false, pinned_inputs: true, ..setting };
         chosen.apply(&mut options);
         assert_eq!(CudaSetting::of(&options), chosen);
         assert_eq!(options.memory_limit_mib, Some(2048), "the memory limit is not the search's");
-        assert_eq!(chosen.brief(), "cuDNN heuristic nhwc small-workspace");
+        assert_eq!(chosen.brief(), "cuDNN heuristic nhwc small-workspace pinned");
     }
 }

@@ -191,6 +191,7 @@ enum Knob {
     Tf32,
     Nhwc,
     ConvMaxWorkspace,
+    PinnedInputs,
 }
 
 /// The space searched for one variant.
@@ -216,7 +217,7 @@ impl KnobSpace {
             knobs.push(Knob::PreprocessingThreads);
         }
         if limits.gpu {
-            knobs.extend([Knob::ConvAlgoSearch, Knob::Tf32, Knob::Nhwc, Knob::ConvMaxWorkspace]);
+            knobs.extend([Knob::ConvAlgoSearch, Knob::Tf32, Knob::Nhwc, Knob::ConvMaxWorkspace, Knob::PinnedInputs]);
         }
         KnobSpace { limits, knobs }
     }
@@ -250,6 +251,7 @@ impl KnobSpace {
                 Knob::Tf32 => ("tf32", KnobRange::Int(0, 1)),
                 Knob::Nhwc => ("prefer_nhwc", KnobRange::Int(0, 1)),
                 Knob::ConvMaxWorkspace => ("conv_max_workspace", KnobRange::Int(0, 1)),
+                Knob::PinnedInputs => ("pinned_inputs", KnobRange::Int(0, 1)),
             })
             .collect()
     }
@@ -305,6 +307,7 @@ impl KnobSpace {
                 tf32: on(Knob::Tf32),
                 prefer_nhwc: on(Knob::Nhwc),
                 conv_max_workspace: on(Knob::ConvMaxWorkspace),
+                pinned_inputs: on(Knob::PinnedInputs),
             }),
         }
     }
@@ -312,6 +315,7 @@ impl KnobSpace {
     /// The point of `setting`, clamped into the space (a default configuration may lie
     /// outside it).
     pub fn encode(&self, setting: &ServingSetting) -> Vec<f64> {
+        let cuda = setting.cuda.unwrap_or(CudaSetting::DEFAULT);
         let point: Vec<f64> = self
             .knobs
             .iter()
@@ -326,15 +330,11 @@ impl KnobSpace {
                 Knob::Turns => f64::from(u8::from(setting.one_run_at_a_time)),
                 Knob::Spinning => f64::from(u8::from(setting.spinning)),
                 Knob::PreprocessingThreads => setting.preprocessing_threads.unwrap_or(1) as f64,
-                Knob::ConvAlgoSearch => {
-                    let search = setting.cuda.unwrap_or(CudaSetting::ONNX_RUNTIME).conv_algo_search;
-                    SEARCHES.iter().position(|&s| s == search).unwrap_or(0) as f64
-                }
-                Knob::Tf32 => f64::from(u8::from(setting.cuda.unwrap_or(CudaSetting::ONNX_RUNTIME).tf32)),
-                Knob::Nhwc => f64::from(u8::from(setting.cuda.unwrap_or(CudaSetting::ONNX_RUNTIME).prefer_nhwc)),
-                Knob::ConvMaxWorkspace => {
-                    f64::from(u8::from(setting.cuda.unwrap_or(CudaSetting::ONNX_RUNTIME).conv_max_workspace))
-                }
+                Knob::ConvAlgoSearch => SEARCHES.iter().position(|&s| s == cuda.conv_algo_search).unwrap_or(0) as f64,
+                Knob::Tf32 => f64::from(u8::from(cuda.tf32)),
+                Knob::Nhwc => f64::from(u8::from(cuda.prefer_nhwc)),
+                Knob::ConvMaxWorkspace => f64::from(u8::from(cuda.conv_max_workspace)),
+                Knob::PinnedInputs => f64::from(u8::from(cuda.pinned_inputs)),
             })
             .collect();
         self.clamp(&point)
@@ -459,20 +459,20 @@ conv_algo_search = "heuristic""#,
         let variant = &config.tasks[0].variants[0];
         let gpu = SpaceLimits { gpu: true, ..limits(32, false) };
         let default = ServingSetting::of(&config, variant, &gpu);
-        let configured =
-            CudaSetting { conv_algo_search: modelless::ConvAlgoSearch::Heuristic, ..CudaSetting::ONNX_RUNTIME };
+        let configured = CudaSetting { conv_algo_search: modelless::ConvAlgoSearch::Heuristic, ..CudaSetting::DEFAULT };
         assert_eq!(default.cuda, Some(configured), "the config's search, ONNX Runtime's defaults for the rest");
         assert_eq!(ServingSetting::of(&config, variant, &limits(32, false)).cuda, None, "on the CPU: none");
         let space = KnobSpace::new(gpu);
         let names: Vec<&str> = space.ranges().iter().map(|(name, _)| *name).collect();
-        assert!(names.ends_with(&["conv_algo_search", "tf32", "prefer_nhwc", "conv_max_workspace"]), "{names:?}");
+        let cuda_knobs = ["conv_algo_search", "tf32", "prefer_nhwc", "conv_max_workspace", "pinned_inputs"];
+        assert!(names.ends_with(&cuda_knobs), "{names:?}");
         assert_eq!(space.decode(&space.encode(&default)), default);
         let mut rng = StdRng::seed_from_u64(3);
         let seen: std::collections::BTreeSet<String> =
-            (0..200).filter_map(|_| space.decode(&space.sample(&mut rng)).cuda).map(|c| c.brief()).collect();
-        assert_eq!(seen.len(), 3 * 8, "every search with every flag: {seen:?}");
+            (0..1000).filter_map(|_| space.decode(&space.sample(&mut rng)).cuda).map(|c| c.brief()).collect();
+        assert_eq!(seen.len(), 3 * 16, "every search with every flag: {seen:?}");
         let chosen = ServingSetting {
-            cuda: Some(CudaSetting { prefer_nhwc: true, tf32: false, ..CudaSetting::ONNX_RUNTIME }),
+            cuda: Some(CudaSetting { prefer_nhwc: true, tf32: false, ..CudaSetting::DEFAULT }),
             ..default
         };
         let mut applied = config.clone();

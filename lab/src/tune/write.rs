@@ -67,6 +67,7 @@ fn edit(text: &str, task: &str, variant: &str, setting: &ServingSetting) -> Resu
         options.insert("tf32", value(cuda.tf32));
         options.insert("prefer_nhwc", value(cuda.prefer_nhwc));
         options.insert("conv_max_workspace", value(cuda.conv_max_workspace));
+        options.insert("pinned_inputs", value(cuda.pinned_inputs));
     }
     Ok(doc.to_string())
 }
@@ -146,6 +147,7 @@ accuracy = 70.0
             tf32: false,
             prefer_nhwc: true,
             conv_max_workspace: true,
+            pinned_inputs: true,
         };
         let edited = edit(&config, "classify", "large", &ServingSetting { cuda: Some(cuda), ..setting() }).unwrap();
         let read = RuntimeConfig::from_toml(&edited, Path::new("/models")).unwrap();
