@@ -5,8 +5,8 @@
 //! calling thread and in pieces, before the device can read it; from pinned memory the
 //! transfer is the device's alone. Pinning memory costs far more than copying into it,
 //! so the staging tensors are kept, one per input and shape (batches on a GPU come in
-//! the few sizes they are padded to), and each batch is copied into them on up to four
-//! threads.
+//! the few sizes they are padded to; see [`MAX_STAGED`]), and each batch is copied
+//! into them on up to four threads.
 
 use std::collections::HashMap;
 
@@ -15,6 +15,11 @@ use ort::session::Session;
 use ort::value::{DynTensor, TensorElementType};
 
 use crate::tensor::{DType, Element, Tensor, copy_elements, with_elements};
+
+/// The most staging tensors a session keeps. Padded GPU batches come in about twenty
+/// shapes; a model whose other sides vary too (pages of any size) would otherwise
+/// pin a tensor for every shape it ever met, so past this many all are let go.
+const MAX_STAGED: usize = 32;
 
 /// The staging tensors of one session.
 pub(crate) struct Staging {
@@ -42,6 +47,9 @@ impl Staging {
     pub fn stage(&mut self, inputs: &[Tensor]) -> Result<Vec<&DynTensor>, ort::Error> {
         for (index, input) in inputs.iter().enumerate() {
             let key = (index, input.shape().to_vec());
+            if self.tensors.len() >= MAX_STAGED && !self.tensors.contains_key(&key) {
+                self.tensors.clear();
+            }
             let staged = match self.tensors.entry(key) {
                 std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
                 std::collections::hash_map::Entry::Vacant(entry) => {
