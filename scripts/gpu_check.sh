@@ -13,7 +13,7 @@
 #  - where the pack has the CLI built with `tch` for this PyTorch (modelless-tch.zst),
 #    a TorchScript ResNet-50 in process at 1 and 64 callers;
 #  - fp32 in process at 64 callers with batches staged in pinned memory, with two
-#    instances, and with TF32 and NHWC;
+#    instances, with TF32 and NHWC, and with CUDA graphs (at 1 caller too);
 #  - PyTorch eager at batch 1, 8 and 64 (the kit's torch_baseline.py), and what a
 #    batch of 64 takes to reach the GPU from pageable and from pinned memory.
 # Without a GPU, DEVICE=cpu MODEL=path.onnx SECONDS_EACH=3 runs the same steps on the
@@ -66,6 +66,8 @@ pinned_inputs = true'; } > $W/pinned.toml
 { task classify-gpu; variant resnet50 "$MODEL" '[tasks.variants.onnx.cuda]
 tf32 = true
 prefer_nhwc = true'; } > $W/nhwc.toml
+{ task classify-gpu; variant resnet50 "$MODEL" '[tasks.variants.onnx.cuda]
+cuda_graph = true'; } > $W/graph.toml
 load classify-gpu > $W/load.toml; load classify-fp16 > $W/load16.toml
 
 t profile
@@ -141,9 +143,11 @@ torchscript = { inputs = [{ name = "input", dtype = "f32", shape = [-1, 3, 224, 
 fi
 
 # Settings whose defaults are still to be chosen: batches staged in pinned memory, two
-# sessions (streams) taking turns with the host's work, and TF32 with NHWC kernels.
-for alt in "in64_pinned pinned" "in64_two two" "in64_nhwc nhwc"; do set -- $alt
-  time_for 30 "in process at 64 callers, $2" && { t "in process: $1"; in_process $1 $2 load 64; }
+# sessions (streams) taking turns with the host's work, TF32 with NHWC kernels, and
+# each batch size's run captured as a CUDA graph (alone, and at 64 callers).
+for alt in "in64_pinned pinned 64" "in64_two two 64" "in64_nhwc nhwc 64" "in1_graph graph 1" "in64_graph graph 64"; do
+  set -- $alt
+  time_for 30 "in process at $3 callers, $2" && { t "in process: $1"; in_process $1 $2 load $3; }
 done
 
 save; echo; cat $W/verdict.md; grep -m1 'agreement' $W/fp16.log

@@ -15,7 +15,7 @@ import re
 import sys
 
 RUNS = ["in1", "in16", "in64", "fp16_64", "grpc16", "grpc64", "admit80", "heur16", "nopad16", "warmall16", "ts1",
-        "ts64", "in64_pinned", "in64_two", "in64_nhwc"]
+        "ts64", "in64_pinned", "in64_two", "in64_nhwc", "in1_graph", "in64_graph"]
 
 
 def run(work, name):
@@ -80,7 +80,7 @@ def main(work):
             bars.append((f"gRPC {callers}: late %", grpc["slo_violation_pct"], 1.0, False))
     if per_s("in64") and torch.get("resnet50 b64"):
         bars.append(("in process 64 ÷ PyTorch eager b64, images/s", per_s("in64") / torch["resnet50 b64"], 1.0, True))
-    for other in ("in64_pinned", "in64_two", "in64_nhwc"):
+    for other in ("in64_pinned", "in64_two", "in64_nhwc", "in64_graph"):
         if per_s(other) and torch.get("resnet50 b64"):
             bars.append((f"{other} ÷ PyTorch eager b64 (settings to choose)", per_s(other) / torch["resnet50 b64"], 1.0, True))
     if per_s("fp16_64") and per_s("in64"):
@@ -89,6 +89,9 @@ def main(work):
         bars.append(("fp16 top-1 agreement with fp32, %", float(agreement.group(1)), 99.0, True))
     if runs.get("in1") and torch.get("resnet50 b1"):
         bars.append(("in process 1: p50 ms ÷ PyTorch eager b1 ms", runs["in1"]["p50_ms"] * torch["resnet50 b1"] / 1e3, 1.0, False))
+    if runs.get("in1_graph") and torch.get("resnet50 b1"):
+        bars.append(("in1_graph: p50 ms ÷ PyTorch eager b1 ms (settings to choose)",
+                     runs["in1_graph"]["p50_ms"] * torch["resnet50 b1"] / 1e3, 1.0, False))
     r2, a, c = number(prof.get("R²")), number(prof.get("a ms/row")), number(prof.get("c ms"))
     if r2 is not None:
         bars.append(("profile: R²", r2, 0.99, True))

@@ -1,6 +1,7 @@
 //! The CUDA provider's settings a search turns for a variant on a GPU: how cuDNN
 //! searches its convolution algorithms, TF32, NHWC kernels, the search's workspace,
-//! and whether batches are staged in pinned memory. A config that leaves one unset
+//! whether batches are staged in pinned memory, and whether runs are captured as CUDA
+//! graphs. A config that leaves one unset
 //! serves with its default, which is then the default setting's value.
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,9 @@ pub struct CudaSetting {
     /// `pinned_inputs`.
     #[serde(default)]
     pub pinned_inputs: bool,
+    /// `cuda_graph`.
+    #[serde(default)]
+    pub cuda_graph: bool,
 }
 
 /// The searches, in the order a point's number picks them.
@@ -30,13 +34,15 @@ pub const SEARCHES: [ConvAlgoSearch; 3] =
 impl CudaSetting {
     /// What a config that sets none of them serves with: ONNX Runtime's own
     /// (`CUDAExecutionProviderInfo`: exhaustive search, TF32 on, NCHW kernels, as much
-    /// workspace as the fastest algorithm asks for), and batches read where they are.
+    /// workspace as the fastest algorithm asks for), batches read where they are, and
+    /// no graphs.
     pub const DEFAULT: CudaSetting = CudaSetting {
         conv_algo_search: ConvAlgoSearch::Exhaustive,
         tf32: true,
         prefer_nhwc: false,
         conv_max_workspace: true,
         pinned_inputs: false,
+        cuda_graph: false,
     };
 
     /// What `options` set, with the defaults for what they leave unset.
@@ -48,6 +54,7 @@ impl CudaSetting {
             prefer_nhwc: options.prefer_nhwc.unwrap_or(default.prefer_nhwc),
             conv_max_workspace: options.conv_max_workspace.unwrap_or(default.conv_max_workspace),
             pinned_inputs: options.pinned_inputs.unwrap_or(default.pinned_inputs),
+            cuda_graph: options.cuda_graph.unwrap_or(default.cuda_graph),
         }
     }
 
@@ -58,6 +65,7 @@ impl CudaSetting {
         options.prefer_nhwc = Some(self.prefer_nhwc);
         options.conv_max_workspace = Some(self.conv_max_workspace);
         options.pinned_inputs = Some(self.pinned_inputs);
+        options.cuda_graph = Some(self.cuda_graph);
     }
 
     /// The search as the config writes it.
@@ -77,6 +85,7 @@ impl CudaSetting {
             (self.prefer_nhwc, "nhwc"),
             (!self.conv_max_workspace, "small-workspace"),
             (self.pinned_inputs, "pinned"),
+            (self.cuda_graph, "graphs"),
         ];
         for (on, name) in flags {
             if on {
@@ -102,10 +111,11 @@ mod tests {
             (ConvAlgoSearch::Heuristic, true, true)
         );
         let mut options = CudaOptions { memory_limit_mib: Some(2048), ..CudaOptions::default() };
-        let chosen = CudaSetting { tf32: false, conv_max_workspace: false, pinned_inputs: true, ..setting };
+        let chosen =
+            CudaSetting { tf32: false, conv_max_workspace: false, pinned_inputs: true, cuda_graph: true, ..setting };
         chosen.apply(&mut options);
         assert_eq!(CudaSetting::of(&options), chosen);
         assert_eq!(options.memory_limit_mib, Some(2048), "the memory limit is not the search's");
-        assert_eq!(chosen.brief(), "cuDNN heuristic nhwc small-workspace pinned");
+        assert_eq!(chosen.brief(), "cuDNN heuristic nhwc small-workspace pinned graphs");
     }
 }

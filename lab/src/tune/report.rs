@@ -187,6 +187,7 @@ pub fn toml_snippet(task: &str, variant: &str, setting: &ServingSetting) -> Stri
         let _ = writeln!(s, "onnx.cuda.prefer_nhwc = {}", cuda.prefer_nhwc);
         let _ = writeln!(s, "onnx.cuda.conv_max_workspace = {}", cuda.conv_max_workspace);
         let _ = writeln!(s, "onnx.cuda.pinned_inputs = {}", cuda.pinned_inputs);
+        let _ = writeln!(s, "onnx.cuda.cuda_graph = {}", cuda.cuda_graph);
     }
     s
 }

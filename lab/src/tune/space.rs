@@ -192,6 +192,7 @@ enum Knob {
     Nhwc,
     ConvMaxWorkspace,
     PinnedInputs,
+    CudaGraph,
 }
 
 /// The space searched for one variant.
@@ -217,7 +218,14 @@ impl KnobSpace {
             knobs.push(Knob::PreprocessingThreads);
         }
         if limits.gpu {
-            knobs.extend([Knob::ConvAlgoSearch, Knob::Tf32, Knob::Nhwc, Knob::ConvMaxWorkspace, Knob::PinnedInputs]);
+            knobs.extend([
+                Knob::ConvAlgoSearch,
+                Knob::Tf32,
+                Knob::Nhwc,
+                Knob::ConvMaxWorkspace,
+                Knob::PinnedInputs,
+                Knob::CudaGraph,
+            ]);
         }
         KnobSpace { limits, knobs }
     }
@@ -252,6 +260,7 @@ impl KnobSpace {
                 Knob::Nhwc => ("prefer_nhwc", KnobRange::Int(0, 1)),
                 Knob::ConvMaxWorkspace => ("conv_max_workspace", KnobRange::Int(0, 1)),
                 Knob::PinnedInputs => ("pinned_inputs", KnobRange::Int(0, 1)),
+                Knob::CudaGraph => ("cuda_graph", KnobRange::Int(0, 1)),
             })
             .collect()
     }
@@ -308,6 +317,7 @@ impl KnobSpace {
                 prefer_nhwc: on(Knob::Nhwc),
                 conv_max_workspace: on(Knob::ConvMaxWorkspace),
                 pinned_inputs: on(Knob::PinnedInputs),
+                cuda_graph: on(Knob::CudaGraph),
             }),
         }
     }
@@ -335,6 +345,7 @@ impl KnobSpace {
                 Knob::Nhwc => f64::from(u8::from(cuda.prefer_nhwc)),
                 Knob::ConvMaxWorkspace => f64::from(u8::from(cuda.conv_max_workspace)),
                 Knob::PinnedInputs => f64::from(u8::from(cuda.pinned_inputs)),
+                Knob::CudaGraph => f64::from(u8::from(cuda.cuda_graph)),
             })
             .collect();
         self.clamp(&point)
@@ -464,13 +475,14 @@ conv_algo_search = "heuristic""#,
         assert_eq!(ServingSetting::of(&config, variant, &limits(32, false)).cuda, None, "on the CPU: none");
         let space = KnobSpace::new(gpu);
         let names: Vec<&str> = space.ranges().iter().map(|(name, _)| *name).collect();
-        let cuda_knobs = ["conv_algo_search", "tf32", "prefer_nhwc", "conv_max_workspace", "pinned_inputs"];
+        let cuda_knobs =
+            ["conv_algo_search", "tf32", "prefer_nhwc", "conv_max_workspace", "pinned_inputs", "cuda_graph"];
         assert!(names.ends_with(&cuda_knobs), "{names:?}");
         assert_eq!(space.decode(&space.encode(&default)), default);
         let mut rng = StdRng::seed_from_u64(3);
         let seen: std::collections::BTreeSet<String> =
             (0..1000).filter_map(|_| space.decode(&space.sample(&mut rng)).cuda).map(|c| c.brief()).collect();
-        assert_eq!(seen.len(), 3 * 16, "every search with every flag: {seen:?}");
+        assert_eq!(seen.len(), 3 * 32, "every search with every flag: {seen:?}");
         let chosen = ServingSetting {
             cuda: Some(CudaSetting { prefer_nhwc: true, tf32: false, ..CudaSetting::DEFAULT }),
             ..default

@@ -68,6 +68,7 @@ fn edit(text: &str, task: &str, variant: &str, setting: &ServingSetting) -> Resu
         options.insert("prefer_nhwc", value(cuda.prefer_nhwc));
         options.insert("conv_max_workspace", value(cuda.conv_max_workspace));
         options.insert("pinned_inputs", value(cuda.pinned_inputs));
+        options.insert("cuda_graph", value(cuda.cuda_graph));
     }
     Ok(doc.to_string())
 }
@@ -148,6 +149,7 @@ accuracy = 70.0
             prefer_nhwc: true,
             conv_max_workspace: true,
             pinned_inputs: true,
+            cuda_graph: true,
         };
         let edited = edit(&config, "classify", "large", &ServingSetting { cuda: Some(cuda), ..setting() }).unwrap();
         let read = RuntimeConfig::from_toml(&edited, Path::new("/models")).unwrap();

@@ -2,6 +2,7 @@
 //! OS thread (never on an async executor); it is created and warmed up on a loader
 //! thread of lower priority, then moved to that thread, hence `Send`.
 
+mod bound_runs;
 mod cuda_options;
 mod declaration;
 mod device;
@@ -11,6 +12,7 @@ pub mod fake;
 mod freed_memory;
 pub mod onnx;
 pub mod onnx_library;
+mod ort_values;
 mod staging;
 pub mod torchscript;
 pub(crate) mod turns;

@@ -19,19 +19,21 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use half::f16;
 use ort::ep::ExecutionProvider;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
-use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
+use ort::value::{TensorElementType, ValueType};
 use serde::{Deserialize, Serialize};
 
+use super::bound_runs::BoundRuns;
+pub use super::bound_runs::Transfer;
+use super::ort_values::{read, view};
 use super::staging::Staging;
 use super::{
     Backend, BackendFactory, Batch, BatchOutput, CudaOptions, Device, ModelMetadata, TensorSpec, load_with_fallback,
 };
 use crate::error::BackendError;
-use crate::tensor::{DType, Element, Tensor, with_elements};
+use crate::tensor::DType;
 
 /// Process-wide ONNX Runtime settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,6 +178,9 @@ pub struct OrtBackend {
     device: Device,
     /// Where batches are staged before the session reads them, where they are.
     staging: Option<Staging>,
+    /// The tensors batches run on, kept per batch size, where runs are captured as CUDA
+    /// graphs.
+    bound: Option<BoundRuns>,
 }
 
 // Its parts (sessions, threads, closures, channels) print nothing useful.
@@ -204,7 +209,13 @@ impl OrtBackend {
             outputs: session.outputs().iter().map(|o| spec("output", o.name(), o.dtype())).collect::<Result<_, _>>()?,
         };
         let staging = pinned_staging(&session, device, &config.cuda);
-        Ok(OrtBackend { session, metadata, device, staging })
+        let bound = match device.cuda_index().filter(|_| config.cuda.cuda_graph == Some(true)) {
+            // Every run of a session that captures graphs must name one, so without its
+            // kept tensors the session cannot serve.
+            Some(index) => Some(device_runs(&session, index, &metadata).map_err(ort_err)?),
+            None => None,
+        };
+        Ok(OrtBackend { session, metadata, device, staging, bound })
     }
 
     /// Stages every batch in host memory of ONNX Runtime's own before the session reads
@@ -220,6 +231,24 @@ impl OrtBackend {
         let staging = memory.and_then(|memory| Staging::in_memory(&self.session, memory));
         self.staging =
             Some(staging.map_err(|source| BackendError::Ort { context: "staging in host memory".into(), source })?);
+        Ok(self)
+    }
+
+    /// Runs every batch on input and output tensors kept per batch size, as a session on
+    /// `cuda:N` with `cuda_graph` runs them on device tensors: the same path, in host
+    /// memory, where there is no GPU. With [`Transfer::ThroughRuntime`] ONNX Runtime
+    /// copies batches into them and answers out of them, as it does on a device.
+    pub fn with_bound_runs(mut self, transfer: Transfer) -> Result<Self, BackendError> {
+        let memory = ort::memory::MemoryInfo::new(
+            ort::memory::AllocationDevice::CPU,
+            0,
+            ort::memory::AllocatorType::Device,
+            ort::memory::MemoryType::Default,
+        );
+        let bound = memory
+            .and_then(|memory| BoundRuns::new(&self.session, memory, &self.metadata.inputs, &self.metadata.outputs));
+        let bound = bound.map_err(|source| BackendError::Ort { context: "keeping tensors for runs".into(), source })?;
+        self.bound = Some(bound.with_transfer(transfer));
         Ok(self)
     }
 
@@ -261,6 +290,19 @@ fn pinned_staging(session: &Session, device: Device, cuda: &CudaOptions) -> Opti
             |e| tracing::warn!(%device, error = %e, "no pinned memory for batches: reading them where they are"),
         )
         .ok()
+}
+
+/// Runs on tensors in the memory of CUDA device `index`, for a session that captures
+/// CUDA graphs.
+fn device_runs(session: &Session, index: u32, metadata: &ModelMetadata) -> Result<BoundRuns, ort::Error> {
+    let index = i32::try_from(index).map_err(|e| ort::Error::new(e.to_string()))?;
+    let memory = ort::memory::MemoryInfo::new(
+        ort::memory::AllocationDevice::CUDA,
+        index,
+        ort::memory::AllocatorType::Device,
+        ort::memory::MemoryType::Default,
+    )?;
+    BoundRuns::new(session, memory, &metadata.inputs, &metadata.outputs)
 }
 
 /// The device a variant configured for `device` is profiled and loaded on: the CPU where
@@ -331,7 +373,13 @@ impl Backend for OrtBackend {
     }
 
     fn warmup_batch_sizes(&self, max_batch_size: usize) -> Vec<usize> {
-        arena_warmup_sizes(max_batch_size)
+        let mut sizes = arena_warmup_sizes(max_batch_size);
+        // A size's graph is captured at its second run (its first lays out its memory);
+        // every other size is run twice already.
+        if self.bound.is_some() {
+            sizes.push(1);
+        }
+        sizes
     }
 
     fn device(&self) -> Device {
@@ -345,6 +393,12 @@ impl Backend for OrtBackend {
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
         let run_err = |source| BackendError::Ort { context: "running a batch".into(), source };
         let takes_turns = self.takes_turns();
+        if let Some(bound) = &mut self.bound {
+            let turn = takes_turns.then(|| super::turns::RUN_TURNS.take());
+            let outputs = bound.run(&mut self.session, &batch.inputs, self.staging.as_mut()).map_err(run_err)?;
+            drop(turn);
+            return Ok(BatchOutput::new(outputs));
+        }
         let names = self.metadata.inputs.iter().map(|spec| std::borrow::Cow::from(spec.name.clone()));
         let inputs: Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)> = match &mut self.staging {
             Some(staging) => names
@@ -353,7 +407,7 @@ impl Backend for OrtBackend {
             // Views of the batch's memory, which the instance reuses for its next batch.
             None => names
                 .zip(batch.inputs.iter())
-                .map(|(name, tensor)| Ok((name, to_ort(tensor)?)))
+                .map(|(name, tensor)| Ok((name, view(tensor)?)))
                 .collect::<Result<_, ort::Error>>()
                 .map_err(run_err)?,
         };
@@ -370,7 +424,7 @@ impl Backend for OrtBackend {
                 let value = outputs
                     .get(&spec.name)
                     .ok_or_else(|| BackendError::OutputMismatch(format!("output `{}` missing", spec.name)))?;
-                from_ort(value, spec.dtype).map_err(run_err)
+                read(value, spec.dtype).map_err(run_err)
             })
             .collect::<Result<_, _>>()?;
         Ok(BatchOutput::new(outputs))
@@ -400,28 +454,6 @@ fn arena_warmup_sizes(max_batch_size: usize) -> Vec<usize> {
 
 /// Batch sizes up to which [`arena_warmup_sizes`] runs every size.
 const EVERY_SIZE_UP_TO: usize = 16;
-
-/// A view of `tensor` as a session input: ONNX Runtime reads the elements in place.
-fn to_ort(tensor: &Tensor) -> Result<SessionInputValue<'_>, ort::Error> {
-    let shape = tensor.shape();
-    with_elements!(tensor.data(), v => Ok(TensorRef::from_array_view((shape, v.as_slice()))?.into_dyn().into()))
-}
-
-fn from_ort(value: &DynValue, dtype: DType) -> Result<Tensor, ort::Error> {
-    fn extract<T: Element + ort::value::PrimitiveTensorElementType>(value: &DynValue) -> Result<Tensor, ort::Error> {
-        let (shape, elements) = value.try_extract_tensor::<T>()?;
-        let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
-        Tensor::new(shape, T::into_data(elements.to_vec())).map_err(|e| ort::Error::new(e.to_string()))
-    }
-    match dtype {
-        DType::F32 => extract::<f32>(value),
-        DType::F16 => extract::<f16>(value),
-        DType::I64 => extract::<i64>(value),
-        DType::I32 => extract::<i32>(value),
-        DType::U8 => extract::<u8>(value),
-        DType::Bool => extract::<bool>(value),
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -12,9 +12,10 @@ use std::collections::HashMap;
 
 use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::Session;
-use ort::value::{DynTensor, TensorElementType};
+use ort::value::DynTensor;
 
-use crate::tensor::{DType, Element, Tensor, copy_elements, with_elements};
+use super::ort_values::{element_type, fill};
+use crate::tensor::Tensor;
 
 /// The most staging tensors a session keeps. Padded GPU batches come in about twenty
 /// shapes; a model whose other sides vary too (pages of any size) would otherwise
@@ -57,32 +58,12 @@ impl Staging {
                     entry.insert(tensor)
                 }
             };
-            with_elements!(input.data(), v => fill(staged, v))?;
+            fill(staged, input)?;
         }
         Ok(inputs
             .iter()
             .enumerate()
             .filter_map(|(index, input)| self.tensors.get(&(index, input.shape().to_vec())))
             .collect())
-    }
-}
-
-fn fill<T: Element + ort::value::PrimitiveTensorElementType + std::fmt::Debug>(
-    staged: &mut DynTensor,
-    elements: &[T],
-) -> Result<(), ort::Error> {
-    let (_, into) = staged.try_extract_tensor_mut::<T>()?;
-    copy_elements(elements, into);
-    Ok(())
-}
-
-fn element_type(dtype: DType) -> TensorElementType {
-    match dtype {
-        DType::F32 => TensorElementType::Float32,
-        DType::F16 => TensorElementType::Float16,
-        DType::I64 => TensorElementType::Int64,
-        DType::I32 => TensorElementType::Int32,
-        DType::U8 => TensorElementType::Uint8,
-        DType::Bool => TensorElementType::Bool,
     }
 }

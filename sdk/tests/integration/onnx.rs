@@ -7,6 +7,8 @@ use modelless::{
     BackendError, BatchingConfig, DType, Error, InferOptions, Inputs, ModelConfig, Runtime, Tensor, TensorSpec,
 };
 
+use modelless::backend::{Backend, Batch};
+
 use crate::common::{affine, max_relative_diff, models_dir, tiny_weights};
 
 fn model(name: &str, file: &str, batching: BatchingConfig) -> ModelConfig {
@@ -192,7 +194,7 @@ async fn a_fixed_batch_model_serves_concurrent_callers_one_at_a_time() {
 /// on a virtual machine, beside other work, a batch ran 5 times its time.
 #[test]
 fn after_warm_up_no_batch_size_grows_the_sessions_memory() {
-    use modelless::backend::{Backend, Batch, Device};
+    use modelless::backend::Device;
     use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
     use modelless_runtime::backend::onnx::{OrtBackend, environment};
     use modelless_runtime::metrics::pages_faulted_by_this_thread;
@@ -227,7 +229,7 @@ fn after_warm_up_no_batch_size_grows_the_sessions_memory() {
 /// answer with the last batch's values).
 #[test]
 fn batches_staged_before_the_session_reads_them_answer_as_batches_read_in_place() {
-    use modelless::backend::{Backend, Batch, Device};
+    use modelless::backend::Device;
     use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
     use modelless_runtime::backend::onnx::{OrtBackend, environment};
 
@@ -237,12 +239,60 @@ fn batches_staged_before_the_session_reads_them_answer_as_batches_read_in_place(
     let mut in_place = OrtBackend::load(&env, &path, &config, Device::Cpu).unwrap();
     let mut staged = OrtBackend::load(&env, &path, &config, Device::Cpu).unwrap().with_host_staging().unwrap();
     // 8 rows of 150 528 values are 4.8 MB: copied into the staging tensor on several threads.
+    assert_images_answered_alike(&mut in_place, &mut staged, "staged");
+}
+
+/// Batches of images of other sizes and values, one after another: `other` answers each
+/// as `in_place` does.
+fn assert_images_answered_alike(in_place: &mut dyn Backend, other: &mut dyn Backend, what: &str) {
     for (rows, value) in [(2, 0.25f32), (8, -0.5), (2, 0.75), (8, 0.1), (1, 0.3)] {
         let batch = || Batch { inputs: vec![Tensor::full([rows, 3, 224, 224], value)] };
         let want = in_place.infer(batch()).unwrap().outputs;
-        let got = staged.infer(batch()).unwrap().outputs;
+        let got = other.infer(batch()).unwrap().outputs;
         assert_eq!(got[0].shape(), want[0].shape());
         let (got, want) = (got[0].as_slice::<f32>().unwrap(), want[0].as_slice::<f32>().unwrap());
-        assert!(max_relative_diff(got, want) < 1e-5, "{rows} rows of {value}");
+        assert!(max_relative_diff(got, want) < 1e-5, "{what}: {rows} rows of {value}");
+    }
+}
+
+/// A session on `cuda:N` with `cuda_graph` runs each batch on input and output tensors
+/// it keeps per batch size (a captured graph replays on them). The same path in host
+/// memory, written in place or copied by ONNX Runtime as device memory is, answers as
+/// reading the batch in place does: batch after batch of other values and sizes (a
+/// kept tensor not refilled would answer with the last batch of its size), inputs of
+/// two dtypes, and more sizes than graphs are kept for.
+#[test]
+fn batches_run_on_tensors_kept_per_size_answer_as_batches_read_in_place() {
+    use modelless::backend::Device;
+    use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
+    use modelless_runtime::backend::onnx::{OrtBackend, Transfer, environment};
+
+    let env = environment(&OrtEnvironmentConfig::default()).unwrap();
+    let config = OrtSessionConfig::default();
+    let load = |file: &str| OrtBackend::load(&env, &models_dir().join(file), &config, Device::Cpu).unwrap();
+    for transfer in [Transfer::InPlace, Transfer::ThroughRuntime] {
+        let mut in_place = load("mobilenetv2_0.35.onnx");
+        let mut bound = load("mobilenetv2_0.35.onnx").with_bound_runs(transfer).unwrap();
+        assert_images_answered_alike(&mut in_place, &mut bound, &format!("{transfer:?}"));
+        // 40 sizes, each twice with other values: more sizes than graphs are kept for.
+        let mut in_place = load("tiny_multi.onnx");
+        let mut bound = load("tiny_multi.onnx").with_bound_runs(transfer).unwrap();
+        for (round, rows) in (1..=40).chain(1..=40).enumerate() {
+            let x: Vec<f32> = (0..rows * 4).map(|i| (i + round) as f32 * 0.01).collect();
+            let k: Vec<i64> = (0..rows * 2).map(|i| (i * round) as i64).collect();
+            let batch = || Batch {
+                inputs: vec![Tensor::new([rows, 4], x.clone()).unwrap(), Tensor::new([rows, 2], k.clone()).unwrap()],
+            };
+            let want = in_place.infer(batch()).unwrap().outputs;
+            let got = bound.infer(batch()).unwrap().outputs;
+            assert_eq!(got[0].shape(), &[rows, 3]);
+            let (y, want_y) = (got[0].as_slice::<f32>().unwrap(), want[0].as_slice::<f32>().unwrap());
+            assert!(max_relative_diff(y, want_y) < 1e-6, "{transfer:?}: round {round}, {rows} rows");
+            assert_eq!(
+                got[1].as_slice::<i64>().unwrap(),
+                want[1].as_slice::<i64>().unwrap(),
+                "{transfer:?}: {rows} rows"
+            );
+        }
     }
 }

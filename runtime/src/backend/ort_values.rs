@@ -1,0 +1,59 @@
+//! Conversions between the runtime's tensors and ONNX Runtime's values, for the ONNX
+//! backend and the tensors it keeps (staging, bound runs).
+
+use half::f16;
+use ort::session::SessionInputValue;
+use ort::value::{DynTensor, TensorElementType, TensorRef, TensorValueTypeMarker, Value};
+
+use crate::tensor::{DType, Element, Tensor, copy_elements, with_elements};
+
+/// A view of `tensor` as a session input: ONNX Runtime reads the elements in place.
+pub(super) fn view(tensor: &Tensor) -> Result<SessionInputValue<'_>, ort::Error> {
+    let shape = tensor.shape();
+    with_elements!(tensor.data(), v => Ok(TensorRef::from_array_view((shape, v.as_slice()))?.into_dyn().into()))
+}
+
+/// A copy of host tensor `value`, whose elements are `dtype`.
+pub(super) fn read<V: TensorValueTypeMarker + ?Sized>(value: &Value<V>, dtype: DType) -> Result<Tensor, ort::Error> {
+    fn copy<T: Element + ort::value::PrimitiveTensorElementType, V: TensorValueTypeMarker + ?Sized>(
+        value: &Value<V>,
+    ) -> Result<Tensor, ort::Error> {
+        let (shape, elements) = value.try_extract_tensor::<T>()?;
+        let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+        Tensor::new(shape, T::into_data(elements.to_vec())).map_err(|e| ort::Error::new(e.to_string()))
+    }
+    match dtype {
+        DType::F32 => copy::<f32, V>(value),
+        DType::F16 => copy::<f16, V>(value),
+        DType::I64 => copy::<i64, V>(value),
+        DType::I32 => copy::<i32, V>(value),
+        DType::U8 => copy::<u8, V>(value),
+        DType::Bool => copy::<bool, V>(value),
+    }
+}
+
+/// Copies `tensor`'s elements into host tensor `into`, of the same shape and type (on
+/// several threads where they are many).
+pub(super) fn fill(into: &mut DynTensor, tensor: &Tensor) -> Result<(), ort::Error> {
+    fn copy<T: Element + ort::value::PrimitiveTensorElementType + std::fmt::Debug>(
+        into: &mut DynTensor,
+        elements: &[T],
+    ) -> Result<(), ort::Error> {
+        let (_, into) = into.try_extract_tensor_mut::<T>()?;
+        copy_elements(elements, into);
+        Ok(())
+    }
+    with_elements!(tensor.data(), v => copy(into, v))
+}
+
+/// ONNX Runtime's name for `dtype`.
+pub(super) fn element_type(dtype: DType) -> TensorElementType {
+    match dtype {
+        DType::F32 => TensorElementType::Float32,
+        DType::F16 => TensorElementType::Float16,
+        DType::I64 => TensorElementType::Int64,
+        DType::I32 => TensorElementType::Int32,
+        DType::U8 => TensorElementType::Uint8,
+        DType::Bool => TensorElementType::Bool,
+    }
+}
