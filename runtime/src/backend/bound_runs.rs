@@ -16,12 +16,12 @@
 
 use std::collections::HashMap;
 
-use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
+use ort::memory::{AllocationDevice, Allocator, MemoryInfo};
 use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session};
 use ort::value::DynTensor;
 
 use super::TensorSpec;
-use super::ort_values::{element_type, fill, read, view};
+use super::ort_values::{element_type, fill, host_memory, read, view};
 use super::staging::Staging;
 use crate::tensor::{DType, Tensor};
 
@@ -77,9 +77,8 @@ impl BoundRuns {
         let transfer = if host { Transfer::InPlace } else { Transfer::ThroughRuntime };
         let mut uncaptured = RunOptions::new()?;
         uncaptured.set("gpu_graph_id", NOT_CAPTURED)?;
-        let host_memory = MemoryInfo::new(AllocationDevice::CPU, 0, AllocatorType::Device, MemoryType::Default)?;
         Ok(BoundRuns {
-            host: Staging::in_memory(session, host_memory)?,
+            host: Staging::in_memory(session, host_memory()?)?,
             allocator: Allocator::new(session, memory)?,
             transfer,
             inputs: inputs.iter().map(|spec| spec.name.clone()).collect(),

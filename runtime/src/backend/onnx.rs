@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bound_runs::BoundRuns;
 pub use super::bound_runs::Transfer;
-use super::ort_values::{read, view};
+use super::ort_values::{host_memory, read, view};
 use super::staging::Staging;
 use super::{
     Backend, BackendFactory, Batch, BatchOutput, CudaOptions, Device, ModelMetadata, TensorSpec, load_with_fallback,
@@ -222,12 +222,7 @@ impl OrtBackend {
     /// it, as a session on `cuda:N` with `pinned_inputs` stages it in pinned memory: the
     /// same path, where there is no GPU.
     pub fn with_host_staging(mut self) -> Result<Self, BackendError> {
-        let memory = ort::memory::MemoryInfo::new(
-            ort::memory::AllocationDevice::CPU,
-            0,
-            ort::memory::AllocatorType::Device,
-            ort::memory::MemoryType::Default,
-        );
+        let memory = host_memory();
         let staging = memory.and_then(|memory| Staging::in_memory(&self.session, memory));
         self.staging =
             Some(staging.map_err(|source| BackendError::Ort { context: "staging in host memory".into(), source })?);
@@ -239,12 +234,7 @@ impl OrtBackend {
     /// memory, where there is no GPU. With [`Transfer::ThroughRuntime`] ONNX Runtime
     /// copies batches into them and answers out of them, as it does on a device.
     pub fn with_bound_runs(mut self, transfer: Transfer) -> Result<Self, BackendError> {
-        let memory = ort::memory::MemoryInfo::new(
-            ort::memory::AllocationDevice::CPU,
-            0,
-            ort::memory::AllocatorType::Device,
-            ort::memory::MemoryType::Default,
-        );
+        let memory = host_memory();
         let bound = memory
             .and_then(|memory| BoundRuns::new(&self.session, memory, &self.metadata.inputs, &self.metadata.outputs));
         let bound = bound.map_err(|source| BackendError::Ort { context: "keeping tensors for runs".into(), source })?;

@@ -2,6 +2,7 @@
 //! backend and the tensors it keeps (staging, bound runs).
 
 use half::f16;
+use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::SessionInputValue;
 use ort::value::{DynTensor, TensorElementType, TensorRef, TensorValueTypeMarker, Value};
 
@@ -44,6 +45,11 @@ pub(super) fn fill(into: &mut DynTensor, tensor: &Tensor) -> Result<(), ort::Err
         Ok(())
     }
     with_elements!(tensor.data(), v => copy(into, v))
+}
+
+/// Plain host memory, as the CPU provider allocates it.
+pub(super) fn host_memory() -> Result<MemoryInfo<'static>, ort::Error> {
+    MemoryInfo::new(AllocationDevice::CPU, 0, AllocatorType::Device, MemoryType::Default)
 }
 
 /// ONNX Runtime's name for `dtype`.
