@@ -254,21 +254,27 @@ impl Tensor {
     /// mmap threshold (32 MiB at most) every allocation is mapped anew, and the kernel
     /// faults in and zeroes each page again (a [64, 3, 224, 224] f32 batch is 38 MB).
     pub(crate) fn concat_rows_into(parts: &[Tensor], pad_rows: usize, reuse: Option<Tensor>) -> Option<Tensor> {
-        let first = parts.first()?;
-        let trailing = first.shape.get(1..)?.to_vec();
-        if parts.iter().any(|p| p.shape.get(1..) != Some(&trailing[..])) {
-            return None;
-        }
-        let mut shape = vec![parts.iter().map(Tensor::rows).sum::<usize>() + pad_rows];
-        let pad_elements = pad_rows * trailing.iter().product::<usize>();
-        shape.extend(trailing);
-        let dtype = first.dtype();
+        let (dtype, shape) = Tensor::joined_shape(parts, pad_rows)?;
+        let pad_elements = pad_rows * shape[1..].iter().product::<usize>();
         let mut data = reuse
             .and_then(|t| Arc::try_unwrap(t.data).ok())
             .filter(|d| d.dtype() == dtype)
             .unwrap_or_else(|| Tensor::zeros(dtype, [0]).into_parts().1);
         with_elements!(&mut data, v => fill_rows(v, parts, pad_elements))?;
         Some(Tensor { shape, data: Arc::new(data) })
+    }
+
+    /// The dtype and shape of `parts` joined along dimension 0, then `pad_rows` rows of
+    /// zeros; `None` when there are none, or they disagree on dtype or trailing
+    /// dimensions.
+    pub(crate) fn joined_shape(parts: &[Tensor], pad_rows: usize) -> Option<(DType, Vec<usize>)> {
+        let first = parts.first()?;
+        let trailing = first.shape.get(1..)?;
+        if parts.iter().any(|p| p.shape.get(1..) != Some(trailing) || p.dtype() != first.dtype()) {
+            return None;
+        }
+        let rows = parts.iter().map(Tensor::rows).sum::<usize>() + pad_rows;
+        Some((first.dtype(), std::iter::once(rows).chain(trailing.iter().copied()).collect()))
     }
 
     /// Splits along dimension 0 into pieces of the given row counts, which must add up
@@ -307,8 +313,7 @@ const MAX_JOIN_THREADS: usize = 4;
 fn fill_rows<T: Element + Default>(out: &mut Vec<T>, parts: &[Tensor], pad: usize) -> Option<()> {
     let slices: Vec<&[T]> = parts.iter().map(|p| T::slice(&p.data)).collect::<Option<_>>()?;
     let total: usize = slices.iter().map(|s| s.len()).sum();
-    let threads = join_threads(total * std::mem::size_of::<T>(), slices.len());
-    if threads <= 1 {
+    if join_threads(total * std::mem::size_of::<T>()) <= 1 {
         out.clear();
         out.reserve(total + pad);
         for slice in &slices {
@@ -317,36 +322,36 @@ fn fill_rows<T: Element + Default>(out: &mut Vec<T>, parts: &[Tensor], pad: usiz
         out.resize(total + pad, T::default());
         return Some(());
     }
-    // Memory a batch as large left behind is written over in place; only what it did
-    // not reach is zeroed before the copy.
+    // Memory a batch as large left behind is written over in place; only what the
+    // rows do not reach is zeroed.
     out.resize(total + pad, T::default());
-    let (rows, padding) = out.split_at_mut(total);
+    copy_joined(&slices, out)
+}
+
+/// Copies `parts` one after another into the head of `out` and zeroes the rest, on up
+/// to [`MAX_JOIN_THREADS`] threads where they are [`PARALLEL_JOIN_BYTES`] or more;
+/// `None` (nothing copied) where `out` is too short for them.
+pub(crate) fn copy_joined<T: Element + Default>(parts: &[&[T]], out: &mut [T]) -> Option<()> {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let (rows, padding) = out.split_at_mut_checked(total)?;
     padding.fill(T::default());
-    copy_in_parallel(&slices, rows, threads);
+    let threads = join_threads(std::mem::size_of_val(rows));
+    // Pieces no longer than a thread's share, so that a few large parts (or one) are
+    // copied on every thread too.
+    let share = total.div_ceil(threads).max(1);
+    let pieces: Vec<&[T]> = parts.iter().flat_map(|p| p.chunks(share)).collect();
+    copy_in_parallel(&pieces, rows, threads);
     Some(())
 }
 
-/// Copies `from` into `into` (of the same length), on up to [`MAX_JOIN_THREADS`]
-/// threads where it is [`PARALLEL_JOIN_BYTES`] or more.
-pub(crate) fn copy_elements<T: Element>(from: &[T], into: &mut [T]) {
-    let threads = join_threads(std::mem::size_of_val(from), MAX_JOIN_THREADS);
-    if threads <= 1 {
-        into.copy_from_slice(from);
-        return;
-    }
-    let pieces: Vec<&[T]> = from.chunks(from.len().div_ceil(threads)).collect();
-    copy_in_parallel(&pieces, into, threads);
-}
-
-/// Threads to join `parts` parts of `bytes` in all: one below
-/// [`PARALLEL_JOIN_BYTES`], else as many as the machine has cores for, up to
-/// [`MAX_JOIN_THREADS`] and one per part.
-fn join_threads(bytes: usize, parts: usize) -> usize {
+/// Threads to copy `bytes`: one below [`PARALLEL_JOIN_BYTES`], else as many as the
+/// machine has cores for, up to [`MAX_JOIN_THREADS`].
+fn join_threads(bytes: usize) -> usize {
     if bytes < PARALLEL_JOIN_BYTES {
         return 1;
     }
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    cores.min(MAX_JOIN_THREADS).min(parts)
+    cores.min(MAX_JOIN_THREADS)
 }
 
 /// Copies `slices` one after another into `out` (exactly as long as they are together),
@@ -487,11 +492,10 @@ mod tests {
     }
 
     #[test]
-    fn small_batches_are_joined_on_the_calling_thread_and_threads_never_outnumber_parts() {
-        assert_eq!(join_threads(PARALLEL_JOIN_BYTES - 1, 64), 1);
-        let many = join_threads(64 * PARALLEL_JOIN_BYTES, 64);
+    fn small_batches_are_joined_on_the_calling_thread() {
+        assert_eq!(join_threads(PARALLEL_JOIN_BYTES - 1), 1);
+        let many = join_threads(64 * PARALLEL_JOIN_BYTES);
         assert!((1..=MAX_JOIN_THREADS).contains(&many), "{many}");
-        assert_eq!(join_threads(64 * PARALLEL_JOIN_BYTES, 1), 1, "one part is one copy");
         // Whatever the threads, shares cover the output exactly once, in order.
         let slices: Vec<Vec<u8>> = (0..7u8).map(|i| vec![i; 3 + i as usize]).collect();
         let sources: Vec<&[u8]> = slices.iter().map(Vec::as_slice).collect();
@@ -504,13 +508,19 @@ mod tests {
     }
 
     #[test]
-    fn a_large_copy_on_several_threads_is_the_plain_copy() {
-        let from: Vec<i32> = (0..(PARALLEL_JOIN_BYTES / 4 + 7) as i32).collect();
-        let mut into = vec![0i32; from.len()];
-        copy_elements(&from, &mut into);
-        assert_eq!(into, from);
-        let mut small = [0u8; 5];
-        copy_elements(&[1, 2, 3, 4, 5], &mut small);
-        assert_eq!(small, [1, 2, 3, 4, 5]);
+    fn a_large_copy_on_several_threads_is_the_plain_copy_then_zeros() {
+        // One part or three, large enough for several threads; a tail of zeros after.
+        let from: Vec<i32> = (1..=(PARALLEL_JOIN_BYTES / 4 + 7) as i32).collect();
+        let third = from.len() / 3;
+        for parts in [vec![&from[..]], vec![&from[..third], &from[third..2 * third], &from[2 * third..]]] {
+            let mut into = vec![-1i32; from.len() + 5];
+            copy_joined(&parts, &mut into).unwrap();
+            assert_eq!(&into[..from.len()], &from[..], "{} parts", parts.len());
+            assert_eq!(&into[from.len()..], &[0; 5], "{} parts", parts.len());
+        }
+        let mut small = [9u8; 6];
+        copy_joined(&[&[1, 2], &[3, 4, 5]], &mut small).unwrap();
+        assert_eq!(small, [1, 2, 3, 4, 5, 0]);
+        assert!(copy_joined(&[&[1u8, 2, 3]], &mut [0u8; 2]).is_none(), "too short: refused");
     }
 }

@@ -84,7 +84,7 @@ pub mod backend {
     pub use modelless_runtime::backend::fake;
     pub use modelless_runtime::backend::torchscript::TorchScriptConfig;
     pub use modelless_runtime::backend::{
-        Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata, TensorDeclaration, TensorSpec,
+        Backend, BackendFactory, Batch, BatchOutput, BatchParts, Device, ModelMetadata, TensorDeclaration, TensorSpec,
     };
 
     /// ONNX Runtime: its sessions' environment, and where its shared library is

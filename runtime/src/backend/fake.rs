@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
+use super::{Backend, BackendFactory, Batch, BatchOutput, BatchParts, ModelMetadata, TensorSpec};
 use crate::error::BackendError;
 use crate::tensor::DType;
 
@@ -34,6 +34,8 @@ pub struct FakeConfig {
     pub takes_turns: bool,
     /// Dimensions of a row, when not `[width]` (an image's `[3, H, W]`, say).
     pub row_shape: Option<Vec<usize>>,
+    /// Whether it takes batches unjoined, as a session staging them does.
+    pub joins_batches: bool,
 }
 
 impl Default for FakeConfig {
@@ -47,6 +49,7 @@ impl Default for FakeConfig {
             memory_per_row: 0,
             takes_turns: false,
             row_shape: None,
+            joins_batches: false,
         }
     }
 }
@@ -57,12 +60,18 @@ impl Default for FakeConfig {
 pub struct BatchLog {
     batches: Arc<Mutex<Vec<(usize, usize, f32)>>>,
     peak_memory: Arc<AtomicU64>,
+    unjoined: Arc<AtomicUsize>,
 }
 
 impl BatchLog {
     /// The most memory a batch held so far (the fake's memory probe reads it).
     pub fn peak_memory(&self) -> u64 {
         self.peak_memory.load(Ordering::Relaxed)
+    }
+
+    /// How many batches it was handed unjoined.
+    pub fn unjoined(&self) -> usize {
+        self.unjoined.load(Ordering::Relaxed)
     }
 
     /// Rows of each batch run so far.
@@ -127,6 +136,15 @@ impl Backend for FakeBackend {
 
     fn takes_turns(&self) -> bool {
         self.config.takes_turns
+    }
+
+    fn joins_batches(&self) -> bool {
+        self.config.joins_batches
+    }
+
+    fn infer_parts(&mut self, parts: BatchParts) -> Result<BatchOutput, BackendError> {
+        self.log.unjoined.fetch_add(1, Ordering::Relaxed);
+        self.infer(parts.join()?)
     }
 
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {

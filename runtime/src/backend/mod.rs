@@ -76,6 +76,32 @@ pub struct Batch {
     pub inputs: Vec<Tensor>,
 }
 
+/// A batch's inputs before they are joined: per input, in the order of
+/// [`ModelMetadata::inputs`], its requests' tensors in the batch's order, to be
+/// followed by `pad_rows` rows of zeros.
+#[derive(Debug)]
+pub struct BatchParts {
+    /// Per input, the tensors to join along dimension 0.
+    pub columns: Vec<Vec<Tensor>>,
+    /// Rows of zeros after the requests' rows.
+    pub pad_rows: usize,
+}
+
+impl BatchParts {
+    /// The batch they make, joined in fresh memory; an input mismatch where a column's
+    /// tensors disagree on dtype or trailing dimensions.
+    pub fn join(self) -> Result<Batch, BackendError> {
+        let pad_rows = self.pad_rows;
+        let inputs = self.columns.iter().map(|column| Tensor::concat_rows_into(column, pad_rows, None));
+        Ok(Batch { inputs: inputs.collect::<Option<_>>().ok_or_else(parts_disagree)? })
+    }
+}
+
+/// The error of a batch whose requests' tensors cannot be joined.
+pub(crate) fn parts_disagree() -> BackendError {
+    BackendError::InputMismatch("requests of one batch disagree on shapes".into())
+}
+
 /// Outputs of one run, in the order of [`ModelMetadata::outputs`].
 #[derive(Debug)]
 pub struct BatchOutput {
@@ -98,6 +124,18 @@ pub trait Backend {
 
     /// Runs one batch.
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError>;
+
+    /// Whether it copies every batch into memory of its own before the run (pinned
+    /// staging for a GPU). The worker then hands it batches unjoined, through
+    /// [`Backend::infer_parts`], to be joined there: each row is copied once.
+    fn joins_batches(&self) -> bool {
+        false
+    }
+
+    /// Runs a batch given unjoined; by default joined in fresh memory, then run.
+    fn infer_parts(&mut self, parts: BatchParts) -> Result<BatchOutput, BackendError> {
+        self.infer(parts.join()?)
+    }
 
     /// Batch sizes to run before serving so that no request meets a first-run outlier,
     /// largest first. By default every size up to `max_batch_size`; a backend whose

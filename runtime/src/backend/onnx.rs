@@ -26,14 +26,14 @@ use ort::value::{TensorElementType, ValueType};
 use serde::{Deserialize, Serialize};
 
 use super::bound_runs::BoundRuns;
-pub use super::bound_runs::Transfer;
-use super::ort_values::{host_memory, read, view};
+use super::ort_values::{host_memory, read_outputs, view};
 use super::staging::Staging;
 use super::{
-    Backend, BackendFactory, Batch, BatchOutput, CudaOptions, Device, ModelMetadata, TensorSpec, load_with_fallback,
+    Backend, BackendFactory, Batch, BatchOutput, BatchParts, CudaOptions, Device, ModelMetadata, TensorSpec,
+    load_with_fallback,
 };
 use crate::error::BackendError;
-use crate::tensor::DType;
+use crate::tensor::{DType, Tensor};
 
 /// Process-wide ONNX Runtime settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,7 +176,8 @@ pub struct OrtBackend {
     session: Session,
     metadata: ModelMetadata,
     device: Device,
-    /// Where batches are staged before the session reads them, where they are.
+    /// Where batches are joined before the session reads them, where they are: pinned
+    /// memory, or host memory of the session's own for runs on kept device tensors.
     staging: Option<Staging>,
     /// The tensors batches run on, kept per batch size, where runs are captured as CUDA
     /// graphs.
@@ -208,37 +209,42 @@ impl OrtBackend {
             inputs: session.inputs().iter().map(|o| spec("input", o.name(), o.dtype())).collect::<Result<_, _>>()?,
             outputs: session.outputs().iter().map(|o| spec("output", o.name(), o.dtype())).collect::<Result<_, _>>()?,
         };
-        let staging = pinned_staging(&session, device, &config.cuda);
         let bound = match device.cuda_index().filter(|_| config.cuda.cuda_graph == Some(true)) {
             // Every run of a session that captures graphs must name one, so without its
             // kept tensors the session cannot serve.
             Some(index) => Some(device_runs(&session, index, &metadata).map_err(ort_err)?),
             None => None,
         };
+        let staging = match pinned_staging(&session, device, &config.cuda) {
+            Some(pinned) => Some(pinned),
+            // Kept device tensors are filled from tensors the session allocated.
+            None if bound.is_some() => Some(host_staging(&session)?),
+            None => None,
+        };
         Ok(OrtBackend { session, metadata, device, staging, bound })
     }
 
-    /// Stages every batch in host memory of ONNX Runtime's own before the session reads
-    /// it, as a session on `cuda:N` with `pinned_inputs` stages it in pinned memory: the
+    /// Joins every batch in host memory of ONNX Runtime's own before the session reads
+    /// it, as a session on `cuda:N` with `pinned_inputs` joins it in pinned memory: the
     /// same path, where there is no GPU.
     pub fn with_host_staging(mut self) -> Result<Self, BackendError> {
-        let memory = host_memory();
-        let staging = memory.and_then(|memory| Staging::in_memory(&self.session, memory));
-        self.staging =
-            Some(staging.map_err(|source| BackendError::Ort { context: "staging in host memory".into(), source })?);
+        self.staging = Some(host_staging(&self.session)?);
         Ok(self)
     }
 
     /// Runs every batch on input and output tensors kept per batch size, as a session on
     /// `cuda:N` with `cuda_graph` runs them on device tensors: the same path, in host
-    /// memory, where there is no GPU. With [`Transfer::ThroughRuntime`] ONNX Runtime
-    /// copies batches into them and answers out of them, as it does on a device.
-    pub fn with_bound_runs(mut self, transfer: Transfer) -> Result<Self, BackendError> {
+    /// memory, where there is no GPU. ONNX Runtime copies batches into them and answers
+    /// out of them, as it does on a device.
+    pub fn with_bound_runs(mut self) -> Result<Self, BackendError> {
         let memory = host_memory();
         let bound = memory
             .and_then(|memory| BoundRuns::new(&self.session, memory, &self.metadata.inputs, &self.metadata.outputs));
         let bound = bound.map_err(|source| BackendError::Ort { context: "keeping tensors for runs".into(), source })?;
-        self.bound = Some(bound.with_transfer(transfer));
+        self.bound = Some(bound);
+        if self.staging.is_none() {
+            self.staging = Some(host_staging(&self.session)?);
+        }
         Ok(self)
     }
 
@@ -280,6 +286,12 @@ fn pinned_staging(session: &Session, device: Device, cuda: &CudaOptions) -> Opti
             |e| tracing::warn!(%device, error = %e, "no pinned memory for batches: reading them where they are"),
         )
         .ok()
+}
+
+/// Staging in plain host memory.
+fn host_staging(session: &Session) -> Result<Staging, BackendError> {
+    let staging = host_memory().and_then(|memory| Staging::in_memory(session, memory));
+    staging.map_err(|source| BackendError::Ort { context: "staging in host memory".into(), source })
 }
 
 /// Runs on tensors in the memory of CUDA device `index`, for a session that captures
@@ -380,45 +392,63 @@ impl Backend for OrtBackend {
         ONE_RUN_AT_A_TIME.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    fn joins_batches(&self) -> bool {
+        self.staging.is_some()
+    }
+
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
-        let run_err = |source| BackendError::Ort { context: "running a batch".into(), source };
-        let takes_turns = self.takes_turns();
-        if let Some(bound) = &mut self.bound {
-            let turn = takes_turns.then(|| super::turns::RUN_TURNS.take());
-            let outputs = bound.run(&mut self.session, &batch.inputs, self.staging.as_mut()).map_err(run_err)?;
-            drop(turn);
-            return Ok(BatchOutput::new(outputs));
+        if self.staging.is_some() {
+            let columns: Vec<&[Tensor]> = batch.inputs.iter().map(std::slice::from_ref).collect();
+            return self.infer_staged(&columns, 0);
         }
-        let names = self.metadata.inputs.iter().map(|spec| std::borrow::Cow::from(spec.name.clone()));
-        let inputs: Vec<(std::borrow::Cow<'_, str>, SessionInputValue<'_>)> = match &mut self.staging {
-            Some(staging) => names
-                .zip(staging.stage(&batch.inputs).map_err(run_err)?.into_iter().map(SessionInputValue::from))
-                .collect(),
-            // Views of the batch's memory, which the instance reuses for its next batch.
-            None => names
-                .zip(batch.inputs.iter())
-                .map(|(name, tensor)| Ok((name, view(tensor)?)))
-                .collect::<Result<_, ort::Error>>()
-                .map_err(run_err)?,
-        };
+        // Views of the batch's memory, which the instance reuses for its next batch.
+        let names = self.metadata.inputs.iter().map(|spec| std::borrow::Cow::from(spec.name.as_str()));
+        let inputs = names
+            .zip(batch.inputs.iter())
+            .map(|(name, tensor)| Ok((name, view(tensor)?)))
+            .collect::<Result<Vec<_>, ort::Error>>()
+            .map_err(run_err)?;
         // The worker serving it holds the turn already; warm-up and profiling runs take
         // one here.
-        let turn = takes_turns.then(|| super::turns::RUN_TURNS.take());
+        let turn = self.takes_turns().then(|| super::turns::RUN_TURNS.take());
         let outputs = self.session.run(inputs).map_err(run_err)?;
         drop(turn);
-        let outputs = self
-            .metadata
-            .outputs
-            .iter()
-            .map(|spec| {
-                let value = outputs
-                    .get(&spec.name)
-                    .ok_or_else(|| BackendError::OutputMismatch(format!("output `{}` missing", spec.name)))?;
-                read(value, spec.dtype).map_err(run_err)
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(BatchOutput::new(outputs))
+        Ok(BatchOutput::new(read_outputs(&outputs, &self.metadata.outputs).map_err(run_err)?))
     }
+
+    fn infer_parts(&mut self, parts: BatchParts) -> Result<BatchOutput, BackendError> {
+        if self.staging.is_none() {
+            return self.infer(parts.join()?);
+        }
+        let columns: Vec<&[Tensor]> = parts.columns.iter().map(Vec::as_slice).collect();
+        self.infer_staged(&columns, parts.pad_rows)
+    }
+}
+
+impl OrtBackend {
+    /// Joins each input's `columns` and `pad_rows` rows of zeros in the staging
+    /// tensors, and runs the session on them (on its kept tensors, where it keeps any).
+    fn infer_staged(&mut self, columns: &[&[Tensor]], pad_rows: usize) -> Result<BatchOutput, BackendError> {
+        let takes_turns = self.takes_turns();
+        let staging = self.staging.as_mut().ok_or_else(|| run_err(ort::Error::new("no staging tensors")))?;
+        let staged = staging.stage(columns, pad_rows)?;
+        let turn = takes_turns.then(|| super::turns::RUN_TURNS.take());
+        let outputs = match &mut self.bound {
+            Some(bound) => bound.run(&mut self.session, &staged),
+            None => {
+                let names = self.metadata.inputs.iter().map(|spec| std::borrow::Cow::from(spec.name.as_str()));
+                let inputs: Vec<_> = names.zip(staged.into_iter().map(SessionInputValue::from)).collect();
+                self.session.run(inputs).and_then(|outputs| read_outputs(&outputs, &self.metadata.outputs))
+            }
+        };
+        drop(turn);
+        Ok(BatchOutput::new(outputs.map_err(run_err)?))
+    }
+}
+
+/// The error of a run that failed in ONNX Runtime.
+fn run_err(source: ort::Error) -> BackendError {
+    BackendError::Ort { context: "running a batch".into(), source }
 }
 
 /// Batch sizes after which no batch up to `max_batch_size` grows the session's memory

@@ -3,10 +3,11 @@
 
 use half::f16;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
-use ort::session::SessionInputValue;
+use ort::session::{SessionInputValue, SessionOutputs};
 use ort::value::{DynTensor, TensorElementType, TensorRef, TensorValueTypeMarker, Value};
 
-use crate::tensor::{DType, Element, Tensor, copy_elements, with_elements};
+use super::TensorSpec;
+use crate::tensor::{DType, Element, Tensor, copy_joined, with_elements};
 
 /// A view of `tensor` as a session input: ONNX Runtime reads the elements in place.
 pub(super) fn view(tensor: &Tensor) -> Result<SessionInputValue<'_>, ort::Error> {
@@ -33,18 +34,39 @@ pub(super) fn read<V: TensorValueTypeMarker + ?Sized>(value: &Value<V>, dtype: D
     }
 }
 
-/// Copies `tensor`'s elements into host tensor `into`, of the same shape and type (on
-/// several threads where they are many).
-pub(super) fn fill(into: &mut DynTensor, tensor: &Tensor) -> Result<(), ort::Error> {
-    fn copy<T: Element + ort::value::PrimitiveTensorElementType + std::fmt::Debug>(
+/// Copies `parts`' elements one after another into host tensor `into`, of their type,
+/// and zeroes the rest of it (on several threads where they are many).
+pub(super) fn fill_joined(into: &mut DynTensor, parts: &[Tensor]) -> Result<(), ort::Error> {
+    fn copy<T: Element + Default + ort::value::PrimitiveTensorElementType + std::fmt::Debug>(
         into: &mut DynTensor,
-        elements: &[T],
+        parts: &[Tensor],
     ) -> Result<(), ort::Error> {
+        let elements = parts.iter().map(Tensor::as_slice::<T>).collect::<Option<Vec<_>>>();
+        let elements = elements.ok_or_else(|| ort::Error::new("the tensors of an input disagree on their type"))?;
         let (_, into) = into.try_extract_tensor_mut::<T>()?;
-        copy_elements(elements, into);
-        Ok(())
+        copy_joined(&elements, into).ok_or_else(|| ort::Error::new("more elements than the tensor holds"))
     }
-    with_elements!(tensor.data(), v => copy(into, v))
+    match parts.first().map(Tensor::dtype) {
+        None => Ok(()),
+        Some(DType::F32) => copy::<f32>(into, parts),
+        Some(DType::F16) => copy::<f16>(into, parts),
+        Some(DType::I64) => copy::<i64>(into, parts),
+        Some(DType::I32) => copy::<i32>(into, parts),
+        Some(DType::U8) => copy::<u8>(into, parts),
+        Some(DType::Bool) => copy::<bool>(into, parts),
+    }
+}
+
+/// The outputs `specs` of a run, copied out of `outputs` (in host memory).
+pub(super) fn read_outputs(outputs: &SessionOutputs<'_>, specs: &[TensorSpec]) -> Result<Vec<Tensor>, ort::Error> {
+    specs
+        .iter()
+        .map(|spec| {
+            let value =
+                outputs.get(&spec.name).ok_or_else(|| ort::Error::new(format!("output `{}` missing", spec.name)))?;
+            read(value, spec.dtype)
+        })
+        .collect()
 }
 
 /// Plain host memory, as the CPU provider allocates it.

@@ -5,8 +5,8 @@
 //! calling thread and in pieces, before the device can read it; from pinned memory the
 //! transfer is the device's alone. Pinning memory costs far more than copying into it,
 //! so the staging tensors are kept, one per input and shape (batches on a GPU come in
-//! the few sizes they are padded to; see [`MAX_STAGED`]), and each batch is copied
-//! into them on up to four threads.
+//! the few sizes they are padded to; see [`MAX_STAGED`]). Each batch's requests are
+//! joined straight into them, on up to four threads: a row is copied once on the host.
 
 use std::collections::HashMap;
 
@@ -14,7 +14,9 @@ use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, Memory
 use ort::session::Session;
 use ort::value::DynTensor;
 
-use super::ort_values::{element_type, fill};
+use super::ort_values::{element_type, fill_joined};
+use super::parts_disagree;
+use crate::error::BackendError;
 use crate::tensor::Tensor;
 
 /// The most staging tensors a session keeps. Padded GPU batches come in about twenty
@@ -43,27 +45,29 @@ impl Staging {
         Ok(Staging { allocator: Allocator::new(session, memory)?, tensors: HashMap::new() })
     }
 
-    /// Copies each of `inputs` into the staging tensor of its input and shape, made on
-    /// first use, and gives those tensors back in order.
-    pub fn stage(&mut self, inputs: &[Tensor]) -> Result<Vec<&DynTensor>, ort::Error> {
-        for (index, input) in inputs.iter().enumerate() {
-            let key = (index, input.shape().to_vec());
+    /// Joins each input's tensors (`columns[i]` holds input `i`'s, in the batch's order),
+    /// then `pad_rows` rows of zeros, into the staging tensor of its input and joined
+    /// shape, made on first use, and gives those tensors back in order. An input
+    /// mismatch where a column's tensors disagree on dtype or trailing dimensions.
+    pub fn stage(&mut self, columns: &[&[Tensor]], pad_rows: usize) -> Result<Vec<&DynTensor>, BackendError> {
+        let ort_err = |source| BackendError::Ort { context: "staging a batch".into(), source };
+        let mut keys = Vec::with_capacity(columns.len());
+        for (index, column) in columns.iter().enumerate() {
+            let (dtype, shape) = Tensor::joined_shape(column, pad_rows).ok_or_else(parts_disagree)?;
+            let key = (index, shape);
             if self.tensors.len() >= MAX_STAGED && !self.tensors.contains_key(&key) {
                 self.tensors.clear();
             }
-            let staged = match self.tensors.entry(key) {
+            let staged = match self.tensors.entry(key.clone()) {
                 std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
                 std::collections::hash_map::Entry::Vacant(entry) => {
-                    let tensor = DynTensor::new(&self.allocator, element_type(input.dtype()), input.shape().to_vec())?;
-                    entry.insert(tensor)
+                    let tensor = DynTensor::new(&self.allocator, element_type(dtype), key.1.clone());
+                    entry.insert(tensor.map_err(ort_err)?)
                 }
             };
-            fill(staged, input)?;
+            fill_joined(staged, column).map_err(ort_err)?;
+            keys.push(key);
         }
-        Ok(inputs
-            .iter()
-            .enumerate()
-            .filter_map(|(index, input)| self.tensors.get(&(index, input.shape().to_vec())))
-            .collect())
+        Ok(keys.iter().filter_map(|key| self.tensors.get(key)).collect())
     }
 }

@@ -1,6 +1,7 @@
 //! An instance's batch inputs, assembled from its requests' tensors into memory the
 //! instance keeps from one batch to the next, and padded to a warmed size where the
-//! model asks for it.
+//! model asks for it. A backend that joins batches itself (into pinned staging) gets
+//! the padding only.
 //!
 //! Memory kept is what holds a large batch's host-side cost to its rows: a fresh
 //! allocation of a batch above glibc's mmap threshold is mapped anew each time, and
@@ -18,12 +19,6 @@ pub(crate) struct BatchAssembler {
     pad_sizes: Vec<usize>,
 }
 
-/// A batch's inputs and the rows of zeros added after its requests' rows.
-pub(crate) struct Assembled {
-    pub inputs: Vec<Tensor>,
-    pub pad_rows: usize,
-}
-
 impl BatchAssembler {
     /// An assembler padding batches up to `pad_sizes` (ascending; empty for none).
     pub fn new(pad_sizes: Vec<usize>) -> Self {
@@ -37,10 +32,9 @@ impl BatchAssembler {
     }
 
     /// Joins each input's column of request tensors (`columns[i]` holds every request's
-    /// tensor of input `i`, in the batch's order); `None` when a column's tensors
-    /// disagree on dtype or trailing dimensions.
-    pub fn assemble(&mut self, columns: Vec<Vec<Tensor>>, rows: usize) -> Option<Assembled> {
-        let pad_rows = self.pad_rows(rows);
+    /// tensor of input `i`, in the batch's order), then `pad_rows` rows of zeros; `None`
+    /// when a column's tensors disagree on dtype or trailing dimensions.
+    pub fn assemble(&mut self, columns: Vec<Vec<Tensor>>, pad_rows: usize) -> Option<Vec<Tensor>> {
         if self.spare.len() < columns.len() {
             self.spare.resize(columns.len(), None);
         }
@@ -55,7 +49,7 @@ impl BatchAssembler {
             *spare = Some(input.clone());
             inputs.push(input);
         }
-        Some(Assembled { inputs, pad_rows })
+        Some(inputs)
     }
 }
 
@@ -74,17 +68,16 @@ mod tests {
     #[test]
     fn batches_reuse_the_memory_the_last_one_let_go_of() {
         let mut assembler = BatchAssembler::new(Vec::new());
-        let first = assembler.assemble(vec![vec![row(1.), row(2.), row(3.)]], 3).unwrap();
-        assert_eq!(first.pad_rows, 0);
-        let at = memory(&first.inputs[0]);
+        let first = assembler.assemble(vec![vec![row(1.), row(2.), row(3.)]], 0).unwrap();
+        let at = memory(&first[0]);
         drop(first);
-        let second = assembler.assemble(vec![vec![row(4.), row(5.)]], 2).unwrap();
-        assert_eq!(memory(&second.inputs[0]), at, "the backend let go: the same memory");
-        assert_eq!(second.inputs[0].as_slice::<f32>().unwrap(), &[4., 4., 5., 5.]);
-        let held = second.inputs[0].clone();
+        let second = assembler.assemble(vec![vec![row(4.), row(5.)]], 0).unwrap();
+        assert_eq!(memory(&second[0]), at, "the backend let go: the same memory");
+        assert_eq!(second[0].as_slice::<f32>().unwrap(), &[4., 4., 5., 5.]);
+        let held = second[0].clone();
         drop(second);
-        let third = assembler.assemble(vec![vec![row(6.), row(7.)]], 2).unwrap();
-        assert_ne!(memory(&third.inputs[0]), at, "an answer still holds it: fresh memory");
+        let third = assembler.assemble(vec![vec![row(6.), row(7.)]], 0).unwrap();
+        assert_ne!(memory(&third[0]), at, "an answer still holds it: fresh memory");
         assert_eq!(held.as_slice::<f32>().unwrap(), &[4., 4., 5., 5.], "and it keeps its elements");
     }
 
@@ -92,13 +85,13 @@ mod tests {
     fn a_lone_request_is_its_own_batch_unless_it_is_padded() {
         let mut assembler = BatchAssembler::new(Vec::new());
         let alone = row(1.);
-        let assembled = assembler.assemble(vec![vec![alone.clone()]], 1).unwrap();
-        assert_eq!(memory(&assembled.inputs[0]), memory(&alone), "nothing copied");
+        let assembled = assembler.assemble(vec![vec![alone.clone()]], 0).unwrap();
+        assert_eq!(memory(&assembled[0]), memory(&alone), "nothing copied");
         let mut padding = BatchAssembler::new(vec![1, 2, 4, 8]);
-        let padded = padding.assemble(vec![vec![row(1.), row(2.), row(3.)]], 3).unwrap();
-        assert_eq!(padded.pad_rows, 1);
-        assert_eq!(padded.inputs[0].shape(), &[4, 2]);
-        assert_eq!(padded.inputs[0].as_slice::<f32>().unwrap(), &[1., 1., 2., 2., 3., 3., 0., 0.]);
+        assert_eq!(padding.pad_rows(3), 1);
+        let padded = padding.assemble(vec![vec![row(1.), row(2.), row(3.)]], 1).unwrap();
+        assert_eq!(padded[0].shape(), &[4, 2]);
+        assert_eq!(padded[0].as_slice::<f32>().unwrap(), &[1., 1., 2., 2., 3., 3., 0., 0.]);
         assert_eq!(padding.pad_rows(8), 0);
         assert_eq!(padding.pad_rows(9), 0, "above every warmed size: run as it is");
         assert_eq!(padding.pad_rows(5), 3);
@@ -107,6 +100,6 @@ mod tests {
     #[test]
     fn columns_that_disagree_are_refused() {
         let mut assembler = BatchAssembler::new(Vec::new());
-        assert!(assembler.assemble(vec![vec![row(1.), Tensor::full([1, 3], 1f32)]], 2).is_none());
+        assert!(assembler.assemble(vec![vec![row(1.), Tensor::full([1, 3], 1f32)]], 0).is_none());
     }
 }

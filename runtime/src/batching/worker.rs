@@ -13,7 +13,7 @@ use super::pending::Pending;
 use super::queue::Queue;
 use crate::answered::{AnswerHook, Answered};
 use crate::backend::turns::RUN_TURNS;
-use crate::backend::{Backend, Batch};
+use crate::backend::{Backend, Batch, BatchParts, parts_disagree};
 use crate::error::{BackendError, Error};
 use crate::metrics::ModelCounters;
 use crate::request::{Output, Timings};
@@ -116,18 +116,27 @@ fn run_batch(
             request.traced,
         ));
     }
-    let inputs = assembler.assemble(columns, batch_size);
+    let pad_rows = assembler.pad_rows(batch_size);
+    if pad_rows > 0 {
+        // The padding's outputs are split off as a request of their own, and dropped.
+        rows.push(pad_rows);
+    }
+    // A backend that copies each batch into memory of its own joins it there; for the
+    // others it is joined here, into memory the instance keeps.
+    let joined = if backend.joins_batches() {
+        Some(BatchInput::Unjoined(BatchParts { columns, pad_rows }))
+    } else {
+        assembler.assemble(columns, pad_rows).map(|inputs| BatchInput::Joined(Batch { inputs }))
+    };
     let assembled = Instant::now();
-    let result = match inputs {
-        None => Err(BackendError::InputMismatch("requests of one batch disagree on shapes".into())),
-        Some(assembled) => {
-            if assembled.pad_rows > 0 {
-                // The padding's outputs are split off as a request of their own, and dropped.
-                rows.push(assembled.pad_rows);
-            }
-            let batch = Batch { inputs: assembled.inputs };
-            let result = catch_unwind(AssertUnwindSafe(|| backend.infer(batch)));
-            result.unwrap_or_else(|panic| {
+    let result = match joined {
+        None => Err(parts_disagree()),
+        Some(input) => {
+            let run = AssertUnwindSafe(|| match input {
+                BatchInput::Joined(batch) => backend.infer(batch),
+                BatchInput::Unjoined(parts) => backend.infer_parts(parts),
+            });
+            catch_unwind(run).unwrap_or_else(|panic| {
                 crate::metrics::serving_metrics().request_panicked("batch");
                 Err(BackendError::Panicked(crate::error::panic_message(panic.as_ref())))
             })
@@ -181,6 +190,12 @@ fn run_batch(
     }
 }
 
+/// A batch as the worker hands it to its backend.
+enum BatchInput {
+    Joined(Batch),
+    Unjoined(BatchParts),
+}
+
 /// Splits every output by the requests' rows: one `Vec<Tensor>` per request.
 fn split_outputs(outputs: Vec<Tensor>, rows: &[usize], expected: usize) -> Result<Vec<Vec<Tensor>>, BackendError> {
     if outputs.len() != expected {
@@ -213,28 +228,33 @@ mod tests {
     use crate::tensor::Tensor;
     use crate::warmup::WarmupConfig;
 
+    /// Whether the worker joins the batch or hands it to a backend that joins it itself.
     #[test]
     fn a_padded_batch_runs_at_a_warmed_size_and_answers_each_request_with_its_own_rows() {
-        let log = BatchLog::default();
-        let warmup = WarmupConfig::default().with_batch_sizes([1, 2, 4]).with_pad_to_warmed(true);
-        let options = StartOptions { warmup, ..StartOptions::default() };
-        // A delay long enough for the three requests to meet in one batch.
-        let batching = BatchingConfig::default().with_max_batch_size(4).with_max_queue_delay_us(200_000);
-        let factory = FakeBackend::factory(FakeConfig::default(), log.clone());
-        let model = Model::start_with("padded", factory, 1, batching, options).unwrap();
-        let warmed = log.sizes().len();
-        let tickets: Vec<_> = (1..=3)
-            .map(|i| {
-                let row = Tensor::new([1, 4], vec![i as f32; 4]).unwrap();
-                model.submit(Inputs::from(row), InferOptions::default().with_timeout(Duration::from_secs(30))).unwrap()
-            })
-            .collect();
-        for (i, ticket) in (1..=3).zip(tickets) {
-            let output = ticket.wait().unwrap();
-            assert_eq!(output.batch_size, 3, "the answer tells the requests' rows, not the padding");
-            let tensor = output.first().unwrap();
-            assert_eq!((tensor.shape(), tensor.as_slice::<f32>().unwrap()), (&[1, 4][..], &[i as f32; 4][..]));
+        for joins_batches in [false, true] {
+            let log = BatchLog::default();
+            let warmup = WarmupConfig::default().with_batch_sizes([1, 2, 4]).with_pad_to_warmed(true);
+            let options = StartOptions { warmup, ..StartOptions::default() };
+            // A delay long enough for the three requests to meet in one batch.
+            let batching = BatchingConfig::default().with_max_batch_size(4).with_max_queue_delay_us(200_000);
+            let factory = FakeBackend::factory(FakeConfig { joins_batches, ..FakeConfig::default() }, log.clone());
+            let model = Model::start_with("padded", factory, 1, batching, options).unwrap();
+            let warmed = log.sizes().len();
+            let tickets: Vec<_> = (1..=3)
+                .map(|i| {
+                    let row = Tensor::new([1, 4], vec![i as f32; 4]).unwrap();
+                    let options = InferOptions::default().with_timeout(Duration::from_secs(30));
+                    model.submit(Inputs::from(row), options).unwrap()
+                })
+                .collect();
+            for (i, ticket) in (1..=3).zip(tickets) {
+                let output = ticket.wait().unwrap();
+                assert_eq!(output.batch_size, 3, "the answer tells the requests' rows, not the padding");
+                let tensor = output.first().unwrap();
+                assert_eq!((tensor.shape(), tensor.as_slice::<f32>().unwrap()), (&[1, 4][..], &[i as f32; 4][..]));
+            }
+            assert_eq!(log.sizes()[warmed..], [4], "three rows ran padded to the warmed 4");
+            assert_eq!(log.unjoined(), usize::from(joins_batches), "handed unjoined: {joins_batches}");
         }
-        assert_eq!(log.sizes()[warmed..], [4], "three rows ran padded to the warmed 4");
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::{Binding, ImageInput, TensorMaps, bind, signature_of};
-use crate::backend::{Backend, BackendFactory, Batch, BatchOutput, Device, ModelMetadata};
+use crate::backend::{Backend, BackendFactory, Batch, BatchOutput, BatchParts, Device, ModelMetadata};
 use crate::error::BackendError;
 use crate::tensor::Tensor;
 
@@ -46,28 +46,23 @@ impl Backend for BoundBackend {
     }
 
     fn infer(&mut self, batch: Batch) -> Result<BatchOutput, BackendError> {
-        let mut slots: Vec<Option<Tensor>> = (0..self.binding.inputs.len()).map(|_| None).collect();
-        for (tensor, &m) in batch.inputs.into_iter().zip(&self.binding.inputs) {
-            if let Some(slot) = slots.get_mut(m) {
-                *slot = Some(tensor);
-            }
-        }
-        let inputs = slots
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| BackendError::InputMismatch("a batch lacks an input of the variant".into()))?;
+        let inputs = self.in_variant_order(batch.inputs)?;
         let rows = inputs.first().map_or(1, Tensor::rows);
         let outputs = if self.binding.one_row && rows > 1 { self.row_by_row(inputs, rows)? } else { self.run(inputs)? };
-        let mut outputs: Vec<Option<Tensor>> = outputs.into_iter().map(Some).collect();
-        let mut answer = Vec::with_capacity(self.binding.outputs.len());
-        for (&(m, reshape), spec) in self.binding.outputs.iter().zip(&self.binding.presented.outputs) {
-            let tensor = outputs.get_mut(m).and_then(Option::take).ok_or_else(|| {
-                BackendError::OutputMismatch(format!("the variant gave no output for `{}`", spec.name))
-            })?;
-            let tensor = if reshape { reshaped(tensor, &spec.shape, &spec.name)? } else { tensor };
-            answer.push(tensor);
+        self.presented(outputs)
+    }
+
+    fn joins_batches(&self) -> bool {
+        !self.binding.one_row && self.inner.joins_batches()
+    }
+
+    fn infer_parts(&mut self, parts: BatchParts) -> Result<BatchOutput, BackendError> {
+        if !self.joins_batches() {
+            return self.infer(parts.join()?);
         }
-        Ok(BatchOutput::new(answer))
+        let columns = self.in_variant_order(parts.columns)?;
+        let outputs = self.inner.infer_parts(BatchParts { columns, pad_rows: parts.pad_rows })?.outputs;
+        self.presented(outputs)
     }
 
     fn warmup_batch_sizes(&self, max_batch_size: usize) -> Vec<usize> {
@@ -84,6 +79,32 @@ impl Backend for BoundBackend {
 }
 
 impl BoundBackend {
+    /// The task's inputs (tensors, or their columns) in the variant's order.
+    fn in_variant_order<T>(&self, inputs: Vec<T>) -> Result<Vec<T>, BackendError> {
+        let mut slots: Vec<Option<T>> = (0..self.binding.inputs.len()).map(|_| None).collect();
+        for (input, &m) in inputs.into_iter().zip(&self.binding.inputs) {
+            if let Some(slot) = slots.get_mut(m) {
+                *slot = Some(input);
+            }
+        }
+        let inputs = slots.into_iter().collect::<Option<Vec<_>>>();
+        inputs.ok_or_else(|| BackendError::InputMismatch("a batch lacks an input of the variant".into()))
+    }
+
+    /// The variant's outputs as the task presents them: in its order, reshaped.
+    fn presented(&self, outputs: Vec<Tensor>) -> Result<BatchOutput, BackendError> {
+        let mut outputs: Vec<Option<Tensor>> = outputs.into_iter().map(Some).collect();
+        let mut answer = Vec::with_capacity(self.binding.outputs.len());
+        for (&(m, reshape), spec) in self.binding.outputs.iter().zip(&self.binding.presented.outputs) {
+            let tensor = outputs.get_mut(m).and_then(Option::take).ok_or_else(|| {
+                BackendError::OutputMismatch(format!("the variant gave no output for `{}`", spec.name))
+            })?;
+            let tensor = if reshape { reshaped(tensor, &spec.shape, &spec.name)? } else { tensor };
+            answer.push(tensor);
+        }
+        Ok(BatchOutput::new(answer))
+    }
+
     /// One run of the variant, its tensors in its own order.
     fn run(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, BackendError> {
         Ok(self.inner.infer(Batch { inputs })?.outputs)
@@ -141,7 +162,29 @@ fn reshaped(tensor: Tensor, shape: &[Option<usize>], name: &str) -> Result<Tenso
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::TensorSpec;
+    use crate::backend::fake::{BatchLog, FakeBackend, FakeConfig};
     use crate::tensor::DType;
+
+    #[test]
+    fn a_variant_that_joins_batches_itself_gets_them_unjoined_through_the_binding() {
+        // The task names its tensors otherwise than the fake does: bound by position.
+        let spec = |name: &str| TensorSpec::new(name, DType::F32, vec![None, Some(4)]);
+        let signature = ModelMetadata { inputs: vec![spec("x")], outputs: vec![spec("y")] };
+        let log = BatchLog::default();
+        let fake = FakeBackend::factory(FakeConfig { joins_batches: true, ..FakeConfig::default() }, log.clone());
+        let factory =
+            bound_factory(fake, "t".into(), "v".into(), TensorMaps::default(), None, Arc::new(signature.into()));
+        let mut backend = factory().unwrap();
+        assert_eq!(backend.metadata().inputs[0].name, "x", "bound onto the task's names");
+        assert!(backend.joins_batches());
+        let rows = |v: f32, n: usize| Tensor::full([n, 4], v);
+        let parts = BatchParts { columns: vec![vec![rows(1., 1), rows(2., 2)]], pad_rows: 1 };
+        let output = backend.infer_parts(parts).unwrap().outputs.remove(0);
+        assert_eq!(log.unjoined(), 1, "handed on unjoined");
+        let want = [[1.; 4], [2.; 4], [2.; 4], [0.; 4]].concat();
+        assert_eq!((output.shape(), output.as_slice::<f32>().unwrap()), (&[4, 4][..], &want[..]));
+    }
 
     #[test]
     fn outputs_take_the_task_shape_without_copying() {

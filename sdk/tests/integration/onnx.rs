@@ -7,7 +7,7 @@ use modelless::{
     BackendError, BatchingConfig, DType, Error, InferOptions, Inputs, ModelConfig, Runtime, Tensor, TensorSpec,
 };
 
-use modelless::backend::{Backend, Batch};
+use modelless::backend::{Backend, Batch, BatchParts};
 
 use crate::common::{affine, max_relative_diff, models_dir, tiny_weights};
 
@@ -243,21 +243,34 @@ fn batches_staged_before_the_session_reads_them_answer_as_batches_read_in_place(
 }
 
 /// Batches of images of other sizes and values, one after another: `other` answers each
-/// as `in_place` does.
+/// as `in_place` does, both when given the batch joined and when given its requests'
+/// tensors and padding to join itself (as it says it takes them).
 fn assert_images_answered_alike(in_place: &mut dyn Backend, other: &mut dyn Backend, what: &str) {
-    for (rows, value) in [(2, 0.25f32), (8, -0.5), (2, 0.75), (8, 0.1), (1, 0.3)] {
-        let batch = || Batch { inputs: vec![Tensor::full([rows, 3, 224, 224], value)] };
-        let want = in_place.infer(batch()).unwrap().outputs;
-        let got = other.infer(batch()).unwrap().outputs;
+    assert!(other.joins_batches(), "{what}: batches are joined where they are staged");
+    let image = |value: f32| Tensor::full([1, 3, 224, 224], value);
+    // A batch of 4 between two batches of 2 padded to 4: the padding is zeroed again.
+    for (rows, value) in [(2, 0.25f32), (4, -0.5), (2, 0.75), (8, 0.1), (1, 0.3)] {
+        let values: Vec<f32> = (0..rows).map(|row| value + row as f32 * 0.05).collect();
+        let requests: Vec<Tensor> = values.iter().map(|&v| image(v)).collect();
+        let joined = || BatchParts { columns: vec![requests.clone()], pad_rows: 0 }.join().unwrap();
+        let want = in_place.infer(joined()).unwrap().outputs;
+        let got = other.infer(joined()).unwrap().outputs;
         assert_eq!(got[0].shape(), want[0].shape());
         let (got, want) = (got[0].as_slice::<f32>().unwrap(), want[0].as_slice::<f32>().unwrap());
-        assert!(max_relative_diff(got, want) < 1e-5, "{what}: {rows} rows of {value}");
+        assert!(max_relative_diff(got, want) < 1e-5, "{what}: {rows} rows from {value}");
+        // The same requests and two rows of padding, which answer as images of zeros.
+        let padded = [requests.clone(), vec![image(0.0), image(0.0)]].concat();
+        let want = in_place.infer(BatchParts { columns: vec![padded], pad_rows: 0 }.join().unwrap()).unwrap().outputs;
+        let got = other.infer_parts(BatchParts { columns: vec![requests], pad_rows: 2 }).unwrap().outputs;
+        assert_eq!(got[0].shape(), want[0].shape());
+        let (got, want) = (got[0].as_slice::<f32>().unwrap(), want[0].as_slice::<f32>().unwrap());
+        assert!(max_relative_diff(got, want) < 1e-5, "{what}: {rows} rows from {value} joined and padded");
     }
 }
 
 /// A session on `cuda:N` with `cuda_graph` runs each batch on input and output tensors
 /// it keeps per batch size (a captured graph replays on them). The same path in host
-/// memory, written in place or copied by ONNX Runtime as device memory is, answers as
+/// memory, copied into and out of by ONNX Runtime as device memory is, answers as
 /// reading the batch in place does: batch after batch of other values and sizes (a
 /// kept tensor not refilled would answer with the last batch of its size), inputs of
 /// two dtypes, and more sizes than graphs are kept for.
@@ -265,34 +278,28 @@ fn assert_images_answered_alike(in_place: &mut dyn Backend, other: &mut dyn Back
 fn batches_run_on_tensors_kept_per_size_answer_as_batches_read_in_place() {
     use modelless::backend::Device;
     use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
-    use modelless_runtime::backend::onnx::{OrtBackend, Transfer, environment};
+    use modelless_runtime::backend::onnx::{OrtBackend, environment};
 
     let env = environment(&OrtEnvironmentConfig::default()).unwrap();
     let config = OrtSessionConfig::default();
     let load = |file: &str| OrtBackend::load(&env, &models_dir().join(file), &config, Device::Cpu).unwrap();
-    for transfer in [Transfer::InPlace, Transfer::ThroughRuntime] {
-        let mut in_place = load("mobilenetv2_0.35.onnx");
-        let mut bound = load("mobilenetv2_0.35.onnx").with_bound_runs(transfer).unwrap();
-        assert_images_answered_alike(&mut in_place, &mut bound, &format!("{transfer:?}"));
-        // 40 sizes, each twice with other values: more sizes than graphs are kept for.
-        let mut in_place = load("tiny_multi.onnx");
-        let mut bound = load("tiny_multi.onnx").with_bound_runs(transfer).unwrap();
-        for (round, rows) in (1..=40).chain(1..=40).enumerate() {
-            let x: Vec<f32> = (0..rows * 4).map(|i| (i + round) as f32 * 0.01).collect();
-            let k: Vec<i64> = (0..rows * 2).map(|i| (i * round) as i64).collect();
-            let batch = || Batch {
-                inputs: vec![Tensor::new([rows, 4], x.clone()).unwrap(), Tensor::new([rows, 2], k.clone()).unwrap()],
-            };
-            let want = in_place.infer(batch()).unwrap().outputs;
-            let got = bound.infer(batch()).unwrap().outputs;
-            assert_eq!(got[0].shape(), &[rows, 3]);
-            let (y, want_y) = (got[0].as_slice::<f32>().unwrap(), want[0].as_slice::<f32>().unwrap());
-            assert!(max_relative_diff(y, want_y) < 1e-6, "{transfer:?}: round {round}, {rows} rows");
-            assert_eq!(
-                got[1].as_slice::<i64>().unwrap(),
-                want[1].as_slice::<i64>().unwrap(),
-                "{transfer:?}: {rows} rows"
-            );
-        }
+    let mut in_place = load("mobilenetv2_0.35.onnx");
+    let mut bound = load("mobilenetv2_0.35.onnx").with_bound_runs().unwrap();
+    assert_images_answered_alike(&mut in_place, &mut bound, "bound");
+    // 40 sizes, each twice with other values: more sizes than graphs are kept for.
+    let mut in_place = load("tiny_multi.onnx");
+    let mut bound = load("tiny_multi.onnx").with_bound_runs().unwrap();
+    for (round, rows) in (1..=40).chain(1..=40).enumerate() {
+        let x: Vec<f32> = (0..rows * 4).map(|i| (i + round) as f32 * 0.01).collect();
+        let k: Vec<i64> = (0..rows * 2).map(|i| (i * round) as i64).collect();
+        let batch = || Batch {
+            inputs: vec![Tensor::new([rows, 4], x.clone()).unwrap(), Tensor::new([rows, 2], k.clone()).unwrap()],
+        };
+        let want = in_place.infer(batch()).unwrap().outputs;
+        let got = bound.infer(batch()).unwrap().outputs;
+        assert_eq!(got[0].shape(), &[rows, 3]);
+        let (y, want_y) = (got[0].as_slice::<f32>().unwrap(), want[0].as_slice::<f32>().unwrap());
+        assert!(max_relative_diff(y, want_y) < 1e-6, "round {round}, {rows} rows");
+        assert_eq!(got[1].as_slice::<i64>().unwrap(), want[1].as_slice::<i64>().unwrap(), "{rows} rows");
     }
 }
