@@ -210,7 +210,8 @@ pub struct Timings {
     pub preprocess: Duration,
     /// Waiting: for a preprocessing thread, then for its batch to start.
     pub queue: Duration,
-    /// Joining the batch's inputs (Triton's `compute_input`).
+    /// Joining the batch's inputs (Triton's `compute_input`); part of `compute` instead
+    /// where the session joins them in its own staging memory.
     pub compute_input: Duration,
     /// The backend's run of the whole batch (`compute_infer`).
     pub compute: Duration,
