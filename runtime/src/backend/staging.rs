@@ -51,13 +51,19 @@ impl Staging {
     /// mismatch where a column's tensors disagree on dtype or trailing dimensions.
     pub fn stage(&mut self, columns: &[&[Tensor]], pad_rows: usize) -> Result<Vec<&DynTensor>, BackendError> {
         let ort_err = |source| BackendError::Ort { context: "staging a batch".into(), source };
-        let mut keys = Vec::with_capacity(columns.len());
+        let (mut keys, mut dtypes) = (Vec::with_capacity(columns.len()), Vec::with_capacity(columns.len()));
         for (index, column) in columns.iter().enumerate() {
             let (dtype, shape) = Tensor::joined_shape(column, pad_rows).ok_or_else(parts_disagree)?;
-            let key = (index, shape);
-            if self.tensors.len() >= MAX_STAGED && !self.tensors.contains_key(&key) {
-                self.tensors.clear();
-            }
+            keys.push((index, shape));
+            dtypes.push(dtype);
+        }
+        // Let go of all before the batch rather than during it, which would drop the
+        // tensors of its first inputs.
+        let new = keys.iter().filter(|key| !self.tensors.contains_key(key)).count();
+        if self.tensors.len() + new > MAX_STAGED {
+            self.tensors.clear();
+        }
+        for ((key, dtype), column) in keys.iter().zip(dtypes).zip(columns) {
             let staged = match self.tensors.entry(key.clone()) {
                 std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
                 std::collections::hash_map::Entry::Vacant(entry) => {
@@ -66,7 +72,6 @@ impl Staging {
                 }
             };
             fill_joined(staged, column).map_err(ort_err)?;
-            keys.push(key);
         }
         Ok(keys.iter().filter_map(|key| self.tensors.get(key)).collect())
     }

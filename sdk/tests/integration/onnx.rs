@@ -240,6 +240,22 @@ fn batches_staged_before_the_session_reads_them_answer_as_batches_read_in_place(
     let mut staged = OrtBackend::load(&env, &path, &config, Device::Cpu).unwrap().with_host_staging().unwrap();
     // 8 rows of 150 528 values are 4.8 MB: copied into the staging tensor on several threads.
     assert_images_answered_alike(&mut in_place, &mut staged, "staged");
+    // Three inputs in 20 sizes: more staging tensors than are kept, let go of between
+    // batches, never within one.
+    let path = models_dir().join("tiny_types.onnx");
+    let mut in_place = OrtBackend::load(&env, &path, &config, Device::Cpu).unwrap();
+    let mut staged = OrtBackend::load(&env, &path, &config, Device::Cpu).unwrap().with_host_staging().unwrap();
+    for rows in 1..=20 {
+        let batch = || Batch {
+            inputs: vec![
+                Tensor::new([rows, 2], (0..rows as i32 * 2).collect::<Vec<_>>()).unwrap(),
+                Tensor::new([rows, 2], (0..rows as u8 * 2).collect::<Vec<_>>()).unwrap(),
+                Tensor::new([rows, 2], (0..rows * 2).map(|i| i % 3 == 0).collect::<Vec<_>>()).unwrap(),
+            ],
+        };
+        let (want, got) = (in_place.infer(batch()).unwrap().outputs, staged.infer(batch()).unwrap().outputs);
+        assert_eq!(got, want, "{rows} rows");
+    }
 }
 
 /// Batches of images of other sizes and values, one after another: `other` answers each
