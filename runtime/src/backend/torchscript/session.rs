@@ -63,7 +63,7 @@ impl TchBackend {
     fn run(&self, batch: Batch) -> Result<Vec<tch::Tensor>, BackendError> {
         let inputs: Vec<IValue> = batch
             .inputs
-            .into_iter()
+            .iter()
             .map(|t| to_torch(t, self.on).map(IValue::Tensor))
             .collect::<Result<_, _>>()
             .map_err(|e| torch_error("copying a batch's inputs", e))?;
@@ -125,10 +125,11 @@ fn torch_error(context: impl Into<String>, error: tch::TchError) -> BackendError
     BackendError::Torch { context: context.into(), source: Cause::new(error) }
 }
 
-fn to_torch(tensor: Tensor, on: tch::Device) -> Result<tch::Tensor, tch::TchError> {
-    let (shape, data) = tensor.into_parts();
-    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-    let flat = with_elements!(data, v => tch::Tensor::f_from_slice(&v))?;
+/// A copy of `tensor` on `on`. Read where it is: the worker keeps the batch's memory
+/// for its next batch, so taking the elements out would copy them once more.
+fn to_torch(tensor: &Tensor, on: tch::Device) -> Result<tch::Tensor, tch::TchError> {
+    let dims: Vec<i64> = tensor.shape().iter().map(|&d| d as i64).collect();
+    let flat = with_elements!(tensor.data(), v => tch::Tensor::f_from_slice(v))?;
     flat.f_reshape(&dims).and_then(|t| t.f_to_device(on))
 }
 
