@@ -336,6 +336,15 @@ pub(crate) fn copy_joined<T: Element + Default>(parts: &[&[T]], out: &mut [T]) -
     let (rows, padding) = out.split_at_mut_checked(total)?;
     padding.fill(T::default());
     let threads = join_threads(std::mem::size_of_val(rows));
+    if threads <= 1 {
+        // A small batch, as most are: no pieces, shares or threads to set up.
+        let mut at = 0;
+        for part in parts {
+            rows[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        return Some(());
+    }
     // Pieces no longer than a thread's share, so that a few large parts (or one) are
     // copied on every thread too.
     let share = total.div_ceil(threads).max(1);
