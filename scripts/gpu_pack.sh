@@ -16,6 +16,7 @@
 #   second: .gpu-pack/{core.zst,libonnxruntime_providers_shared.so,zstd,modelless.zst,
 #           modelless-tch.zst,pylib,photos} .gpu-kit
 #           (bash .gpu-kit/unpack.sh .gpu-pack && bash scripts/gpu_check.sh "$OUT")
+#   a rerun, in the call right after: .gpu-kit (ONLY="..." bash scripts/gpu_check.sh "$OUT")
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 KIT=${KIT:-../shared/gpu}

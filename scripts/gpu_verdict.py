@@ -6,8 +6,9 @@ Reads each run's `summary.json`, the profile's table (`prof.log`), the fp16 copy
 report (`fp16.log`), PyTorch eager's figures (`torch.json`) and the transfer's
 (`h2d.json`); prints one table of the
 runs and one of the bars, each with its figure and whether it holds; a ratio within
-10 % of its bar, either side, is marked for a rerun. Standard library only: it runs with the
-GPU machine's Python.
+10 % of its bar, either side, is marked for a rerun, and the last line names the steps
+that rerun takes (`ONLY=... bash scripts/gpu_check.sh`). Standard library only: it runs
+with the GPU machine's Python.
 """
 import json
 import os
@@ -66,7 +67,7 @@ def main(work):
     agreement = re.search(r"top-1 agreement with `resnet50` ([\d.]+) %", fp16_log)
     prof = profile_row(work, "resnet50") or {}
 
-    bars = []  # (what, measured, bar, higher is better); a ratio's name holds "÷"
+    bars = []  # (what, measured, bar, higher is better, the steps that measure it); a ratio's name holds "÷"
 
     def per_s(name):
         return runs[name]["throughput_per_s"] if runs.get(name) else None
@@ -74,33 +75,40 @@ def main(work):
     for callers in (16, 64):
         grpc, local = runs.get(f"grpc{callers}"), per_s(f"in{callers}")
         if grpc and local:
-            bars.append((f"gRPC {callers} ÷ in process {callers}, answers/s", grpc["throughput_per_s"] / local, 0.9, True))
+            bars.append((f"gRPC {callers} ÷ in process {callers}, answers/s", grpc["throughput_per_s"] / local, 0.9, True,
+                         [f"in{callers}", f"grpc{callers}"]))
         if grpc:
-            bars.append((f"gRPC {callers}: p99 ms", grpc["p99_ms"], 100.0, False))
-            bars.append((f"gRPC {callers}: late %", grpc["slo_violation_pct"], 1.0, False))
+            bars.append((f"gRPC {callers}: p99 ms", grpc["p99_ms"], 100.0, False, [f"grpc{callers}"]))
+            bars.append((f"gRPC {callers}: late %", grpc["slo_violation_pct"], 1.0, False, [f"grpc{callers}"]))
     if per_s("in64") and torch.get("resnet50 b64"):
-        bars.append(("in process 64 ÷ PyTorch eager b64, images/s", per_s("in64") / torch["resnet50 b64"], 1.0, True))
+        bars.append(("in process 64 ÷ PyTorch eager b64, images/s", per_s("in64") / torch["resnet50 b64"], 1.0, True,
+                     ["in64", "torch"]))
     for other in ("in64_pinned", "in64_two", "in64_nhwc", "in64_graph"):
         if per_s(other) and torch.get("resnet50 b64"):
-            bars.append((f"{other} ÷ PyTorch eager b64 (settings to choose)", per_s(other) / torch["resnet50 b64"], 1.0, True))
+            bars.append((f"{other} ÷ PyTorch eager b64 (settings to choose)", per_s(other) / torch["resnet50 b64"], 1.0,
+                         True, [other, "torch"]))
     if per_s("fp16_64") and per_s("in64"):
-        bars.append(("fp16 at 64 ÷ fp32 at 64, answers/s", per_s("fp16_64") / per_s("in64"), 2.0, True))
+        bars.append(("fp16 at 64 ÷ fp32 at 64, answers/s", per_s("fp16_64") / per_s("in64"), 2.0, True,
+                     ["in64", "fp16_64"]))
     if agreement:
-        bars.append(("fp16 top-1 agreement with fp32, %", float(agreement.group(1)), 99.0, True))
+        bars.append(("fp16 top-1 agreement with fp32, %", float(agreement.group(1)), 99.0, True, ["fp16"]))
     if runs.get("in1") and torch.get("resnet50 b1"):
-        bars.append(("in process 1: p50 ms ÷ PyTorch eager b1 ms", runs["in1"]["p50_ms"] * torch["resnet50 b1"] / 1e3, 1.0, False))
+        bars.append(("in process 1: p50 ms ÷ PyTorch eager b1 ms", runs["in1"]["p50_ms"] * torch["resnet50 b1"] / 1e3,
+                     1.0, False, ["in1", "torch"]))
     if runs.get("in1_graph") and torch.get("resnet50 b1"):
         bars.append(("in1_graph: p50 ms ÷ PyTorch eager b1 ms (settings to choose)",
-                     runs["in1_graph"]["p50_ms"] * torch["resnet50 b1"] / 1e3, 1.0, False))
+                     runs["in1_graph"]["p50_ms"] * torch["resnet50 b1"] / 1e3, 1.0, False, ["in1_graph", "torch"]))
     r2, a, c = number(prof.get("R²")), number(prof.get("a ms/row")), number(prof.get("c ms"))
     if r2 is not None:
-        bars.append(("profile: R²", r2, 0.99, True))
+        bars.append(("profile: R²", r2, 0.99, True, ["profile"]))
     if a is not None and c is not None and runs.get("in1"):
         measured = runs["in1"]["stages"]["compute_ms"]
-        bars.append(("profile: |fit's b1 / compute at 1 caller − 1|", abs((a + c) / measured - 1), 0.2, False))
+        bars.append(("profile: |fit's b1 / compute at 1 caller − 1|", abs((a + c) / measured - 1), 0.2, False,
+                     ["profile", "in1"]))
     if runs.get("admit80"):
         r = runs["admit80"]
-        bars.append((f"open loop at 80 % of {prof.get('max req/s', '?')}/s: refused", r["rejected"], 0, False))
+        bars.append((f"open loop at 80 % of {prof.get('max req/s', '?')}/s: refused", r["rejected"], 0, False,
+                     ["admit80"]))
 
     try:
         h2d = json.load(open(os.path.join(work, "h2d.json")))
@@ -110,12 +118,17 @@ def main(work):
 
     print("\n| bar | measured | needs | holds |")
     print("|---|---:|---:|---|")
-    for what, measured, bar, higher in bars:
+    rerun = []
+    for what, measured, bar, higher, steps in bars:
         holds = measured >= bar if higher else measured <= bar
         close = "÷" in what and abs(measured / bar - 1) < 0.1
         verdict = ("yes" if holds else "**no**") + (" (within 10 %: rerun once)" if close else "")
         sign = "≥" if higher else "≤"
         print(f"| {what} | {measured:.4g} | {sign} {bar:g} | {verdict} |")
+        if close:
+            rerun += [step for step in steps if step not in rerun]
+    if rerun:
+        print(f'\nTo rerun once what is within 10 % of its bar: ONLY="{" ".join(rerun)}" bash scripts/gpu_check.sh "$OUT"')
 
 
 if __name__ == "__main__":
