@@ -3,7 +3,8 @@
 //! small and what the serving path adds around it shows.
 //!
 //! Run: `make bench` (or `cargo bench -p modelless-runtime --bench batch_cost`; append
-//! `-- --quick` for a shorter run). For batches of 16 and 64, in rounds that take turns:
+//! `-- --quick` for a shorter run, `-- --no-spin` for ONNX Runtime's pool threads to
+//! sleep between runs instead of spinning, its default). For batches of 16 and 64, in rounds that take turns:
 //! - raw: the session run by hand on one batch made once (ONNX Runtime's own cost);
 //! - modelless, one image: as many callers as the batch holds, in a closed loop, all
 //!   sending the same image (as `modelless loadgen` does);
@@ -95,10 +96,11 @@ fn median(values: &[f64]) -> f64 {
 
 fn main() -> Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
+    let spinning = !std::env::args().any(|a| a == "--no-spin");
     let (rounds, window) = if quick { (2, Duration::from_secs(1)) } else { (5, Duration::from_secs(3)) };
     let model_path = common::models_dir()?.join("average_224.onnx");
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let env_config = OrtEnvironmentConfig::default().with_intra_op_threads(cores);
+    let env_config = OrtEnvironmentConfig::default().with_intra_op_threads(cores).with_spinning(spinning);
     let env = environment(&env_config)?;
     let mut session = Session::builder(&env)?.commit_from_file(&model_path)?;
     let image: Vec<f32> = (0..IMAGE.iter().product::<usize>()).map(|i| (i % 255) as f32 / 255.0).collect();
@@ -118,7 +120,10 @@ fn main() -> Result<()> {
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<_>>>()?;
-    eprintln!("model {} | {cores} cores | batches {BATCHES:?} | {rounds} rounds", model_path.display());
+    eprintln!(
+        "model {} | {cores} cores | spinning {spinning} | batches {BATCHES:?} | {rounds} rounds",
+        model_path.display()
+    );
     let mut costs: Vec<Costs> = BATCHES.iter().map(|_| Costs::default()).collect();
     for round in 0..rounds {
         for turn in 0..BATCHES.len() {
@@ -139,7 +144,7 @@ fn main() -> Result<()> {
             eprintln!("{line}");
         }
     }
-    let report = render(&costs, cores);
+    let report = render(&costs, cores, spinning);
     println!("{report}");
     let out_dir = common::output_dir();
     std::fs::create_dir_all(&out_dir)?;
@@ -200,10 +205,11 @@ fn closed_loop(model: &Arc<Model>, image: &[f32], shared: bool, callers: usize, 
     threads.into_iter().flat_map(|t| t.join().unwrap_or_default()).collect()
 }
 
-fn render(costs: &[Costs], cores: usize) -> String {
+fn render(costs: &[Costs], cores: usize, spinning: bool) -> String {
     use std::fmt::Write;
+    let pool = if spinning { "pool threads spinning" } else { "pool threads sleeping" };
     let mut s = format!(
-        "Batch cost on the host: average_224.onnx, {cores} cores, medians over rounds (ms a batch)\n\n\
+        "Batch cost on the host: average_224.onnx, {cores} cores, {pool}, medians over rounds (ms a batch)\n\n\
          | batch | images | raw session | modelless: join | run | split | whole batch | whole ÷ rows |\n\
          |---:|---|---:|---:|---:|---:|---:|---:|\n"
     );
