@@ -4,7 +4,8 @@
 //!
 //! Run: `make bench` (or `cargo bench -p modelless-runtime --bench batch_cost`; append
 //! `-- --quick` for a shorter run, `-- --no-spin` for ONNX Runtime's pool threads to
-//! sleep between runs instead of spinning, its default). For batches of 16 and 64, in rounds that take turns:
+//! sleep between runs instead of spinning, its default). For batches of 16 and 64, in
+//! rounds that take turns:
 //! - raw: the session run by hand on one batch made once (ONNX Runtime's own cost);
 //! - modelless, one image: as many callers as the batch holds, in a closed loop, all
 //!   sending the same image (as `modelless loadgen` does);
