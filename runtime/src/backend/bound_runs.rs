@@ -8,11 +8,11 @@
 //! most of a small batch's time on a fast GPU. A replay reads and writes the very
 //! device memory the captured run did, so each batch shape gets an id and input and
 //! output tensors of its own, kept for the session's life: a batch, staged in host
-//! memory, is copied into them and its answers out of them. Every run of such a session must name its graph: one
-//! that named none would be captured as graph 0 and replayed on whatever memory that
-//! run used. A shape past [`MAX_GRAPHS`], or any shape of a model whose outputs leave a
-//! side besides the batch open (their size is known only after the run), runs with id
-//! -1: not captured.
+//! memory, is copied into them and its answers out of them. Every run of such a
+//! session must name its graph: one that named none would be captured as graph 0 and
+//! replayed on whatever memory that run used. A shape past [`MAX_GRAPHS`], or any shape
+//! of a model whose outputs leave a side besides the batch open (their size is known
+//! only after the run), runs with id -1: not captured.
 
 use std::collections::HashMap;
 
