@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Here, before a GPU session: everything scripts/gpu_check.sh needs on the GPU machine,
-# in the git-ignored .gpu-pack/ and .gpu-kit/ (see ../shared/gpu/README.md for how
-# they travel: prov.zst alone first, the rest in the next call).
+# in the git-ignored .gpu-pack/ and .gpu-kit/, from a fresh checkout in one command (see
+# ../shared/gpu/README.md for how they travel: prov.zst alone first, the rest in the
+# next call).
 #  - ONNX Runtime's GPU build, packed by the kit (once);
 #  - the release CLI, stripped and compressed;
 #  - the same CLI with the `tch` feature, built against the GPU machine's PyTorch
@@ -20,6 +21,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 KIT=${KIT:-../shared/gpu}
+# The venv (pip, onnxconverter-common's wheel) and the photos come from the setup.
+bash scripts/setup.sh
 mkdir -p .gpu-pack
 [ -s .gpu-pack/prov.zst ] || bash "$KIT/pack_ort_gpu.sh" .gpu-pack
 target=${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}
