@@ -93,6 +93,8 @@ fi
 if want profile; then t profile
   timeout 150 $B profile $W/gpu.toml --force --out $W/prof --first-run-sessions 0 --warm-runs 20 --throughput-secs 4 > $W/prof.log 2>&1
   grep -E '^\||not kept' $W/prof.log | head -6
+  # The stored profiles hold each batch size's measured latency: the curve the fit is judged on.
+  cp -f "$(dirname "$MODEL")"/resnet50*.profile.json $W/ 2>/dev/null
 fi
 # The stored profiles stay: every run below is admitted by them, as a served model is.
 CAPACITY=$(grep -s -m1 '^| resnet50 |' $W/prof.log | awk -F'|' '{gsub(/ /, "", $8); print $8}')

@@ -2,10 +2,11 @@
 
 Usage: python3 scripts/gpu_verdict.py WORK_DIR   (the folder scripts/gpu_check.sh wrote)
 
-Reads each run's `summary.json`, the profile's table (`prof.log`), the fp16 copy's
-report (`fp16.log`), PyTorch eager's figures (`torch.json`) and the transfer's
-(`h2d.json`); prints one table of the
-runs and one of the bars, each with its figure and whether it holds; a ratio within
+Reads each run's `summary.json`, the profile's table (`prof.log`) and sweep
+(`resnet50.profile.json`), the fp16 copy's report (`fp16.log`), PyTorch eager's
+figures (`torch.json`) and the transfer's (`h2d.json`); prints one table of the runs,
+the sweep beside the fit, and one table of the bars, each with its figure and whether
+it holds; a ratio within
 10 % of its bar, either side, is marked for a rerun, and the last line names the steps
 that rerun takes (`ONLY=... bash scripts/gpu_check.sh`). Standard library only: it runs
 with the GPU machine's Python.
@@ -37,6 +38,36 @@ def profile_row(work, variant):
     header = next((cells(l) for l in lines if l.startswith("| variant |")), None)
     row = next((cells(l) for l in lines if l.startswith(f"| {variant} |")), None)
     return dict(zip(header, row)) if header and row else None
+
+
+def relative_line(points):
+    """The line with the least squared relative error through (x, y) points (weights
+    1/y²): a fit that prices small batches as closely as large ones. (a, c) or None."""
+    w = [1 / y ** 2 for _, y in points]
+    sw = sum(w)
+    mx = sum(wi * x for wi, (x, _) in zip(w, points)) / sw
+    my = sum(wi * y for wi, (_, y) in zip(w, points)) / sw
+    sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, points))
+    if sxx <= 0:
+        return None
+    a = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, points)) / sxx
+    return a, my - a * mx
+
+
+def sweep_table(work, fit):
+    """Each swept batch size's warm p50 from the stored profile, beside what the stored
+    fit and a relative-error fit of the same points price it at: where a line bends
+    away at small batches, which fit to keep."""
+    try:
+        points = [(p["batch_size"], p["warm_p50_ms"])
+                  for p in json.load(open(os.path.join(work, "resnet50.profile.json")))["points"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    fits = [f for f in (fit, relative_line(points)) if f and None not in f]
+    print("\n| batch | warm p50 ms | " + " | ".join(f"{a:.3f}·n + {c:.3f} ÷ measured" for a, c in fits) + " |")
+    print("|---:|---:|" + "---:|" * len(fits))
+    for n, ms in points:
+        print(f"| {n} | {ms:.3f} | " + " | ".join(f"{(a * n + c) / ms:.3f}" for a, c in fits) + " |")
 
 
 def number(text):
@@ -110,6 +141,7 @@ def main(work):
         bars.append((f"open loop at 80 % of {prof.get('max req/s', '?')}/s: refused", r["rejected"], 0, False,
                      ["admit80"]))
 
+    sweep_table(work, (a, c))
     try:
         h2d = json.load(open(os.path.join(work, "h2d.json")))
         print(f"\nA batch of 64 to the GPU: {h2d['pageable ms']} ms from pageable memory, {h2d['pinned ms']} ms from pinned.")
