@@ -40,30 +40,28 @@ def profile_row(work, variant):
     return dict(zip(header, row)) if header and row else None
 
 
-def relative_line(points):
-    """The line with the least squared relative error through (x, y) points (weights
-    1/y²): a fit that prices small batches as closely as large ones. (a, c) or None."""
-    w = [1 / y ** 2 for _, y in points]
-    sw = sum(w)
-    mx = sum(wi * x for wi, (x, _) in zip(w, points)) / sw
-    my = sum(wi * y for wi, (_, y) in zip(w, points)) / sw
-    sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, points))
+def plain_line(points):
+    """The plain least-squares line through (x, y) points, which the largest batches
+    pull: what the stored fit (least relative error) is weighed against. (a, c) or None."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
     if sxx <= 0:
         return None
-    a = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, points)) / sxx
+    a = sum((x - mx) * (y - my) for x, y in points) / sxx
     return a, my - a * mx
 
 
 def sweep_table(work, fit):
     """Each swept batch size's warm p50 from the stored profile, beside what the stored
-    fit and a relative-error fit of the same points price it at: where a line bends
-    away at small batches, which fit to keep."""
+    fit and a plain least-squares line through the same points price it at: how far
+    each is from the curve where it bends."""
     try:
         points = [(p["batch_size"], p["warm_p50_ms"])
                   for p in json.load(open(os.path.join(work, "resnet50.profile.json")))["points"]]
     except (OSError, ValueError, KeyError, TypeError):
         return
-    fits = [f for f in (fit, relative_line(points)) if f and None not in f]
+    fits = [f for f in (fit, plain_line(points)) if f and None not in f]
     print("\n| batch | warm p50 ms | " + " | ".join(f"{a:.3f}·n + {c:.3f} ÷ measured" for a, c in fits) + " |")
     print("|---:|---:|" + "---:|" * len(fits))
     for n, ms in points:

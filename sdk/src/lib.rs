@@ -109,8 +109,8 @@ pub mod profile {
     #[cfg(feature = "warmup-predictor")]
     pub use modelless_runtime::profile::{Example, WarmupFeatures, WarmupPredictor, mape};
     pub use modelless_runtime::profile::{
-        ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, closed_loop, file_sha256, fit_line, fit_weighted_line,
-        memory_probe, profile_model, steady_load, store_beside,
+        ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, closed_loop, file_sha256, fit_latency_line, fit_line,
+        fit_weighted_line, memory_probe, profile_model, steady_load, store_beside,
     };
     pub use modelless_runtime::registry::{profiling_factory, variant_profile_key};
     pub use modelless_runtime::warmup::zero_batch;

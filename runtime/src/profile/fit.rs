@@ -44,6 +44,28 @@ pub fn fit_line_or_proportional(points: &[(f64, f64)]) -> Option<Line> {
     })
 }
 
+/// The latency line through `(batch size, ms)` points: the least squared *relative*
+/// error (weights 1/y²), so that a batch of one is priced as closely as the largest.
+/// A plain least-squares line is pulled by the largest batches and misprices the small
+/// ones wherever latency bends away from a line there: flat on a GPU that a small batch
+/// leaves idle, cheaper per row on a CPU whose caches a small batch leaves warm. Its
+/// R² is the plain one over the points in ms, comparable with any other line's. Through
+/// one batch size only, the line through the origin. `None` without points, or with a
+/// latency that is not positive and finite.
+pub fn fit_latency_line(points: &[(f64, f64)]) -> Option<Line> {
+    if points.iter().any(|&(_, y)| !(y.is_finite() && y > 0.0)) {
+        return None;
+    }
+    let weighted: Vec<(f64, f64, f64)> = points.iter().map(|&(x, y)| (x, y, 1.0 / (y * y))).collect();
+    let Some(line) = fit_weighted_line(&weighted) else {
+        return fit_line_or_proportional(points);
+    };
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
+    let ss_res: f64 = points.iter().map(|&(x, y)| (y - line.at(x)).powi(2)).sum();
+    let ss_tot: f64 = points.iter().map(|&(_, y)| (y - mean_y).powi(2)).sum();
+    Some(Line { r2: if ss_tot == 0.0 { 1.0 } else { 1.0 - ss_res / ss_tot }, ..line })
+}
+
 /// The weighted least-squares line through `(x, y, weight)` points, with its weighted
 /// R². `None` without two distinct x of positive weight.
 pub fn fit_weighted_line(points: &[(f64, f64, f64)]) -> Option<Line> {
@@ -148,6 +170,30 @@ mod tests {
         // A small negative intercept that still prices one row is kept.
         let kept = LatencyFit { a_ms: 1.712, c_ms: -0.387, r2: 0.998 };
         assert_eq!(trusted_fit("mobilenet", Some(kept)), (Some(kept), None));
+    }
+
+    #[test]
+    fn the_latency_line_prices_small_batches_as_closely_as_large_ones() {
+        // efficientnet-lite0's warm medians on a 2-core CPU, batch 1 to 64: a batch of
+        // one is cheaper per row than the line through the large batches says.
+        let points: Vec<(f64, f64)> =
+            [(1.0, 7.679), (2.0, 13.457), (4.0, 25.386), (8.0, 44.447), (16.0, 83.391), (32.0, 161.8), (64.0, 318.4)]
+                .to_vec();
+        let worst = |line: &Line| points.iter().map(|&(x, y)| (line.at(x) / y - 1.0).abs()).fold(0.0, f64::max);
+        let plain = fit_line(&points).unwrap();
+        let relative = fit_latency_line(&points).unwrap();
+        assert!((plain.at(1.0) / 7.679 - 1.0) > 0.2, "{plain:?}");
+        assert!((relative.at(1.0) / 7.679 - 1.0).abs() < 0.05, "{relative:?}");
+        assert!(worst(&relative) < 0.1 && worst(&relative) < worst(&plain), "{relative:?} {plain:?}");
+        assert!(relative.r2 > 0.99 && relative.r2 < plain.r2, "the plain line has the least squares: {relative:?}");
+        // An exact line is recovered whatever the weights.
+        let exact: Vec<(f64, f64)> = [1.0, 4.0, 16.0].iter().map(|&b| (b, 0.5 * b + 2.0)).collect();
+        let line = fit_latency_line(&exact).unwrap();
+        assert!((line.slope - 0.5).abs() < 1e-9 && (line.intercept - 2.0).abs() < 1e-9 && line.r2 > 1.0 - 1e-12);
+        // One batch size: the line through the origin; a latency of nothing: no line.
+        assert_eq!(fit_latency_line(&[(4.0, 10.0)]).map(|l| (l.slope, l.intercept)), Some((2.5, 0.0)));
+        assert!(fit_latency_line(&[(1.0, 0.0), (2.0, 3.0)]).is_none());
+        assert!(fit_latency_line(&[]).is_none());
     }
 
     #[test]

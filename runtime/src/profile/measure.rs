@@ -7,7 +7,7 @@ use std::time::Duration;
 use modelless_policy_abi::{BatchPoint, Profile, ProfileKey, Throughput};
 
 use super::first_run::sample_first_runs;
-use super::fit::{fit_line_or_proportional, trusted_fit};
+use super::fit::{fit_latency_line, trusted_fit};
 use super::load::closed_loop;
 use super::memory::MemoryProbe;
 use super::store::ProfileStore;
@@ -102,7 +102,7 @@ pub fn profile_model(
         Vec::new()
     };
     let warm: Vec<(f64, f64)> = result.points.iter().map(|p| (f64::from(p.batch_size), p.warm_p50_ms)).collect();
-    let (fit, fit_refused) = trusted_fit(name, fit_line_or_proportional(&warm).map(|line| line.latency()));
+    let (fit, fit_refused) = trusted_fit(name, fit_latency_line(&warm).map(|line| line.latency()));
     let best = best_batch(&result.points);
     let max_throughput = match best {
         Some(batch) if !options.throughput_for.is_zero() => {

@@ -20,7 +20,7 @@ mod sweep;
 mod warmup_predictor;
 
 pub use first_run::{involuntary_context_switches, sample_first_runs};
-pub use fit::{Line, fit_line, fit_weighted_line};
+pub use fit::{Line, fit_latency_line, fit_line, fit_weighted_line};
 pub use images::{ImageCapacity, ImageProfile};
 pub use load::{SteadyLoad, closed_loop, steady_load};
 pub use measure::{ProfileEvent, ProfileOptions, profile_model};

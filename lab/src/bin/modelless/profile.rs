@@ -8,7 +8,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use modelless::backend::onnx::{OrtEnvironmentConfig, environment};
 use modelless::profile::{
     Example, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor, closed_loop,
-    fit_line, mape, memory_probe, profile_model, steady_load, store_beside,
+    fit_latency_line, mape, memory_probe, profile_model, steady_load, store_beside,
 };
 use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
 
@@ -276,7 +276,7 @@ fn held_out_error(profile: &Profile) -> Option<(u32, f64)> {
         .filter(|&(i, _)| i != held)
         .map(|(_, p)| (f64::from(p.batch_size), p.warm_p50_ms))
         .collect();
-    let line = fit_line(&others)?;
+    let line = fit_latency_line(&others)?;
     let p = &points[held];
     Some((p.batch_size, (line.at(f64::from(p.batch_size)) - p.warm_p50_ms) / p.warm_p50_ms))
 }
