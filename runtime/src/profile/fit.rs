@@ -60,10 +60,8 @@ pub fn fit_latency_line(points: &[(f64, f64)]) -> Option<Line> {
     let Some(line) = fit_weighted_line(&weighted) else {
         return fit_line_or_proportional(points);
     };
-    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
-    let ss_res: f64 = points.iter().map(|&(x, y)| (y - line.at(x)).powi(2)).sum();
-    let ss_tot: f64 = points.iter().map(|&(_, y)| (y - mean_y).powi(2)).sum();
-    Some(Line { r2: if ss_tot == 0.0 { 1.0 } else { 1.0 - ss_res / ss_tot }, ..line })
+    let unweighted: Vec<(f64, f64, f64)> = points.iter().map(|&(x, y)| (x, y, 1.0)).collect();
+    Some(Line { r2: weighted_r2(&unweighted, line.slope, line.intercept), ..line })
 }
 
 /// The weighted least-squares line through `(x, y, weight)` points, with its weighted
@@ -82,10 +80,16 @@ pub fn fit_weighted_line(points: &[(f64, f64, f64)]) -> Option<Line> {
     let sxy: f64 = points.iter().map(|p| p.2 * (p.0 - mean_x) * (p.1 - mean_y)).sum();
     let a = sxy / sxx;
     let c = mean_y - a * mean_x;
+    Some(Line { slope: a, intercept: c, r2: weighted_r2(points, a, c) })
+}
+
+/// The weighted R² of the line `a·x + c` over `(x, y, weight)` points of positive
+/// total weight.
+fn weighted_r2(points: &[(f64, f64, f64)], a: f64, c: f64) -> f64 {
+    let mean_y = points.iter().map(|p| p.2 * p.1).sum::<f64>() / points.iter().map(|p| p.2).sum::<f64>();
     let ss_res: f64 = points.iter().map(|p| p.2 * (p.1 - (a * p.0 + c)).powi(2)).sum();
     let ss_tot: f64 = points.iter().map(|p| p.2 * (p.1 - mean_y).powi(2)).sum();
-    let r2 = if ss_tot == 0.0 { 1.0 } else { 1.0 - ss_res / ss_tot };
-    Some(Line { slope: a, intercept: c, r2 })
+    if ss_tot == 0.0 { 1.0 } else { 1.0 - ss_res / ss_tot }
 }
 
 /// The fit to keep, or why none is kept: a fit whose R² is below
