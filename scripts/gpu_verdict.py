@@ -6,10 +6,9 @@ Reads each run's `summary.json`, the profile's table (`prof.log`) and sweep
 (`resnet50.profile.json`), the fp16 copy's report (`fp16.log`), PyTorch eager's
 figures (`torch.json`) and the transfer's (`h2d.json`); prints one table of the runs,
 the sweep beside the fit, and one table of the bars, each with its figure and whether
-it holds; a ratio within
-10 % of its bar, either side, is marked for a rerun, and the last line names the steps
-that rerun takes (`ONLY=... bash scripts/gpu_check.sh`). Standard library only: it runs
-with the GPU machine's Python.
+it holds; a ratio within 10 % of its bar, either side, is marked for a rerun, and the
+last line names the steps that rerun takes (`ONLY=... bash scripts/gpu_check.sh`).
+Standard library only: it runs with the GPU machine's Python.
 """
 import json
 import os
@@ -44,6 +43,8 @@ def plain_line(points):
     """The plain least-squares line through (x, y) points, which the largest batches
     pull: what the stored fit (least relative error) is weighed against. (a, c) or None."""
     n = len(points)
+    if n < 2:
+        return None
     mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
     sxx = sum((x - mx) ** 2 for x, _ in points)
     if sxx <= 0:
