@@ -264,12 +264,20 @@ impl Policy for SloPredictive {
                 }
             })
             .collect();
+        let mut unpriced = Vec::new();
         let (indices, contenders): (Vec<usize>, Vec<Contender>) = snapshot
             .tasks
             .iter()
             .zip(readings)
             .enumerate()
-            .filter_map(|(i, (task, reading))| Some((i, self.contender(task, reading, now_ms)?)))
+            .filter_map(|(i, (task, reading))| {
+                let own_latencies = reading.own_latencies;
+                let contender = self.contender(task, reading, now_ms);
+                if contender.is_none() {
+                    unpriced.push((i, own_latencies));
+                }
+                Some((i, contender?))
+            })
             .unzip();
         let chosen = allocate(self, &contenders);
         let mut tasks = Vec::new();
@@ -288,6 +296,13 @@ impl Policy for SloPredictive {
             }
             let variant = Some(contender.candidates[v].name.to_string());
             tasks.push(TaskDecision { variant, ..TaskDecision::keep(name) });
+        }
+        for (i, own_latencies) in unpriced {
+            let task = &snapshot.tasks[i];
+            if let Some(variant) = self.unpriced_step_down(task, own_latencies) {
+                self.state.last_switch_ms.insert(task.name.clone(), now_ms);
+                tasks.push(TaskDecision { variant: Some(variant), ..TaskDecision::keep(&task.name) });
+            }
         }
         Decision { tasks }
     }
@@ -510,7 +525,10 @@ impl SloPredictive {
 
     /// `variant`'s line: its profile's, refitted through the batches it ran lately.
     fn refitted(&self, task: &TaskSnapshot, variant: &VariantSnapshot) -> Option<LatencyFit> {
-        let profile = variant.profile.as_ref()?.fit?;
+        let Some(profile) = variant.profile.as_ref().and_then(|p| p.fit) else {
+            // A variant whose fit was refused (or never profiled) is priced by what it ran.
+            return variant.runs.as_ref().and_then(refit::observed_line);
+        };
         if !self.parameters.follow_runs {
             return Some(profile);
         }
@@ -525,7 +543,7 @@ impl SloPredictive {
         let line = self.refitted(task, variant)?;
         let fit = LatencyFit { a_ms: line.a_ms + self.state.decoding.per_row_ms(), ..line };
         let batch = self.ceiling(task);
-        let capacities = &variant.profile.as_ref()?.photos;
+        let Some(capacities) = variant.profile.as_ref().map(|p| &p.photos) else { return Some(fit) };
         let tensor_ms = line.a_ms + line.c_ms.max(0.0) / f64::from(batch);
         match task.photos.and_then(|traffic| photos::request_ms(capacities, traffic, tensor_ms)) {
             Some(request_ms) => Some(photos::at_least(fit, request_ms, batch)),
@@ -597,6 +615,29 @@ impl SloPredictive {
             may_step_up: !recently,
             may_try,
         })
+    }
+
+    /// For a task whose variant serving has no price (no profiled line, and no batch
+    /// run to price it by): where it is seen failing, or its queue holds more than a
+    /// batch, the most accurate variant below it that may serve. With nothing to
+    /// predict by, what is observed decides; once the variant stepped to has run, its
+    /// batches price it and the predictions take over.
+    fn unpriced_step_down(&self, task: &TaskSnapshot, own_latencies: bool) -> Option<String> {
+        task.slo_latency_ms?;
+        let active = task.variants.iter().find(|v| v.name == task.active.variant)?;
+        let queued_beyond_a_batch = task.queue_length > u64::from(self.ceiling(task));
+        let behind = self.seen_failing(task, own_latencies).is_some() || (own_latencies && queued_beyond_a_batch);
+        if !behind {
+            return None;
+        }
+        let may_serve =
+            |v: &&VariantSnapshot| v.refused.is_none() && v.state != modelless_policy_abi::VariantState::Failed;
+        task.variants
+            .iter()
+            .filter(may_serve)
+            .filter(|v| v.accuracy < active.accuracy)
+            .max_by(|x, y| x.accuracy.total_cmp(&y.accuracy))
+            .map(|v| v.name.clone())
     }
 
     /// Each recent second's demand of `task` relative to its level (see [`queue::spread`]).
@@ -833,6 +874,52 @@ mod tests {
         let rise = (250.0 - 2.0 * 650f64.sqrt()) / 25.0 * 3.0;
         assert!((ahead(true) - (110.0 + rise + (110.0 + rise).sqrt())).abs() < 1e-9, "{}", ahead(true));
         assert!((ahead(false) - (110.0 + 110f64.sqrt())).abs() < 1e-9, "a lone task's batches absorb it");
+    }
+
+    /// `task` with every profile's fit refused, the variants having run `runs`.
+    fn unprofiled(mut task: TaskSnapshot, runs: [Option<RunTotals>; 3]) -> TaskSnapshot {
+        for (variant, runs) in task.variants.iter_mut().zip(runs) {
+            variant.profile = None;
+            variant.runs = runs;
+        }
+        task
+    }
+
+    #[test]
+    fn variants_whose_fits_were_refused_are_priced_by_what_they_ran() {
+        // large ran 1000 rows at 4.5 ms each, medium 1000 at 2.25: the lines in
+        // proportion. At 300/s large cannot keep up, medium can.
+        let ran = |per_row_ms: f64| Some(RunTotals { batches: 125, rows: 1000, run_ms: 1000.0 * per_row_ms });
+        let runs = [ran(1.125), ran(2.25), ran(4.5)];
+        let decision = decide(&mut SloPredictive::default(), 0, unprofiled(task("large", 300.0, 300.0, 300.0), runs));
+        assert_eq!(decision.and_then(|d| d.variant).as_deref(), Some("medium"));
+        let decision = decide(&mut SloPredictive::default(), 0, unprofiled(task("large", 20.0, 20.0, 20.0), runs));
+        assert_eq!(decision, None, "20/s: large keeps up");
+    }
+
+    #[test]
+    fn a_variant_with_no_price_at_all_steps_down_on_what_is_seen_and_only_then() {
+        let mut late = unprofiled(task("large", 40.0, 40.0, 40.0), [None, None, None]);
+        assert_eq!(decide(&mut SloPredictive::default(), 0, late.clone()), None, "nothing seen, nothing to predict by");
+        late.latency_ms = Some(modelless_policy_abi::LatencySummary { p50: 90.0, p95: 180.0, p99: 250.0 });
+        (late.completed, late.slo_violations) = (40, 6);
+        let mut policy = SloPredictive::default();
+        let stepped = decide(&mut policy, 0, late.clone()).and_then(|d| d.variant);
+        assert_eq!(stepped.as_deref(), Some("medium"), "the next variant down");
+        late.active.variant = "medium".into();
+        assert_eq!(decide(&mut policy, 1, late.clone()), None, "the window after the switch is large's");
+        let stepped = decide(&mut policy, 2, late.clone()).and_then(|d| d.variant);
+        assert_eq!(stepped.as_deref(), Some("small"), "medium seen failing too");
+        // A queue of more than a batch is behind as well; a task without a target
+        // keeps its variant.
+        let mut queued = unprofiled(task("large", 40.0, 40.0, 40.0), [None, None, None]);
+        queued.queue_length = 20;
+        assert_eq!(
+            decide(&mut SloPredictive::default(), 0, queued.clone()).and_then(|d| d.variant).as_deref(),
+            Some("medium")
+        );
+        queued.slo_latency_ms = None;
+        assert_eq!(decide(&mut SloPredictive::default(), 0, queued), None);
     }
 
     #[test]

@@ -140,6 +140,17 @@ impl Refits {
     }
 }
 
+/// The line of a variant that has no profiled one, from what its sessions ran: its
+/// mean time a row, in proportion (totals cannot tell a cost per batch from one per
+/// row, and a cost in proportion is the cautious reading). `None` before it ran.
+pub fn observed_line(runs: &RunTotals) -> Option<LatencyFit> {
+    (runs.batches > 0 && runs.rows > 0 && runs.run_ms > 0.0).then(|| LatencyFit {
+        a_ms: runs.run_ms / runs.rows as f64,
+        c_ms: 0.0,
+        r2: 0.0,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use modelless_policy_abi::{TaskSnapshot, VariantCost, VariantSnapshot};
@@ -161,6 +172,14 @@ mod tests {
 
     fn close(fit: LatencyFit, rows: u32, expected_ms: f64) -> bool {
         (fit.predict_ms(rows) - expected_ms).abs() < 0.01 * expected_ms
+    }
+
+    #[test]
+    fn a_variant_without_a_profile_is_priced_by_its_mean_row_once_it_ran() {
+        assert_eq!(observed_line(&totals(0, 0, 0.0)), None);
+        let line = observed_line(&totals(200, 400, 2_000.0)).unwrap();
+        assert_eq!((line.a_ms, line.c_ms), (5.0, 0.0));
+        assert_eq!(line.predict_ms(1), 5.0);
     }
 
     #[test]

@@ -252,4 +252,24 @@ mod tests {
         assert_eq!(fit.c_ms, 0.0);
         assert!((fit.predict_ms(1) - profile.points[0].warm_p50_ms).abs() < 1e-9, "{fit:?}");
     }
+
+    #[test]
+    fn a_model_whose_batch_dimension_is_fixed_is_priced_by_its_batch_of_one_whatever_its_config_batches() {
+        // Swept at 1, 2, 4 and 8 it would run one row under each name: a flat line,
+        // refused as noise, and a variant with no price that a policy never picks.
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::new(dir.path().join("profiles"));
+        let log = BatchLog::default();
+        let fake = FakeConfig { dynamic_batch: false, per_batch: Duration::from_millis(3), ..FakeConfig::default() };
+        let key = ProfileKey { model_sha256: "ef".into(), device: "cpu".into(), settings: "{}".into() };
+        let eight = ProfileOptions { throughput_for: Duration::ZERO, first_run_sessions: 0, ..options() };
+        let profile =
+            profile_model("fixed", FakeBackend::factory(fake, log.clone()), key, &store, &eight, &log, &mut |_| {})
+                .unwrap();
+        assert_eq!(profile.points.iter().map(|p| p.batch_size).collect::<Vec<_>>(), [1]);
+        assert_eq!(profile.fit_refused, None);
+        let fit = profile.fit.expect("a line through the origin and the batch of one");
+        assert!(fit.is_trusted() && fit.c_ms == 0.0, "{fit:?}");
+        assert!((fit.predict_ms(1) - profile.points[0].warm_p50_ms).abs() < 1e-9, "{fit:?}");
+    }
 }

@@ -97,10 +97,11 @@ pub fn sweep(
     on_event: &mut dyn FnMut(SweepEvent),
 ) -> Result<Sweep, BackendError> {
     let metadata = backend.metadata().clone();
+    let batch_sizes = runnable_sizes(&config.batch_sizes, &metadata);
     let baseline = probe.bytes_in_use();
     let passes = config.passes.clamp(1, config.warm_runs.max(1));
     let settle = config.settle_runs.unwrap_or(usize::from(backend.device().cuda_index().is_some()));
-    let total = config.batch_sizes.len() * (config.warm_runs + 1 + settle * passes);
+    let total = batch_sizes.len() * (config.warm_runs + 1 + settle * passes);
     let mut done = 0;
     let mut run = |backend: &mut dyn Backend, batch_size: usize, on_event: &mut dyn FnMut(SweepEvent)| {
         let ms = time_batch(backend, &metadata, batch_size)?;
@@ -114,7 +115,7 @@ pub fn sweep(
     let mut warm: Vec<Vec<f64>> = Vec::new();
     for pass in 0..passes {
         let runs = config.warm_runs * (pass + 1) / passes - config.warm_runs * pass / passes;
-        for (i, &batch_size) in config.batch_sizes.iter().enumerate() {
+        for (i, &batch_size) in batch_sizes.iter().enumerate() {
             if pass == 0 {
                 if let (Some(budget), Some(predicted)) =
                     (config.memory_budget_bytes, predict_memory(&points, batch_size))
@@ -154,6 +155,16 @@ pub fn sweep(
     }
     let max_safe_batch = config.memory_budget_bytes.and_then(|budget| largest_batch_within(&points, budget));
     Ok(Sweep { points, max_safe_batch })
+}
+
+/// The sizes of `asked` that `metadata`'s model can run: a model whose batch
+/// dimension is fixed runs batches of one only, and timing it at larger sizes would
+/// time one row under each size's name (a flat line, refused as noise).
+fn runnable_sizes(asked: &[usize], metadata: &ModelMetadata) -> Vec<usize> {
+    if metadata.dynamic_batch() {
+        return asked.to_vec();
+    }
+    if asked.is_empty() { Vec::new() } else { vec![1] }
 }
 
 /// Runs one zero-filled batch; its time in ms.
@@ -241,6 +252,18 @@ mod tests {
         assert_eq!(log.sizes(), vec![1, 1, 1, 2, 2, 2, 1, 1, 2, 2]);
         assert!(result.points.iter().all(|p| p.warm_runs == 2), "settling runs are not timed");
         assert_eq!(last, Some((10, 10)), "progress counts them");
+    }
+
+    #[test]
+    fn a_model_whose_batch_dimension_is_fixed_is_swept_at_the_one_size_it_runs() {
+        let log = BatchLog::default();
+        let fake = FakeConfig { dynamic_batch: false, ..FakeConfig::default() };
+        let mut backend = FakeBackend::factory(fake, log.clone())().unwrap();
+        let config = SweepConfig { passes: 1, ..SweepConfig::new(8).with_warm_runs(2) };
+        let result = sweep(backend.as_mut(), &config, &log, &mut |_| {}).unwrap();
+        let sizes: Vec<u32> = result.points.iter().map(|p| p.batch_size).collect();
+        assert_eq!(sizes, [1], "sizes 2, 4 and 8 would each have run one row");
+        assert_eq!(log.sizes(), [1, 1, 1]);
     }
 
     #[test]
