@@ -29,7 +29,10 @@ pub struct TaskDecision {
     /// Longest a request waits for a batch to fill, in µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_queue_delay_us: Option<u64>,
-    /// Sessions serving the variant.
+    /// Instances of the variant named (or, without one, of the variant serving): each
+    /// a session with its own threads, holding its share of the budget. Added ones
+    /// load and warm before they take batches; removed ones finish their batch first.
+    /// For a variant not loaded, the instances it loads with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instances: Option<u32>,
     /// Variants to load and warm without serving yet, so that a later switch to one

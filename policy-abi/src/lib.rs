@@ -15,8 +15,9 @@ mod snapshot;
 pub use decision::{Decision, PolicyOutput, TaskDecision};
 pub use profile::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 pub use snapshot::{
-    Demand, GpuSnapshot, LatencySummary, PhotoCapacity, PhotoTraffic, PreprocessingSnapshot, Refusals, RunTotals,
-    ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantCost, VariantSnapshot, VariantState,
+    Budget, Demand, GpuBudget, GpuSnapshot, InstanceShare, LatencySummary, PhotoCapacity, PhotoTraffic,
+    PreprocessingSnapshot, Refusals, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantCost,
+    VariantSnapshot, VariantState,
 };
 
 /// Version of the policy ABI this crate describes.

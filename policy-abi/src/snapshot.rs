@@ -166,6 +166,82 @@ pub struct VariantSnapshot {
     /// the task's signature): a switch to it is refused with this reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// Its instances that serve now (0 while it is not loaded).
+    #[serde(default)]
+    pub instances: u32,
+    /// Its instances being loaded and warmed, which take batches once warm.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub instances_starting: u32,
+    /// The instances it runs, or loads with: as configured, or as a policy last set.
+    #[serde(default)]
+    pub instances_set: u32,
+    /// What one of its instances holds of the machine's budget: measured when it
+    /// loaded, else what its settings say it will.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<InstanceShare>,
+    /// Milliseconds since it last served the task (0 while it serves); absent for one
+    /// that never served. The runtime unloads idle variants for room least recently
+    /// served first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_ms: Option<u64>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// What one instance of a variant holds of the machine's [`Budget`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct InstanceShare {
+    /// Cores: the threads of its own intra-op pool; 0 for a session on the shared
+    /// pool, whose threads [`Budget::shared_pool_cores`] counts once.
+    pub cores: f64,
+    /// Host memory, in bytes.
+    pub memory_bytes: u64,
+    /// Memory of its GPU, in bytes (0 on the CPU).
+    #[serde(default)]
+    pub gpu_memory_bytes: u64,
+}
+
+/// What the runtime may allocate to its tasks' instances, and what of it is free. The
+/// cores are held by each task's serving variant (a variant loaded without serving
+/// holds memory only); memory by every variant loaded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Budget {
+    /// Cores instances may hold: as configured, or what the process may run on
+    /// (its CPU affinity and cgroup quota).
+    pub cores: f64,
+    /// Of them, those no serving instance holds.
+    pub cores_free: f64,
+    /// Threads of the intra-op pool sessions share, counted once among the cores held
+    /// while any serving instance runs on it.
+    #[serde(default)]
+    pub shared_pool_cores: f64,
+    /// Host memory instances may hold, in bytes.
+    pub memory_bytes: u64,
+    /// Of it, what no loaded instance holds.
+    pub memory_free_bytes: u64,
+    /// Each GPU's memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuBudget>,
+    /// Whether a load that does not fit may unload variants that do not serve, least
+    /// recently served first.
+    #[serde(default)]
+    pub unload_idle: bool,
+}
+
+/// One GPU's memory in the budget.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GpuBudget {
+    /// Its index, as in `cuda:N`.
+    pub index: u32,
+    /// Memory instances may hold on it, in bytes.
+    pub memory_bytes: u64,
+    /// Of it, what no loaded instance holds.
+    pub memory_free_bytes: u64,
 }
 
 /// The batches a variant's sessions ran since the process started. The counts only
@@ -237,6 +313,10 @@ pub struct SystemSnapshot {
     /// queues, the CPU goes to decoding rather than to the models.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preprocessing: Option<PreprocessingSnapshot>,
+    /// What instances may hold, and what of it is free; absent where the host does
+    /// not keep one (a decision is then not held to it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// The preprocessing pool.

@@ -28,6 +28,8 @@
 //! [`OrtEnvironmentConfig`] for the sessions' settings.
 
 #[cfg(feature = "server")]
+mod declared;
+#[cfg(feature = "server")]
 mod overrides;
 mod pipeline_config;
 mod policy_config;
@@ -44,6 +46,7 @@ static ALLOCATOR: modelless_runtime::fuzzing::PeakAllocator = modelless_runtime:
 
 pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
 pub use modelless_runtime::backend::{ConvAlgoSearch, CudaOptions};
+pub use modelless_runtime::policy::ResourcesConfig;
 pub use modelless_runtime::policy_abi;
 pub use modelless_runtime::profile::{
     BatchPoint, FirstRunSample, ImageCapacity, ImageProfile, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput,
@@ -125,6 +128,9 @@ pub mod engine {
     };
     pub use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
     pub use modelless_runtime::policy::core;
+    pub use modelless_runtime::policy::{
+        CAPACITY_HEADROOM, CAPACITY_UTILISATION, ResourceTotals, budget, capacity_within_slo, demand_ratio,
+    };
 }
 
 /// The host's readings the runtime reports: CPU time, resident memory, page faults.

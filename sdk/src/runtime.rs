@@ -2,10 +2,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-#[cfg(any(feature = "policies", feature = "server"))]
+#[cfg(feature = "server")]
 use std::sync::Mutex;
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
+use modelless_runtime::policy::ResourcesConfig;
 use modelless_runtime::preprocess::{PreprocessConfig, PreprocessPool};
 use modelless_runtime::profile::{ImageCapacity, ImageProfile, Profile};
 use modelless_runtime::registry::{
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::pipeline_config::PipelineConfig;
 use crate::policy_config::PolicyConfig;
 #[cfg(feature = "policies")]
-use crate::steering::RunningPolicy;
+use crate::steering::Steering;
 
 /// Everything a runtime is built from; the format of its TOML config file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -44,6 +45,10 @@ pub struct RuntimeConfig {
     /// The scheduling policy steering the tasks, if any.
     #[serde(default)]
     pub policy: Option<PolicyConfig>,
+    /// What the tasks' instances may hold of the machine: the budget a policy's
+    /// decisions are held to.
+    #[serde(default)]
+    pub resources: ResourcesConfig,
     /// The KServe V2 endpoints, for `modelless serve`.
     #[cfg(feature = "server")]
     #[serde(default)]
@@ -69,6 +74,7 @@ impl RuntimeConfig {
         self.tasks.iter().try_for_each(TaskConfig::validate)?;
         self.pipelines.iter().try_for_each(PipelineConfig::validate)?;
         self.preprocessing.validate()?;
+        self.resources.validate()?;
         self.policy.as_ref().map_or(Ok(()), PolicyConfig::validate)?;
         #[cfg(feature = "server")]
         if let Some(server) = &self.server {
@@ -182,14 +188,16 @@ impl RuntimeBuilder {
     /// first model that fails to load fails the build.
     pub fn build(self) -> Result<Runtime, Error> {
         self.config.validate()?;
+        let registry = Arc::new(Registry::new());
+        let resources = self.config.resources.totals(self.config.onnxruntime.intra_op_threads);
         let runtime = Runtime {
             onnxruntime: self.config.onnxruntime,
             preprocessing: PreprocessPool::start(&self.config.preprocessing)?,
-            registry: Arc::new(Registry::new()),
             #[cfg(feature = "policies")]
-            policy: Mutex::new(None),
+            steering: Steering::new(registry.clone(), resources),
+            registry,
             #[cfg(feature = "server")]
-            declared: Mutex::new(crate::serving::Declared {
+            declared: Mutex::new(crate::declared::Declared {
                 models: self.config.models.clone(),
                 tasks: self.config.tasks.clone(),
             }),
@@ -246,10 +254,10 @@ pub struct Runtime {
     preprocessing: Arc<PreprocessPool>,
     pub(crate) registry: Arc<Registry>,
     #[cfg(feature = "policies")]
-    pub(crate) policy: Mutex<Option<RunningPolicy>>,
+    steering: Steering,
     /// What the config declared, for the model repository.
     #[cfg(feature = "server")]
-    pub(crate) declared: Mutex<crate::serving::Declared>,
+    pub(crate) declared: Mutex<crate::declared::Declared>,
 }
 
 // Its parts (sessions, threads, closures, channels) print nothing useful.
@@ -549,6 +557,57 @@ const _: fn() = || {
     shareable::<Runtime>();
     shareable::<Arc<Runtime>>();
 };
+
+/// Steering: the policy that decides every tick which variant serves each task, with
+/// what knobs and instances (feature `policies`).
+#[cfg(feature = "policies")]
+impl Runtime {
+    /// Starts steering every task with the policy `config` names (replacing any before
+    /// it). The configured knobs each task has now are what the native fallback keeps
+    /// should the module fail repeatedly. Its decisions are held to the budget of the
+    /// config's `[resources]`.
+    pub fn start_policy(&self, config: PolicyConfig) -> Result<(), Error> {
+        self.steering.start(config)
+    }
+
+    /// Replaces the running policy with the module at `path` (compiled, dry-run on the
+    /// last snapshot, handed the old one's state), keeping its parameters; the old one
+    /// stays if that fails. Returns how long it took.
+    pub fn reload_policy(&self, path: impl AsRef<Path>) -> Result<std::time::Duration, Error> {
+        self.steering.reload(path.as_ref(), None)
+    }
+
+    /// Like [`Runtime::reload_policy`], with new parameters for the new module.
+    pub fn reload_policy_with(
+        &self,
+        path: impl AsRef<Path>,
+        parameters: serde_json::Value,
+    ) -> Result<std::time::Duration, Error> {
+        self.steering.reload(path.as_ref(), Some(parameters))
+    }
+
+    /// Runs the module at `path` in shadow beside the running policy: it decides every
+    /// tick, and its decisions show in the status (and the recording) but are never
+    /// applied. `None` stops the shadow.
+    pub fn shadow_policy(&self, path: Option<&Path>) -> Result<(), Error> {
+        self.steering.shadow(path, None)
+    }
+
+    /// Like [`Runtime::shadow_policy`], with parameters for the shadow module.
+    pub fn shadow_policy_with(&self, path: &Path, parameters: serde_json::Value) -> Result<(), Error> {
+        self.steering.shadow(Some(path), Some(parameters))
+    }
+
+    /// What the running policy has done, if one runs.
+    pub fn policy_status(&self) -> Option<modelless_runtime::policy::ControlStatus> {
+        self.steering.status()
+    }
+
+    /// Stops the running policy; tasks keep the knobs and instances they have.
+    pub fn stop_policy(&self) {
+        self.steering.stop();
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -11,16 +11,9 @@ use modelless_runtime::kserve::{
 };
 use modelless_runtime::{ModelConfig, TaskConfig};
 
+use crate::declared::Declared;
 use crate::overrides::overridden;
 use crate::runtime::Runtime;
-
-/// Models and tasks the config declares: what repository calls may load besides the
-/// files under the repository root.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Declared {
-    pub models: Vec<ModelConfig>,
-    pub tasks: Vec<TaskConfig>,
-}
 
 impl Runtime {
     /// Serves this runtime over KServe V2 (gRPC and HTTP/REST, with `/metrics`) from

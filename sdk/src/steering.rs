@@ -1,19 +1,29 @@
 //! The runtime's scheduling policy: a Wasm module that decides, every tick, which
-//! variant serves each task and with what batching knobs; started from the config or
-//! by call, reloaded by call or when its file changes.
+//! variant serves each task, with what batching knobs and instances; started from
+//! the config or by call, reloaded by call or when its file changes. It steers the
+//! tasks of a registry within the machine's budget, and knows nothing else of the
+//! runtime that holds it.
 
 use std::path::Path;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use modelless_runtime::Error;
-use modelless_runtime::policy::{ControlConfig, ControlLoop, ControlStatus, KeepConfigured, ListTasks, PolicyEngine};
+use modelless_runtime::policy::{
+    ControlConfig, ControlLoop, ControlStatus, KeepConfigured, ListTasks, PolicyEngine, ResourceTotals,
+};
+use modelless_runtime::{Error, Registry};
 
 use crate::policy_config::PolicyConfig;
-use crate::runtime::Runtime;
 
-/// The policy a runtime runs.
-pub(crate) struct RunningPolicy {
+/// The policy steering a registry's tasks, when one runs.
+pub(crate) struct Steering {
+    registry: Arc<Registry>,
+    resources: ResourceTotals,
+    running: Mutex<Option<RunningPolicy>>,
+}
+
+/// A policy that runs.
+struct RunningPolicy {
     engine: Arc<PolicyEngine>,
     control: ControlLoop,
 }
@@ -21,11 +31,15 @@ pub(crate) struct RunningPolicy {
 /// How often a watched module file is checked.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
-impl Runtime {
-    /// Starts steering every task with the policy `config` names (replacing any before
-    /// it). The configured knobs each task has now are what the native fallback keeps
-    /// should the module fail repeatedly.
-    pub fn start_policy(&self, config: PolicyConfig) -> Result<(), Error> {
+impl Steering {
+    /// No policy yet, for the tasks of `registry` on a budget of `resources`.
+    pub(crate) fn new(registry: Arc<Registry>, resources: ResourceTotals) -> Self {
+        Steering { registry, resources, running: Mutex::new(None) }
+    }
+
+    /// Starts the policy `config` names, replacing any before it; each task's knobs
+    /// now are what the native fallback keeps.
+    pub(crate) fn start(&self, config: PolicyConfig) -> Result<(), Error> {
         config.validate()?;
         let engine = PolicyEngine::new(config.host_config()).map_err(|e| Error::policy("start", e))?;
         let module = engine.compile_file(&config.module).map_err(|e| Error::policy("compile", e))?;
@@ -35,52 +49,31 @@ impl Runtime {
         };
         let fallback = KeepConfigured::new(self.registry.tasks().iter().map(|t| (t.name().to_string(), t.serving().0)));
         let tick = Duration::from_millis(config.tick_ms.max(1));
-        let mut control_config = ControlConfig::default().with_tick(tick);
+        let mut control_config = ControlConfig::default().with_tick(tick).with_resources(self.resources.clone());
         control_config.record = config.record.clone();
         control_config.early_tick = config.early_tick();
         let control = ControlLoop::start(tasks, module, config.parameters, fallback, control_config)?;
         if config.watch {
             control.watch(config.module.clone(), engine.clone(), WATCH_EVERY)?;
         }
-        *self.policy.lock().unwrap_or_else(PoisonError::into_inner) = Some(RunningPolicy { engine, control });
+        *self.lock() = Some(RunningPolicy { engine, control });
         Ok(())
     }
 
-    /// Replaces the running policy with the module at `path` (compiled, dry-run on the
-    /// last snapshot, handed the old one's state), keeping its parameters; the old one
-    /// stays if that fails. Returns how long it took.
-    pub fn reload_policy(&self, path: impl AsRef<Path>) -> Result<Duration, Error> {
-        self.reload(path.as_ref(), None)
-    }
-
-    /// Like [`Runtime::reload_policy`], with new parameters for the new module.
-    pub fn reload_policy_with(&self, path: impl AsRef<Path>, parameters: serde_json::Value) -> Result<Duration, Error> {
-        self.reload(path.as_ref(), Some(parameters))
-    }
-
-    fn reload(&self, path: &Path, parameters: Option<serde_json::Value>) -> Result<Duration, Error> {
+    /// Replaces the running policy with the module at `path`, with `parameters` or,
+    /// `None`, the old ones. Returns how long it took.
+    pub(crate) fn reload(&self, path: &Path, parameters: Option<serde_json::Value>) -> Result<Duration, Error> {
         let started = Instant::now();
-        let guard = self.policy.lock().unwrap_or_else(PoisonError::into_inner);
+        let guard = self.lock();
         let running = guard.as_ref().ok_or_else(no_policy)?;
         let module = running.engine.compile_file(path).map_err(|e| Error::policy("compile", e))?;
         running.control.reload(module, parameters)?;
         Ok(started.elapsed())
     }
 
-    /// Runs the module at `path` in shadow beside the running policy: it decides every
-    /// tick, and its decisions show in the status (and the recording) but are never
-    /// applied. `None` stops the shadow.
-    pub fn shadow_policy(&self, path: Option<&Path>) -> Result<(), Error> {
-        self.shadow(path, None)
-    }
-
-    /// Like [`Runtime::shadow_policy`], with parameters for the shadow module.
-    pub fn shadow_policy_with(&self, path: &Path, parameters: serde_json::Value) -> Result<(), Error> {
-        self.shadow(Some(path), Some(parameters))
-    }
-
-    fn shadow(&self, path: Option<&Path>, parameters: Option<serde_json::Value>) -> Result<(), Error> {
-        let guard = self.policy.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Runs the module at `path` in shadow (`None` stops the shadow).
+    pub(crate) fn shadow(&self, path: Option<&Path>, parameters: Option<serde_json::Value>) -> Result<(), Error> {
+        let guard = self.lock();
         let running = guard.as_ref().ok_or_else(no_policy)?;
         let module =
             path.map(|p| running.engine.compile_file(p)).transpose().map_err(|e| Error::policy("compile", e))?;
@@ -88,13 +81,17 @@ impl Runtime {
     }
 
     /// What the running policy has done, if one runs.
-    pub fn policy_status(&self) -> Option<ControlStatus> {
-        self.policy.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|p| p.control.status())
+    pub(crate) fn status(&self) -> Option<ControlStatus> {
+        self.lock().as_ref().map(|p| p.control.status())
     }
 
-    /// Stops the running policy; tasks keep the knobs they have.
-    pub fn stop_policy(&self) {
-        self.policy.lock().unwrap_or_else(PoisonError::into_inner).take();
+    /// Stops the running policy.
+    pub(crate) fn stop(&self) {
+        self.lock().take();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<RunningPolicy>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

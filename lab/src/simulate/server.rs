@@ -300,7 +300,7 @@ impl Server {
                 state.loaded[variant] = false;
                 false
             }
-            Action::Refuse { .. } => false,
+            Action::Scale { .. } | Action::Refuse { .. } => false,
         }
     }
 

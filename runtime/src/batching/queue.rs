@@ -55,8 +55,11 @@ struct Inner {
     state: State<Pending>,
     /// Instances waiting for a batch, most recently idle last.
     idle: Vec<usize>,
-    /// Job channel of each instance; cleared when the queue has drained after `close`.
-    instances: Vec<Sender<Vec<Pending>>>,
+    /// Job channel of each instance, `None` once it was retired; cleared when the
+    /// queue has drained after `close`.
+    instances: Vec<Option<Sender<Vec<Pending>>>>,
+    /// Per instance, whether it is to leave once the batch it runs is done.
+    retiring: Vec<bool>,
     /// Per instance, the batch it runs: when it took it, and its rows.
     running: Vec<Option<(Instant, usize)>>,
     /// How fast requests are offered, refused ones included.
@@ -83,9 +86,10 @@ impl Queue {
             idle: (0..instances.len()).rev().collect(),
             alive: instances.len(),
             running: vec![None; instances.len()],
+            retiring: vec![false; instances.len()],
             arrivals: ArrivalRate::default(),
             margin: AdmissionMargin::default(),
-            instances,
+            instances: instances.into_iter().map(Some).collect(),
             closed: false,
             timer_at: None,
         };
@@ -196,8 +200,11 @@ impl Queue {
         now: Instant,
     ) -> Result<Option<Prediction>, Error> {
         let Some(cost) = inner.state.cost() else { return Ok(None) };
-        let free_at: Vec<Instant> =
-            inner.running.iter().map(|r| r.map_or(now, |(took, rows)| took + cost.of(rows))).collect();
+        // An instance retiring runs no batch after its own: it frees nothing for others.
+        let free_at: Vec<Instant> = (0..inner.running.len())
+            .filter(|&i| inner.instances[i].is_some() && !inner.retiring[i])
+            .map(|i| inner.running[i].map_or(now, |(took, rows)| took + cost.of(rows)))
+            .collect();
         let config = inner.state.config();
         let backlog = Backlog {
             free_at: &free_at,
@@ -299,6 +306,14 @@ impl Queue {
             let taken = now - took;
             inner.state.observe(ran, taken.saturating_sub(waited), waited.min(taken));
         }
+        if inner.retiring.get(instance).copied().unwrap_or(false) {
+            // Its channel closes: the instance ends once this returns.
+            inner.retiring[instance] = false;
+            inner.instances[instance] = None;
+            inner.alive -= 1;
+            self.timer.notify_one();
+            return None;
+        }
         let (dead, next) = inner.state.next_batch(now);
         self.answer_dead(&mut inner, dead);
         match next {
@@ -325,6 +340,50 @@ impl Queue {
                 None
             }
         }
+    }
+
+    /// Takes batches on `jobs` from now on, idle until one comes: an instance loaded
+    /// and warmed while the others served. Returns its index.
+    pub fn add_instance(&self, jobs: Sender<Vec<Pending>>) -> usize {
+        let mut inner = self.lock();
+        let index = inner.instances.len();
+        inner.instances.push(Some(jobs));
+        inner.running.push(None);
+        inner.retiring.push(false);
+        inner.alive += 1;
+        inner.idle.push(index);
+        self.dispatch(&mut inner, Instant::now());
+        index
+    }
+
+    /// Retires up to `count` instances, never the last: idle ones leave at once, busy
+    /// ones once the batch they run is answered. No request waits for one that leaves.
+    /// Returns how many will leave.
+    pub fn retire_instances(&self, count: usize) -> usize {
+        let mut inner = self.lock();
+        let mut retired = 0;
+        while retired < count && inner.serving() > 1 {
+            if let Some(idle) = inner.idle.pop() {
+                inner.instances[idle] = None;
+                inner.alive -= 1;
+            } else {
+                let Some(busy) =
+                    (0..inner.instances.len()).find(|&i| inner.instances[i].is_some() && !inner.retiring[i])
+                else {
+                    break;
+                };
+                inner.retiring[busy] = true;
+            }
+            retired += 1;
+        }
+        // Closing after the last leaves is the timer's to see.
+        self.timer.notify_one();
+        retired
+    }
+
+    /// Instances that take batches: started and not retiring.
+    pub fn instances(&self) -> usize {
+        self.lock().serving()
     }
 
     /// Adds to `batch`, which waited for its turn to run, the requests that arrived
@@ -358,7 +417,11 @@ impl Queue {
                     inner.idle.pop();
                     inner.running[instance] = Some((now, batch.iter().map(|p| p.rows).sum()));
                     // An idle instance's channel is empty, so this never blocks.
-                    if let Err(lost) = inner.instances[instance].send(batch) {
+                    let sent = match &inner.instances[instance] {
+                        Some(sender) => sender.send(batch),
+                        None => Err(crossbeam_channel::SendError(batch)),
+                    };
+                    if let Err(lost) = sent {
                         inner.alive -= 1;
                         lost.0.into_iter().for_each(|p| drop(p.reply.send(Err(Error::ShuttingDown))));
                     }
@@ -398,6 +461,13 @@ impl Queue {
         if let Some(on_answer) = &self.on_answer {
             on_answer(answered);
         }
+    }
+}
+
+impl Inner {
+    /// Instances that take batches: started and not retiring.
+    fn serving(&self) -> usize {
+        self.alive - self.retiring.iter().filter(|&&r| r).count()
     }
 }
 

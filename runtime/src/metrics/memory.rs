@@ -14,6 +14,24 @@ fn parse(meminfo: &str) -> Option<(u64, u64)> {
     Some((kib("MemTotal:")? * 1024, kib("MemAvailable:")? * 1024))
 }
 
+/// The memory limit of this process's cgroup (v2 `memory.max`, else v1
+/// `memory.limit_in_bytes`), where one is set below what the machine has.
+pub fn cgroup_memory_limit() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let v2 = own.lines().find_map(|l| l.strip_prefix("0::")).map(|dir| format!("/sys/fs/cgroup{dir}/memory.max"));
+    let candidates = v2
+        .into_iter()
+        .chain(["/sys/fs/cgroup/memory.max".into(), "/sys/fs/cgroup/memory/memory.limit_in_bytes".into()]);
+    let limit = candidates.filter_map(|path| std::fs::read_to_string(path).ok()).find_map(|text| parse_limit(&text))?;
+    let total = machine_memory().map_or(u64::MAX, |(total, _)| total);
+    (limit < total).then_some(limit)
+}
+
+/// A cgroup memory limit file's value; `None` for `max` (no limit).
+fn parse_limit(text: &str) -> Option<u64> {
+    text.trim().parse().ok()
+}
+
 /// Page faults taken on the machine since it started (`pgfault` of /proc/vmstat);
 /// `None` where it cannot be read.
 ///

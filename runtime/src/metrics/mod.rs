@@ -23,7 +23,9 @@ pub use cpu::{CpuSample, CpuUtilisation};
 pub use exposition::{GaugeReading, PoolGauges, ServingMetrics, serving_metrics};
 pub use failures::ModelFailures;
 pub use gpu::{gpu_snapshots, gpus_absent_reason, process_gpu_memory};
-pub use memory::{machine_memory, machine_page_faults, pages_faulted_by_this_thread, process_rss_bytes};
+pub use memory::{
+    cgroup_memory_limit, machine_memory, machine_page_faults, pages_faulted_by_this_thread, process_rss_bytes,
+};
 pub use model_counters::{ModelCounters, ModelTotals};
 pub use photo_mix::PhotoMix;
 pub use traffic::{TaskTraffic, TrafficReading};

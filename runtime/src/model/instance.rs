@@ -1,6 +1,7 @@
 //! One instance of a model: its backend created and warmed up on the loader thread,
 //! which yields the CPU to threads that serve.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::options::{LoadPhase, PhaseCallback};
@@ -17,9 +18,37 @@ pub(super) struct LoadedInstance {
     pub(super) pad_sizes: Vec<usize>,
 }
 
+/// Creates `count` instances' backends and warms them up, each on a loader thread of
+/// the lowest priority, so that loading beside models that serve does not starve
+/// them (the warm-up's batches also use the shared intra-op pool; measured, a
+/// low-priority caller still slows serving far less than one of normal priority).
+/// Blocks until all have loaded; if one fails, the others are let go and its error
+/// is returned.
+pub(super) fn load_instances(
+    name: &str,
+    factory: &BackendFactory,
+    batching: &BatchingConfig,
+    warmup: &WarmupConfig,
+    count: usize,
+    on_phase: Option<PhaseCallback>,
+) -> Result<Vec<LoadedInstance>, Error> {
+    let (loaded_tx, loaded_rx) = std::sync::mpsc::channel();
+    for index in 0..count {
+        let (factory, loaded) = (factory.clone(), loaded_tx.clone());
+        let (name, batching, warmup, on_phase) = (name.to_string(), batching.clone(), warmup.clone(), on_phase.clone());
+        spawn(format!("modelless-{name}-load-{index}"), move || {
+            lower_priority();
+            let _ = loaded.send(load_instance(&name, &factory, batching, &warmup, index, on_phase));
+        })?;
+    }
+    drop(loaded_tx);
+    let load_error = |source: BackendError| Error::Load { model: name.to_string(), source: Arc::new(source) };
+    (0..count).map(|_| loaded_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)).collect()
+}
+
 /// Creates one instance's backend and warms it up; on the loader thread. The first
 /// instance to finish creating reports the warming phase.
-pub(super) fn load_instance(
+fn load_instance(
     name: &str,
     factory: &BackendFactory,
     batching: BatchingConfig,

@@ -1,6 +1,7 @@
 //! A loaded model: its instance threads, its batcher, and admission in front of them.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -25,10 +26,10 @@ mod instance;
 mod options;
 mod ticket;
 
+use crate::warmup::WarmupConfig;
 pub use config::MAX_INSTANCES;
 pub(crate) use config::check_instances;
-pub(crate) use instance::lower_priority;
-use instance::{LoadedInstance, effective_batching, load_instance, spawn};
+use instance::{LoadedInstance, effective_batching, load_instances, spawn};
 pub use options::{Admission, LoadPhase, StartOptions};
 pub use ticket::Ticket;
 
@@ -40,7 +41,6 @@ pub struct Model {
     version: u64,
     metadata: ModelMetadata,
     device: Device,
-    instances: usize,
     warmup: Option<Duration>,
     batching: ArcSwap<BatchingConfig>,
     /// Requests with more rows (or more than the batch in force, if larger) are
@@ -49,6 +49,33 @@ pub struct Model {
     queue: Arc<Queue>,
     counters: Arc<ModelCounters>,
     preprocess: Option<Arc<ImagePreprocess>>,
+    growth: Growth,
+    /// Instances being loaded to join the others.
+    starting: AtomicUsize,
+}
+
+/// What a model's instances are made from, to add more while it serves.
+struct Growth {
+    factory: BackendFactory,
+    warmup: WarmupConfig,
+    /// The batching as configured, before a fixed batch dimension lowered it: what an
+    /// instance is warmed for.
+    configured: BatchingConfig,
+    names: Arc<ModelNames>,
+    /// One change of instances at a time.
+    scaling: Mutex<()>,
+}
+
+impl Growth {
+    /// Starts `instance`'s worker thread on `queue`, taking batches from now on.
+    fn serve(&self, queue: &Arc<Queue>, instance: LoadedInstance) -> Result<(), Error> {
+        let (jobs_tx, jobs) = crossbeam_channel::bounded(1);
+        let index = queue.add_instance(jobs_tx);
+        let (names, queue) = (self.names.clone(), queue.clone());
+        spawn(format!("modelless-{}-{index}", self.names.model), move || {
+            worker_task(names, instance.backend, jobs, queue, index, instance.pad_sizes)
+        })
+    }
 }
 
 // Its parts (sessions, threads, closures, channels) print nothing useful.
@@ -85,37 +112,16 @@ impl Model {
         check_instances(name, instances)?;
         batching.validate()?;
         let load_error = |source: BackendError| Error::Load { model: name.to_string(), source: Arc::new(source) };
-        let phase = |p: LoadPhase| {
-            if let Some(on_phase) = &options.on_phase {
-                on_phase(p);
-            }
-        };
-        phase(LoadPhase::Loading);
-        // Sessions are created and warmed up on loader threads of the lowest priority:
-        // they take the cores only when the models that serve leave them idle. (The
-        // warm-up's batches also use the shared intra-op pool; measured, a low-priority
-        // caller still slows serving far less than one of normal priority.)
-        let (loaded_tx, loaded_rx) = std::sync::mpsc::channel();
-        for index in 0..instances {
-            let (factory, loaded) = (factory.clone(), loaded_tx.clone());
-            let (name, batching, warmup) = (name.to_string(), batching.clone(), options.warmup.clone());
-            let on_phase = options.on_phase.clone();
-            spawn(format!("modelless-{name}-load-{index}"), move || {
-                lower_priority();
-                let _ = loaded.send(load_instance(&name, &factory, batching, &warmup, index, on_phase));
-            })?;
+        if let Some(on_phase) = &options.on_phase {
+            on_phase(LoadPhase::Loading);
         }
-        drop(loaded_tx);
-        let mut loaded: Vec<LoadedInstance> = Vec::with_capacity(instances);
-        for _ in 0..instances {
-            let instance = loaded_rx.recv().map_err(|_| Error::ShuttingDown)?.map_err(load_error)?;
-            if loaded.first().is_some_and(|l| l.backend.metadata() != instance.backend.metadata()) {
-                return Err(load_error(BackendError::InputMismatch("instances disagree on the model's inputs".into())));
-            }
-            loaded.push(instance);
-        }
+        let loaded = load_instances(name, &factory, &batching, &options.warmup, instances, options.on_phase.clone())?;
         let metadata = loaded.first().map(|l| l.backend.metadata().clone()).ok_or(Error::ShuttingDown)?;
+        if loaded.iter().any(|l| *l.backend.metadata() != metadata) {
+            return Err(load_error(BackendError::InputMismatch("instances disagree on the model's inputs".into())));
+        }
         let device = loaded.first().map_or(Device::Cpu, |l| l.backend.device());
+        let configured = batching.clone();
         let batching = effective_batching(name, &metadata, batching);
         let max_request_rows = options.max_request_rows.unwrap_or(0).max(batching.max_batch_size);
         let warmup = loaded.iter().filter_map(|l| l.warmup).max();
@@ -131,32 +137,67 @@ impl Model {
             counters: counters.clone(),
             labels: options.labels.clone(),
         });
-        let (senders, receivers): (Vec<_>, Vec<_>) = (0..instances).map(|_| crossbeam_channel::bounded(1)).unzip();
         let queue =
-            Queue::new(names.model.clone(), batching.clone(), senders, options.on_answer.clone(), counters.clone());
+            Queue::new(names.model.clone(), batching.clone(), Vec::new(), options.on_answer.clone(), counters.clone());
         queue.set_cost(options.latency_fit.and_then(BatchCost::new));
-        for (index, (instance, jobs)) in loaded.into_iter().zip(receivers).enumerate() {
-            let (names, queue) = (names.clone(), queue.clone());
-            spawn(format!("modelless-{name}-{index}"), move || {
-                worker_task(names, instance.backend, jobs, queue, index, instance.pad_sizes)
-            })?;
+        let growth = Growth { factory, warmup: options.warmup.clone(), configured, names, scaling: Mutex::new(()) };
+        for instance in loaded {
+            growth.serve(&queue, instance)?;
         }
         let timer_queue = queue.clone();
         spawn(format!("modelless-{name}-timer"), move || timer_task(timer_queue))?;
         Ok(Model {
-            name: names.model.clone(),
+            name: growth.names.model.clone(),
             task: options.task.clone(),
             version: options.version,
             metadata,
             device,
-            instances,
             warmup,
             batching: ArcSwap::from_pointee(batching),
             max_request_rows,
             queue,
             counters,
             preprocess: options.preprocess.clone(),
+            growth,
+            starting: AtomicUsize::new(0),
         })
+    }
+
+    /// Brings the instances that take batches to `wanted`, while requests flow. Added
+    /// ones are created and warmed on loader threads of the lowest priority, and take
+    /// batches once warm; removed ones finish the batch they run, and no request waits
+    /// for one that leaves. Blocks until the added ones serve; one change at a time.
+    /// If an added instance fails to load, none is added and the error is returned.
+    pub fn set_instances(&self, wanted: usize) -> Result<(), Error> {
+        check_instances(&self.name, wanted)?;
+        let _one_at_a_time = self.growth.scaling.lock().unwrap_or_else(PoisonError::into_inner);
+        let serving = self.queue.instances();
+        if wanted <= serving {
+            self.queue.retire_instances(serving - wanted);
+            return Ok(());
+        }
+        let added = wanted - serving;
+        self.starting.store(added, Ordering::Relaxed);
+        let loaded =
+            load_instances(&self.name, &self.growth.factory, &self.growth.configured, &self.growth.warmup, added, None);
+        self.starting.store(0, Ordering::Relaxed);
+        let loaded = loaded?;
+        if let Some(other) = loaded.iter().find(|l| *l.backend.metadata() != self.metadata) {
+            let reason = format!(
+                "an added instance takes {:?}, the others {:?}",
+                other.backend.metadata().inputs,
+                self.metadata.inputs
+            );
+            return Err(Error::Load {
+                model: self.name.to_string(),
+                source: Arc::new(BackendError::InputMismatch(reason)),
+            });
+        }
+        for instance in loaded {
+            self.growth.serve(&self.queue, instance)?;
+        }
+        tracing::info!(model = %self.name, instances = wanted, "instances added");
+        Ok(())
     }
 
     /// Whether the model has stopped taking requests and finished what it had; for
@@ -190,9 +231,14 @@ impl Model {
         &self.metadata
     }
 
-    /// Number of instances.
+    /// Instances that take batches.
     pub fn instances(&self) -> usize {
-        self.instances
+        self.queue.instances()
+    }
+
+    /// Instances being loaded and warmed to join them.
+    pub fn instances_starting(&self) -> usize {
+        self.starting.load(Ordering::Relaxed)
     }
 
     /// The batching knobs in force.
@@ -439,3 +485,6 @@ impl DrainHandle {
         self.0.is_drained()
     }
 }
+
+#[cfg(test)]
+mod tests;

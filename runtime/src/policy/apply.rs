@@ -26,6 +26,15 @@ impl Applier {
     /// applied as it was asked.
     pub(super) fn apply(&self, tasks: &[Arc<Task>], plan: Plan) -> Vec<String> {
         let mut reports = plan.reports;
+        let switched: Vec<(String, String)> = plan
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Switch { task, variant } => Some((task.clone(), variant.clone())),
+                _ => None,
+            })
+            .collect();
+        let switches_to = |switched: &[(String, String)], variant: &str| switched.iter().any(|(_, v)| v == variant);
         for action in plan.actions {
             let Some(task) = tasks.iter().find(|t| t.name() == action.task()) else { continue };
             match action {
@@ -37,6 +46,14 @@ impl Applier {
                 Action::Switch { variant, .. } => reports.extend(self.in_background(task, Asked::Switch, variant)),
                 Action::Load { variant, .. } => reports.extend(self.in_background(task, Asked::Load, variant)),
                 Action::Unload { variant, .. } => reports.extend(self.in_background(task, Asked::Unload, variant)),
+                Action::Scale { variant, instances, .. } => match task.want_instances(&variant, instances as usize) {
+                    // A variant switched to in the same plan comes up with them.
+                    Ok(true) if !switches_to(&switched, &variant) => {
+                        reports.extend(self.in_background(task, Asked::Scale, variant))
+                    }
+                    Ok(_) => {}
+                    Err(e) => reports.push(format!("task `{}`: instances not set: {e}", task.name())),
+                },
                 refused @ Action::Refuse { .. } => reports.extend(refused.report()),
             }
         }
@@ -63,6 +80,7 @@ impl Applier {
                 Asked::Switch => task.switch_to(&variant).map(drop),
                 Asked::Load => task.load_variant(&variant),
                 Asked::Unload => task.unload_variant(&variant),
+                Asked::Scale => task.scale_instances(&variant),
             };
             if let Err(e) = done {
                 let report = format!("task `{}`: {} `{}` failed: {e}", task.name(), asked.phrase(), short(&variant));
@@ -109,7 +127,7 @@ mod tests {
     /// the policy would have seen.
     fn apply(applier: &Applier, task: &Arc<Task>, decision: &Decision) -> Vec<String> {
         let tasks = std::slice::from_ref(task);
-        let snapshot = crate::policy::reading::snapshot(tasks, None);
+        let snapshot = crate::policy::reading::snapshot(tasks, None, None);
         applier.apply(tasks, crate::policy::core::tick(&snapshot, decision))
     }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::apply::Applier;
+use super::budget::ResourceTotals;
 use super::control_status::ControlStatus;
 use super::controller::Controller;
 use super::guard::{DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
@@ -37,6 +38,9 @@ pub struct ControlConfig {
     pub record: Option<PathBuf>,
     /// Tick before the tick is due when a queue grows, if set.
     pub early_tick: Option<EarlyTick>,
+    /// What the tasks' instances may hold: the snapshot carries the budget, and a
+    /// decision is held to it. `None`: no budget is kept.
+    pub resources: Option<ResourceTotals>,
 }
 
 /// When the loop ticks early: a task's queue reached `queue_length`, or the task
@@ -62,6 +66,7 @@ impl Default for ControlConfig {
             max_failures: super::guard::DEFAULT_MAX_FAILURES,
             record: None,
             early_tick: None,
+            resources: None,
         }
     }
 }
@@ -76,6 +81,12 @@ impl ControlConfig {
     /// Records every tick to `path` (JSON Lines, appended).
     pub fn with_record(mut self, path: impl Into<PathBuf>) -> Self {
         self.record = Some(path.into());
+        self
+    }
+
+    /// Holds decisions to `totals` (see [`ResourceTotals`]).
+    pub fn with_resources(mut self, totals: ResourceTotals) -> Self {
+        self.resources = Some(totals);
         self
     }
 
@@ -264,7 +275,7 @@ impl LoopState {
                     let now = CpuSample::now();
                     let tasks = (self.tasks)();
                     let pool = tasks.first().map(|t| t.preprocess_pool().read());
-                    let mut snapshot = snapshot(&tasks, now.zip(cpu));
+                    let mut snapshot = snapshot(&tasks, now.zip(cpu), self.config.resources.as_ref());
                     snapshot.system.preprocessing =
                         pool.zip(last_pool).map(|(now, before)| pool_snapshot(&now, &before));
                     (cpu, last_pool) = (now, pool);

@@ -12,6 +12,8 @@
 
 #[cfg(feature = "policies")]
 mod apply;
+mod budget;
+mod capacity;
 #[cfg(feature = "policies")]
 mod control;
 #[cfg(feature = "policies")]
@@ -23,6 +25,7 @@ pub mod core;
 mod guard;
 #[cfg(feature = "policies")]
 mod host;
+mod ledger;
 #[cfg(feature = "policies")]
 mod reading;
 #[cfg(feature = "policies")]
@@ -33,6 +36,8 @@ mod snapshot;
 mod test_modules;
 
 pub use crate::error::PolicyError;
+pub use budget::{ResourceTotals, ResourcesConfig, budget};
+pub use capacity::{CAPACITY_HEADROOM, CAPACITY_UTILISATION, capacity_within_slo, demand_ratio};
 #[cfg(feature = "policies")]
 pub use control::{ControlConfig, ControlLoop, EarlyTick, ListTasks};
 #[cfg(feature = "policies")]

@@ -6,15 +6,21 @@ use std::sync::Arc;
 
 use modelless_policy_abi::{ABI_VERSION, PreprocessingSnapshot, Snapshot, SystemSnapshot};
 
+use super::budget::{ResourceTotals, budget};
 use super::snapshot::{TaskReading, round, task_snapshot};
 use crate::metrics::{CpuSample, machine_memory};
 use crate::preprocess::PoolReading;
 use crate::registry::Task;
 
 /// The snapshot of `tasks` and the machine now, the CPU's use read between the
-/// samples `cpu` (the controller stamps its tick and time).
-pub(super) fn snapshot(tasks: &[Arc<Task>], cpu: Option<(CpuSample, CpuSample)>) -> Snapshot {
-    let tasks = tasks.iter().map(|task| task_snapshot(task_reading(task))).collect();
+/// samples `cpu`, and the budget of `totals` where one is kept (the controller stamps
+/// its tick and time).
+pub(super) fn snapshot(
+    tasks: &[Arc<Task>],
+    cpu: Option<(CpuSample, CpuSample)>,
+    totals: Option<&ResourceTotals>,
+) -> Snapshot {
+    let tasks: Vec<_> = tasks.iter().map(|task| task_snapshot(task_reading(task))).collect();
     let utilisation = cpu.and_then(|(now, before)| now.since(&before));
     let memory = machine_memory();
     let system = SystemSnapshot {
@@ -25,6 +31,7 @@ pub(super) fn snapshot(tasks: &[Arc<Task>], cpu: Option<(CpuSample, CpuSample)>)
         memory_available_bytes: memory.map(|m| m.1),
         gpus: crate::metrics::gpu_snapshots(),
         preprocessing: None,
+        budget: totals.map(|totals| budget(totals, &tasks)),
     };
     Snapshot { abi_version: ABI_VERSION, tick: 0, now_ms: 0, tasks, system }
 }

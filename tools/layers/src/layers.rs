@@ -22,6 +22,17 @@ pub const RUNTIME: Layers = &[
     &["fuzzing"],
 ];
 
+/// The sdk's layers, lowest first: the re-exports `lib.rs` names in modules of its
+/// own; the config types and what the repository may load; the policy steering a
+/// registry; the runtime facade; serving it over KServe.
+pub const SDK: Layers = &[
+    &["backend", "engine", "fuzzing", "kserve", "metrics", "ocr", "policy", "preprocess", "profile", "stats"],
+    &["policy_config", "pipeline_config", "declared", "overrides"],
+    &["steering"],
+    &["runtime"],
+    &["serving"],
+];
+
 /// The layer of `module`, if it is in one.
 pub fn layer_of(layers: Layers, module: &str) -> Option<usize> {
     layers.iter().position(|layer| layer.contains(&module))

@@ -1,5 +1,5 @@
-//! The import graphs of the runtime and the lab, checked. For the runtime, each
-//! top-level module's imports against its layers (those of docs/architecture.md): no
+//! The import graphs of the runtime, the sdk and the lab, checked. For the runtime
+//! and the sdk, each top-level module's imports against its layers (those of docs/architecture.md): no
 //! import from a higher layer, none of an item `lib.rs` defines. For both crates, no
 //! import circle between sibling modules, at the top level or within any module.
 //! Tests (`#[cfg(test)]` items and files) may import anything.
@@ -29,7 +29,8 @@ use anyhow::bail;
 use crate::layers::Layers;
 
 /// The crates checked: their folder under the repository root, and their layers.
-const CRATES: &[(&str, Option<Layers>)] = &[("runtime", Some(layers::RUNTIME)), ("lab", None)];
+const CRATES: &[(&str, Option<Layers>)] =
+    &[("runtime", Some(layers::RUNTIME)), ("sdk", Some(layers::SDK)), ("lab", None)];
 
 fn main() -> ExitCode {
     match run() {

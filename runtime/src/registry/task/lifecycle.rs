@@ -47,6 +47,10 @@ impl Task {
         };
         self.settle();
         let moved = if previous == index { 0 } else { self.move_waiting(previous, index) };
+        // One loaded to stand by serves with the instances set for it.
+        if ready {
+            self.bring_instances(index)?;
+        }
         Ok(SwitchReport { loaded: !ready, took: start.elapsed(), warmup, moved })
     }
 
@@ -92,11 +96,53 @@ impl Task {
         Ok(())
     }
 
+    /// Sets the instances `variant` serves with (or, while it is not loaded, loads
+    /// with), within `1..=MAX_INSTANCES`. Returns whether a loaded version now runs a
+    /// different number, which [`Task::scale_instances`] brings to it.
+    pub fn want_instances(&self, variant: &str, instances: usize) -> Result<bool, Error> {
+        let index = self.index_of(variant)?;
+        crate::model::check_instances(variant, instances)?;
+        let mut inner = self.lock();
+        let slot = &mut inner.variants[index];
+        slot.instances = instances;
+        let model = slot.serving_version().and_then(|e| e.model.as_ref());
+        Ok(model.is_some_and(|m| m.instances() + m.instances_starting() != instances))
+    }
+
+    /// Brings `variant`'s loaded version to the instances set for it (see
+    /// [`Task::want_instances`]) while requests flow: added instances load and warm
+    /// before they take batches, removed ones finish their batch. Blocks until done;
+    /// one control operation at a time. Nothing to do for a variant not loaded.
+    pub fn scale_instances(&self, variant: &str) -> Result<(), Error> {
+        let _control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = self.index_of(variant)?;
+        self.bring_instances(index)
+    }
+
+    /// Brings variant `index`'s loaded version to the instances set for it; the
+    /// caller holds the control lock.
+    fn bring_instances(&self, index: usize) -> Result<(), Error> {
+        let (model, instances) = {
+            let inner = self.lock();
+            let slot = &inner.variants[index];
+            (slot.serving_version().and_then(|e| e.model.clone()), slot.instances)
+        };
+        let Some(model) = model else { return Ok(()) };
+        model.set_instances(instances)?;
+        let mut inner = self.lock();
+        let slot = &mut inner.variants[index];
+        let per_instance = slot.share.map_or(0, |s| s.memory_bytes + s.gpu_memory_bytes);
+        if let Some(entry) = slot.current.and_then(|c| slot.versions.get_mut(&c)) {
+            entry.memory_bytes = per_instance * model.instances() as u64;
+        }
+        Ok(())
+    }
+
     /// Loads and warms variant `index`: a new version from `path`, or else its newest
     /// version again (its configured file at first), recording the states. Holds no
     /// lock while the model loads.
     pub(super) fn load(&self, index: usize, path: Option<PathBuf>) -> Result<u64, Error> {
-        let (config, version, path, knobs) = {
+        let (config, version, path, knobs, instances) = {
             let mut inner = self.lock();
             let slot = &mut inner.variants[index];
             let reload = path.is_none().then_some(slot.latest).flatten();
@@ -122,7 +168,7 @@ impl Task {
                     load_time: None,
                 },
             );
-            (slot.config.clone(), version, path, slot.knobs)
+            (slot.config.clone(), version, path, slot.knobs, slot.instances)
         };
         let inner = self.inner.clone();
         let on_phase = Arc::new(move |phase: LoadPhase| {
@@ -156,15 +202,16 @@ impl Task {
             self.signature.clone(),
         );
         let loading = Instant::now();
+        let in_use = share::InUse::now(config.device);
         let batching = memory_capped(config.batching.clone().with_knobs(knobs), profile.as_deref());
-        let started =
-            Model::start_with(&config.name, factory, config.instances, batching, options).and_then(|model| match model
-                .preprocess()
-            {
+        let started = Model::start_with(&config.name, factory, instances, batching, options).and_then(|model| {
+            match model.preprocess() {
                 Some(preprocess) => images::check_fits(&model, preprocess).map(|()| model),
                 None => Ok(model),
-            });
+            }
+        });
         let load_time = loading.elapsed();
+        let held = share::measured(&config, &path, in_use, share::InUse::now(config.device), instances);
         let image_profile =
             started.as_ref().ok().and_then(|model| self.stored_image_profile(&config.name, model, &path));
         let mut inner = self.lock();
@@ -179,6 +226,7 @@ impl Task {
         if started.is_ok() {
             slot.latest = slot.latest.max(Some(version));
             slot.misfit = None;
+            slot.share = Some(held);
         }
         if started.is_ok() && profile.is_some() {
             slot.known_profile.clone_from(&profile);
@@ -189,8 +237,7 @@ impl Task {
                 entry.state = VariantState::Ready;
                 entry.error = None;
                 entry.warmup = model.warmup_time();
-                // Weights dominate; sessions hold about one more copy, packed for their kernels.
-                entry.memory_bytes = std::fs::metadata(&path).map_or(0, |m| 2 * m.len());
+                entry.memory_bytes = (held.memory_bytes + held.gpu_memory_bytes) * instances as u64;
                 entry.model = Some(Arc::new(model));
                 entry.profile = profile;
                 entry.image_profile = image_profile;

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 pub use modelless_policy_abi::VariantState;
-use modelless_policy_abi::{LatencyFit, PhotoCapacity, Profile, RunTotals, ServingKnobs, VariantCost, VariantSnapshot};
+use modelless_policy_abi::{
+    InstanceShare, LatencyFit, PhotoCapacity, Profile, RunTotals, ServingKnobs, VariantCost, VariantSnapshot,
+};
 
 use super::config::{TaskConfig, VariantConfig};
 use super::images::{self, ImageServices};
@@ -34,6 +36,7 @@ mod image_capacity;
 mod knobs;
 mod lifecycle;
 mod routing;
+mod share;
 mod status;
 
 pub use image_capacity::{ImageCapacityOptions, ImageSizeClass};
@@ -102,6 +105,12 @@ struct VariantSlot {
     /// The profile last known for it: stored for its file when the task started, or
     /// its newest loaded version's. What it is priced by while no version serves.
     known_profile: Option<Arc<Profile>>,
+    /// What its sessions had run when last read while loaded.
+    last_runs: Option<RunTotals>,
+    /// The instances it serves with, or loads with: as configured, or as a policy set.
+    instances: usize,
+    /// What one instance held when it last loaded.
+    share: Option<InstanceShare>,
 }
 
 impl VariantSlot {
@@ -208,6 +217,9 @@ impl Task {
                     .filter(|_| !loads_at_start(i, v))
                     .and_then(|find| find(v, &v.path, ProfileLookup::Stored))
                     .map(Arc::new),
+                last_runs: None,
+                instances: v.instances,
+                share: None,
             })
             .collect();
         let signature = Arc::new(OnceLock::new());

@@ -2,6 +2,7 @@
 //! the repository API, and the snapshot of each variant a policy decides on.
 
 use super::lifecycle::mark_drained;
+use super::share;
 use super::*;
 
 /// One version of a variant, as [`Task::status`] reports it.
@@ -82,24 +83,17 @@ impl TaskStatus {
 impl Task {
     /// Every variant as a policy sees it: accuracy, state, and what it costs.
     pub fn variant_snapshots(&self) -> Vec<VariantSnapshot> {
-        let inner = self.lock();
+        let mut inner = self.lock();
+        let active = inner.active;
         inner
             .variants
-            .iter()
-            .map(|slot| {
-                let entry = slot.serving_version();
-                let profile = slot.profile();
-                let cost = VariantCost {
-                    fit: profile.and_then(|p| p.fit),
-                    max_throughput: profile.and_then(|p| p.max_throughput),
-                    load_ms: entry.and_then(|e| e.load_time).map(|t| t.as_secs_f64() * 1e3),
-                    memory_bytes: entry.map(|e| e.memory_bytes).filter(|&b| b > 0),
-                    max_safe_batch: profile.and_then(|p| p.max_safe_batch),
-                    photos: entry.and_then(|e| e.image_profile.as_deref()).map_or_else(Vec::new, photo_capacities),
-                };
-                let known = cost != VariantCost::default();
-                // The counters are the variant's, whichever version ran the batches.
-                let runs = entry.and_then(|e| e.model.as_ref()).map(|model| {
+            .iter_mut()
+            .enumerate()
+            .map(|(i, slot)| {
+                // The counters are the variant's, whichever version ran the batches; an
+                // unloaded variant ran nothing since it was last seen loaded, and a policy
+                // with no profile to price it by prices it by them.
+                let read = slot.serving_version().and_then(|e| e.model.as_ref()).map(|model| {
                     let totals = model.counters().totals();
                     RunTotals {
                         batches: totals.executions,
@@ -107,6 +101,25 @@ impl Task {
                         run_ms: totals.batch_run.as_secs_f64() * 1e3,
                     }
                 });
+                if read.is_some() {
+                    slot.last_runs = read;
+                }
+                let runs = slot.last_runs;
+                let slot = &*slot;
+                let entry = slot.serving_version();
+                let last_load = slot.latest.and_then(|v| slot.versions.get(&v)).and_then(|e| e.load_time);
+                let profile = slot.profile();
+                let cost = VariantCost {
+                    fit: profile.and_then(|p| p.fit),
+                    max_throughput: profile.and_then(|p| p.max_throughput),
+                    load_ms: last_load.map(|t| t.as_secs_f64() * 1e3),
+                    memory_bytes: entry.map(|e| e.memory_bytes).filter(|&b| b > 0),
+                    max_safe_batch: profile.and_then(|p| p.max_safe_batch),
+                    photos: entry.and_then(|e| e.image_profile.as_deref()).map_or_else(Vec::new, photo_capacities),
+                };
+                let known = cost != VariantCost::default();
+                let model = entry.and_then(|e| e.model.as_ref());
+                let idle_ms = (i != active).then(|| slot.last_active.elapsed().as_millis() as u64).or(Some(0));
                 let state = match (entry, &slot.misfit) {
                     (Some(e), _) => e.state,
                     (None, Some(_)) => VariantState::Failed,
@@ -122,6 +135,11 @@ impl Task {
                     runs,
                     batch_ceiling: Some(u32::try_from(slot.ceiling()).unwrap_or(u32::MAX)),
                     refused: slot.misfit.as_ref().map(|m| Error::DoesNotFitTask(m.clone()).to_string()),
+                    instances: model.map_or(0, |m| m.instances() as u32),
+                    instances_starting: model.map_or(0, |m| m.instances_starting() as u32),
+                    instances_set: slot.instances as u32,
+                    share: Some(slot.share.unwrap_or_else(|| share::expected(&slot.config, &slot.config.path))),
+                    idle_ms,
                 }
             })
             .collect()

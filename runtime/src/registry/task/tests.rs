@@ -251,3 +251,43 @@ fn a_batch_waiting_for_its_turn_takes_in_the_requests_that_arrive_meanwhile() {
     assert_eq!(batch_sizes, [4, 4, 4, 4]);
     assert_eq!(log.sizes(), [4], "one run, not one for the first request and one for the rest");
 }
+
+#[test]
+fn a_variant_whose_fit_was_refused_shows_what_it_ran_even_once_unloaded() {
+    // A profile that kept no line (its R² was too low): a policy prices the variant by
+    // the batches it ran.
+    let refused: FindProfile = Arc::new(|_, _, _| {
+        Some(Profile {
+            key: ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() },
+            points: Vec::new(),
+            fit: None,
+            fit_refused: Some("R² 0.306 below 0.9".into()),
+            max_throughput: Some(Throughput { requests_per_s: 100.0, batch_size: 1 }),
+            memory_budget_bytes: None,
+            max_safe_batch: None,
+            first_runs: Vec::new(),
+        })
+    });
+    // A name of its own: the counters are the process's, by task and variant.
+    let mut config = TaskConfig::new("refused-fit");
+    for (i, accuracy) in [60.0, 70.0].into_iter().enumerate() {
+        let variant = VariantConfig::new(format!("v{i}"), "fake", accuracy).with_warmup(WarmupConfig::disabled());
+        config = config.with_variant(variant.with_preload(true));
+    }
+    let make: MakeBackend = Arc::new(|_, _| FakeBackend::factory(FakeConfig::default(), BatchLog::default()));
+    let task = Task::start_profiled(config, make, Some(refused)).unwrap();
+    let row = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    for _ in 0..5 {
+        task.submit(row(), &Slo::default()).unwrap().wait().unwrap();
+    }
+    let v0 = |task: &Task| task.variant_snapshots().into_iter().find(|v| v.name == "v0").unwrap();
+    let seen = v0(&task);
+    assert_eq!(seen.profile.as_ref().and_then(|p| p.fit), None);
+    let runs = seen.runs.expect("what it ran");
+    assert!(runs.batches >= 1 && runs.rows == 5, "{runs:?}");
+    task.switch_to("v1").unwrap();
+    task.unload_variant("v0").unwrap();
+    let unloaded = v0(&task);
+    assert!(matches!(unloaded.state, VariantState::Draining | VariantState::Unloaded), "{:?}", unloaded.state);
+    assert_eq!(unloaded.runs, Some(runs), "the totals it last showed");
+}

@@ -1,0 +1,72 @@
+//! What a replica can serve of a task within its latency target: the figure its
+//! demand is held against for Kubernetes (`modelless_task_demand_ratio`), and that a
+//! fleet's simulation scales on. Pure arithmetic on a variant's profiled line, so the
+//! runtime and the simulator compute it alike.
+
+use modelless_policy_abi::LatencyFit;
+
+/// Share of the latency target a request's batch and the one ahead of it may take.
+pub const CAPACITY_HEADROOM: f64 = 0.9;
+
+/// Utilisation a variant's instances are planned at: beyond it, bursts queue past the
+/// target.
+pub const CAPACITY_UTILISATION: f64 = 0.85;
+
+/// Requests a second that `instances` instances of a variant with line `fit`, batching
+/// up to `max_batch` rows, answer within `slo_ms`: each at the largest batch whose
+/// run, with one like it ahead, fits [`CAPACITY_HEADROOM`] of the target, planned at
+/// [`CAPACITY_UTILISATION`]. Zero where not even a batch of one fits, or the line
+/// prices no batch.
+pub fn capacity_within_slo(fit: &LatencyFit, max_batch: u32, instances: u32, slo_ms: f64) -> f64 {
+    let budget_ms = CAPACITY_HEADROOM * slo_ms;
+    let within = (1..=max_batch.max(1)).rev().find(|&b| {
+        let latency = fit.predict_ms(b);
+        latency > 0.0 && 2.0 * latency <= budget_ms
+    });
+    let Some(batch) = within else { return 0.0 };
+    f64::from(instances) * CAPACITY_UTILISATION * 1e3 * f64::from(batch) / fit.predict_ms(batch)
+}
+
+/// Demand over capacity: 1 is a replica serving all it can within the target, above
+/// it one that cannot keep up. `None` without a capacity to divide by and with no
+/// demand; infinite for demand that no capacity meets.
+pub fn demand_ratio(demand_per_s: f64, capacity_per_s: f64) -> Option<f64> {
+    if capacity_per_s > 0.0 {
+        Some(demand_per_s.max(0.0) / capacity_per_s)
+    } else if demand_per_s > 0.0 {
+        Some(f64::INFINITY)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fit(a_ms: f64, c_ms: f64) -> LatencyFit {
+        LatencyFit { a_ms, c_ms, r2: 1.0 }
+    }
+
+    #[test]
+    fn capacity_is_the_largest_batch_within_the_target_at_the_planned_utilisation() {
+        // 4 ms a row and 4 a batch: a batch of 8 takes 36 ms, twice that 72 under 90.
+        let line = fit(4.0, 4.0);
+        let expected = CAPACITY_UTILISATION * 1e3 * 8.0 / 36.0;
+        assert!((capacity_within_slo(&line, 8, 1, 100.0) - expected).abs() < 1e-9);
+        assert!((capacity_within_slo(&line, 8, 3, 100.0) - 3.0 * expected).abs() < 1e-9, "instances add up");
+        // Under 50 ms the batch is cut to 4 (20 ms, twice 40 under 45).
+        let cut = CAPACITY_UTILISATION * 1e3 * 4.0 / 20.0;
+        assert!((capacity_within_slo(&line, 8, 1, 50.0) - cut).abs() < 1e-9);
+        assert_eq!(capacity_within_slo(&line, 8, 1, 5.0), 0.0, "not even one row in time");
+        assert_eq!(capacity_within_slo(&fit(-1.0, 0.0), 8, 1, 100.0), 0.0, "a line that prices nothing");
+    }
+
+    #[test]
+    fn the_ratio_is_demand_over_capacity_and_unbounded_without_capacity() {
+        assert_eq!(demand_ratio(35.0, 50.0), Some(0.7));
+        assert_eq!(demand_ratio(0.0, 50.0), Some(0.0));
+        assert_eq!(demand_ratio(5.0, 0.0), Some(f64::INFINITY));
+        assert_eq!(demand_ratio(0.0, 0.0), None);
+    }
+}
