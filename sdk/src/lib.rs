@@ -128,9 +128,8 @@ pub mod engine {
     };
     pub use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
     pub use modelless_runtime::policy::core;
-    pub use modelless_runtime::policy::{
-        CAPACITY_HEADROOM, CAPACITY_UTILISATION, ResourceTotals, budget, capacity_within_slo, demand_ratio,
-    };
+    pub use modelless_runtime::policy::{ResourceTotals, budget};
+    pub use modelless_runtime::profile::{CAPACITY_HEADROOM, CAPACITY_UTILISATION, capacity_within_slo, demand_ratio};
 }
 
 /// The host's readings the runtime reports: CPU time, resident memory, page faults.

@@ -190,6 +190,7 @@ impl RuntimeBuilder {
         self.config.validate()?;
         let registry = Arc::new(Registry::new());
         let resources = self.config.resources.totals(self.config.onnxruntime.intra_op_threads);
+        registry.set_budget_cores(resources.cores);
         let runtime = Runtime {
             onnxruntime: self.config.onnxruntime,
             preprocessing: PreprocessPool::start(&self.config.preprocessing)?,

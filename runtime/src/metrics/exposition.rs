@@ -12,7 +12,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry as PromRegistry, TextEncoder,
 };
 
@@ -32,6 +32,9 @@ pub struct GaugeReading {
     pub variants: Vec<(String, String, bool)>,
     /// The preprocessing pool, where there is one.
     pub preprocessing: Option<PoolGauges>,
+    /// Each task's demand over what this replica can serve of it within its latency
+    /// target at its best allocation, where it has a target and a priced variant.
+    pub demand_ratios: Vec<(String, f64)>,
 }
 
 /// The preprocessing pool's gauges.
@@ -44,6 +47,9 @@ pub struct PoolGauges {
     /// Seconds its threads have worked.
     pub busy_seconds: f64,
 }
+
+/// The most a task's demand ratio reads as.
+pub const DEMAND_RATIO_CAP: f64 = 10.0;
 
 /// Every metric the process exports.
 pub struct ServingMetrics {
@@ -64,6 +70,7 @@ pub struct ServingMetrics {
     preprocess_busy_seconds: Gauge,
     pending_requests: IntGaugeVec,
     active_variant: IntGaugeVec,
+    demand_ratio: GaugeVec,
     variant_switches: IntCounterVec,
     policy_decision: Histogram,
     policy_failures: IntCounterVec,
@@ -232,6 +239,17 @@ impl ServingMetrics {
                 "1 for the variant that serves the task, 0 for the others",
                 &MODEL_LABELS,
             ),
+            demand_ratio: register(
+                &registry,
+                GaugeVec::new(
+                    Opts::new(
+                        "modelless_task_demand_ratio",
+                        "Requests a second over the last 10 s, over the most this replica answers within the \
+                         task's latency target at its best allocation (1: all it can; capped at 10)",
+                    ),
+                    &["task"],
+                ),
+            ),
             variant_switches: counters(
                 "modelless_variant_switches",
                 "Switches of a task's active variant",
@@ -363,6 +381,12 @@ impl ServingMetrics {
         for (task, variant, active) in &gauges.variants {
             self.active_variant.with_label_values(&[task, variant]).set(i64::from(*active));
         }
+        self.demand_ratio.reset();
+        for (task, ratio) in &gauges.demand_ratios {
+            // A demand no capacity meets reads as the cap: autoscalers pass the value on
+            // through integers, where +Inf overflows.
+            self.demand_ratio.with_label_values(&[task]).set(ratio.min(DEMAND_RATIO_CAP));
+        }
         let now = CpuSample::now();
         let mut last = self.last_cpu.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(utilisation) = now.as_ref().zip(last.as_ref()).and_then(|(now, before)| now.since(before)) {
@@ -414,6 +438,20 @@ mod tests {
         let decode = r#"modelless_inference_decode_duration_seconds_bucket{task="exposition-test",variant="v1",le="#;
         assert!(text.contains(&format!(r#"{decode}"0.002"}} 0"#)), "{text}");
         assert!(text.contains(&format!(r#"{decode}"0.005"}} 2"#)), "{text}");
+    }
+
+    #[test]
+    fn each_tasks_demand_ratio_renders_capped_and_a_task_gone_leaves_none() {
+        let metrics = ServingMetrics::new();
+        let reading = GaugeReading {
+            demand_ratios: vec![("ratio-a".into(), 0.75), ("ratio-b".into(), f64::INFINITY)],
+            ..GaugeReading::default()
+        };
+        let text = metrics.render(&reading);
+        assert!(text.contains("modelless_task_demand_ratio{task=\"ratio-a\"} 0.75"), "{text}");
+        assert!(text.contains("modelless_task_demand_ratio{task=\"ratio-b\"} 10"), "{text}");
+        let text = metrics.render(&GaugeReading::default());
+        assert!(!text.contains("ratio-a"), "{text}");
     }
 
     #[test]

@@ -104,7 +104,15 @@ impl TaskTraffic {
         }
     }
 
-    /// Demand now, requests in flight, and what happened since the last reading.
+    /// Requests arriving per second over the last 1, 10 and 60 s, without taking
+    /// what the next read counts.
+    pub fn demand(&self) -> Demand {
+        let now = self.second();
+        self.lock().demand(now)
+    }
+
+    /// Demand, requests in flight and what happened since the last read, which the
+    /// next read counts afresh.
     pub fn read(&self) -> TrafficReading {
         let now = self.second();
         let mut window = self.lock();

@@ -13,7 +13,6 @@
 #[cfg(feature = "policies")]
 mod apply;
 mod budget;
-mod capacity;
 #[cfg(feature = "policies")]
 mod control;
 #[cfg(feature = "policies")]
@@ -37,7 +36,6 @@ mod test_modules;
 
 pub use crate::error::PolicyError;
 pub use budget::{ResourceTotals, ResourcesConfig, budget};
-pub use capacity::{CAPACITY_HEADROOM, CAPACITY_UTILISATION, capacity_within_slo, demand_ratio};
 #[cfg(feature = "policies")]
 pub use control::{ControlConfig, ControlLoop, EarlyTick, ListTasks};
 #[cfg(feature = "policies")]

@@ -3,10 +3,12 @@
 //! batch needs (never running one predicted to exceed a budget), first runs in fresh
 //! sessions with a predictor of the warm-up outlier, and a store that reuses profiles
 //! while the model file, device and settings are unchanged. Image variants also keep
-//! what they answer a second with whole photos per size class (decoding included).
+//! what they answer a second with whole photos per size class (decoding included),
+//! and a profiled line says what a replica serves of a task within its latency target.
 
 pub use modelless_policy_abi::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 
+mod capacity;
 mod first_run;
 mod fit;
 mod images;
@@ -19,6 +21,7 @@ mod sweep;
 #[cfg(feature = "warmup-predictor")]
 mod warmup_predictor;
 
+pub use capacity::{CAPACITY_HEADROOM, CAPACITY_UTILISATION, capacity_within_slo, demand_ratio};
 pub use first_run::{involuntary_context_switches, sample_first_runs};
 pub use fit::{Line, fit_latency_line, fit_line, fit_weighted_line};
 pub use images::{ImageCapacity, ImageProfile};

@@ -5,7 +5,8 @@ use crate::metrics::{GaugeReading, PoolGauges};
 
 impl Registry {
     /// The requests waiting per model and task, each task's variants and which one
-    /// serves, and the preprocessing pool's figures, as the gauges show them.
+    /// serves, each task's demand against what it can serve within its target, and the
+    /// preprocessing pool's figures, as the gauges show them.
     pub fn gauge_reading(&self) -> GaugeReading {
         let mut reading = GaugeReading::default();
         for name in self.names() {
@@ -14,6 +15,7 @@ impl Registry {
             }
         }
         let tasks = self.tasks();
+        let cores = self.budget_cores();
         if let Some(task) = tasks.first() {
             let pool = task.preprocess_pool().read();
             reading.preprocessing =
@@ -26,6 +28,9 @@ impl Registry {
             }
             let (_, queued) = task.serving();
             reading.pending.push((task.name().to_string(), status.active.clone(), queued));
+            if let Some(ratio) = task.demand_ratio(cores) {
+                reading.demand_ratios.push((task.name().to_string(), ratio));
+            }
         }
         reading
     }

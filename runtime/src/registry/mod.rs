@@ -10,6 +10,7 @@ mod route;
 mod task;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
@@ -91,6 +92,9 @@ pub struct Registry {
     models: Named<Model>,
     tasks: Named<Task>,
     pipelines: Named<Pipeline>,
+    /// The cores the budget gives instances (an `f64`'s bits; 0: what the process may
+    /// run on): a task's best allocation, which its demand ratio is held against.
+    budget_cores: AtomicU64,
 }
 
 // Its parts (sessions, threads, closures, channels) print nothing useful.
@@ -104,6 +108,19 @@ impl Registry {
     /// Nothing loaded.
     pub fn new() -> Self {
         Registry::default()
+    }
+
+    /// Sets the cores the budget gives instances (see [`Registry::budget_cores`]).
+    pub fn set_budget_cores(&self, cores: f64) {
+        self.budget_cores.store(cores.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The cores the budget gives instances: as set, else what the process may run on.
+    pub fn budget_cores(&self) -> f64 {
+        match f64::from_bits(self.budget_cores.load(Ordering::Relaxed)) {
+            cores if cores > 0.0 => cores,
+            _ => std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+        }
     }
 
     /// The model called `name`.

@@ -32,6 +32,7 @@ use crate::profile::ImageProfile;
 use crate::request::{InferOptions, Inputs, Slo};
 use crate::signature::{SignatureMismatch, bound_factory};
 
+mod demand;
 mod image_capacity;
 mod knobs;
 mod lifecycle;

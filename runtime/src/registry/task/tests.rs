@@ -291,3 +291,48 @@ fn a_variant_whose_fit_was_refused_shows_what_it_ran_even_once_unloaded() {
     assert!(matches!(unloaded.state, VariantState::Draining | VariantState::Unloaded), "{:?}", unloaded.state);
     assert_eq!(unloaded.runs, Some(runs), "the totals it last showed");
 }
+
+#[test]
+fn demand_is_held_against_what_the_best_allocation_serves_within_the_target() {
+    // 4 ms a row and 4 a batch of up to 8, on one thread of its own: 2 cores fit 2
+    // instances, each at 0.85 × 8 rows / 36 ms.
+    let line: FindProfile = Arc::new(|_, _, _| {
+        Some(Profile {
+            key: ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() },
+            points: Vec::new(),
+            fit: Some(LatencyFit { a_ms: 4.0, c_ms: 4.0, r2: 0.999 }),
+            fit_refused: None,
+            max_throughput: None,
+            memory_budget_bytes: None,
+            max_safe_batch: None,
+            first_runs: Vec::new(),
+        })
+    });
+    let mut variant = VariantConfig::new("v", "fake", 70.0)
+        .with_warmup(WarmupConfig::disabled())
+        .with_batching(BatchingConfig::default().with_max_batch_size(8));
+    variant.onnx.intra_op_threads = Some(1);
+    let mut config = TaskConfig::new("demand-ratio").with_variant(variant);
+    let make: MakeBackend = Arc::new(|_, _| FakeBackend::factory(FakeConfig::default(), BatchLog::default()));
+    let untargeted = Task::start_profiled(config.clone(), make.clone(), Some(line.clone())).unwrap();
+    assert_eq!(untargeted.demand_ratio(2.0), None, "no target, nothing to hold demand against");
+    config.latency_slo_ms = Some(100.0);
+    let task = Task::start_profiled(config, make, Some(line)).unwrap();
+    let one = 0.85 * 1e3 * 8.0 / 36.0;
+    assert!((task.capacity_per_s(1.0).unwrap() - one).abs() < 1e-9);
+    assert!((task.capacity_per_s(2.5).unwrap() - 2.0 * one).abs() < 1e-9, "two instances fit 2.5 cores");
+    let row = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    for _ in 0..30 {
+        task.submit(row(), &Slo::default()).unwrap().wait().unwrap();
+    }
+    // Demand counts whole seconds: wait (boundedly) for the one they arrived in to end.
+    for _ in 0..300 {
+        if task.traffic().demand().per_s_10s > 0.0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let ratio = task.demand_ratio(2.0).unwrap();
+    let demand = task.traffic().demand().per_s_10s;
+    assert!(demand > 0.0 && (ratio - demand / (2.0 * one)).abs() < 1e-9, "{ratio} for {demand}/s");
+}
