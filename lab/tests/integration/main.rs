@@ -1,10 +1,10 @@
 //! Integration tests of the lab and the `modelless` command line: load generation in
 //! process and over gRPC, the simulator and its policies, `modelless tune` searching,
 //! storing and writing a setting; the `modelless serve` binary under a barrage of
-//! hostile clients; a fleet of replicas behind nginx losing one mid-run; the container
-//! image built and run with podman; one request's trace exported over OTLP by
-//! `modelless serve`; and the README's examples built as an application
-//! outside the workspace.
+//! hostile clients; a fleet of replicas behind nginx losing one mid-run, and scaled
+//! up and down under load; the container image built and run with podman; one
+//! request's trace exported over OTLP by `modelless serve`; and the README's examples
+//! built as an application outside the workspace.
 
 // Tests may unwrap: a failure is the test failing, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
