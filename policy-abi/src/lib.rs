@@ -7,11 +7,13 @@
 //! into a policy module. It has no dependency on wasmtime: policies written in Rust
 //! depend on it alone.
 
+mod capacity;
 mod decision;
 pub mod guest;
 mod profile;
 mod snapshot;
 
+pub use capacity::{CAPACITY_HEADROOM, CAPACITY_UTILISATION, capacity_within_slo, demand_ratio};
 pub use decision::{Decision, PolicyOutput, TaskDecision};
 pub use profile::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 pub use snapshot::{

@@ -6,9 +6,11 @@
 //! what they answer a second with whole photos per size class (decoding included),
 //! and a profiled line says what a replica serves of a task within its latency target.
 
-pub use modelless_policy_abi::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
+pub use modelless_policy_abi::{
+    BatchPoint, CAPACITY_HEADROOM, CAPACITY_UTILISATION, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey,
+    Throughput, capacity_within_slo, demand_ratio,
+};
 
-mod capacity;
 mod first_run;
 mod fit;
 mod images;
@@ -21,7 +23,6 @@ mod sweep;
 #[cfg(feature = "warmup-predictor")]
 mod warmup_predictor;
 
-pub use capacity::{CAPACITY_HEADROOM, CAPACITY_UTILISATION, capacity_within_slo, demand_ratio};
 pub use first_run::{involuntary_context_switches, sample_first_runs};
 pub use fit::{Line, fit_latency_line, fit_line, fit_weighted_line};
 pub use images::{ImageCapacity, ImageProfile};

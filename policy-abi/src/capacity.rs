@@ -1,9 +1,10 @@
 //! What a replica can serve of a task within its latency target: the figure its
-//! demand is held against for Kubernetes (`modelless_task_demand_ratio`), and that a
-//! fleet's simulation scales on. Pure arithmetic on a variant's profiled line, so the
-//! runtime and the simulator compute it alike.
+//! demand is held against for Kubernetes (`modelless_task_demand_ratio`), that a
+//! fleet's simulation scales on, and that allocating policies size instances by.
+//! Pure arithmetic on a variant's profiled line, here so that the runtime, the
+//! simulator and policies compute it alike.
 
-use modelless_policy_abi::LatencyFit;
+use crate::profile::LatencyFit;
 
 /// Share of the latency target a request's batch and the one ahead of it may take.
 pub const CAPACITY_HEADROOM: f64 = 0.9;
