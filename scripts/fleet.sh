@@ -16,7 +16,7 @@
 #
 #   REPLICAS=3 CONFIG=experiments/fleet.toml GRPC_PORT=18000 HTTP_PORT=18080
 #   BASE_PORT=18100 (replica i: gRPC BASE_PORT+2i, HTTP BASE_PORT+2i+1)
-#   LIMIT_S=900 FLEET_DIR=<temporary> MODELLESS=<release build>
+#   LIMIT_S=900 FLEET_DIR=<temporary> MODELLESS=<release build> SCALABLE=0
 #
 # With SCALABLE=1, replicas are added and removed while it runs, with
 # scripts/fleet_scale.sh (add, remove [INDEX]), which hands the change to this script

@@ -25,7 +25,8 @@ case "${1:-}" in
     *) log "usage: fleet_scale.sh add | remove [INDEX]"; exit 2 ;;
 esac
 control="$FLEET_DIR/control"
-[[ -p "$control" ]] || { log "no fleet takes changes in $FLEET_DIR (is scripts/fleet.sh running?)"; exit 1; }
+[[ -p "$control" ]] ||
+    { log "no fleet takes changes in $FLEET_DIR: is scripts/fleet.sh running, with SCALABLE=1?"; exit 1; }
 
 token="$$.$RANDOM"
 # fleet.sh holds the FIFO open, so the write does not block while it runs; the
