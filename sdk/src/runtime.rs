@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 
 use modelless_runtime::backend::onnx::{OrtBackend, OrtEnvironmentConfig};
-use modelless_runtime::policy::ResourcesConfig;
+use modelless_runtime::policy::{ResourceTotals, ResourcesConfig, budget};
 use modelless_runtime::preprocess::{PreprocessConfig, PreprocessPool};
 use modelless_runtime::profile::{ImageCapacity, ImageProfile, Profile};
 use modelless_runtime::registry::{
@@ -195,7 +195,8 @@ impl RuntimeBuilder {
             onnxruntime: self.config.onnxruntime,
             preprocessing: PreprocessPool::start(&self.config.preprocessing)?,
             #[cfg(feature = "policies")]
-            steering: Steering::new(registry.clone(), resources),
+            steering: Steering::new(registry.clone(), resources.clone()),
+            resources,
             registry,
             #[cfg(feature = "server")]
             declared: Mutex::new(crate::declared::Declared {
@@ -256,6 +257,8 @@ pub struct Runtime {
     pub(crate) registry: Arc<Registry>,
     #[cfg(feature = "policies")]
     steering: Steering,
+    /// What the tasks' instances may hold.
+    resources: ResourceTotals,
     /// What the config declared, for the model repository.
     #[cfg(feature = "server")]
     pub(crate) declared: Mutex<crate::declared::Declared>,
@@ -277,6 +280,23 @@ impl Runtime {
     /// A runtime built from a TOML config file (see [`RuntimeConfig`]).
     pub fn from_config_file(path: impl AsRef<Path>) -> Result<Runtime, Error> {
         Runtime::builder().with_config(RuntimeConfig::from_file(path)?).build()
+    }
+
+    /// What the tasks' instances may hold of the machine, and what of it is free now:
+    /// the budget a policy's snapshot carries.
+    pub fn budget(&self) -> modelless_runtime::policy_abi::Budget {
+        let tasks: Vec<_> = self
+            .registry
+            .tasks()
+            .iter()
+            .map(|task| modelless_runtime::policy_abi::TaskSnapshot {
+                name: task.name().to_string(),
+                active: task.serving().0,
+                variants: task.variant_snapshots(),
+                ..Default::default()
+            })
+            .collect();
+        budget(&self.resources, &tasks)
     }
 
     /// The process's metrics in Prometheus' text format, as `/metrics` serves them:

@@ -185,4 +185,16 @@ impl Target for InProcess {
     fn rss_bytes(&self) -> Option<u64> {
         modelless::metrics::process_rss_bytes()
     }
+
+    fn allocation(&self, task: usize) -> Option<super::Allocation> {
+        let name = &self.tasks[task].target.task;
+        let active = self.runtime.active_variant(name).ok()?;
+        let serving = self.runtime.variant_snapshots(name).ok()?.into_iter().find(|v| v.name == active)?;
+        let budget = self.runtime.budget();
+        Some(super::Allocation {
+            instances: serving.instances,
+            cores: serving.share.map_or(0.0, |s| s.cores) * f64::from(serving.instances + serving.instances_starting),
+            machine_cores: budget.cores - budget.cores_free,
+        })
+    }
 }

@@ -44,7 +44,7 @@ pub use record::{Outcome, RequestRecord, Stages};
 pub use runner::{Answer, Progress, RunResult, Target, run};
 pub use runs::{RunsMeter, SecondRuns, read_runs_csv, runs_csv};
 pub use stages::StageBreakdown;
-pub use summary::{Sample, Second, Summary, TaskTarget, markdown_table};
+pub use summary::{Allocation, Sample, Second, Summary, TaskTarget, markdown_table};
 pub use trace::{SyntheticTrace, TraceConfig};
 
 /// What went wrong with a load spec, a trace or a run.

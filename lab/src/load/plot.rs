@@ -1,7 +1,8 @@
-//! A run as a picture, like the TU Delft thesis's figures: per task, the latency of
-//! every request over time with the SLO line and the demand, on bands of the variant
-//! serving; under it the machine's CPU utilisation. And where the time went, stage
-//! by stage, over the run.
+//! A run as a picture, like the TU Delft thesis's figures: per task, what it held of
+//! the machine (instances, and the cores they and every task's hold) where the run
+//! told it; under it the latency of every request over time with the SLO line and the
+//! demand, on bands of the variant serving; under that the machine's CPU
+//! utilisation. And where the time went, stage by stage, over the run.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,9 @@ const WIDTH: f64 = 1000.0;
 const PAD: f64 = 55.0;
 const PANEL: f64 = 260.0;
 const CPU_PANEL: f64 = 110.0;
+const ALLOCATION_PANEL: f64 = 100.0;
+const INSTANCES_PURPLE: &str = "#9467bd";
+const CORES_ORANGE: &str = "#ff7f0e";
 const SLO_RED: &str = "#d62728";
 const DEMAND_BLUE: &str = "#1f77b4";
 
@@ -35,12 +39,17 @@ pub fn task_svg(run: &RunResult, task: &str, title: &str) -> String {
     }
     let demand_max = demand.iter().copied().fold(1.0, f64::max) * 1.1;
     let x = |t: f64| PAD + t / seconds * (WIDTH - 2.0 * PAD);
-    let top = PAD;
+    let samples: Vec<_> = run.samples.iter().filter(|s| s.task == task).collect();
+    let allocated = samples.iter().any(|s| s.allocation.is_some());
+    let above = if allocated { ALLOCATION_PANEL + 2.0 * PAD } else { 0.0 };
+    let top = PAD + above;
     let y = |ms: f64| top + PANEL - ms.min(y_max) / y_max * PANEL;
-    let mut page = Canvas::new(WIDTH, PANEL + CPU_PANEL + 3.0 * PAD, title);
+    let mut page = Canvas::new(WIDTH, above + PANEL + CPU_PANEL + 3.0 * PAD, title);
+    if allocated {
+        allocation_panel(&mut page, &samples, PAD, seconds);
+    }
 
     // Bands of the active variant, one colour per variant.
-    let samples: Vec<_> = run.samples.iter().filter(|s| s.task == task).collect();
     let mut colours: BTreeMap<&str, &str> = BTreeMap::new();
     for (name, colour) in target.accuracies.keys().zip(BANDS.iter().cycle()) {
         colours.insert(name, colour);
@@ -127,6 +136,34 @@ pub fn stages_svg(records: &[&RequestRecord], seconds: u32, title: &str) -> Opti
         page.legend(PAD + 150.0 * i as f64, legend_y, colour, name);
     }
     Some(page.finish())
+}
+
+/// Instances of the serving variant, the cores they hold of their own, and the cores
+/// every task's instances hold, second by second, in a panel at `top`.
+fn allocation_panel(page: &mut Canvas, samples: &[&super::Sample], top: f64, seconds: f64) {
+    let x = |t: f64| PAD + t / seconds * (WIDTH - 2.0 * PAD);
+    let most = samples
+        .iter()
+        .filter_map(|s| s.allocation)
+        .map(|a| f64::from(a.instances).max(a.cores).max(a.machine_cores))
+        .fold(1.0, f64::max)
+        .ceil();
+    let y = |v: f64| top + ALLOCATION_PANEL - v / most * ALLOCATION_PANEL;
+    let steps = |of: &dyn Fn(&super::Allocation) -> f64| -> Vec<(f64, f64)> {
+        samples
+            .iter()
+            .filter_map(|s| s.allocation.as_ref().map(|a| (s.second, of(a))))
+            .flat_map(|(second, v)| [(x(f64::from(second)), y(v)), (x(f64::from(second + 1)), y(v))])
+            .collect()
+    };
+    page.polyline(&steps(&|a| a.machine_cores), "#7f7f7f", 1.2, Some(0.7));
+    page.polyline(&steps(&|a| a.cores), CORES_ORANGE, 1.8, None);
+    page.polyline(&steps(&|a| f64::from(a.instances)), INSTANCES_PURPLE, 1.8, None);
+    axes(page, top, ALLOCATION_PANEL, seconds);
+    page.text(PAD - 4.0, top + 10.0, Anchor::End, &format!("{most:.0}"));
+    page.legend(PAD + 10.0, top - 20.0, INSTANCES_PURPLE, "instances");
+    page.legend(PAD + 160.0, top - 20.0, CORES_ORANGE, "cores held by the task");
+    page.legend(PAD + 380.0, top - 20.0, "#7f7f7f", "cores held by every task");
 }
 
 /// A panel's axes, with time ticks in s.

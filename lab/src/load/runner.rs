@@ -68,6 +68,10 @@ pub trait Target: Send + Sync + 'static {
     fn rss_bytes(&self) -> Option<u64> {
         None
     }
+    /// What the task holds of the machine now, where the target can tell.
+    fn allocation(&self, _task: usize) -> Option<super::Allocation> {
+        None
+    }
 }
 
 /// Where a run stands, reported once a second.
@@ -318,6 +322,7 @@ impl<'a> Sampler<'a> {
                     cpu_percent: cpu,
                     page_faults,
                     rss_bytes,
+                    allocation: self.target.allocation(index),
                 }
             })
             .collect();

@@ -59,6 +59,21 @@ pub struct Sample {
     /// the target can tell (a runtime in this process can, an endpoint cannot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_bytes: Option<u64>,
+    /// What the task and the machine held at the end of the second, where the target
+    /// can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation: Option<Allocation>,
+}
+
+/// What a task held of the machine at one moment, as the budget counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Allocation {
+    /// Instances of its serving variant.
+    pub instances: u32,
+    /// Cores they hold of their own (0 on the pool sessions share).
+    pub cores: f64,
+    /// Cores every task's serving instances hold, the shared pool counted once.
+    pub machine_cores: f64,
 }
 
 /// The figures of a run, for one task or all of them.
@@ -108,6 +123,11 @@ pub struct Summary {
     /// Where the answers' time went, where the server told it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<StageBreakdown>,
+    /// Cores held over the run, core·s, as the budget counts them: the task's own
+    /// instances' for a task, the machine's for `all` (or a run of one task), where
+    /// the target told them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_seconds: Option<f64>,
 }
 
 /// A summary per task (in `targets` order) and, for more than one task, one of them
@@ -123,16 +143,31 @@ pub fn summarize(
         .map(|target| {
             let mine: Vec<&RequestRecord> = records.iter().filter(|r| r.task == target.task).collect();
             let seen: Vec<&Sample> = samples.iter().filter(|s| s.task == target.task).collect();
-            summary(&target.task, &mine, &|_| target, &seen, duration_s)
+            let own = |a: &Allocation| if targets.len() > 1 { a.cores } else { a.machine_cores };
+            Summary {
+                core_seconds: held_over(&seen, own),
+                ..summary(&target.task, &mine, &|_| target, &seen, duration_s)
+            }
         })
         .collect();
     if targets.len() > 1 {
         let by_name: BTreeMap<&str, &TaskTarget> = targets.iter().map(|t| (t.task.as_str(), t)).collect();
         let known: Vec<&RequestRecord> = records.iter().filter(|r| by_name.contains_key(r.task.as_str())).collect();
         let seen: Vec<&Sample> = samples.iter().collect();
-        out.push(summary("all", &known, &|r| by_name[r.task.as_str()], &seen, duration_s));
+        // The machine's figure is every task's sample's: count each second once.
+        let first = targets.first().map(|t| t.task.as_str());
+        let once: Vec<&Sample> = seen.iter().copied().filter(|s| Some(s.task.as_str()) == first).collect();
+        let all = summary("all", &known, &|r| by_name[r.task.as_str()], &seen, duration_s);
+        out.push(Summary { core_seconds: held_over(&once, |a| a.machine_cores), ..all });
     }
     out
+}
+
+/// Cores held over `samples` (one a second), core·s, by `held` of each; `None` where
+/// none told its allocation.
+fn held_over(samples: &[&Sample], held: impl Fn(&Allocation) -> f64) -> Option<f64> {
+    let told: Vec<f64> = samples.iter().filter_map(|s| s.allocation.as_ref().map(&held)).collect();
+    (!told.is_empty()).then(|| told.iter().sum())
 }
 
 fn summary<'a>(
@@ -181,6 +216,7 @@ fn summary<'a>(
         variant_switches: switches(samples),
         max_queue_length: samples.iter().filter_map(|s| s.queue_length).max(),
         stages: StageBreakdown::of(records.iter().copied()),
+        core_seconds: None,
     }
 }
 

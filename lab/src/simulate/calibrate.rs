@@ -113,7 +113,11 @@ mod tests {
 
     fn model() -> SimModel {
         let variants = vec![variant("small", 1.0), variant("large", 4.0), variant("idle", 2.0)];
-        SimModel { cores: 2, tasks: vec![SimTask { name: "t".into(), slo_ms: Some(100.0), active: 0, variants }] }
+        SimModel {
+            cores: 2,
+            tasks: vec![SimTask { name: "t".into(), slo_ms: Some(100.0), active: 0, variants }],
+            budget: None,
+        }
     }
 
     /// `batches` batches of `rows` rows of `variant`, which took `ratio` times its line.

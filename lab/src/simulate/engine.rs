@@ -17,7 +17,7 @@ use rand::rngs::StdRng;
 
 use super::model::SimModel;
 use super::server::{Queued, Server};
-use crate::load::{LoadError, LoadSpec, Outcome, RequestRecord, RunResult, Sample, TaskTarget};
+use crate::load::{Allocation, LoadError, LoadSpec, Outcome, RequestRecord, RunResult, Sample, TaskTarget};
 
 const SECOND_US: u64 = 1_000_000;
 
@@ -79,6 +79,7 @@ pub struct SimStats {
 enum Event {
     BatchDone {
         server: usize,
+        batch: u64,
     },
     Wake {
         server: usize,
@@ -152,7 +153,7 @@ pub fn simulate(
             break;
         }
         match event {
-            Event::BatchDone { server } => sim.batch_done(server, now),
+            Event::BatchDone { server, batch } => sim.batch_done(server, batch, now),
             Event::Wake { server } => {
                 sim.servers[server].wake_at = None;
                 sim.start(server, now);
@@ -345,34 +346,39 @@ impl Sim<'_> {
                 .any(|t| t.active_queue() >= early.queue_length || t.traffic.turned_away() > 0)
     }
 
-    /// Starts the next batch on an idle executor, or a wake-up for a held one.
+    /// Starts the batches that instances free now can take, or a wake-up for a held
+    /// one.
     fn start(&mut self, server: usize, now: u64) {
-        if self.servers[server].running.is_some() {
-            return;
-        }
         for (task, queued) in self.servers[server].expire(now) {
             let state = &mut self.servers[server].tasks[task];
             state.traffic.expired();
             state.in_flight -= 1;
             self.record(queued.index, task, &queued, (Outcome::Expired, now.min(queued.deadline_us)), None);
         }
-        match self.servers[server].next_batch(now) {
-            Ok(batch) => {
-                let variant = &self.model.tasks[batch.task].variants[batch.variant];
-                let took = variant.batch_us(batch.requests.len() as u32, &mut self.rng);
-                self.servers[server].running = Some(batch);
-                self.push(now + took, Event::BatchDone { server });
+        loop {
+            match self.servers[server].next_batch(self.model, now) {
+                Ok(batch) => {
+                    let variant = &self.model.tasks[batch.task].variants[batch.variant];
+                    let alone = variant.batch_us(batch.requests.len() as u32, &mut self.rng);
+                    let took = (alone as f64 * self.servers[server].crowding(batch.cores)).round() as u64;
+                    let id = batch.id;
+                    self.servers[server].running.push(batch);
+                    self.push(now + took, Event::BatchDone { server, batch: id });
+                }
+                Err(Some(at)) => {
+                    if self.servers[server].wake_at.is_none_or(|w| w > at) {
+                        self.servers[server].wake_at = Some(at);
+                        self.push(at, Event::Wake { server });
+                    }
+                    return;
+                }
+                Err(None) => return,
             }
-            Err(Some(at)) if self.servers[server].wake_at.is_none_or(|w| w > at) => {
-                self.servers[server].wake_at = Some(at);
-                self.push(at, Event::Wake { server });
-            }
-            Err(_) => {}
         }
     }
 
-    fn batch_done(&mut self, server: usize, now: u64) {
-        let Some(batch) = self.servers[server].finish(now) else { return };
+    fn batch_done(&mut self, server: usize, batch: u64, now: u64) {
+        let Some(batch) = self.servers[server].finish(batch, now) else { return };
         let rows = batch.requests.len() as u32;
         for queued in &batch.requests {
             let latency_ms = (now - queued.arrived_us) as f64 / 1e3;
@@ -402,8 +408,21 @@ impl Sim<'_> {
         self.start(server, now);
     }
 
+    /// What model task `task` holds over every server, and what the servers' serving
+    /// instances hold in all.
+    fn allocation(&self, task: usize) -> Allocation {
+        let (mut instances, mut cores, mut machine_cores) = (0, 0.0, 0.0);
+        for server in &self.servers {
+            let (n, own) = server.task_held(self.model, task);
+            instances += n;
+            cores += own;
+            machine_cores += server.cores_held(self.model);
+        }
+        Allocation { instances, cores, machine_cores }
+    }
+
     /// Each spec task at the end of `second`: server 0's variant, every server's queue
-    /// for it, the servers' mean utilisation.
+    /// for it, the servers' mean utilisation, what they hold.
     fn samples(&mut self, task_of: &[usize], targets: &[TaskTarget], second: u32, now: u64) -> Vec<Sample> {
         let utilisation: Vec<f64> = self.servers.iter_mut().filter_map(|s| s.utilisation_since_second(now)).collect();
         let cpu = (!utilisation.is_empty()).then(|| utilisation.iter().sum::<f64>() / utilisation.len() as f64);
@@ -420,6 +439,7 @@ impl Sim<'_> {
                     cpu_percent: cpu,
                     page_faults: None,
                     rss_bytes: None,
+                    allocation: Some(self.allocation(task)),
                 }
             })
             .collect()

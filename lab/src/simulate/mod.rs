@@ -21,7 +21,7 @@ mod replay;
 mod wasm;
 
 pub use engine::{Decider, SimConfig, SimStats, decided, simulate};
-pub use model::{SimModel, SimTask, SimVariant};
+pub use model::{SimBudget, SimModel, SimTask, SimVariant};
 pub use optimum::{CAPACITIES, Optimum, Plan, cheapest, effective_accuracy, optimum, plan, share_of_gain};
 pub use oracle::Oracle;
 pub use ratio_line::RatioLine;

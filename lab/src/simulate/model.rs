@@ -15,13 +15,42 @@ use modelless::{Runtime, RuntimeConfig};
 /// The z-score of the 99th percentile of a normal distribution.
 const Z99: f64 = 2.326;
 
-/// The machine: its cores and the tasks it serves.
+/// The machine: its cores, the budget its instances are held to, and the tasks it
+/// serves.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SimModel {
     /// Logical cores, as the snapshot reports them.
     pub cores: u32,
     /// The tasks, in configured order.
     pub tasks: Vec<SimTask>,
+    /// What instances may hold, as the runtime's `[resources]`; `None`: decisions are
+    /// held to no budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<SimBudget>,
+}
+
+/// The budget of a simulated machine.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimBudget {
+    /// Cores instances may hold.
+    pub cores: f64,
+    /// Host memory they may hold, bytes.
+    pub memory_bytes: u64,
+    /// Whether a load short of memory unloads idle variants.
+    pub unload_idle: bool,
+}
+
+impl SimBudget {
+    /// The totals of a machine of `cores` cores, its shared pool holding all of them.
+    pub fn totals(&self, cores: u32) -> modelless::engine::ResourceTotals {
+        modelless::engine::ResourceTotals {
+            cores: self.cores,
+            memory_bytes: self.memory_bytes,
+            gpus: Vec::new(),
+            shared_pool_cores: f64::from(cores.max(1)),
+            unload_idle: self.unload_idle,
+        }
+    }
 }
 
 /// One task.
@@ -165,7 +194,10 @@ impl SimModel {
             tasks.push(SimTask { name: task.name.clone(), slo_ms: task.latency_slo_ms, active, variants });
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        Ok(SimModel { cores, tasks })
+        let totals = config.resources.totals(config.onnxruntime.intra_op_threads);
+        let budget =
+            SimBudget { cores: totals.cores, memory_bytes: totals.memory_bytes, unload_idle: totals.unload_idle };
+        Ok(SimModel { cores, tasks, budget: Some(budget) })
     }
 
     /// The task called `name`.

@@ -406,7 +406,11 @@ mod tests {
                 snapshot: VariantSnapshot::default(),
             })
             .collect();
-        SimModel { cores: 1, tasks: vec![SimTask { name: "t".into(), slo_ms: Some(100.0), active: 0, variants }] }
+        SimModel {
+            cores: 1,
+            tasks: vec![SimTask { name: "t".into(), slo_ms: Some(100.0), active: 0, variants }],
+            budget: None,
+        }
     }
 
     fn seconds(counts: &[f64]) -> Vec<Vec<f64>> {

@@ -1,6 +1,9 @@
-//! One simulated server: per task a queue, the active variant and its knobs, and the
-//! traffic window the snapshot reads; one executor that runs one batch at a time
-//! (a session with as many intra-op threads as cores holds the whole machine).
+//! One simulated server: per task a queue, the active variant, its knobs and
+//! instances, and the traffic window the snapshot reads. A batch runs on an instance
+//! of its variant: sessions on the shared intra-op pool take the machine in turns
+//! (one such batch at a time holds every core), an instance with threads of its own
+//! runs beside the others, and batches that hold more cores than the machine has
+//! together run that much slower.
 //!
 //! Admission and batching follow the runtime's deadline rules with the runtime's own
 //! arithmetic: each variant's profiled line, corrected by the batches it ran, refuses
@@ -21,7 +24,7 @@ use modelless::policy_abi::{
     ABI_VERSION, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantState,
 };
 
-use super::model::{SimModel, SimTask};
+use super::model::{SimModel, SimTask, SimVariant};
 
 /// A request waiting for a batch.
 #[derive(Clone, Copy, Debug)]
@@ -35,13 +38,30 @@ pub(crate) struct Queued {
     pub variant: usize,
 }
 
-/// A batch on the executor.
+/// A batch running on an instance.
 #[derive(Clone, Debug)]
 pub(crate) struct Running {
+    /// Tells it from the others running.
+    pub id: u64,
     pub task: usize,
     pub variant: usize,
     pub requests: Vec<Queued>,
     pub started_us: u64,
+    /// The cores it holds: its instance's own threads, or the machine's for a session
+    /// on the shared pool.
+    pub cores: f64,
+    /// Whether it runs on the shared pool, which takes one batch at a time.
+    pub shared: bool,
+}
+
+/// Instances being added to a loaded variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Scaling {
+    pub variant: usize,
+    /// Its instances once they are warm.
+    pub instances: u32,
+    /// When they are, µs.
+    pub ready_us: u64,
 }
 
 /// A variant loading on a simulated server.
@@ -63,6 +83,14 @@ pub(crate) struct TaskState {
     pub loaded: Vec<bool>,
     /// A variant being loaded (one at a time, as in the runtime).
     pub loading: Option<Loading>,
+    /// Per variant: instances that take batches (0 while it is not loaded), and those
+    /// it serves or loads with.
+    pub instances: Vec<u32>,
+    pub instances_set: Vec<u32>,
+    /// Instances being added, one change at a time.
+    pub scaling: Option<Scaling>,
+    /// Per variant: when it last served, µs.
+    pub last_served_us: Vec<u64>,
     pub queue: VecDeque<Queued>,
     pub traffic: TrafficWindow,
     pub in_flight: u64,
@@ -81,6 +109,10 @@ impl TaskState {
             knobs: task.variants.iter().map(|v| (v.max_batch_size.max(1), v.max_queue_delay_us)).collect(),
             loaded: task.variants.iter().map(|v| v.loaded).collect(),
             loading: None,
+            instances: task.variants.iter().map(|v| if v.loaded { configured_instances(v) } else { 0 }).collect(),
+            instances_set: task.variants.iter().map(configured_instances).collect(),
+            scaling: None,
+            last_served_us: vec![0; task.variants.len()],
             queue: VecDeque::new(),
             traffic: TrafficWindow::default(),
             in_flight: 0,
@@ -92,9 +124,16 @@ impl TaskState {
 
     /// `variant` serves from now on, and the requests waiting move to it, as the
     /// runtime moves them (the batch running finishes where it is).
-    fn switch_to(&mut self, variant: usize) {
+    fn switch_to(&mut self, variant: usize, now: u64) {
+        self.last_served_us[self.active] = now;
         self.active = variant;
         self.queue.iter_mut().for_each(|q| q.variant = variant);
+    }
+
+    /// `variant` is loaded from now on, with the instances set for it.
+    fn loaded(&mut self, variant: usize) {
+        self.loaded[variant] = true;
+        self.instances[variant] = self.instances_set[variant].max(1);
     }
 
     /// Requests queued for the active variant (what the runtime reports).
@@ -129,9 +168,12 @@ impl BusyMark {
 #[derive(Clone, Debug)]
 pub(crate) struct Server {
     pub tasks: Vec<TaskState>,
-    pub running: Option<Running>,
-    /// Executor time of finished batches, µs.
-    busy_done_us: u64,
+    pub running: Vec<Running>,
+    next_id: u64,
+    /// The machine's cores, and what the shared pool's batches hold of them.
+    cores: f64,
+    /// Core time of finished batches, core·µs.
+    busy_done: u64,
     /// Where the utilisation counts of the ticks and of the samples restart.
     tick_mark: BusyMark,
     second_mark: BusyMark,
@@ -145,8 +187,10 @@ impl Server {
     pub fn new(model: &SimModel) -> Self {
         Server {
             tasks: model.tasks.iter().map(TaskState::new).collect(),
-            running: None,
-            busy_done_us: 0,
+            running: Vec::new(),
+            next_id: 0,
+            cores: f64::from(model.cores.max(1)),
+            busy_done: 0,
             tick_mark: BusyMark::default(),
             second_mark: BusyMark::default(),
             wake_at: None,
@@ -160,36 +204,64 @@ impl Server {
         self.tasks.iter().map(|t| t.in_flight).sum()
     }
 
-    /// Executor time up to `now`, µs.
-    fn busy_us(&self, now: u64) -> u64 {
-        self.busy_done_us + self.running.as_ref().map_or(0, |r| now.saturating_sub(r.started_us))
+    /// Core time up to `now`, core·µs.
+    fn busy(&self, now: u64) -> u64 {
+        let running: f64 = self.running.iter().map(|r| r.cores * now.saturating_sub(r.started_us) as f64).sum();
+        self.busy_done + running as u64
     }
 
-    /// The executor's utilisation since the last tick, % (and restarts the count).
+    /// The machine's utilisation since the last tick, % of its cores (and restarts
+    /// the count).
     pub fn utilisation_since_tick(&mut self, now: u64) -> Option<f64> {
-        let busy = self.busy_us(now);
-        self.tick_mark.restart(now, busy)
+        let busy = self.busy(now);
+        self.tick_mark.restart(now, busy).map(|u| u / self.cores)
     }
 
     /// Like [`Server::utilisation_since_tick`], for the per-second samples.
     pub fn utilisation_since_second(&mut self, now: u64) -> Option<f64> {
-        let busy = self.busy_us(now);
-        self.second_mark.restart(now, busy)
+        let busy = self.busy(now);
+        self.second_mark.restart(now, busy).map(|u| u / self.cores)
     }
 
-    /// The batch that ran ends at `now`.
-    pub fn finish(&mut self, now: u64) -> Option<Running> {
-        let running = self.running.take()?;
+    /// The instances of task `task`'s serving variant, those starting among them,
+    /// and the cores of their own they hold, as the budget counts them.
+    pub fn task_held(&self, model: &SimModel, task: usize) -> (u32, f64) {
+        let state = &self.tasks[task];
+        let starting = state.scaling.filter(|s| s.variant == state.active).map_or(0, |s| s.instances);
+        let serving = state.instances[state.active].max(starting);
+        (state.instances[state.active], own_threads(&model.tasks[task].variants[state.active]) * f64::from(serving))
+    }
+
+    /// Cores every task's serving instances hold now, as the budget counts them: their
+    /// own threads, and the shared pool's once while any of them runs on it.
+    pub fn cores_held(&self, model: &SimModel) -> f64 {
+        let own: f64 = (0..self.tasks.len()).map(|t| self.task_held(model, t).1).sum();
+        let shared = (0..self.tasks.len()).any(|t| own_threads(&model.tasks[t].variants[self.tasks[t].active]) == 0.0);
+        own + if shared { self.cores } else { 0.0 }
+    }
+
+    /// Batch `id` ends at `now`.
+    pub fn finish(&mut self, id: u64, now: u64) -> Option<Running> {
+        let at = self.running.iter().position(|r| r.id == id)?;
+        let running = self.running.swap_remove(at);
         let took = now - running.started_us;
-        self.busy_done_us += took;
-        if let Some(cost) = &mut self.tasks[running.task].costs[running.variant] {
+        self.busy_done += (running.cores * took as f64) as u64;
+        let state = &mut self.tasks[running.task];
+        if let Some(cost) = &mut state.costs[running.variant] {
             cost.observe(running.requests.len(), Duration::from_micros(took), Duration::ZERO);
         }
-        let runs = &mut self.tasks[running.task].runs[running.variant];
+        let runs = &mut state.runs[running.variant];
         runs.batches += 1;
         runs.rows += running.requests.len() as u64;
         runs.run_ms += took as f64 / 1e3;
         Some(running)
+    }
+
+    /// How much slower than alone a batch holding `cores` more runs beside those
+    /// running: the cores they hold together over the machine's, where more.
+    pub fn crowding(&self, cores: f64) -> f64 {
+        let held: f64 = self.running.iter().map(|r| r.cores).sum::<f64>() + cores;
+        (held / self.cores).max(1.0)
     }
 
     /// When a request of `task` arriving at `now` with `deadline_us` would be
@@ -200,13 +272,18 @@ impl Server {
         self.tasks[task].arrivals.arrived(at(now));
         let state = &self.tasks[task];
         let cost = state.costs[state.active].as_ref()?;
-        let free_at = match &self.running {
-            Some(r) if r.task == task => at(r.started_us) + cost.of(r.requests.len()),
-            _ => at(now),
-        };
+        // Each instance frees up when its batch ends; idle ones now.
+        let mut free_at: Vec<Instant> = self
+            .running
+            .iter()
+            .filter(|r| r.task == task && r.variant == state.active)
+            .map(|r| at(r.started_us) + cost.of(r.requests.len()))
+            .collect();
+        let idle = (state.instances[state.active].max(1) as usize).saturating_sub(free_at.len());
+        free_at.extend(std::iter::repeat_n(at(now), idle));
         let (max_batch_size, delay_us) = state.knobs[state.active];
         let backlog = Backlog {
-            free_at: &[free_at],
+            free_at: &free_at,
             rows_ahead: state.queue.len(),
             max_batch_size: max_batch_size as usize,
             max_queue_delay: Duration::from_micros(delay_us),
@@ -233,14 +310,25 @@ impl Server {
         dead
     }
 
-    /// The next batch to run at `now`: of the tasks whose batch may leave, the one
-    /// whose oldest request waited longest. `Err` holds when the earliest held batch
-    /// may leave, if any is held.
-    pub fn next_batch(&mut self, now: u64) -> Result<Running, Option<u64>> {
+    /// The next batch to run at `now`: of the tasks whose batch may leave and whose
+    /// variant has an instance free, the one whose oldest request waited longest.
+    /// `Err` holds when the earliest held batch may leave, if any is held.
+    pub fn next_batch(&mut self, model: &SimModel, now: u64) -> Result<Running, Option<u64>> {
         let mut best: Option<(u64, usize, usize)> = None;
         let mut earliest_wake: Option<u64> = None;
+        let shared_busy = self.running.iter().any(|r| r.shared);
         for (index, task) in self.tasks.iter().enumerate() {
             let Some(head) = task.queue.front() else { continue };
+            let threads = own_threads(&model.tasks[index].variants[head.variant]);
+            let busy = self.running.iter().filter(|r| r.task == index && r.variant == head.variant).count();
+            let free = if threads == 0.0 {
+                !shared_busy && busy < task.instances[head.variant].max(1) as usize
+            } else {
+                busy < task.instances[head.variant] as usize
+            };
+            if !free {
+                continue;
+            }
             match readiness(task, now) {
                 Readiness::Now { rows } => {
                     if best.is_none_or(|(arrived, ..)| head.arrived_us < arrived) {
@@ -254,7 +342,11 @@ impl Server {
         let state = &mut self.tasks[task];
         let rows = in_time(state, rows, now);
         let requests: Vec<Queued> = state.queue.drain(..rows).collect();
-        Ok(Running { task, variant: requests[0].variant, requests, started_us: now })
+        let variant = requests[0].variant;
+        let threads = own_threads(&model.tasks[task].variants[variant]);
+        let (cores, shared) = if threads == 0.0 { (self.cores, true) } else { (threads, false) };
+        self.next_id += 1;
+        Ok(Running { id: self.next_id, task, variant, requests, started_us: now, cores, shared })
     }
 
     /// Carries out the actions the control core made of a policy's decision, at
@@ -282,7 +374,18 @@ impl Server {
             Action::Switch { variant, .. } => {
                 let Some(variant) = variants.iter().position(|v| &v.name == variant) else { return false };
                 if free || state.loaded[variant] {
-                    state.switch_to(variant);
+                    if !state.loaded[variant] {
+                        state.loaded(variant);
+                    }
+                    state.switch_to(variant, now);
+                    // One that stood by serves with the instances set for it.
+                    scale(
+                        state,
+                        variant,
+                        state.instances_set[variant],
+                        now,
+                        if free { 0.0 } else { variants[variant].load_ms },
+                    );
                 } else {
                     let ready_us = now + (variants[variant].load_ms * 1e3) as u64;
                     state.loading = Some(Loading { variant, ready_us, takes_over: true });
@@ -298,24 +401,42 @@ impl Server {
             Action::Unload { variant, .. } => {
                 let Some(variant) = variants.iter().position(|v| &v.name == variant) else { return false };
                 state.loaded[variant] = false;
+                state.instances[variant] = 0;
+                state.last_served_us[variant] = now;
                 false
             }
-            Action::Scale { .. } | Action::Refuse { .. } => false,
+            Action::Scale { variant, instances, .. } => {
+                let Some(variant) = variants.iter().position(|v| &v.name == variant) else { return false };
+                state.instances_set[variant] = *instances;
+                if state.loaded[variant] {
+                    scale(state, variant, *instances, now, if free { 0.0 } else { variants[variant].load_ms });
+                }
+                false
+            }
+            Action::Refuse { .. } => false,
         }
     }
 
-    /// Variants whose load finished by `now` are loaded, and those switched to take
-    /// over.
+    /// Variants whose load finished by `now` are loaded, those switched to take over,
+    /// and instances added by now take batches.
     pub fn finish_loads(&mut self, now: u64) {
         for task in &mut self.tasks {
             if let Some(loading) = task.loading
                 && loading.ready_us <= now
             {
-                task.loaded[loading.variant] = true;
+                task.loaded(loading.variant);
                 if loading.takes_over {
-                    task.switch_to(loading.variant);
+                    task.switch_to(loading.variant, now);
                 }
                 task.loading = None;
+            }
+            if let Some(scaling) = task.scaling
+                && scaling.ready_us <= now
+            {
+                if task.loaded[scaling.variant] {
+                    task.instances[scaling.variant] = scaling.instances;
+                }
+                task.scaling = None;
             }
         }
     }
@@ -349,6 +470,17 @@ impl Server {
                         snapshot.name.clone_from(&v.name);
                         snapshot.runs = (variant_state == VariantState::Ready).then_some(state.runs[index]);
                         snapshot.state = variant_state;
+                        snapshot.instances = state.instances[index];
+                        snapshot.instances_starting = state
+                            .scaling
+                            .filter(|s| s.variant == index)
+                            .map_or(0, |s| s.instances.saturating_sub(state.instances[index]));
+                        snapshot.instances_set = state.instances_set[index];
+                        snapshot.idle_ms = Some(if index == state.active {
+                            0
+                        } else {
+                            now.saturating_sub(state.last_served_us[index]) / 1000
+                        });
                         // Its batches are bounded by its configured size, as the runtime's
                         // are by theirs; a refusal it carries is the runtime's.
                         snapshot.batch_ceiling = Some(v.max_batch_size);
@@ -365,19 +497,43 @@ impl Server {
                         variant: task.variants[state.active].name.clone(),
                         max_batch_size,
                         max_queue_delay_us,
-                        instances: 1,
+                        instances: state.instances[state.active],
                     },
                     variants,
                 })
             })
             .collect();
+        let budget = model.budget.as_ref().map(|b| modelless::engine::budget(&b.totals(model.cores), &tasks));
         let system = SystemSnapshot {
             cores: model.cores,
             cpu_host_percent: cpu,
             cpu_process_percent: cpu,
+            budget,
             ..SystemSnapshot::default()
         };
         Snapshot { abi_version: ABI_VERSION, tick, now_ms: now / 1000, tasks, system }
+    }
+}
+
+/// The instances a variant is configured with.
+fn configured_instances(variant: &SimVariant) -> u32 {
+    variant.snapshot.instances_set.max(1)
+}
+
+/// The threads of a variant's instance's own pool; 0 on the shared pool.
+fn own_threads(variant: &SimVariant) -> f64 {
+    variant.snapshot.share.map_or(0.0, |s| s.cores)
+}
+
+/// Brings loaded `variant` of `task` to `instances` at `now`: fewer at once (their
+/// batches finish), more once they have loaded, `load_ms` on.
+fn scale(task: &mut TaskState, variant: usize, instances: u32, now: u64, load_ms: f64) {
+    let instances = instances.max(1);
+    if instances <= task.instances[variant] || load_ms <= 0.0 {
+        task.instances[variant] = instances;
+        task.scaling = task.scaling.filter(|s| s.variant != variant);
+    } else {
+        task.scaling = Some(Scaling { variant, instances, ready_us: now + (load_ms * 1e3) as u64 });
     }
 }
 
@@ -419,7 +575,7 @@ mod tests {
     use modelless::policy_abi::{Decision, LatencyFit, TaskDecision, VariantSnapshot};
 
     use super::*;
-    use crate::simulate::SimVariant;
+    use crate::simulate::SimBudget;
 
     /// Task `t`: `a` loaded and serving, `b` not loaded (it loads in 100 ms), batches
     /// of up to 8.
@@ -443,7 +599,7 @@ mod tests {
             active: 0,
             variants: vec![variant("a", true), variant("b", false)],
         };
-        SimModel { cores: 1, tasks: vec![task] }
+        SimModel { cores: 1, tasks: vec![task], budget: None }
     }
 
     #[test]
@@ -468,6 +624,65 @@ mod tests {
         assert_eq!(server.steer(&model, &planned, 50_000, false), 0, "a switch is under way");
         server.finish_loads(100_000);
         assert_eq!(server.tasks[0].active, 1);
+    }
+
+    /// `model()` with `a` on instances of one thread of its own, on a machine of
+    /// `cores` whose budget is `budget` cores.
+    fn own_threads_model(cores: u32, budget: f64) -> SimModel {
+        let mut model = model();
+        model.cores = cores;
+        model.budget = Some(SimBudget { cores: budget, memory_bytes: 1 << 40, unload_idle: true });
+        for variant in &mut model.tasks[0].variants {
+            let share = modelless::policy_abi::InstanceShare { cores: 1.0, memory_bytes: 1 << 20, gpu_memory_bytes: 0 };
+            variant.snapshot.share = Some(share);
+            variant.snapshot.instances_set = 1;
+        }
+        model
+    }
+
+    fn queue(server: &mut Server, requests: usize, now: u64) {
+        for index in 0..requests {
+            let queued = Queued { index, arrived_us: now, deadline_us: now + 1_000_000, variant: 0 };
+            server.tasks[0].queue.push_back(queued);
+        }
+    }
+
+    #[test]
+    fn instances_added_once_loaded_run_batches_beside_each_other_and_crowd_the_cores_they_share() {
+        let model = own_threads_model(1, 4.0);
+        let mut server = Server::new(&model);
+        let two = Decision { tasks: vec![TaskDecision { instances: Some(2), ..TaskDecision::keep("t") }] };
+        let planned = core::tick(&server.snapshot(&model, 0, 0), &two).actions;
+        server.steer(&model, &planned, 0, false);
+        let snapshot = server.snapshot(&model, 1, 50_000);
+        assert_eq!((snapshot.tasks[0].variants[0].instances, snapshot.tasks[0].variants[0].instances_starting), (1, 1));
+        queue(&mut server, 16, 50_000);
+        let first = server.next_batch(&model, 50_000).unwrap();
+        server.running.push(first);
+        assert!(server.next_batch(&model, 50_000).is_err(), "the second instance is still loading");
+        server.finish_loads(100_000);
+        let second = server.next_batch(&model, 100_000).unwrap();
+        assert_eq!(second.cores, 1.0);
+        assert_eq!(server.crowding(second.cores), 2.0, "two threads on one core: twice as long");
+        server.running.push(second);
+        assert_eq!(server.cores_held(&model), 2.0);
+        // Back to one: at once, the batches running finish where they are.
+        let one = Decision { tasks: vec![TaskDecision { instances: Some(1), ..TaskDecision::keep("t") }] };
+        let planned = core::tick(&server.snapshot(&model, 2, 100_000), &one).actions;
+        server.steer(&model, &planned, 100_000, false);
+        assert_eq!(server.tasks[0].instances[0], 1);
+        assert_eq!(server.running.len(), 2);
+    }
+
+    #[test]
+    fn instances_beyond_the_simulated_budget_are_refused_as_the_runtime_refuses_them() {
+        let model = own_threads_model(2, 1.0);
+        let mut server = Server::new(&model);
+        let two = Decision { tasks: vec![TaskDecision { instances: Some(2), ..TaskDecision::keep("t") }] };
+        let planned = core::tick(&server.snapshot(&model, 0, 0), &two).actions;
+        assert!(matches!(&planned[..], [Action::Refuse { .. }]), "{planned:?}");
+        server.steer(&model, &planned, 0, false);
+        assert_eq!(server.tasks[0].instances_set[0], 1);
     }
 
     #[test]

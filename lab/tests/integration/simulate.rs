@@ -45,7 +45,11 @@ fn model(active: usize) -> SimModel {
             }
         })
         .collect();
-    SimModel { cores: 2, tasks: vec![SimTask { name: "classify".into(), slo_ms: Some(150.0), active, variants }] }
+    SimModel {
+        cores: 2,
+        tasks: vec![SimTask { name: "classify".into(), slo_ms: Some(150.0), active, variants }],
+        budget: None,
+    }
 }
 
 fn load(pattern: Pattern) -> LoadSpec {
@@ -418,7 +422,7 @@ fn recorded_ticks_with_a_refused_switch_get_the_runtimes_actions_from_the_simula
         })
         .collect();
     let task = SimTask { name: "classify".into(), slo_ms: None, active: 0, variants };
-    let model = SimModel { cores: 2, tasks: vec![task] };
+    let model = SimModel { cores: 2, tasks: vec![task], budget: None };
     // The same policy steers it, through the runtime's controller, at the same times.
     let module = PolicyEngine::new(HostConfig::default()).unwrap().compile_file(&policy_module("static")).unwrap();
     let mut decider = WasmDecider::new(module, Some(serde_json::json!({ "variant": "v1" })), &model);
