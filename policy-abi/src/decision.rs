@@ -1,6 +1,8 @@
 //! What a policy answers: per task, the knobs to change. A knob left out keeps its
 //! value; the host clamps values out of range and reports what it changed.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::snapshot::ServingKnobs;
@@ -43,6 +45,11 @@ pub struct TaskDecision {
     /// and the one a switch goes to, cannot be.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unload: Vec<String>,
+    /// Instances of variants that do not serve, by name: one loaded to stand by is
+    /// brought to them (warmed, holding memory but no cores until it serves), one not
+    /// loaded loads with them. A later switch to it finds them warm.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub standby: BTreeMap<String, u32>,
 }
 
 impl TaskDecision {
@@ -74,6 +81,7 @@ impl TaskDecision {
             && self.instances.is_none()
             && self.load.is_empty()
             && self.unload.is_empty()
+            && self.standby.is_empty()
     }
 }
 

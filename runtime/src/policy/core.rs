@@ -318,6 +318,14 @@ fn plan_task(task: &TaskView, wanted: &TaskDecision, plan: &mut Plan, mut ledger
         plan.actions.push(Action::Scale { task: name.clone(), variant: variant.name.clone(), instances });
     }
     plan.actions.extend(unloads);
+    plan_standby(
+        task,
+        wanted,
+        scale.map(|(v, _)| v.name.as_str()),
+        switch_to.map(|v| v.name.as_str()),
+        plan,
+        ledger.as_deref_mut(),
+    );
     plan_unloads(task, wanted, switch_to.map(|v| v.name.as_str()), plan, ledger.as_deref_mut());
     if let Some(variant) = switch_to {
         plan.actions.push(Action::Switch { task: name.clone(), variant: variant.name.clone() });
@@ -418,6 +426,61 @@ fn take_for(
     ledger.take_memory(need(variant, more), (task, &variant.name)).inspect_err(|_| {
         ledger.take_cores(-cores_more).ok();
     })
+}
+
+/// Adds the instances `wanted` sets for variants that stand by (the one serving, where
+/// the decision switches away from it, among them): never the one that serves after
+/// the decision (its instances are `instances`), nor one `scaled` already; those of a
+/// loaded one held to the memory free.
+fn plan_standby(
+    task: &TaskView,
+    wanted: &TaskDecision,
+    scaled: Option<&str>,
+    switch_to: Option<&str>,
+    plan: &mut Plan,
+    mut ledger: Option<&mut Ledger>,
+) {
+    let name = &task.name;
+    for (variant, &asked) in &wanted.standby {
+        let found = match servable(task, variant) {
+            Ok(found) => found,
+            Err(reason) => {
+                plan.actions.push(refuse(name, Asked::Scale, variant, reason));
+                continue;
+            }
+        };
+        let serves_after =
+            if switch_to.is_some() { switch_to == Some(variant.as_str()) } else { *variant == task.active };
+        if serves_after || scaled == Some(variant.as_str()) {
+            plan.reports.push(format!(
+                "task `{name}`: standby instances of `{}` ignored: it serves, or the decision sets its instances",
+                short(variant)
+            ));
+            continue;
+        }
+        let instances = asked.clamp(1, MAX_INSTANCES as u32);
+        if instances == found.instances_set && (found.instances == 0 || found.instances == instances) {
+            continue;
+        }
+        if task.switching && found.instances > 0 {
+            plan.reports
+                .push(format!("task `{name}`: a change is under way; `{}` waits for a later tick", short(variant)));
+            continue;
+        }
+        if let Some(ledger) = ledger.as_deref_mut() {
+            let more = if found.instances > 0 { instances.saturating_sub(found.instances) } else { 0 };
+            match take_for(ledger, name, found, 0.0, more) {
+                Ok(unloaded) => plan
+                    .actions
+                    .extend(unloaded.into_iter().map(|idle| Action::Unload { task: idle.task, variant: idle.variant })),
+                Err(reason) => {
+                    plan.actions.push(refuse(name, Asked::Scale, variant, reason));
+                    continue;
+                }
+            }
+        }
+        plan.actions.push(Action::Scale { task: name.clone(), variant: variant.clone(), instances });
+    }
 }
 
 /// Adds the unloads `wanted` asks: never of the variant serving, the one switched
@@ -704,6 +767,35 @@ pub(super) mod tests {
         let budget = super::super::budget::budget(&totals, &tasks);
         let system = modelless_policy_abi::SystemSnapshot { budget: Some(budget), ..Default::default() };
         Snapshot { tasks, system, ..Snapshot::default() }
+    }
+
+    #[test]
+    fn a_standby_variant_is_brought_to_its_instances_without_serving_and_one_serving_is_not() {
+        let plan = tick_views(
+            &decision(json!([{ "task": "t", "standby": { "d": 3, "b": 2, "a": 2, "c": 2 } }])),
+            &tasks(),
+            None,
+        );
+        assert_eq!(
+            plan.actions,
+            [scale("t", "b", 2), refuse("t", Asked::Scale, "c", "input `x`: sizes differ".into()), scale("t", "d", 3),],
+            "b loads with 2; d, loaded, is brought to 3"
+        );
+        assert_eq!(
+            plan.reports,
+            ["task `t`: standby instances of `a` ignored: it serves, or the decision sets its instances"]
+        );
+        // Memory: d's two more instances of 100 MiB do not fit 150 free.
+        let variants = vec![held("a", VariantState::Ready, 1, 0), held("d", VariantState::Ready, 1, 9_000)];
+        let snapshot = budgeted(vec![("t", "a", variants)], 4.0, 350, false);
+        let plan = tick(&snapshot, &decision(json!([{ "task": "t", "standby": { "d": 3 } }])));
+        assert!(matches!(&plan.actions[..], [Action::Refuse { asked: Asked::Scale, .. }]), "{plan:?}");
+        let plan = tick(&snapshot, &decision(json!([{ "task": "t", "standby": { "d": 2 } }])));
+        assert_eq!(plan.actions, [scale("t", "d", 2)]);
+        // The variant serving stands by once the decision switches away from it.
+        let plan =
+            tick_views(&decision(json!([{ "task": "t", "variant": "d", "standby": { "a": 3 } }])), &tasks(), None);
+        assert_eq!(plan.actions, [scale("t", "a", 3), switch("d")]);
     }
 
     #[test]

@@ -58,6 +58,26 @@ fn cheapest_meeting_slo_decides_alike_natively_and_as_wasm() {
 }
 
 #[test]
+fn the_allocating_policies_decide_alike_natively_and_as_wasm() {
+    let snapshots = fixture_snapshots("load-changes");
+    let (wasm, native) = both("autoscale", modelless_policy_autoscale::Autoscale::default(), &snapshots);
+    assert_eq!(wasm, native);
+    // Tick 3 has `classify` at 210 requests a second and its p99 over the target.
+    assert!(wasm[3].tasks.iter().any(|t| t.task == "classify"), "{:?}", wasm[3]);
+    let (wasm, native) = both("replica-only", modelless_policy_replica_only::ReplicaOnly::default(), &snapshots);
+    assert_eq!(wasm, native);
+    let mut peak = modelless_policy_static_peak::StaticPeak::default();
+    peak.init(&serde_json::json!({ "peak_per_s": { "classify": 210.0 } })).unwrap();
+    let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+    let parameters = Some(serde_json::json!({ "peak_per_s": { "classify": 210.0 } }));
+    let mut module =
+        engine.compile_file(&policy_module("static-peak")).unwrap().instantiate(parameters.as_ref()).unwrap();
+    for snapshot in &snapshots {
+        assert_eq!(module.decide(snapshot).unwrap(), peak.decide(snapshot));
+    }
+}
+
+#[test]
 fn slo_predictive_decides_alike_natively_and_as_wasm() {
     let snapshots = fixture_snapshots("load-changes");
     let native = modelless_policy_slo_predictive::SloPredictive::default();

@@ -1,0 +1,261 @@
+//! The autoscaling policy, after INFaaS's model-autoscaler: for every task with a
+//! latency target it decides the variant and its instances together, and the loads
+//! that keep a cheaper variant ready.
+//!
+//! - **What serves each task** ([`allocate`]): of every variant and number of
+//!   instances the budget allows ([`options`]), the most accurate that serves the
+//!   demand ahead within the target (`capacity_within_slo`, the runtime's own
+//!   arithmetic), the cheapest of those in cores held plus `lambda` cores a second of
+//!   loading. Where the budget's cores are short, the step down that loses the least
+//!   accuracy (weighted by demand) per core freed, whichever task takes it.
+//! - **Up at once, down after a while**: an allocation that holds more cores, or that
+//!   the one serving cannot serve, is asked at once; one that holds fewer only after
+//!   `scale_down_after_ticks` ticks in a row wanted fewer (INFaaS waits 10 ticks for
+//!   its CPU variants), and a more accurate one on as many cores once the last change
+//!   is `step_up_after_ms` old.
+//! - **Accuracy down first while instances come**: where the allocation needs
+//!   instances that must load, and the variant serving cannot serve the demand
+//!   meanwhile, the most accurate loaded variant whose warm instances can serves it,
+//!   and the instances wanted warm up beside it (`standby`); once they are warm, the
+//!   next tick moves to them.
+//! - **A cheaper variant ready**: the most accurate variant below the one serving is
+//!   kept loaded (`load`), so that a crowd finds a step down warm.
+//!
+//! Demand ahead: the largest of the 1 s and 10 s rates and the rate since the last
+//! tick (two standard deviations below what it counted), plus `burst_sigmas` standard
+//! deviations of a second's Poisson arrivals, plus the rate that clears the queue
+//! beyond a batch within the target. A task without a target keeps what it has; its
+//! cores count against the budget.
+
+pub mod allocate;
+pub mod options;
+
+use std::collections::BTreeMap;
+
+use allocate::{Need, allocate};
+use modelless_policy_abi::guest::Policy;
+use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot, VariantState};
+use options::Allocation;
+use serde::{Deserialize, Serialize};
+
+/// Parameters (the `init` JSON); every field is optional.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Parameters {
+    /// Cores a second of loading is worth, against cores held.
+    pub lambda: f64,
+    /// Ticks in a row that must want fewer cores before a task gives them up.
+    pub scale_down_after_ticks: u32,
+    /// Standard deviations of a second's arrivals added to the demand ahead.
+    pub burst_sigmas: f64,
+    /// Least time after a change before a more accurate variant on as many cores, ms.
+    pub step_up_after_ms: u64,
+    /// Most instances of one variant.
+    pub max_instances: u32,
+    /// Largest batch capacity is priced with.
+    pub max_batch_size: u32,
+    /// Whether the variant below the one serving is kept loaded.
+    pub keep_cheaper_loaded: bool,
+}
+
+impl Default for Parameters {
+    fn default() -> Self {
+        Parameters {
+            lambda: 0.5,
+            scale_down_after_ticks: 10,
+            burst_sigmas: 2.0,
+            step_up_after_ms: 3_000,
+            max_instances: 8,
+            max_batch_size: 32,
+            keep_cheaper_loaded: true,
+        }
+    }
+}
+
+/// The policy: its parameters and what it remembers between ticks.
+#[derive(Debug, Default)]
+pub struct Autoscale {
+    parameters: Parameters,
+    state: State,
+}
+
+/// Per task: ticks in a row that wanted fewer cores, when it last changed, and the
+/// time and requests in flight of the last tick (to count arrivals since).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+struct State {
+    low_ticks: BTreeMap<String, u32>,
+    last_change_ms: BTreeMap<String, u64>,
+    last_seen: BTreeMap<String, (u64, u64)>,
+}
+
+impl Policy for Autoscale {
+    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+        let budget = snapshot.system.budget.as_ref();
+        let cores = budget.map_or(f64::from(snapshot.system.cores.max(1)), |b| b.cores);
+        let now_ms = snapshot.now_ms;
+        let mut steered = Vec::new();
+        let mut held = 0.0;
+        for task in &snapshot.tasks {
+            let recent = self.recent_rate(task, now_ms);
+            match task.slo_latency_ms {
+                Some(slo_ms) => {
+                    let demand = self.demand(task, recent, slo_ms);
+                    let p = &self.parameters;
+                    let options = options::options(task, slo_ms, budget, p.max_instances, p.max_batch_size);
+                    steered.push((task, Need { demand, options }));
+                }
+                None => held += serving_cores(task, budget),
+            }
+        }
+        let needs: Vec<Need> = steered.iter().map(|(_, need)| need.clone()).collect();
+        let chosen = allocate(&needs, cores, held, self.parameters.lambda);
+        let mut tasks = Vec::new();
+        for ((task, need), choice) in steered.iter().zip(chosen) {
+            let Some(target) = choice.map(|c| need.options[c]) else { continue };
+            if let Some(decision) = self.towards(task, need, target, budget, now_ms) {
+                tasks.push(decision);
+            }
+        }
+        Decision { tasks }
+    }
+
+    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
+        self.parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    fn save_state(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(&self.state).ok()
+    }
+
+    fn load_state(&mut self, state: serde_json::Value) -> Result<(), String> {
+        self.state = serde_json::from_value(state).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// The cores `task`'s serving instances hold.
+fn serving_cores(task: &TaskSnapshot, budget: Option<&modelless_policy_abi::Budget>) -> f64 {
+    let Some(active) = task.variants.iter().find(|v| v.name == task.active.variant) else { return 0.0 };
+    match active.share.map(|s| s.cores) {
+        Some(cores) if cores > 0.0 => cores * f64::from(active.instances + active.instances_starting),
+        _ => budget.map_or(0.0, |b| b.shared_pool_cores),
+    }
+}
+
+impl Autoscale {
+    /// Requests a second expected ahead for `task`: see the crate's docs.
+    pub fn demand(&self, task: &TaskSnapshot, recent: f64, slo_ms: f64) -> f64 {
+        let d = &task.demand;
+        let rate = d.per_s_1s.max(d.per_s_10s).max(recent);
+        let ceiling = u64::from(task.active.max_batch_size.max(1));
+        let backlog = task.queue_length.saturating_sub(ceiling) as f64 * 1e3 / (0.9 * slo_ms);
+        rate + self.parameters.burst_sigmas * rate.sqrt() + backlog
+    }
+
+    /// Requests a second that arrived since the last tick, two standard deviations
+    /// below what was counted (0 at the first tick).
+    fn recent_rate(&mut self, task: &TaskSnapshot, now_ms: u64) -> f64 {
+        let last = self.state.last_seen.insert(task.name.clone(), (now_ms, task.in_flight));
+        let Some((then_ms, in_flight_then)) = last.filter(|&(then, _)| now_ms > then + 100) else { return 0.0 };
+        let arrived = (task.completed + task.rejections + task.in_flight).saturating_sub(in_flight_then) as f64;
+        (arrived - 2.0 * arrived.sqrt()).max(0.0) * 1e3 / (now_ms - then_ms) as f64
+    }
+
+    /// What `task` must be asked to move towards `target`, by the rules of the crate's
+    /// docs; `None` to keep what it has.
+    fn towards(
+        &mut self,
+        task: &TaskSnapshot,
+        need: &Need,
+        target: Allocation,
+        budget: Option<&modelless_policy_abi::Budget>,
+        now_ms: u64,
+    ) -> Option<TaskDecision> {
+        let name = &task.name;
+        let active = task.variants.iter().position(|v| v.name == task.active.variant)?;
+        let serving = task.variants[active].instances.max(1);
+        let current = need.options.iter().find(|o| o.variant == active && o.instances == serving).copied();
+        let held = serving_cores(task, budget);
+        let keeps_up = current.is_some_and(|c| c.capacity >= need.demand);
+        let same = target.variant == active && target.instances == serving;
+        let fewer = target.cores < held - 1e-9;
+        let low = self.state.low_ticks.entry(name.clone()).or_default();
+        *low = if same {
+            0
+        } else if fewer && keeps_up {
+            *low + 1
+        } else {
+            0
+        };
+        let waited = *low >= self.parameters.scale_down_after_ticks;
+        let settled =
+            self.state.last_change_ms.get(name).is_none_or(|&at| now_ms >= at + self.parameters.step_up_after_ms);
+        let more_accurate = target.accuracy > task.variants[active].accuracy;
+        let go = if same {
+            false
+        } else if !keeps_up || target.cores > held + 1e-9 {
+            true
+        } else if fewer {
+            waited
+        } else {
+            !more_accurate || settled
+        };
+        let mut decision = TaskDecision::keep(name);
+        if go {
+            self.state.low_ticks.insert(name.clone(), 0);
+            self.state.last_change_ms.insert(name.clone(), now_ms);
+            let target_name = task.variants[target.variant].name.clone();
+            let bridge = (target.load_s > 0.0 && !keeps_up).then(|| self.bridge(task, need, target)).flatten();
+            match bridge {
+                Some(bridge) => {
+                    decision.variant = Some(task.variants[bridge].name.clone());
+                    decision.standby.insert(target_name, target.instances);
+                }
+                None if target.variant == active => decision.instances = Some(target.instances),
+                None => {
+                    decision.variant = Some(target_name);
+                    decision.instances = Some(target.instances);
+                }
+            }
+        }
+        if self.parameters.keep_cheaper_loaded
+            && let Some(cheaper) = self.cheaper_to_keep(task, if go { target.variant } else { active })
+        {
+            decision.load.push(cheaper);
+        }
+        (!decision.is_empty()).then_some(decision)
+    }
+
+    /// The most accurate variant other than the target's whose warm instances serve the
+    /// demand now: what serves while the target's instances load.
+    fn bridge(&self, task: &TaskSnapshot, need: &Need, target: Allocation) -> Option<usize> {
+        need.options
+            .iter()
+            .filter(|o| o.variant != target.variant && o.load_s == 0.0 && o.capacity >= need.demand)
+            .filter(|o| {
+                task.variants[o.variant].state == VariantState::Ready
+                    && o.instances == task.variants[o.variant].instances.max(1)
+            })
+            .max_by(|a, b| a.accuracy.total_cmp(&b.accuracy))
+            .map(|o| o.variant)
+    }
+
+    /// The most accurate variant below `serving` that may serve and is not loaded, to
+    /// load.
+    fn cheaper_to_keep(&self, task: &TaskSnapshot, serving: usize) -> Option<String> {
+        let accuracy = task.variants[serving].accuracy;
+        let below = task
+            .variants
+            .iter()
+            .filter(|v| options::may_serve(v) && v.accuracy < accuracy && options::line(v).is_some())
+            .max_by(|a, b| a.accuracy.total_cmp(&b.accuracy))?;
+        (below.state == VariantState::Unloaded).then(|| below.name.clone())
+    }
+}
+
+modelless_policy_abi::export_policy!(Autoscale);
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,156 @@
+//! The policy's decisions on hand-made snapshots.
+
+use modelless_policy_abi::{
+    Budget, Demand, InstanceShare, LatencyFit, ServingKnobs, SystemSnapshot, TaskSnapshot, VariantCost,
+    VariantSnapshot, VariantState,
+};
+
+use super::*;
+
+/// large (80 %) serves about 189/s an instance within 100 ms (4 ms a row, 4 a batch
+/// of 8), small (70 %) about 756/s; each instance holds one core, and loads in 2 s.
+fn variant(name: &str, accuracy: f64, a_ms: f64, state: VariantState, instances: u32) -> VariantSnapshot {
+    VariantSnapshot {
+        name: name.into(),
+        accuracy,
+        state,
+        profile: Some(VariantCost {
+            fit: Some(LatencyFit { a_ms, c_ms: a_ms, r2: 0.999 }),
+            load_ms: Some(2_000.0),
+            ..VariantCost::default()
+        }),
+        batch_ceiling: Some(8),
+        instances,
+        instances_set: instances.max(1),
+        share: Some(InstanceShare { cores: 1.0, memory_bytes: 100 << 20, gpu_memory_bytes: 0 }),
+        device: "cpu".into(),
+        ..VariantSnapshot::default()
+    }
+}
+
+fn task(name: &str, per_s: f64, active: &str, large: u32, small: u32) -> TaskSnapshot {
+    let state = |n| if n > 0 { VariantState::Ready } else { VariantState::Unloaded };
+    TaskSnapshot {
+        name: name.into(),
+        demand: Demand { per_s_1s: per_s, per_s_10s: per_s, per_s_60s: per_s },
+        slo_latency_ms: Some(100.0),
+        active: ServingKnobs { variant: active.into(), max_batch_size: 8, ..ServingKnobs::default() },
+        variants: vec![
+            variant("small", 70.0, 1.0, state(small), small),
+            variant("large", 80.0, 4.0, state(large), large),
+        ],
+        ..TaskSnapshot::default()
+    }
+}
+
+fn snapshot(now_s: u64, cores: f64, tasks: Vec<TaskSnapshot>) -> Snapshot {
+    let budget =
+        Budget { cores, cores_free: 0.0, memory_bytes: 8 << 30, memory_free_bytes: 4 << 30, ..Budget::default() };
+    let system = SystemSnapshot { cores: 2, budget: Some(budget), ..SystemSnapshot::default() };
+    Snapshot { now_ms: now_s * 1000, tasks, system, ..Snapshot::default() }
+}
+
+fn decided(policy: &mut Autoscale, snapshot: &Snapshot, task: &str) -> Option<TaskDecision> {
+    policy.decide(snapshot).tasks.into_iter().find(|t| t.task == task)
+}
+
+#[test]
+fn a_quiet_task_keeps_its_most_accurate_variant_on_one_instance_and_a_cheaper_one_ready() {
+    let mut policy = Autoscale::default();
+    let quiet = snapshot(0, 4.0, vec![task("t", 20.0, "large", 1, 0)]);
+    let decision = decided(&mut policy, &quiet, "t").unwrap();
+    assert_eq!((decision.variant, decision.instances), (None, None));
+    assert_eq!(decision.load, ["small"], "the step down is kept loaded");
+    let ready = snapshot(1, 4.0, vec![task("t", 20.0, "large", 1, 1)]);
+    assert_eq!(decided(&mut policy, &ready, "t"), None, "nothing to change");
+}
+
+#[test]
+fn demand_beyond_an_instance_adds_instances_at_once_within_the_budget() {
+    // 300/s (plus two deviations, about 335): two instances of large serve 378. No
+    // cheaper variant is warm to serve while more instances load.
+    let mut policy = Autoscale {
+        parameters: Parameters { keep_cheaper_loaded: false, ..Parameters::default() },
+        ..Autoscale::default()
+    };
+    let busy = snapshot(0, 4.0, vec![task("t", 300.0, "large", 2, 0)]);
+    assert_eq!(decided(&mut policy, &busy, "t"), None, "two serve it");
+    let busier = snapshot(1, 4.0, vec![task("t", 500.0, "large", 2, 0)]);
+    let decision = decided(&mut policy, &busier, "t").unwrap();
+    assert_eq!((decision.variant, decision.instances), (None, Some(3)), "545/s: three instances of large, at once");
+    // On a budget of two cores large cannot serve it: small does, on one.
+    let tight = snapshot(1, 2.0, vec![task("t", 500.0, "large", 2, 1)]);
+    let decision = decided(&mut Autoscale::default(), &tight, "t").unwrap();
+    assert_eq!(decision.variant.as_deref(), Some("small"));
+}
+
+#[test]
+fn cores_are_given_up_only_after_the_load_stayed_low_for_the_ticks_set() {
+    let parameters = Parameters { scale_down_after_ticks: 3, ..Parameters::default() };
+    let mut policy = Autoscale { parameters, ..Autoscale::default() };
+    let mut decisions = Vec::new();
+    for (s, large) in [(0, 3), (1, 3), (2, 3), (3, 1)] {
+        let quiet = snapshot(s, 4.0, vec![task("t", 20.0, "large", large, 1)]);
+        decisions.push(decided(&mut policy, &quiet, "t").and_then(|d| d.instances));
+    }
+    assert_eq!(decisions, [None, None, Some(1), None], "three ticks low, then down to one, which stays");
+    // A tick of demand between resets the count.
+    let mut policy = Autoscale {
+        parameters: Parameters { scale_down_after_ticks: 3, ..Parameters::default() },
+        ..Autoscale::default()
+    };
+    let at = |s, per_s| snapshot(s, 4.0, vec![task("t", per_s, "large", 3, 1)]);
+    let seen: Vec<_> = [(0, 20.0), (1, 20.0), (2, 500.0), (3, 20.0), (4, 20.0), (5, 20.0)]
+        .into_iter()
+        .map(|(s, per_s)| decided(&mut policy, &at(s, per_s), "t").and_then(|d| d.instances))
+        .collect();
+    assert_eq!(seen, [None, None, None, None, None, Some(1)], "500/s at tick 2 starts the count again");
+}
+
+#[test]
+fn while_instances_load_a_warm_cheaper_variant_serves_and_they_warm_beside_it() {
+    // large serves on one instance; 500/s needs three, which take 2 s to load. small,
+    // warm on one instance, serves 756/s meanwhile.
+    let mut policy = Autoscale::default();
+    let crowd = snapshot(0, 4.0, vec![task("t", 500.0, "large", 1, 1)]);
+    let decision = decided(&mut policy, &crowd, "t").unwrap();
+    assert_eq!(decision.variant.as_deref(), Some("small"), "accuracy down first");
+    assert_eq!(decision.standby.get("large"), Some(&3), "large's three warm beside it");
+    // Once they are warm, large takes over with them.
+    let mut warm = task("t", 500.0, "small", 3, 1);
+    warm.variants[1].instances_set = 3;
+    let decision = decided(&mut policy, &snapshot(1, 4.0, vec![warm]), "t").unwrap();
+    assert_eq!((decision.variant.as_deref(), decision.instances), (Some("large"), Some(3)));
+}
+
+#[test]
+fn a_busy_task_takes_the_cores_a_quiet_one_gives_up_and_a_task_without_a_target_keeps_its_own() {
+    // a at 500/s wants three cores on large; b, quiet, holds two. Four in all.
+    let mut policy = Autoscale {
+        parameters: Parameters { scale_down_after_ticks: 1, ..Parameters::default() },
+        ..Autoscale::default()
+    };
+    let both = snapshot(0, 4.0, vec![task("a", 500.0, "large", 2, 0), task("b", 10.0, "large", 2, 1)]);
+    let decision = policy.decide(&both);
+    let of = |name: &str| decision.tasks.iter().find(|t| t.task == name).and_then(|t| t.instances);
+    assert_eq!((of("a"), of("b")), (Some(3), Some(1)));
+    // b without a target keeps its two: a gets what is left, and steps down to small.
+    let mut untargeted = task("b", 10.0, "large", 2, 1);
+    untargeted.slo_latency_ms = None;
+    let both = snapshot(0, 4.0, vec![task("a", 500.0, "large", 2, 1), untargeted]);
+    let decision = Autoscale::default().decide(&both);
+    assert!(decision.tasks.iter().all(|t| t.task == "a"), "{decision:?}");
+    let a = decision.tasks.iter().find(|t| t.task == "a").unwrap();
+    assert_eq!(a.variant.as_deref(), Some("small"), "{a:?}");
+}
+
+#[test]
+fn its_state_outlives_a_reload() {
+    let mut policy = Autoscale::default();
+    let quiet = snapshot(0, 4.0, vec![task("t", 20.0, "large", 3, 1)]);
+    policy.decide(&quiet);
+    let saved = policy.save_state().unwrap();
+    let mut reloaded = Autoscale::default();
+    reloaded.load_state(saved).unwrap();
+    assert_eq!(reloaded.state, policy.state);
+}

@@ -1,0 +1,148 @@
+//! Static provisioning for the peak, as Clipper+, TF Serving and Triton are run: each
+//! task serves on its most accurate variant (or the one `variant` pins) with the
+//! instances its peak needs, all the time. The peak is a parameter, per task
+//! (`{"peak_per_s": {"classify": 40}}`): the instances are the fewest whose capacity
+//! within the task's target (`capacity_within_slo`) covers it, within the budget's
+//! cores. A task without a peak, or without a target, keeps what it has. Like the
+//! static policy, it asks again whenever a task drifts from that.
+
+use std::collections::BTreeMap;
+
+use modelless_policy_abi::guest::Policy;
+use modelless_policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot, capacity_within_slo};
+
+/// Parameters (the `init` JSON).
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Parameters {
+    /// Each task's peak, requests a second.
+    pub peak_per_s: BTreeMap<String, f64>,
+    /// The variant every task that has one serves on; else its most accurate.
+    pub variant: Option<String>,
+    /// Most instances of one variant.
+    pub max_instances: Option<u32>,
+}
+
+/// The policy.
+#[derive(Debug, Default)]
+pub struct StaticPeak {
+    parameters: Parameters,
+}
+
+impl Policy for StaticPeak {
+    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+        let cores = snapshot.system.budget.as_ref().map(|b| b.cores);
+        let tasks = snapshot.tasks.iter().filter_map(|task| self.towards(task, cores)).collect();
+        Decision { tasks }
+    }
+
+    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
+        self.parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+impl StaticPeak {
+    /// The variant and instances `task` holds for its peak, on a budget of `cores`.
+    pub fn sized(&self, task: &TaskSnapshot, cores: Option<f64>) -> Option<(String, u32)> {
+        let peak = *self.parameters.peak_per_s.get(&task.name)?;
+        let slo_ms = task.slo_latency_ms?;
+        let pinned = self.parameters.variant.as_ref().filter(|p| task.variants.iter().any(|v| &v.name == *p));
+        let variant = match pinned {
+            Some(name) => task.variants.iter().find(|v| &v.name == name)?,
+            None => task
+                .variants
+                .iter()
+                .filter(|v| v.refused.is_none() && fit(v).is_some())
+                .max_by(|a, b| a.accuracy.total_cmp(&b.accuracy))?,
+        };
+        let line = fit(variant)?;
+        let per_instance = variant.share.map_or(0.0, |s| s.cores);
+        let by_budget = match (cores, per_instance > 0.0) {
+            (Some(cores), true) => (cores / per_instance).floor().max(1.0) as u32,
+            _ => u32::MAX,
+        };
+        let most = self.parameters.max_instances.unwrap_or(16).min(by_budget).max(1);
+        let ceiling = variant.batch_ceiling.unwrap_or(32).max(1);
+        let instances = (1..=most).find(|&n| capacity_within_slo(&line, ceiling, n, slo_ms) >= peak).unwrap_or(most);
+        Some((variant.name.clone(), instances))
+    }
+
+    fn towards(&self, task: &TaskSnapshot, cores: Option<f64>) -> Option<TaskDecision> {
+        let (variant, instances) = self.sized(task, cores)?;
+        let mut decision = TaskDecision::keep(&task.name);
+        if variant != task.active.variant {
+            decision.variant = Some(variant.clone());
+            decision.instances = Some(instances);
+        } else if task.variants.iter().find(|v| v.name == variant).is_some_and(|v| v.instances_set != instances) {
+            decision.instances = Some(instances);
+        }
+        (!decision.is_empty()).then_some(decision)
+    }
+}
+
+/// A variant's profiled line.
+fn fit(variant: &modelless_policy_abi::VariantSnapshot) -> Option<LatencyFit> {
+    variant.profile.as_ref()?.fit
+}
+
+modelless_policy_abi::export_policy!(StaticPeak);
+
+#[cfg(test)]
+mod tests {
+    use modelless_policy_abi::{
+        Budget, InstanceShare, ServingKnobs, SystemSnapshot, VariantCost, VariantSnapshot, VariantState,
+    };
+
+    use super::*;
+
+    fn snapshot(active: &str, large_instances: u32, cores: f64) -> Snapshot {
+        let variant = |name: &str, accuracy, a_ms, instances| VariantSnapshot {
+            name: name.into(),
+            accuracy,
+            state: VariantState::Ready,
+            profile: Some(VariantCost {
+                fit: Some(LatencyFit { a_ms, c_ms: a_ms, r2: 1.0 }),
+                ..VariantCost::default()
+            }),
+            batch_ceiling: Some(8),
+            instances,
+            instances_set: instances,
+            share: Some(InstanceShare { cores: 1.0, ..InstanceShare::default() }),
+            ..VariantSnapshot::default()
+        };
+        let task = TaskSnapshot {
+            name: "t".into(),
+            slo_latency_ms: Some(100.0),
+            active: ServingKnobs { variant: active.into(), ..ServingKnobs::default() },
+            variants: vec![variant("small", 70.0, 1.0, 1), variant("large", 80.0, 4.0, large_instances)],
+            ..TaskSnapshot::default()
+        };
+        let budget = Budget { cores, ..Budget::default() };
+        Snapshot {
+            tasks: vec![task],
+            system: SystemSnapshot { budget: Some(budget), ..Default::default() },
+            ..Default::default()
+        }
+    }
+
+    fn policy(parameters: serde_json::Value) -> StaticPeak {
+        let mut policy = StaticPeak::default();
+        policy.init(&parameters).unwrap();
+        policy
+    }
+
+    #[test]
+    fn each_task_holds_the_most_accurate_variant_with_the_instances_its_peak_needs() {
+        // large serves 189/s an instance within 100 ms: 500/s takes three.
+        let mut sized = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 } }));
+        let decision = sized.decide(&snapshot("small", 1, 8.0)).tasks.remove(0);
+        assert_eq!((decision.variant.as_deref(), decision.instances), (Some("large"), Some(3)));
+        assert!(sized.decide(&snapshot("large", 3, 8.0)).tasks.is_empty(), "it holds them, whatever the load");
+        let decision = sized.decide(&snapshot("large", 3, 2.0)).tasks.remove(0);
+        assert_eq!(decision.instances, Some(2), "no more than the budget's cores");
+        let pinned = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "variant": "small" }));
+        assert_eq!(pinned.sized(&snapshot("large", 3, 8.0).tasks[0], Some(8.0)), Some(("small".into(), 1)));
+        assert!(policy(serde_json::json!({})).decide(&snapshot("small", 1, 8.0)).tasks.is_empty(), "no peak given");
+    }
+}
