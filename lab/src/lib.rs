@@ -7,6 +7,8 @@
 //!   process or over gRPC, with summaries and plots;
 //! - [`simulate`]: a discrete-event simulator of a task under a policy, on the
 //!   profiles the runtime measured;
+//! - [`fleet`]: a simulated fleet of replicas that Kubernetes scales, to compare
+//!   scalers on long traces;
 //! - [`plan`]: the fewest instances that finish a batch of work by a deadline, and
 //!   the most work that fixed instances finish;
 //! - [`tune`]: the search for a task's serving settings (Bayesian optimisation
@@ -19,6 +21,7 @@
 //! the tables report. The crate depends on `rand`, `clap`, `indicatif` and the
 //! Gaussian-process crate, none of which an application that serves needs.
 
+pub mod fleet;
 pub mod load;
 pub mod pages;
 pub mod plan;
