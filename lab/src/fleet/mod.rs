@@ -14,6 +14,15 @@
 
 mod hpa;
 mod kpa;
+mod pods;
+mod replica;
+mod scaler;
+mod sim;
+mod trace;
 
 pub use hpa::{Hpa, HpaConfig, PodMetric, metric_replicas};
 pub use kpa::{Kpa, KpaConfig};
+pub use replica::ReplicaModel;
+pub use scaler::{ScalerConfig, ScalerKind};
+pub use sim::{FleetConfig, FleetRun, FleetSecond, FleetTotals, run_fleet};
+pub use trace::FleetTrace;
