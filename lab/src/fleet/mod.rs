@@ -14,15 +14,19 @@
 
 mod hpa;
 mod kpa;
+mod plot;
 mod pods;
 mod replica;
+mod report;
 mod scaler;
 mod sim;
 mod trace;
 
 pub use hpa::{Hpa, HpaConfig, PodMetric, metric_replicas};
 pub use kpa::{Kpa, KpaConfig};
+pub use plot::fleet_svg;
 pub use replica::ReplicaModel;
+pub use report::{FleetReport, FleetRow};
 pub use scaler::{ScalerConfig, ScalerKind};
 pub use sim::{FleetConfig, FleetRun, FleetSecond, FleetTotals, run_fleet};
 pub use trace::FleetTrace;
