@@ -4,6 +4,7 @@
 //! `cargo run --release -p modelless-lab -- profile examples/classify.toml`
 //! `cargo run --release -p modelless-lab -- tune --config examples/classify.toml --task classify-image`
 
+mod fleet;
 mod loadgen;
 mod otlp;
 mod plan;
@@ -46,6 +47,10 @@ enum Command {
     /// Simulate a load against the profiled variants of a config, steered by a policy
     /// module or the oracle, on one server or several; write what `loadgen` writes.
     Simulate(simulate::Args),
+    /// Simulate a trace through a fleet of replicas that Kubernetes scales, under each
+    /// scaler in turn (the HPA on the demand ratio or on CPU, KServe's concurrency
+    /// target, static peak provisioning); write the table and the plots.
+    Fleet(fleet::Args),
     /// Capacity planning from profiled costs: the fewest devices that finish N items
     /// by a deadline, or the most items a set of devices finishes by it.
     Plan(plan::Args),
@@ -101,6 +106,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Loadgen(args) => loadgen::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Fleet(args) => fleet::run(args),
         Command::Setup(args) => setup::run(args),
         Command::Tune(args) => tune::run(args),
         Command::Variants(command) => variants::run(command),
