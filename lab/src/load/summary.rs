@@ -262,6 +262,8 @@ pub struct Second {
     pub page_faults: Option<u64>,
     /// The serving process's resident memory at its end, bytes.
     pub rss_bytes: Option<u64>,
+    /// What the task and the machine held at its end.
+    pub allocation: Option<Allocation>,
 }
 
 /// The run second by second, per task, for `seconds` seconds.
@@ -295,6 +297,7 @@ pub fn timeline(records: &[RequestRecord], targets: &[TaskTarget], samples: &[Sa
                 cpu_percent: sample.and_then(|s| s.cpu_percent),
                 page_faults: sample.and_then(|s| s.page_faults),
                 rss_bytes: sample.and_then(|s| s.rss_bytes),
+                allocation: sample.and_then(|s| s.allocation),
             });
         }
     }
@@ -304,13 +307,14 @@ pub fn timeline(records: &[RequestRecord], targets: &[TaskTarget], samples: &[Sa
 /// The timeline as CSV.
 pub fn timeline_csv(rows: &[Second]) -> String {
     let mut out = String::from(
-        "second,task,sent,in_slo,slo_violations,p50_ms,p99_ms,active,queue_length,cpu_percent,page_faults,rss_mib\n",
+        "second,task,sent,in_slo,slo_violations,p50_ms,p99_ms,active,queue_length,cpu_percent,page_faults,rss_mib,\
+         instances,task_cores,machine_cores\n",
     );
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.second,
             r.task,
             r.sent,
@@ -322,7 +326,10 @@ pub fn timeline_csv(rows: &[Second]) -> String {
             r.queue_length.map_or(String::new(), |q| q.to_string()),
             opt(r.cpu_percent),
             r.page_faults.map_or(String::new(), |n| n.to_string()),
-            opt(r.rss_bytes.map(|b| b as f64 / (1024.0 * 1024.0)))
+            opt(r.rss_bytes.map(|b| b as f64 / (1024.0 * 1024.0))),
+            r.allocation.map_or(String::new(), |a| a.instances.to_string()),
+            opt(r.allocation.map(|a| a.cores)),
+            opt(r.allocation.map(|a| a.machine_cores)),
         );
     }
     out

@@ -1,8 +1,11 @@
-//! The schedule policy: serves each task with the listed variants in turn, each for
-//! `period_ms`, shifted by `offset_ms`, on the control loop's clock. It decides
-//! nothing from load: it exists for experiments that need switches at known moments,
-//! such as replicas of a fleet switching in the same second or staggered.
-//! Parameters: `{"variants": ["a", "b"], "period_ms": 5000, "offset_ms": 0}`.
+//! The schedule policy: serves each task with the listed variants in turn, and with
+//! the listed instances in turn, each for `period_ms`, shifted by `offset_ms`, on the
+//! control loop's clock. It decides nothing from load: it exists for experiments that
+//! need switches or changes of instances at known moments, such as replicas of a
+//! fleet switching in the same second or staggered, or a variant going from one
+//! instance to three and back under load.
+//! Parameters: `{"variants": ["a", "b"], "instances": [1, 3], "period_ms": 5000,
+//! "offset_ms": 0}`; either list may be left out, not both.
 
 use modelless_policy_abi::guest::Policy;
 use modelless_policy_abi::{Decision, ServingKnobs, Snapshot, TaskDecision};
@@ -11,7 +14,10 @@ use modelless_policy_abi::{Decision, ServingKnobs, Snapshot, TaskDecision};
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Parameters {
+    #[serde(default)]
     variants: Vec<String>,
+    #[serde(default)]
+    instances: Vec<u32>,
     period_ms: u64,
     #[serde(default)]
     offset_ms: u64,
@@ -24,20 +30,33 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// The variant due at `now_ms`.
+    /// The variant due at `now_ms`, if variants are listed.
     fn due(&self, now_ms: u64) -> Option<&str> {
         let p = &self.parameters;
-        let turn = (now_ms + p.offset_ms) / p.period_ms.max(1);
-        p.variants.get((turn % p.variants.len().max(1) as u64) as usize).map(String::as_str)
+        p.variants.get(self.turn(now_ms) % p.variants.len().max(1)).map(String::as_str)
+    }
+
+    /// The instances due at `now_ms`, if instances are listed.
+    fn instances_due(&self, now_ms: u64) -> Option<u32> {
+        let p = &self.parameters;
+        p.instances.get(self.turn(now_ms) % p.instances.len().max(1)).copied()
+    }
+
+    fn turn(&self, now_ms: u64) -> usize {
+        let p = &self.parameters;
+        ((now_ms + p.offset_ms) / p.period_ms.max(1)) as usize
     }
 }
 
 impl Policy for Schedule {
     fn decide(&mut self, snapshot: &Snapshot) -> Decision {
         let mut decision = Decision::default();
-        let Some(due) = self.due(snapshot.now_ms) else { return decision };
-        for task in snapshot.tasks.iter().filter(|t| t.variants.iter().any(|v| v.name == due)) {
-            let wanted = ServingKnobs { variant: due.to_string(), ..task.active.clone() };
+        let (due, instances) = (self.due(snapshot.now_ms), self.instances_due(snapshot.now_ms));
+        let tasks = snapshot.tasks.iter().filter(|t| due.is_none_or(|due| t.variants.iter().any(|v| v.name == due)));
+        for task in tasks {
+            let variant = due.map_or_else(|| task.active.variant.clone(), str::to_string);
+            let instances = instances.unwrap_or(task.active.instances);
+            let wanted = ServingKnobs { variant, instances, ..task.active.clone() };
             let wants = TaskDecision::towards(&task.name, &wanted, &task.active);
             if !wants.is_empty() {
                 decision.tasks.push(wants);
@@ -48,8 +67,8 @@ impl Policy for Schedule {
 
     fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
         let parameters: Parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
-        if parameters.variants.is_empty() || parameters.period_ms == 0 {
-            return Err("schedule needs at least one variant and a period_ms above 0".into());
+        if (parameters.variants.is_empty() && parameters.instances.is_empty()) || parameters.period_ms == 0 {
+            return Err("schedule needs variants or instances, and a period_ms above 0".into());
         }
         self.parameters = parameters;
         Ok(())
@@ -98,5 +117,20 @@ mod tests {
         assert!(policy.init(&serde_json::json!({"variants": [], "period_ms": 1000})).is_err());
         assert!(policy.init(&serde_json::json!({"variants": ["a"], "period_ms": 0})).is_err());
         assert!(policy.init(&serde_json::json!({"variants": ["a"], "period_ms": 10, "extra": 1})).is_err());
+    }
+
+    #[test]
+    fn instances_listed_are_asked_in_turn_of_the_variant_serving() {
+        let mut policy = Schedule::default();
+        policy.init(&serde_json::json!({ "instances": [1, 3], "period_ms": 1000 })).unwrap();
+        let asked = |policy: &mut Schedule, now_ms, serving: u32| {
+            let mut snapshot = snapshot(now_ms, "a");
+            snapshot.tasks[0].active.instances = serving;
+            policy.decide(&snapshot).tasks.first().map(|t| (t.variant.clone(), t.instances))
+        };
+        assert_eq!(asked(&mut policy, 0, 1), None);
+        assert_eq!(asked(&mut policy, 1000, 1), Some((None, Some(3))));
+        assert_eq!(asked(&mut policy, 2500, 3), Some((None, Some(1))));
+        assert!(Schedule::default().init(&serde_json::json!({ "period_ms": 1000 })).is_err());
     }
 }
