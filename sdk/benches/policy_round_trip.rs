@@ -21,8 +21,8 @@ use anyhow::Result;
 use common::{output_dir, setup_file};
 use modelless::policy_abi::guest::{Policy, decide_json};
 use modelless::policy_abi::{
-    Decision, Demand, LatencyFit, LatencySummary, PolicyOutput, RunTotals, ServingKnobs, Snapshot, SystemSnapshot,
-    TaskSnapshot, Throughput, VariantCost, VariantSnapshot, VariantState,
+    Budget, Decision, Demand, InstanceShare, LatencyFit, LatencySummary, PolicyOutput, RunTotals, ServingKnobs,
+    Snapshot, SystemSnapshot, TaskSnapshot, Throughput, VariantCost, VariantSnapshot, VariantState,
 };
 use modelless_policy_slo_predictive::SloPredictive;
 use modelless_policy_static::Static;
@@ -191,6 +191,11 @@ fn snapshot() -> Snapshot {
                         runs: (v == 2).then_some(RunTotals { batches: 5_000, rows: 32_000, run_ms: 61_234.5 }),
                         batch_ceiling: Some(32),
                         refused: None,
+                        instances: u32::from(v == 2),
+                        instances_starting: 0,
+                        instances_set: 1,
+                        share: Some(InstanceShare { cores: 1.0, memory_bytes: 28 << 20, gpu_memory_bytes: 0 }),
+                        idle_ms: Some(if v == 2 { 0 } else { 12_345 }),
                     }
                 })
                 .collect();
@@ -224,6 +229,15 @@ fn snapshot() -> Snapshot {
         memory_available_bytes: Some(20 << 30),
         gpus: Vec::new(),
         preprocessing: None,
+        budget: Some(Budget {
+            cores: 2.0,
+            cores_free: 0.0,
+            shared_pool_cores: 2.0,
+            memory_bytes: 24 << 30,
+            memory_free_bytes: 23 << 30,
+            gpus: Vec::new(),
+            unload_idle: true,
+        }),
     };
     Snapshot { abi_version: 1, tick: 7, now_ms: 7000, tasks, system }
 }

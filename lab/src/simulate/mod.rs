@@ -7,9 +7,15 @@
 //! seconds what a real run answers in minutes, for one server or several behind least-connections balancing, and
 //! writes the same results. `modelless simulate` drives it from the command line.
 //!
+//! Instances are modelled: sessions on the shared pool take the machine in turns, an
+//! instance with threads of its own runs beside the others, batches that together hold
+//! more cores than the machine has run that much slower (fixed when each starts), and
+//! added instances serve after the variant's load time; the snapshot carries the
+//! budget, which the control core holds decisions to.
+//!
 //! What it leaves out: the CPU a real process spends outside batches (the load
-//! generator, request copies), and batches of different tasks sharing the cores at
-//! once (here they take turns, so throughput is the same and latency differs).
+//! generator, request copies), memory (loads never run short of it unless the model's
+//! budget says so), and the slowdown of a batch already running when another starts.
 
 mod calibrate;
 mod engine;

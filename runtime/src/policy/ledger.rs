@@ -66,7 +66,7 @@ impl Ledger {
         } else {
             Vec::new()
         };
-        idle.sort_by(|a, b| b.idle_ms.cmp(&a.idle_ms));
+        idle.sort_by_key(|i| std::cmp::Reverse(i.idle_ms));
         Some(Ledger {
             cores: budget.cores,
             cores_free: budget.cores_free,
