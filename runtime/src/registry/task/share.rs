@@ -1,7 +1,8 @@
 //! What one instance of a variant holds of the machine's budget: the cores of its own
 //! intra-op pool, and the memory its loading took (host, and its GPU's), measured
-//! around the load and shared among the instances loaded together. Before a variant
-//! has loaded, its settings say the cores and its file the memory.
+//! around the load and shared among the instances loaded together, never less than
+//! its file says (about twice it: weights, and the copies sessions pack them into),
+//! which is also what is expected of a variant that has not loaded.
 
 use std::path::Path;
 
@@ -35,9 +36,9 @@ pub(super) fn cores_of(config: &VariantConfig) -> f64 {
 }
 
 /// What one of `instances` instances of `config` loaded from `path` holds, from the
-/// memory in use `before` and `after` they loaded. Weights dominate, and another
-/// load beside it can shrink the difference: no instance is taken to hold less than
-/// its file.
+/// memory in use `before` and `after` they loaded. Another load beside it can shrink
+/// the difference (memory freed meanwhile): no instance is taken to hold less than
+/// [`expected`] says.
 pub(super) fn measured(
     config: &VariantConfig,
     path: &Path,
@@ -45,15 +46,14 @@ pub(super) fn measured(
     after: InUse,
     instances: usize,
 ) -> InstanceShare {
-    let file = file_bytes(path);
     let per_instance = |before: Option<u64>, after: Option<u64>| {
         before.zip(after).map_or(0, |(b, a)| a.saturating_sub(b) / instances.max(1) as u64)
     };
-    let gpu = per_instance(before.device, after.device);
+    let floor = expected(config, path);
     InstanceShare {
-        cores: cores_of(config),
-        memory_bytes: per_instance(before.host, after.host).max(if gpu > 0 { 0 } else { file }),
-        gpu_memory_bytes: if config.device.cuda_index().is_some() { gpu.max(file) } else { 0 },
+        cores: floor.cores,
+        memory_bytes: per_instance(before.host, after.host).max(floor.memory_bytes),
+        gpu_memory_bytes: per_instance(before.device, after.device).max(floor.gpu_memory_bytes),
     }
 }
 
@@ -90,9 +90,9 @@ mod tests {
         let after = InUse { host: Some(16_000), device: None };
         let share = measured(&config, &path, before, after, 2);
         assert_eq!(share, InstanceShare { cores: 2.0, memory_bytes: 3_000, gpu_memory_bytes: 0 });
-        // Another load freed memory meanwhile: no less than the file.
+        // Another load freed memory meanwhile: no less than twice the file.
         let shrunk = measured(&config, &path, after, before, 1);
-        assert_eq!(shrunk.memory_bytes, 1_000);
+        assert_eq!(shrunk.memory_bytes, 2_000);
         assert_eq!(expected(&config, &path), InstanceShare { cores: 2.0, memory_bytes: 2_000, gpu_memory_bytes: 0 });
     }
 }

@@ -16,8 +16,8 @@ pub struct VersionStatus {
     pub path: PathBuf,
     /// How long the slowest instance took to warm up.
     pub warmup: Option<Duration>,
-    /// Memory it is estimated to hold while loaded (twice its file: weights, and
-    /// the copies sessions pack them into).
+    /// Memory its instances hold while loaded: measured as they loaded, no less than
+    /// twice its file each (weights, and the copies sessions pack them into).
     pub memory_bytes: u64,
     /// Why it failed.
     pub error: Option<String>,
