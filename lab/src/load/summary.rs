@@ -476,7 +476,13 @@ mod tests {
             record("a", 0.9, Outcome::Served, 150.0, Some("v")),
             record("a", 2.5, Outcome::Rejected, 1.0, None),
         ];
-        let faulting = Sample { page_faults: Some(2_352), rss_bytes: Some(300 << 20), ..sample("a", 1, "v", 4) };
+        let allocation = Allocation { instances: 3, cores: 3.0, machine_cores: 4.0 };
+        let faulting = Sample {
+            page_faults: Some(2_352),
+            rss_bytes: Some(300 << 20),
+            allocation: Some(allocation),
+            ..sample("a", 1, "v", 4)
+        };
         let rows = timeline(&records, &[a], &[faulting], 3);
         let counts: Vec<(u64, u64, u64)> = rows.iter().map(|r| (r.sent, r.in_slo, r.slo_violations)).collect();
         assert_eq!(counts, vec![(2, 1, 1), (0, 0, 0), (1, 0, 1)]);
@@ -484,7 +490,22 @@ mod tests {
         assert_eq!(rows[0].p99_ms.map(|p| p > 140.0), Some(true));
         let csv = timeline_csv(&rows);
         assert_eq!(csv.lines().count(), 4);
-        assert_eq!(csv.lines().nth(2), Some("1,a,0,0,0,,,v,4,,2352,300.00"));
+        assert_eq!(csv.lines().nth(2), Some("1,a,0,0,0,,,v,4,,2352,300.00,3,3.00,4.00"));
+        assert_eq!(csv.lines().nth(1), Some("0,a,2,1,1,50.00,150.00,,,,,,,,"), "seconds without a sample");
+    }
+
+    #[test]
+    fn core_seconds_add_up_each_tasks_own_and_the_machines_once_a_second() {
+        let targets = [target("a", 100.0, &[("v", 1.0)]), target("b", 100.0, &[("v", 1.0)])];
+        let held = |task: &str, second, cores, machine_cores| Sample {
+            allocation: Some(Allocation { instances: cores as u32, cores, machine_cores }),
+            ..sample(task, second, "v", 0)
+        };
+        let samples = [held("a", 0, 1.0, 3.0), held("b", 0, 2.0, 3.0), held("a", 1, 3.0, 4.0), held("b", 1, 1.0, 4.0)];
+        let all = summarize(&[], &targets, &samples, 2.0);
+        let core_seconds: Vec<Option<f64>> = all.iter().map(|s| s.core_seconds).collect();
+        assert_eq!(core_seconds, [Some(4.0), Some(3.0), Some(7.0)]);
+        assert_eq!(summarize(&[], &targets[..1], &[sample("a", 0, "v", 0)], 1.0)[0].core_seconds, None);
     }
 
     #[test]
