@@ -28,6 +28,17 @@ pub fn capacity_within_slo(fit: &LatencyFit, max_batch: u32, instances: u32, slo
     f64::from(instances) * CAPACITY_UTILISATION * 1e3 * f64::from(batch) / fit.predict_ms(batch)
 }
 
+/// The most instances of `per_instance_cores` cores each that a budget of `cores`
+/// holds, at least one and at most `most`; `most` without a budget, or for instances
+/// on the shared pool (0 cores of their own).
+pub fn instances_within(cores: Option<f64>, per_instance_cores: f64, most: u32) -> u32 {
+    let fit = match cores {
+        Some(cores) if per_instance_cores > 0.0 => (cores / per_instance_cores).floor().max(1.0) as u32,
+        _ => u32::MAX,
+    };
+    most.min(fit).max(1)
+}
+
 /// Demand over capacity: 1 is a replica serving all it can within the target, above
 /// it one that cannot keep up. `None` without a capacity to divide by and with no
 /// demand; infinite for demand that no capacity meets.
@@ -61,6 +72,16 @@ mod tests {
         assert!((capacity_within_slo(&line, 8, 1, 50.0) - cut).abs() < 1e-9);
         assert_eq!(capacity_within_slo(&line, 8, 1, 5.0), 0.0, "not even one row in time");
         assert_eq!(capacity_within_slo(&fit(-1.0, 0.0), 8, 1, 100.0), 0.0, "a line that prices nothing");
+    }
+
+    #[test]
+    fn a_budget_holds_the_instances_its_cores_fit_at_least_one() {
+        assert_eq!(instances_within(Some(4.0), 1.0, 8), 4);
+        assert_eq!(instances_within(Some(3.5), 2.0, 8), 1);
+        assert_eq!(instances_within(Some(0.5), 1.0, 8), 1, "one, whatever the budget");
+        assert_eq!(instances_within(Some(64.0), 1.0, 8), 8);
+        assert_eq!(instances_within(None, 1.0, 8), 8);
+        assert_eq!(instances_within(Some(2.0), 0.0, 8), 8, "the shared pool's threads are counted once");
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! instances the budget allows, priced in cores held and in what must be loaded first,
 //! with what it serves within the latency target.
 
-use modelless_policy_abi::{Budget, LatencyFit, TaskSnapshot, VariantSnapshot, VariantState, capacity_within_slo};
+use modelless_policy_abi::{
+    Budget, LatencyFit, TaskSnapshot, VariantSnapshot, VariantState, capacity_within_slo, instances_within,
+};
 
 /// One way to serve a task.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -69,8 +71,7 @@ pub fn options(
     for (index, variant) in task.variants.iter().enumerate() {
         let Some(fit) = line(variant).filter(|_| may_serve(variant)) else { continue };
         let (per_instance, shared) = cores_of(variant, budget);
-        let most_by_budget = budget.map_or(max_instances, |b| (b.cores / per_instance).floor().max(1.0) as u32);
-        let most = if shared { 1 } else { max_instances.min(most_by_budget).max(1) };
+        let most = if shared { 1 } else { instances_within(budget.map(|b| b.cores), per_instance, max_instances) };
         let ceiling = variant.batch_ceiling.unwrap_or(max_batch).min(max_batch).max(1);
         let load_s = variant.profile.as_ref().and_then(|p| p.load_ms).unwrap_or(1_000.0) / 1e3;
         let loaded = matches!(variant.state, VariantState::Ready);

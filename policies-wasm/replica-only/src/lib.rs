@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use modelless_policy_abi::guest::Policy;
-use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot};
+use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot, instances_within};
 use serde::{Deserialize, Serialize};
 
 /// Parameters (the `init` JSON); every field is optional.
@@ -81,11 +81,7 @@ impl ReplicaOnly {
             return Some(TaskDecision { variant: Some(kept.clone()), ..TaskDecision::keep(&task.name) });
         }
         let per_instance = variant.share.map_or(0.0, |s| s.cores);
-        let by_budget = match (cores, per_instance > 0.0) {
-            (Some(cores), true) => (cores / per_instance).floor().max(1.0) as u32,
-            _ => u32::MAX,
-        };
-        let most = self.parameters.max_instances.min(by_budget).max(1);
+        let most = instances_within(cores, per_instance, self.parameters.max_instances);
         let target = self.parameters.queue_per_instance.unwrap_or(variant.batch_ceiling.unwrap_or(8)).max(1);
         let wanted = (task.queue_length.div_ceil(u64::from(target)) as u32).clamp(1, most);
         let now = (variant.instances + variant.instances_starting).max(1);

@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 
 use modelless_policy_abi::guest::Policy;
-use modelless_policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot, capacity_within_slo};
+use modelless_policy_abi::{
+    Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot, capacity_within_slo, instances_within,
+};
 
 /// Parameters (the `init` JSON).
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
@@ -58,11 +60,7 @@ impl StaticPeak {
         };
         let line = fit(variant)?;
         let per_instance = variant.share.map_or(0.0, |s| s.cores);
-        let by_budget = match (cores, per_instance > 0.0) {
-            (Some(cores), true) => (cores / per_instance).floor().max(1.0) as u32,
-            _ => u32::MAX,
-        };
-        let most = self.parameters.max_instances.unwrap_or(16).min(by_budget).max(1);
+        let most = instances_within(cores, per_instance, self.parameters.max_instances.unwrap_or(16));
         let ceiling = variant.batch_ceiling.unwrap_or(32).max(1);
         let instances = (1..=most).find(|&n| capacity_within_slo(&line, ceiling, n, slo_ms) >= peak).unwrap_or(most);
         Some((variant.name.clone(), instances))

@@ -2,7 +2,8 @@
 //! target: the figure a fleet's autoscaler scales replicas on.
 
 use super::*;
-use crate::profile::{capacity_within_slo, demand_ratio};
+use crate::model::MAX_INSTANCES;
+use crate::profile::{capacity_within_slo, demand_ratio, instances_within};
 
 impl Task {
     /// The most requests a second this replica answers within the task's latency
@@ -20,7 +21,8 @@ impl Task {
             .filter_map(|slot| {
                 let fit = slot.profile()?.fit.filter(LatencyFit::is_trusted)?;
                 let threads = share::cores_of(&slot.config);
-                let instances = if threads > 0.0 { (cores / threads).floor().max(1.0) as u32 } else { 1 };
+                let instances =
+                    if threads > 0.0 { instances_within(Some(cores), threads, MAX_INSTANCES as u32) } else { 1 };
                 let ceiling = u32::try_from(slot.ceiling()).unwrap_or(u32::MAX);
                 Some(capacity_within_slo(&fit, ceiling, instances, slo_ms))
             })
