@@ -186,6 +186,10 @@ impl Target for InProcess {
         modelless::metrics::process_rss_bytes()
     }
 
+    fn serves_in_this_process(&self) -> bool {
+        true
+    }
+
     fn allocation(&self, task: usize) -> Option<super::Allocation> {
         let name = &self.tasks[task].target.task;
         let active = self.runtime.active_variant(name).ok()?;

@@ -68,6 +68,10 @@ pub trait Target: Send + Sync + 'static {
     fn rss_bytes(&self) -> Option<u64> {
         None
     }
+    /// Whether it serves in this process, so that this process's CPU time is its.
+    fn serves_in_this_process(&self) -> bool {
+        false
+    }
     /// What the task holds of the machine now, where the target can tell.
     fn allocation(&self, _task: usize) -> Option<super::Allocation> {
         None
@@ -302,7 +306,9 @@ impl<'a> Sampler<'a> {
     /// What every task looked like at the end of `second`, and the batches run in it.
     pub(super) fn sample(&mut self, second: u32) -> (Vec<Sample>, Vec<SecondRuns>) {
         let now = CpuSample::now();
-        let cpu = now.zip(self.cpu).and_then(|(now, before)| now.since(&before)).map(|u| u.host_percent);
+        let used = now.zip(self.cpu).and_then(|(now, before)| now.since(&before));
+        let cpu = used.map(|u| u.host_percent);
+        let process_cpu_s = used.filter(|_| self.target.serves_in_this_process()).map(|u| u.process_seconds);
         self.cpu = now;
         let faults_now = machine_page_faults();
         let page_faults = faults_now.zip(self.page_faults).map(|(now, before)| now.saturating_sub(before));
@@ -320,6 +326,7 @@ impl<'a> Sampler<'a> {
                     active,
                     queue_length,
                     cpu_percent: cpu,
+                    process_cpu_s,
                     page_faults,
                     rss_bytes,
                     allocation: self.target.allocation(index),

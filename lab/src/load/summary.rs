@@ -53,6 +53,10 @@ pub struct Sample {
     pub queue_length: Option<u64>,
     /// The machine's CPU utilisation over the second, %.
     pub cpu_percent: Option<f64>,
+    /// CPU time of the serving process over the second, s, where it is this one (the
+    /// load generator's threads are in it too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_cpu_s: Option<f64>,
     /// Page faults taken on the machine over the second.
     pub page_faults: Option<u64>,
     /// The serving process's resident memory at the end of the second, bytes, where
@@ -128,6 +132,11 @@ pub struct Summary {
     /// the target told them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core_seconds: Option<f64>,
+    /// CPU time the serving process took over the run, s, for `all` (or a run of one
+    /// task), where it served in the load generator's process (whose threads count
+    /// too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
 }
 
 /// A summary per task (in `targets` order) and, for more than one task, one of them
@@ -144,8 +153,10 @@ pub fn summarize(
             let mine: Vec<&RequestRecord> = records.iter().filter(|r| r.task == target.task).collect();
             let seen: Vec<&Sample> = samples.iter().filter(|s| s.task == target.task).collect();
             let own = |a: &Allocation| if targets.len() > 1 { a.cores } else { a.machine_cores };
+            let alone = targets.len() == 1;
             Summary {
                 core_seconds: held_over(&seen, own),
+                cpu_seconds: if alone { cpu_over(&seen) } else { None },
                 ..summary(&target.task, &mine, &|_| target, &seen, duration_s)
             }
         })
@@ -158,7 +169,7 @@ pub fn summarize(
         let first = targets.first().map(|t| t.task.as_str());
         let once: Vec<&Sample> = seen.iter().copied().filter(|s| Some(s.task.as_str()) == first).collect();
         let all = summary("all", &known, &|r| by_name[r.task.as_str()], &seen, duration_s);
-        out.push(Summary { core_seconds: held_over(&once, |a| a.machine_cores), ..all });
+        out.push(Summary { core_seconds: held_over(&once, |a| a.machine_cores), cpu_seconds: cpu_over(&once), ..all });
     }
     out
 }
@@ -167,6 +178,13 @@ pub fn summarize(
 /// none told its allocation.
 fn held_over(samples: &[&Sample], held: impl Fn(&Allocation) -> f64) -> Option<f64> {
     let told: Vec<f64> = samples.iter().filter_map(|s| s.allocation.as_ref().map(&held)).collect();
+    (!told.is_empty()).then(|| told.iter().sum())
+}
+
+/// The serving process's CPU time over `samples` (one a second), s; `None` where none
+/// told it.
+fn cpu_over(samples: &[&Sample]) -> Option<f64> {
+    let told: Vec<f64> = samples.iter().filter_map(|s| s.process_cpu_s).collect();
     (!told.is_empty()).then(|| told.iter().sum())
 }
 
@@ -217,6 +235,7 @@ fn summary<'a>(
         max_queue_length: samples.iter().filter_map(|s| s.queue_length).max(),
         stages: StageBreakdown::of(records.iter().copied()),
         core_seconds: None,
+        cpu_seconds: None,
     }
 }
 
@@ -499,12 +518,15 @@ mod tests {
         let targets = [target("a", 100.0, &[("v", 1.0)]), target("b", 100.0, &[("v", 1.0)])];
         let held = |task: &str, second, cores, machine_cores| Sample {
             allocation: Some(Allocation { instances: cores as u32, cores, machine_cores }),
+            process_cpu_s: Some(0.5 + f64::from(second)),
             ..sample(task, second, "v", 0)
         };
         let samples = [held("a", 0, 1.0, 3.0), held("b", 0, 2.0, 3.0), held("a", 1, 3.0, 4.0), held("b", 1, 1.0, 4.0)];
         let all = summarize(&[], &targets, &samples, 2.0);
         let core_seconds: Vec<Option<f64>> = all.iter().map(|s| s.core_seconds).collect();
         assert_eq!(core_seconds, [Some(4.0), Some(3.0), Some(7.0)]);
+        let cpu_seconds: Vec<Option<f64>> = all.iter().map(|s| s.cpu_seconds).collect();
+        assert_eq!(cpu_seconds, [None, None, Some(2.0)], "the process's, each second once: 0.5 + 1.5");
         assert_eq!(summarize(&[], &targets[..1], &[sample("a", 0, "v", 0)], 1.0)[0].core_seconds, None);
     }
 

@@ -437,6 +437,7 @@ impl Sim<'_> {
                     active: Some(self.model.tasks[task].variants[variant].name.clone()),
                     queue_length: Some(self.servers.iter().map(|s| s.tasks[task].queue.len() as u64).sum()),
                     cpu_percent: cpu,
+                    process_cpu_s: None,
                     page_faults: None,
                     rss_bytes: None,
                     allocation: Some(self.allocation(task)),

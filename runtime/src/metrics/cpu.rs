@@ -9,6 +9,7 @@ use std::time::Instant;
 pub struct CpuSample {
     host_busy: u64,
     host_total: u64,
+    host_cores: usize,
     process: u64,
     at: Instant,
 }
@@ -20,14 +21,18 @@ pub struct CpuUtilisation {
     pub host_percent: f64,
     /// This process.
     pub process_percent: f64,
+    /// This process's CPU time over the span, s (every core's together).
+    pub process_seconds: f64,
 }
 
 impl CpuSample {
     /// A sample now; `None` where /proc cannot be read.
     pub fn now() -> Option<CpuSample> {
-        let (host_busy, host_total) = host_jiffies(&std::fs::read_to_string("/proc/stat").ok()?)?;
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let (host_busy, host_total) = host_jiffies(&stat)?;
+        let host_cores = host_cores(&stat);
         let process = process_jiffies(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
-        Some(CpuSample { host_busy, host_total, process, at: Instant::now() })
+        Some(CpuSample { host_busy, host_total, host_cores, process, at: Instant::now() })
     }
 
     /// Utilisation from `earlier` to this sample; `None` when no time passed.
@@ -37,9 +42,14 @@ impl CpuSample {
         // The process's jiffies are of one core each; the machine's total counts every
         // core, so it is the right denominator for both.
         let process = self.process.saturating_sub(earlier.process);
+        // The machine's jiffies are its cores' over the span: the process's share of
+        // them, times the cores, times the span, is its CPU time.
+        let share = process as f64 / total as f64;
+        let span_s = self.at.saturating_duration_since(earlier.at).as_secs_f64();
         Some(CpuUtilisation {
             host_percent: 100.0 * busy as f64 / total as f64,
-            process_percent: (100.0 * process as f64 / total as f64).min(100.0),
+            process_percent: (100.0 * share).min(100.0),
+            process_seconds: share * self.host_cores.max(1) as f64 * span_s,
         })
     }
 
@@ -58,6 +68,13 @@ fn host_jiffies(stat: &str) -> Option<(u64, u64)> {
     let total: u64 = (0..8).map(get).sum::<u64>() - get(7);
     let idle = get(3) + get(4);
     Some((total.saturating_sub(idle), total))
+}
+
+/// The machine's cores: the `cpuN` lines of `/proc/stat`.
+fn host_cores(stat: &str) -> usize {
+    stat.lines()
+        .filter(|l| l.strip_prefix("cpu").is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit())))
+        .count()
 }
 
 /// Field `number` (1-based, as `man proc` counts) of a `/proc/…/stat` line, counted
@@ -82,6 +99,7 @@ mod tests {
         let stat = "cpu  100 10 50 800 40 0 5 30 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n";
         assert_eq!(host_jiffies(stat), Some((165, 1005)));
         assert_eq!(host_jiffies("intr 1 2 3"), None);
+        assert_eq!(host_cores(stat), 1, "the cpu line is the sum, cpu0 a core");
     }
 
     #[test]
@@ -103,5 +121,7 @@ mod tests {
         assert!(use_.process_percent > 50.0 / cores, "{use_:?}");
         assert!(use_.host_percent >= use_.process_percent * 0.8, "{use_:?}");
         assert!(use_.host_percent <= 100.0, "{use_:?}");
+        // 300 ms of one core, within the jiffies' resolution and what else ran.
+        assert!((0.15..=1.0).contains(&use_.process_seconds), "{use_:?}");
     }
 }
