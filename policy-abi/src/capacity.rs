@@ -5,6 +5,7 @@
 //! simulator and policies compute it alike.
 
 use crate::profile::LatencyFit;
+use crate::snapshot::Demand;
 
 /// Share of the latency target a request's batch and the one ahead of it may take.
 pub const CAPACITY_HEADROOM: f64 = 0.9;
@@ -37,6 +38,20 @@ pub fn instances_within(cores: Option<f64>, per_instance_cores: f64, most: u32) 
         _ => u32::MAX,
     };
     most.min(fit).max(1)
+}
+
+/// Whether a task's last second stands more than three Poisson deviations from its
+/// 10 s rate: its level moved (a burst rising, or one gone), more than the noise of a
+/// second does but once in several hundred.
+pub fn level_moved(demand: &Demand) -> bool {
+    (demand.per_s_1s - demand.per_s_10s).abs() > 3.0 * demand.per_s_10s.max(1.0).sqrt()
+}
+
+/// Requests a second arriving at a task: its 10 s rate, steady against a second's
+/// noise, or its last second's where the level moved ([`level_moved`]), so that a
+/// burst counts whole from its first second rather than a tenth of it.
+pub fn arriving_per_s(demand: &Demand) -> f64 {
+    if level_moved(demand) { demand.per_s_1s } else { demand.per_s_10s }
 }
 
 /// Demand over capacity: 1 is a replica serving all it can within the target, above
@@ -82,6 +97,18 @@ mod tests {
         assert_eq!(instances_within(Some(64.0), 1.0, 8), 8);
         assert_eq!(instances_within(None, 1.0, 8), 8);
         assert_eq!(instances_within(Some(2.0), 0.0, 8), 8, "the shared pool's threads are counted once");
+    }
+
+    #[test]
+    fn a_second_counts_only_where_it_stands_beyond_the_noise_of_ten() {
+        let demand = |per_s_1s, per_s_10s| Demand { per_s_1s, per_s_10s, per_s_60s: per_s_10s };
+        // 100/s over 10 s: a second's deviation is 10, three of them 30.
+        assert_eq!(arriving_per_s(&demand(125.0, 100.0)), 100.0, "noise");
+        assert_eq!(arriving_per_s(&demand(75.0, 100.0)), 100.0, "noise");
+        assert_eq!(arriving_per_s(&demand(135.0, 100.0)), 135.0, "a burst rising");
+        assert_eq!(arriving_per_s(&demand(60.0, 100.0)), 60.0, "one gone");
+        assert_eq!(arriving_per_s(&demand(4.0, 0.0)), 4.0, "from nothing, past three of one request's");
+        assert!(!level_moved(&demand(2.0, 0.0)));
     }
 
     #[test]

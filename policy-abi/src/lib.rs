@@ -13,7 +13,10 @@ pub mod guest;
 mod profile;
 mod snapshot;
 
-pub use capacity::{CAPACITY_HEADROOM, CAPACITY_UTILISATION, capacity_within_slo, demand_ratio, instances_within};
+pub use capacity::{
+    CAPACITY_HEADROOM, CAPACITY_UTILISATION, arriving_per_s, capacity_within_slo, demand_ratio, instances_within,
+    level_moved,
+};
 pub use decision::{Decision, PolicyOutput, TaskDecision};
 pub use profile::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 pub use snapshot::{

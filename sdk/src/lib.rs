@@ -129,7 +129,9 @@ pub mod engine {
     pub use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
     pub use modelless_runtime::policy::core;
     pub use modelless_runtime::policy::{ResourceTotals, budget};
-    pub use modelless_runtime::profile::{CAPACITY_HEADROOM, CAPACITY_UTILISATION, capacity_within_slo, demand_ratio};
+    pub use modelless_runtime::profile::{
+        CAPACITY_HEADROOM, CAPACITY_UTILISATION, arriving_per_s, capacity_within_slo, demand_ratio,
+    };
 }
 
 /// The host's readings the runtime reports: CPU time, resident memory, page faults.

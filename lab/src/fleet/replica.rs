@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use modelless::engine::{TrafficWindow, capacity_within_slo};
+use modelless::engine::{TrafficWindow, arriving_per_s, capacity_within_slo};
 use modelless::policy_abi::LatencyFit;
 use rand::Rng;
 use rand_distr::StandardNormal;
@@ -149,10 +149,10 @@ impl Replica {
         self.busy_done_us + running
     }
 
-    /// Requests a second over the 10 whole seconds before second `now_s`, as the
-    /// runtime's traffic window counts them.
+    /// Requests a second arriving before second `now_s`, as the runtime's demand
+    /// ratio counts them (`arriving_per_s` of its traffic window).
     pub fn demand_per_s(&mut self, now_s: u64) -> f64 {
-        self.traffic.demand(now_s).per_s_10s
+        arriving_per_s(&self.traffic.demand(now_s))
     }
 
     /// Mean requests in flight since the last call (or the start), to `now`.

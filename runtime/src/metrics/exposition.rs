@@ -244,8 +244,9 @@ impl ServingMetrics {
                 GaugeVec::new(
                     Opts::new(
                         "modelless_task_demand_ratio",
-                        "Requests a second over the last 10 s, over the most this replica answers within the \
-                         task's latency target at its best allocation (1: all it can; capped at 10)",
+                        "Requests a second arriving (the 10 s rate, or the last second's where it moved beyond \
+                         noise), over the most this replica answers within the task's latency target at its best \
+                         allocation (1: all it can; capped at 10)",
                     ),
                     &["task"],
                 ),

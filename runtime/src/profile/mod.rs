@@ -8,7 +8,7 @@
 
 pub use modelless_policy_abi::{
     BatchPoint, CAPACITY_HEADROOM, CAPACITY_UTILISATION, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey,
-    Throughput, capacity_within_slo, demand_ratio, instances_within,
+    Throughput, arriving_per_s, capacity_within_slo, demand_ratio, instances_within,
 };
 
 mod first_run;

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::model::MAX_INSTANCES;
-use crate::profile::{capacity_within_slo, demand_ratio, instances_within};
+use crate::profile::{arriving_per_s, capacity_within_slo, demand_ratio, instances_within};
 
 impl Task {
     /// The most requests a second this replica answers within the task's latency
@@ -29,11 +29,12 @@ impl Task {
             .reduce(f64::max)
     }
 
-    /// Demand over the last 10 s against [`Task::capacity_per_s`] with `cores`:
+    /// The requests a second arriving ([`arriving_per_s`]: the 10 s rate, or the last
+    /// second's where the level moved) against [`Task::capacity_per_s`] with `cores`:
     /// 1 is all this replica can serve within the target; infinite where demand meets
     /// no capacity, `None` without a target or a priced variant.
     pub fn demand_ratio(&self, cores: f64) -> Option<f64> {
         let capacity = self.capacity_per_s(cores)?;
-        demand_ratio(self.traffic.demand().per_s_10s, capacity)
+        demand_ratio(arriving_per_s(&self.traffic.demand()), capacity)
     }
 }
