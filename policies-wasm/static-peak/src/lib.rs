@@ -1,9 +1,10 @@
 //! Static provisioning for the peak, as Clipper+, TF Serving and Triton are run: each
-//! task serves on its most accurate variant (or the one `variant` pins) with the
-//! instances its peak needs, all the time. The peak is a parameter, per task
-//! (`{"peak_per_s": {"classify": 40}}`): the instances are the fewest whose capacity
-//! within the task's target (`capacity_within_slo`) covers it, within the budget's
-//! cores. A task without a peak, or without a target, keeps what it has. Like the
+//! task serves on the most accurate variant that answers its peak within the task's
+//! target (or the one `variant` pins), with the fewest instances that do, all the
+//! time. The peak is a parameter, per task (`{"peak_per_s": {"classify": 40}}`);
+//! capacity is `capacity_within_slo`, within the budget's cores or, for a fixed split
+//! of them, `cores_per_task`. Where no variant answers the peak, the one that answers
+//! most. A task without a peak, or without a target, keeps what it has. Like the
 //! static policy, it asks again whenever a task drifts from that.
 
 use std::collections::BTreeMap;
@@ -23,6 +24,8 @@ pub struct Parameters {
     pub variant: Option<String>,
     /// Most instances of one variant.
     pub max_instances: Option<u32>,
+    /// The cores each task may hold (a fixed split of the budget); default all of it.
+    pub cores_per_task: Option<f64>,
 }
 
 /// The policy.
@@ -49,21 +52,31 @@ impl StaticPeak {
     pub fn sized(&self, task: &TaskSnapshot, cores: Option<f64>) -> Option<(String, u32)> {
         let peak = *self.parameters.peak_per_s.get(&task.name)?;
         let slo_ms = task.slo_latency_ms?;
-        let pinned = self.parameters.variant.as_ref().filter(|p| task.variants.iter().any(|v| &v.name == *p));
-        let variant = match pinned {
-            Some(name) => task.variants.iter().find(|v| &v.name == name)?,
-            None => task
-                .variants
-                .iter()
-                .filter(|v| v.refused.is_none() && fit(v).is_some())
-                .max_by(|a, b| a.accuracy.total_cmp(&b.accuracy))?,
+        let cores = match (cores, self.parameters.cores_per_task) {
+            (Some(budget), Some(split)) => Some(budget.min(split)),
+            (budget, split) => budget.or(split),
         };
-        let line = fit(variant)?;
-        let per_instance = variant.share.map_or(0.0, |s| s.cores);
-        let most = instances_within(cores, per_instance, self.parameters.max_instances.unwrap_or(16));
-        let ceiling = variant.batch_ceiling.unwrap_or(32).max(1);
-        let instances = (1..=most).find(|&n| capacity_within_slo(&line, ceiling, n, slo_ms) >= peak).unwrap_or(most);
-        Some((variant.name.clone(), instances))
+        let pinned = self.parameters.variant.as_ref().filter(|p| task.variants.iter().any(|v| &v.name == *p));
+        let candidates = task
+            .variants
+            .iter()
+            .filter(|v| pinned.is_none_or(|name| &v.name == name))
+            .filter(|v| v.refused.is_none())
+            .filter_map(|variant| {
+                let line = fit(variant)?;
+                let per_instance = variant.share.map_or(0.0, |s| s.cores);
+                let most = instances_within(cores, per_instance, self.parameters.max_instances.unwrap_or(16));
+                let ceiling = variant.batch_ceiling.unwrap_or(32).max(1);
+                let capacity = |n| capacity_within_slo(&line, ceiling, n, slo_ms);
+                let instances = (1..=most).find(|&n| capacity(n) >= peak).unwrap_or(most);
+                Some((variant, instances, capacity(instances)))
+            });
+        let (serving, short): (Vec<_>, Vec<_>) = candidates.partition(|(_, _, capacity)| *capacity >= peak);
+        let chosen = match serving.into_iter().max_by(|a, b| a.0.accuracy.total_cmp(&b.0.accuracy)) {
+            Some(chosen) => chosen,
+            None => short.into_iter().max_by(|a, b| a.2.total_cmp(&b.2))?,
+        };
+        Some((chosen.0.name.clone(), chosen.1))
     }
 
     fn towards(&self, task: &TaskSnapshot, cores: Option<f64>) -> Option<TaskDecision> {
@@ -124,6 +137,13 @@ mod tests {
         }
     }
 
+    impl StaticPeak {
+        /// The instances it asks of the task's serving variant.
+        fn asked_instances(mut self, snapshot: &Snapshot) -> Option<u32> {
+            self.decide(snapshot).tasks.first().and_then(|t| t.instances)
+        }
+    }
+
     fn policy(parameters: serde_json::Value) -> StaticPeak {
         let mut policy = StaticPeak::default();
         policy.init(&parameters).unwrap();
@@ -138,9 +158,28 @@ mod tests {
         assert_eq!((decision.variant.as_deref(), decision.instances), (Some("large"), Some(3)));
         assert!(sized.decide(&snapshot("large", 3, 8.0)).tasks.is_empty(), "it holds them, whatever the load");
         let decision = sized.decide(&snapshot("large", 3, 2.0)).tasks.remove(0);
-        assert_eq!(decision.instances, Some(2), "no more than the budget's cores");
+        assert_eq!(
+            (decision.variant.as_deref(), decision.instances),
+            (Some("small"), Some(1)),
+            "two cores of large fall short: the most accurate that answers the peak"
+        );
+        let pinned_large = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "variant": "large" }));
+        let decision = pinned_large.asked_instances(&snapshot("large", 3, 2.0));
+        assert_eq!(decision, Some(2), "pinned: no more than the budget's cores");
         let pinned = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "variant": "small" }));
         assert_eq!(pinned.sized(&snapshot("large", 3, 8.0).tasks[0], Some(8.0)), Some(("small".into(), 1)));
+        let split = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "cores_per_task": 1.0 }));
+        assert_eq!(
+            split.sized(&snapshot("large", 3, 8.0).tasks[0], Some(8.0)),
+            Some(("small".into(), 1)),
+            "one core: the most accurate variant that answers the peak on it"
+        );
+        let beyond = policy(serde_json::json!({ "peak_per_s": { "t": 5000.0 }, "cores_per_task": 1.0 }));
+        assert_eq!(
+            beyond.sized(&snapshot("large", 3, 8.0).tasks[0], Some(8.0)),
+            Some(("small".into(), 1)),
+            "none answers it: the one that answers most"
+        );
         assert!(policy(serde_json::json!({})).decide(&snapshot("small", 1, 8.0)).tasks.is_empty(), "no peak given");
     }
 }
