@@ -9,8 +9,11 @@ use crate::options::Allocation;
 /// A task as the allocation sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Need {
-    /// Requests a second expected ahead.
+    /// Requests a second to serve now, with a margin.
     pub demand: f64,
+    /// The same where a rising rate is followed ahead: what instances are asked for
+    /// before it arrives, never a reason to step accuracy down.
+    pub ahead: f64,
     /// Its allocations.
     pub options: Vec<Allocation>,
 }
@@ -22,20 +25,28 @@ impl Need {
     }
 
     /// The most accurate of the options `keep` keeps that serve the demand, the
-    /// cheapest of those; else, where none does, the one that serves most, the cheapest
-    /// of those.
+    /// cheapest of those, grown towards the demand ahead: the cheapest of its variant's
+    /// that serve that, else the one of its variant's that serves most. Where none
+    /// serves the demand, the one that serves most, the cheapest of those.
     fn best(&self, lambda: f64, keep: impl Fn(&Allocation) -> bool) -> Option<usize> {
         let kept = || self.options.iter().enumerate().filter(|(_, o)| keep(o));
         let by_accuracy_then_cost = |a: &(usize, &Allocation), b: &(usize, &Allocation)| {
             a.1.accuracy.total_cmp(&b.1.accuracy).then(b.1.cost(lambda).total_cmp(&a.1.cost(lambda)))
         };
         let serving = kept().filter(|(_, o)| self.serves(o)).max_by(by_accuracy_then_cost);
+        let grown = serving.filter(|(_, chosen)| chosen.capacity < self.ahead).and_then(|(_, chosen)| {
+            let same = || kept().filter(move |(_, o)| o.variant == chosen.variant);
+            let cheapest = same()
+                .filter(|(_, o)| o.capacity >= self.ahead)
+                .min_by(|a, b| a.1.cost(lambda).total_cmp(&b.1.cost(lambda)));
+            cheapest.or_else(|| same().max_by(|a, b| a.1.capacity.total_cmp(&b.1.capacity)))
+        });
         let most = || {
             kept().max_by(|a, b| {
                 a.1.capacity.total_cmp(&b.1.capacity).then(b.1.cost(lambda).total_cmp(&a.1.cost(lambda)))
             })
         };
-        serving.or_else(most).map(|(i, _)| i)
+        grown.or(serving).or_else(most).map(|(i, _)| i)
     }
 }
 
@@ -104,7 +115,7 @@ mod tests {
 
     fn need(demand: f64) -> Need {
         // large serves 10/s an instance, small 30/s.
-        Need { demand, options: [variant(0, 80.0, 10.0, 4), variant(1, 70.0, 30.0, 4)].concat() }
+        Need { demand, ahead: demand, options: [variant(0, 80.0, 10.0, 4), variant(1, 70.0, 30.0, 4)].concat() }
     }
 
     fn picked(needs: &[Need], cores: f64) -> Vec<(usize, u32)> {
@@ -136,13 +147,25 @@ mod tests {
     }
 
     #[test]
+    fn the_demand_ahead_grows_the_instances_but_never_steps_accuracy_down() {
+        // 15/s now, 35/s ahead: large's two serve now, four ahead.
+        let rising = Need { ahead: 35.0, ..need(15.0) };
+        assert_eq!(picked(std::slice::from_ref(&rising), 4.0), [(0, 4)]);
+        // On three cores large cannot serve what comes: it grows as far as it can, and
+        // is not swapped for small, which could.
+        assert_eq!(picked(std::slice::from_ref(&rising), 3.0), [(0, 3)], "as many as the budget holds");
+        // Where the budget is short, the instances grown for what comes go first.
+        assert_eq!(picked(&[rising, need(15.0)], 4.0), [(0, 2), (0, 2)]);
+    }
+
+    #[test]
     fn loading_costs_lambda_cores_a_second_among_equally_accurate_options() {
         // Two variants of one accuracy: the warm one, though it holds a core more,
         // against one that loads for 4 s at λ = 0.5 (2 cores' worth).
         let mut cold = variant(1, 80.0, 30.0, 1);
         cold[0].load_s = 4.0;
         let warm = variant(0, 80.0, 15.0, 2);
-        let need = Need { demand: 25.0, options: [warm, cold].concat() };
+        let need = Need { demand: 25.0, ahead: 25.0, options: [warm, cold].concat() };
         let chosen = allocate(std::slice::from_ref(&need), 4.0, 0.0, 0.5)[0].unwrap();
         assert_eq!((need.options[chosen].variant, need.options[chosen].instances), (0, 2));
         let chosen = allocate(std::slice::from_ref(&need), 4.0, 0.0, 0.1)[0].unwrap();

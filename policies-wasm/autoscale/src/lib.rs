@@ -10,9 +10,11 @@
 //!   accuracy (weighted by demand) per core freed, whichever task takes it.
 //! - **Up at once, down after a while**: an allocation that holds more cores, or that
 //!   the one serving cannot serve, is asked at once; one that holds fewer only after
-//!   `scale_down_after_ticks` ticks in a row wanted fewer (INFaaS waits 10 ticks for
-//!   its CPU variants), and a more accurate one on as many cores once the last change
-//!   is `step_up_after_ms` old.
+//!   `scale_down_after_ticks` ticks in a row wanted fewer (5: INFaaS waits 10 for its
+//!   CPU variants; docs/allocation.md has the sweep that set it), and a more accurate
+//!   one on as many cores once the last change is `step_up_after_ms` old. A rate
+//!   rising is followed ahead by a tick and the load of an instance, so that the
+//!   instances a burst needs are asked before it arrives.
 //! - **Accuracy down first while instances come**: where the allocation needs
 //!   instances that must load, and the variant serving cannot serve the demand
 //!   meanwhile, the most accurate loaded variant whose warm instances can serves it,
@@ -21,11 +23,14 @@
 //! - **A cheaper variant ready**: the most accurate variant below the one serving is
 //!   kept loaded (`load`), so that a crowd finds a step down warm.
 //!
-//! Demand ahead: the largest of the 1 s and 10 s rates and the rate since the last
-//! tick (two standard deviations below what it counted), plus `burst_sigmas` standard
-//! deviations of a second's Poisson arrivals, plus the rate that clears the queue
-//! beyond a batch within the target. A task without a target keeps what it has; its
-//! cores count against the budget.
+//! Demand ahead: the rate arriving (the 10 s rate, or the 1 s rate where it stands
+//! more than three standard deviations of a second's Poisson arrivals from it, a
+//! level that moved; the rate since the last tick, two deviations below what it
+//! counted, where that is higher), plus `burst_sigmas` deviations, plus the rate that
+//! clears the queue beyond a batch within the target. Only a variant that cannot
+//! serve the rate arriving (without the deviations) is stepped away from while
+//! instances load. A task without a target keeps what it has; its cores count
+//! against the budget.
 
 pub mod allocate;
 pub mod options;
@@ -34,7 +39,7 @@ use std::collections::BTreeMap;
 
 use allocate::{Need, allocate};
 use modelless_policy_abi::guest::Policy;
-use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot, VariantState};
+use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot, VariantState, arriving_per_s, level_moved};
 use options::Allocation;
 use serde::{Deserialize, Serialize};
 
@@ -62,7 +67,7 @@ impl Default for Parameters {
     fn default() -> Self {
         Parameters {
             lambda: 0.5,
-            scale_down_after_ticks: 10,
+            scale_down_after_ticks: 5,
             burst_sigmas: 2.0,
             step_up_after_ms: 3_000,
             max_instances: 8,
@@ -79,41 +84,48 @@ pub struct Autoscale {
     state: State,
 }
 
-/// Per task: ticks in a row that wanted fewer cores, when it last changed, and the
-/// time and requests in flight of the last tick (to count arrivals since).
+/// Per task: ticks in a row that wanted fewer cores, when it last changed, the time
+/// and requests in flight of the last tick (to count arrivals since), and the time
+/// and 1 s rate of a tick at least a second back (to see a rate rising).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 struct State {
     low_ticks: BTreeMap<String, u32>,
     last_change_ms: BTreeMap<String, u64>,
     last_seen: BTreeMap<String, (u64, u64)>,
+    last_rate: BTreeMap<String, (u64, f64)>,
 }
 
 impl Policy for Autoscale {
     fn decide(&mut self, snapshot: &Snapshot) -> Decision {
         let budget = snapshot.system.budget.as_ref();
-        let cores = budget.map_or(f64::from(snapshot.system.cores.max(1)), |b| b.cores);
+        let machine_cores = f64::from(snapshot.system.cores.max(1));
+        let cores = budget.map_or(machine_cores, |b| b.cores);
         let now_ms = snapshot.now_ms;
         let mut steered = Vec::new();
         let mut held = 0.0;
         for task in &snapshot.tasks {
             let recent = self.recent_rate(task, now_ms);
+            let rising = self.rising(task, now_ms);
             match task.slo_latency_ms {
                 Some(slo_ms) => {
+                    let arriving = arriving(task, recent) + backlog(task, slo_ms);
                     let demand = self.demand(task, recent, slo_ms);
+                    let ahead = demand + rising * lead_s(task);
                     let p = &self.parameters;
-                    let options = options::options(task, slo_ms, budget, p.max_instances, p.max_batch_size);
-                    steered.push((task, Need { demand, options }));
+                    let options =
+                        options::options(task, slo_ms, budget, machine_cores, p.max_instances, p.max_batch_size);
+                    steered.push((task, Need { demand, ahead, options }, arriving));
                 }
                 None => held += serving_cores(task, budget),
             }
         }
-        let needs: Vec<Need> = steered.iter().map(|(_, need)| need.clone()).collect();
+        let needs: Vec<Need> = steered.iter().map(|(_, need, _)| need.clone()).collect();
         let chosen = allocate(&needs, cores, held, self.parameters.lambda);
         let mut tasks = Vec::new();
-        for ((task, need), choice) in steered.iter().zip(chosen) {
+        for ((task, need, arriving), choice) in steered.iter().zip(chosen) {
             let Some(target) = choice.map(|c| need.options[c]) else { continue };
-            if let Some(decision) = self.towards(task, need, target, budget, now_ms) {
+            if let Some(decision) = self.towards(task, need, *arriving, target, budget, now_ms) {
                 tasks.push(decision);
             }
         }
@@ -135,6 +147,28 @@ impl Policy for Autoscale {
     }
 }
 
+/// Requests a second arriving at `task`: the 10 s rate, unless the last second stands
+/// more than three Poisson deviations from it (the level moved), or the rate since the
+/// last tick (`recent`) is higher. One noisy second is no burst: it would switch
+/// variants for nothing.
+fn arriving(task: &TaskSnapshot, recent: f64) -> f64 {
+    arriving_per_s(&task.demand).max(recent)
+}
+
+/// How far ahead a rising rate is followed, s: a tick, and the load of an instance of
+/// the variant serving (what more of it take to come).
+fn lead_s(task: &TaskSnapshot) -> f64 {
+    let serving = task.variants.iter().find(|v| v.name == task.active.variant);
+    let load_ms = serving.and_then(|v| v.profile.as_ref()).and_then(|p| p.load_ms).unwrap_or(1_000.0);
+    1.0 + load_ms / 1e3
+}
+
+/// The rate that clears `task`'s queue beyond one batch within 90 % of its target.
+fn backlog(task: &TaskSnapshot, slo_ms: f64) -> f64 {
+    let ceiling = u64::from(task.active.max_batch_size.max(1));
+    task.queue_length.saturating_sub(ceiling) as f64 * 1e3 / (0.9 * slo_ms)
+}
+
 /// The cores `task`'s serving instances hold.
 fn serving_cores(task: &TaskSnapshot, budget: Option<&modelless_policy_abi::Budget>) -> f64 {
     let Some(active) = task.variants.iter().find(|v| v.name == task.active.variant) else { return 0.0 };
@@ -147,11 +181,26 @@ fn serving_cores(task: &TaskSnapshot, budget: Option<&modelless_policy_abi::Budg
 impl Autoscale {
     /// Requests a second expected ahead for `task`: see the crate's docs.
     pub fn demand(&self, task: &TaskSnapshot, recent: f64, slo_ms: f64) -> f64 {
-        let d = &task.demand;
-        let rate = d.per_s_1s.max(d.per_s_10s).max(recent);
-        let ceiling = u64::from(task.active.max_batch_size.max(1));
-        let backlog = task.queue_length.saturating_sub(ceiling) as f64 * 1e3 / (0.9 * slo_ms);
-        rate + self.parameters.burst_sigmas * rate.sqrt() + backlog
+        let rate = arriving(task, recent);
+        rate + self.parameters.burst_sigmas * rate.sqrt() + backlog(task, slo_ms)
+    }
+
+    /// How fast `task`'s rate rises, requests a second per second: the change of the
+    /// 1 s rate over at least a second, where the level moved (see [`arriving`]); 0
+    /// where it holds or falls.
+    fn rising(&mut self, task: &TaskSnapshot, now_ms: u64) -> f64 {
+        let per_s = task.demand.per_s_1s;
+        let then = self.state.last_rate.get(&task.name).copied();
+        let slope = match then {
+            Some((at, then_per_s)) if now_ms > at && level_moved(&task.demand) => {
+                (per_s - then_per_s).max(0.0) * 1e3 / (now_ms - at).max(1_000) as f64
+            }
+            _ => 0.0,
+        };
+        if then.is_none_or(|(at, _)| now_ms >= at + 1_000) {
+            self.state.last_rate.insert(task.name.clone(), (now_ms, per_s));
+        }
+        slope
     }
 
     /// Requests a second that arrived since the last tick, two standard deviations
@@ -169,6 +218,7 @@ impl Autoscale {
         &mut self,
         task: &TaskSnapshot,
         need: &Need,
+        arriving: f64,
         target: Allocation,
         budget: Option<&modelless_policy_abi::Budget>,
         now_ms: u64,
@@ -207,7 +257,10 @@ impl Autoscale {
             self.state.low_ticks.insert(name.clone(), 0);
             self.state.last_change_ms.insert(name.clone(), now_ms);
             let target_name = task.variants[target.variant].name.clone();
-            let bridge = (target.load_s > 0.0 && !keeps_up).then(|| self.bridge(task, need, target)).flatten();
+            // A variant that serves what arrives keeps serving while instances load
+            // beside it; stepping away only for the margin would cost accuracy.
+            let behind = current.is_none_or(|c| c.capacity < arriving);
+            let bridge = (target.load_s > 0.0 && behind).then(|| self.bridge(task, need, target)).flatten();
             match bridge {
                 Some(bridge) => {
                     decision.variant = Some(task.variants[bridge].name.clone());

@@ -58,12 +58,16 @@ fn cores_of(variant: &VariantSnapshot, budget: Option<&Budget>) -> (f64, bool) {
     }
 }
 
-/// Every option of `task` up to `max_instances` instances of a variant and the
-/// budget's cores, for `slo_ms`; each variant's options in order of instances.
+/// Every option of `task` up to `max_instances` instances of a variant, the budget's
+/// cores and the machine's `machine_cores`, for `slo_ms`; each variant's options in
+/// order of instances. A budget may hold more cores than the machine has (instances
+/// that wait hold their threads, not the cores), but one task's instances beyond the
+/// machine's cores would wait on each other: they add no capacity.
 pub fn options(
     task: &TaskSnapshot,
     slo_ms: f64,
     budget: Option<&Budget>,
+    machine_cores: f64,
     max_instances: u32,
     max_batch: u32,
 ) -> Vec<Allocation> {
@@ -71,7 +75,12 @@ pub fn options(
     for (index, variant) in task.variants.iter().enumerate() {
         let Some(fit) = line(variant).filter(|_| may_serve(variant)) else { continue };
         let (per_instance, shared) = cores_of(variant, budget);
-        let most = if shared { 1 } else { instances_within(budget.map(|b| b.cores), per_instance, max_instances) };
+        let most = if shared {
+            1
+        } else {
+            let held = instances_within(budget.map(|b| b.cores), per_instance, max_instances);
+            held.min(instances_within(Some(machine_cores), per_instance, max_instances))
+        };
         let ceiling = variant.batch_ceiling.unwrap_or(max_batch).min(max_batch).max(1);
         let load_s = variant.profile.as_ref().and_then(|p| p.load_ms).unwrap_or(1_000.0) / 1e3;
         let loaded = matches!(variant.state, VariantState::Ready);

@@ -46,7 +46,7 @@ fn task(name: &str, per_s: f64, active: &str, large: u32, small: u32) -> TaskSna
 fn snapshot(now_s: u64, cores: f64, tasks: Vec<TaskSnapshot>) -> Snapshot {
     let budget =
         Budget { cores, cores_free: 0.0, memory_bytes: 8 << 30, memory_free_bytes: 4 << 30, ..Budget::default() };
-    let system = SystemSnapshot { cores: 2, budget: Some(budget), ..SystemSnapshot::default() };
+    let system = SystemSnapshot { cores: cores as u32, budget: Some(budget), ..SystemSnapshot::default() };
     Snapshot { now_ms: now_s * 1000, tasks, system, ..Snapshot::default() }
 }
 
@@ -153,4 +153,52 @@ fn its_state_outlives_a_reload() {
     let mut reloaded = Autoscale::default();
     reloaded.load_state(saved).unwrap();
     assert_eq!(reloaded.state, policy.state);
+}
+
+/// `task` with its 1 s and 10 s rates apart.
+fn moving(name: &str, per_s_1s: f64, per_s_10s: f64, large: u32, small: u32) -> TaskSnapshot {
+    let mut task = task(name, per_s_10s, "large", large, small);
+    task.demand.per_s_1s = per_s_1s;
+    task
+}
+
+#[test]
+fn a_variant_that_serves_what_arrives_keeps_serving_while_instances_for_the_margin_load() {
+    // One instance of large serves 189/s. 170/s arriving (the last second, well above
+    // the 10 s rate of 120) plus two deviations is 196: a second instance is asked,
+    // and large keeps serving while it loads; small, warm, is not stepped down to.
+    let mut policy = Autoscale::default();
+    let decision = decided(&mut policy, &snapshot(0, 4.0, vec![moving("t", 170.0, 120.0, 1, 1)]), "t").unwrap();
+    assert_eq!((decision.variant, decision.instances), (None, Some(2)));
+    assert!(decision.standby.is_empty(), "{:?}", decision.standby);
+    // A noisy second (200 against 185, within two deviations of 13.6) counts as 185.
+    let noisy = decided(&mut Autoscale::default(), &snapshot(0, 4.0, vec![moving("t", 200.0, 185.0, 1, 1)]), "t");
+    assert_eq!(noisy.and_then(|d| d.variant), None);
+    // Behind what arrives (250 on 189), small serves while large's instances load.
+    let behind = decided(&mut Autoscale::default(), &snapshot(0, 4.0, vec![moving("t", 250.0, 120.0, 1, 1)]), "t");
+    assert_eq!(behind.and_then(|d| d.variant).as_deref(), Some("small"));
+}
+
+#[test]
+fn a_rising_rate_is_followed_ahead_by_a_tick_and_an_instance_load() {
+    // 100/s then 150/s a second later, the 10 s rate well below: 50/s more each
+    // second, followed 3 s ahead (a tick, and large's 2 s load) is 300/s more. Two
+    // instances of large are asked where 150/s alone (174 with the margin) needs one.
+    let parameters = Parameters { keep_cheaper_loaded: false, ..Parameters::default() };
+    let mut policy = Autoscale { parameters, ..Autoscale::default() };
+    let first = decided(&mut policy, &snapshot(0, 4.0, vec![moving("t", 100.0, 60.0, 1, 0)]), "t");
+    assert_eq!(first, None, "no slope yet, and 100/s is served");
+    let rising = decided(&mut policy, &snapshot(1, 4.0, vec![moving("t", 150.0, 80.0, 1, 0)]), "t").unwrap();
+    assert_eq!(rising.instances, Some(2), "150 + 24 + 3 × 50 = 324, which two serve (378)");
+}
+
+#[test]
+fn a_task_runs_no_more_instances_than_the_machine_has_cores_whatever_the_budget() {
+    // A budget of four cores on a machine of two: three instances of large would wait
+    // on each other. 500/s: large's two serve 378, so small serves.
+    let mut on_two = snapshot(0, 4.0, vec![task("t", 500.0, "large", 2, 1)]);
+    on_two.system.cores = 2;
+    let decision = decided(&mut Autoscale::default(), &on_two, "t").unwrap();
+    assert_eq!(decision.variant.as_deref(), Some("small"), "{decision:?}");
+    assert!(decision.instances.is_none_or(|n| n <= 2), "{decision:?}");
 }
