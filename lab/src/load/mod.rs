@@ -270,6 +270,18 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_allocation_experiments_two_tasks_never_burst_at_once() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/two-tasks-load.toml");
+        let rates = LoadSpec::from_file(path).unwrap().rates().unwrap();
+        assert_eq!(rates.len(), 2);
+        let base: Vec<f64> = rates.iter().map(|r| r.iter().copied().fold(f64::INFINITY, f64::min)).collect();
+        let bursting = |task: usize, second: usize| rates[task][second] > base[task];
+        let seconds = rates[0].len().min(rates[1].len());
+        assert!((0..seconds).any(|s| bursting(0, s)) && (0..seconds).any(|s| bursting(1, s)), "both burst");
+        assert!((0..seconds).all(|s| !(bursting(0, s) && bursting(1, s))), "never together");
+    }
+
     /// A TOML float, `inf` and `nan` included.
     fn toml_float(x: f64) -> String {
         if x.is_nan() {
