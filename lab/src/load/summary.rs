@@ -177,14 +177,18 @@ pub fn summarize(
 /// Cores held over `samples` (one a second), core·s, by `held` of each; `None` where
 /// none told its allocation.
 fn held_over(samples: &[&Sample], held: impl Fn(&Allocation) -> f64) -> Option<f64> {
-    let told: Vec<f64> = samples.iter().filter_map(|s| s.allocation.as_ref().map(&held)).collect();
-    (!told.is_empty()).then(|| told.iter().sum())
+    sum_told(samples, |s| s.allocation.as_ref().map(&held))
 }
 
 /// The serving process's CPU time over `samples` (one a second), s; `None` where none
 /// told it.
 fn cpu_over(samples: &[&Sample]) -> Option<f64> {
-    let told: Vec<f64> = samples.iter().filter_map(|s| s.process_cpu_s).collect();
+    sum_told(samples, |s| s.process_cpu_s)
+}
+
+/// The sum of what `figure` reads of each sample; `None` where it read none.
+fn sum_told(samples: &[&Sample], figure: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
+    let told: Vec<f64> = samples.iter().filter_map(|s| figure(s)).collect();
     (!told.is_empty()).then(|| told.iter().sum())
 }
 

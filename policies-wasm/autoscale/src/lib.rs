@@ -109,8 +109,9 @@ impl Policy for Autoscale {
             let rising = self.rising(task, now_ms);
             match task.slo_latency_ms {
                 Some(slo_ms) => {
-                    let arriving = arriving(task, recent) + backlog(task, slo_ms);
-                    let demand = self.demand(task, recent, slo_ms);
+                    let rate = arriving(task, recent);
+                    let arriving = rate + backlog(task, slo_ms);
+                    let demand = arriving + self.parameters.burst_sigmas * rate.sqrt();
                     let ahead = demand + rising * lead_s(task);
                     let p = &self.parameters;
                     let options =
@@ -179,12 +180,6 @@ fn serving_cores(task: &TaskSnapshot, budget: Option<&modelless_policy_abi::Budg
 }
 
 impl Autoscale {
-    /// Requests a second expected ahead for `task`: see the crate's docs.
-    pub fn demand(&self, task: &TaskSnapshot, recent: f64, slo_ms: f64) -> f64 {
-        let rate = arriving(task, recent);
-        rate + self.parameters.burst_sigmas * rate.sqrt() + backlog(task, slo_ms)
-    }
-
     /// How fast `task`'s rate rises, requests a second per second: the change of the
     /// 1 s rate over at least a second, where the level moved (see [`arriving`]); 0
     /// where it holds or falls.

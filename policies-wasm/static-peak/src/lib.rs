@@ -137,13 +137,6 @@ mod tests {
         }
     }
 
-    impl StaticPeak {
-        /// The instances it asks of the task's serving variant.
-        fn asked_instances(mut self, snapshot: &Snapshot) -> Option<u32> {
-            self.decide(snapshot).tasks.first().and_then(|t| t.instances)
-        }
-    }
-
     fn policy(parameters: serde_json::Value) -> StaticPeak {
         let mut policy = StaticPeak::default();
         policy.init(&parameters).unwrap();
@@ -163,9 +156,9 @@ mod tests {
             (Some("small"), Some(1)),
             "two cores of large fall short: the most accurate that answers the peak"
         );
-        let pinned_large = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "variant": "large" }));
-        let decision = pinned_large.asked_instances(&snapshot("large", 3, 2.0));
-        assert_eq!(decision, Some(2), "pinned: no more than the budget's cores");
+        let mut pinned_large = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "variant": "large" }));
+        let decision = pinned_large.decide(&snapshot("large", 3, 2.0)).tasks.remove(0);
+        assert_eq!(decision.instances, Some(2), "pinned: no more than the budget's cores");
         let pinned = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "variant": "small" }));
         assert_eq!(pinned.sized(&snapshot("large", 3, 8.0).tasks[0], Some(8.0)), Some(("small".into(), 1)));
         let split = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "cores_per_task": 1.0 }));
