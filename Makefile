@@ -56,7 +56,7 @@ bench-switch: setup
 	cargo bench -p modelless-runtime --bench switching
 
 bench-policy: setup
-	cargo bench -p modelless --bench policy_round_trip
+	cargo bench -p modelless --bench policy_round_trip --bench policy_languages
 
 # TorchScript variants on the first GPU: fits, warm-up predictor error, throughput
 # against the raw loop (table and plot in target/profiles-gpu).

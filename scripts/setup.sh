@@ -78,6 +78,11 @@ else
     log "warning: rustup not found; assuming the wasm32-unknown-unknown target is installed"
 fi
 bash "$ROOT/scripts/build_policies.sh"
+# Policies in Python, TypeScript, Go, Zig and AssemblyScript, with pinned toolchains
+# under .modelless/toolchains; a language whose toolchain cannot be installed is
+# skipped, and .modelless/policies/languages.txt says so.
+bash "$ROOT/scripts/setup/policy_toolchains.sh"
+bash "$ROOT/scripts/policies/build_languages.sh"
 
 # --- Test models -------------------------------------------------------------
 # gen_models.py exits early on its own when the manifest matches its version.

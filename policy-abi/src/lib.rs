@@ -10,6 +10,8 @@
 mod capacity;
 mod decision;
 pub mod guest;
+#[cfg(feature = "schema")]
+pub mod kits;
 mod profile;
 mod snapshot;
 
@@ -64,6 +66,36 @@ mod tests {
         let error: PolicyOutput = serde_json::from_str(r#"{"error":"no profile"}"#).unwrap();
         assert_eq!(error, PolicyOutput::Error { error: "no profile".into() });
         assert_eq!(serde_json::from_str::<PolicyOutput>("{}").unwrap(), PolicyOutput::Decision(Decision::default()));
+    }
+
+    /// The language kits' types are generated from the committed schemas; this fails
+    /// when a kit's committed types differ from what the schema makes of them.
+    /// `MODELLESS_WRITE_SCHEMA=1 cargo test -p modelless-policy-abi --features schema`
+    /// writes them anew.
+    #[cfg(feature = "schema")]
+    #[test]
+    fn committed_kits_match_the_schema() {
+        let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+        let crate_dir = std::path::Path::new(&crate_dir);
+        let schema = |file: &str| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(crate_dir.join("schema").join(file)).unwrap()).unwrap()
+        };
+        let files = kits::kit_files(&schema("snapshot.schema.json"), &schema("decision.schema.json"));
+        let mut drifted = Vec::new();
+        for (file, text) in files {
+            let path = crate_dir.join("..").join(file);
+            if std::env::var_os("MODELLESS_WRITE_SCHEMA").is_some() {
+                std::fs::write(&path, &text).unwrap();
+            }
+            if std::fs::read_to_string(&path).unwrap_or_default() != text {
+                drifted.push(file);
+            }
+        }
+        assert!(
+            drifted.is_empty(),
+            "{drifted:?} differ from what policy-abi/schema/ makes of them; run MODELLESS_WRITE_SCHEMA=1 cargo test \
+             -p modelless-policy-abi --features schema and commit them"
+        );
     }
 
     /// The committed schemas are the contract; this fails when the types drift from

@@ -163,9 +163,10 @@ pub mod preprocess {
 #[cfg(feature = "policies")]
 pub mod policy {
     pub use modelless_runtime::policy::{
-        ControlStatus, Controller, DecidedBy, EarlyTick, GuardedPolicy, HostConfig, KeepConfigured, PolicyEngine,
-        PolicyError, PolicyInstance, PolicyModule, RecordedTick, Recorder, Replayed, TaskReading, Ticked, read_ticks,
-        replay, task_snapshot,
+        COMPONENT_MEMORY_LIMIT_BYTES, CORE_MEMORY_LIMIT_BYTES, ControlStatus, Controller, DecidedBy, EarlyTick,
+        GuardedPolicy, HostConfig, KeepConfigured, Loaded, ModuleKind, PolicyEngine, PolicyError, PolicyInstance,
+        PolicyLog, PolicyModule, RecordedTick, Recorder, Replayed, TaskReading, Ticked, default_compiled_cache,
+        read_ticks, replay, task_snapshot,
     };
 }
 

@@ -25,9 +25,15 @@ pub struct PolicyConfig {
     /// Longest one decision may take, in ms.
     #[serde(default = "default_deadline_ms")]
     pub deadline_ms: u64,
-    /// Most memory the module may have, in MiB.
-    #[serde(default = "default_memory_limit_mib")]
-    pub memory_limit_mib: usize,
+    /// Most memory an instance of the module may hold, in MiB; by default 16 for a
+    /// core module, 64 for a component (an interpreter's).
+    #[serde(default)]
+    pub memory_limit_mib: Option<usize>,
+    /// Folder compiled modules are kept in, keyed by the module's hash and the
+    /// engine's; by default `$XDG_CACHE_HOME/modelless/policies` (or
+    /// `~/.cache/modelless/policies`). It must be as trusted as the binary.
+    #[serde(default)]
+    pub compiled_cache: Option<PathBuf>,
     /// Reload the module when its file changes.
     #[serde(default)]
     pub watch: bool,
@@ -62,10 +68,6 @@ fn default_deadline_ms() -> u64 {
     10
 }
 
-fn default_memory_limit_mib() -> usize {
-    16
-}
-
 impl PolicyConfig {
     /// The module at `path` with default settings.
     pub fn new(module: impl Into<PathBuf>) -> Self {
@@ -74,7 +76,8 @@ impl PolicyConfig {
             parameters: None,
             tick_ms: default_tick_ms(),
             deadline_ms: default_deadline_ms(),
-            memory_limit_mib: default_memory_limit_mib(),
+            memory_limit_mib: None,
+            compiled_cache: None,
             watch: false,
             record: None,
             early_tick_queue_length: None,
@@ -95,7 +98,7 @@ impl PolicyConfig {
         let bounds = [
             ("tick_ms", self.tick_ms, MAX_TICK_MS),
             ("deadline_ms", self.deadline_ms, MAX_DEADLINE_MS),
-            ("memory_limit_mib", self.memory_limit_mib as u64, MAX_MEMORY_MIB),
+            ("memory_limit_mib", self.memory_limit_mib.map_or(1, |m| m as u64), MAX_MEMORY_MIB),
             ("early_tick_gap_ms", self.early_tick_gap_ms, MAX_TICK_MS),
         ];
         match bounds.iter().find(|(_, value, most)| !(1..=*most).contains(value)) {
@@ -107,9 +110,13 @@ impl PolicyConfig {
     /// The sandbox it asks for.
     #[cfg(feature = "policies")]
     pub fn host_config(&self) -> HostConfig {
-        HostConfig::default()
-            .with_deadline(Duration::from_millis(self.deadline_ms.clamp(1, MAX_DEADLINE_MS)))
-            .with_memory_limit((self.memory_limit_mib as u64).clamp(1, MAX_MEMORY_MIB) as usize * (1 << 20))
+        let mut host =
+            HostConfig::default().with_deadline(Duration::from_millis(self.deadline_ms.clamp(1, MAX_DEADLINE_MS)));
+        if let Some(mib) = self.memory_limit_mib {
+            host = host.with_memory_limit((mib as u64).clamp(1, MAX_MEMORY_MIB) as usize * (1 << 20));
+        }
+        host.compiled_cache = self.compiled_cache.clone().or_else(modelless_runtime::policy::default_compiled_cache);
+        host
     }
 
     /// The early ticks it asks for, if any.

@@ -23,6 +23,7 @@ mod fleet;
 mod hostile_clients;
 mod images;
 mod load;
+mod policy_languages;
 mod simulate;
 mod tracing;
 mod tune;

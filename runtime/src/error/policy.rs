@@ -24,6 +24,16 @@ pub enum PolicyError {
         /// The ABI version the host speaks.
         version: u32,
     },
+    /// A component that is not of the policy world: an export missing, or of another
+    /// type.
+    #[error("a component, but not of the `{world}` world: {source}")]
+    WrongWorld {
+        /// The world expected.
+        world: &'static str,
+        /// What does not match.
+        #[source]
+        source: Cause,
+    },
     /// A required export is missing or has the wrong type.
     #[error("export `{name}` is missing or is not {expected}")]
     MissingExport {
@@ -114,7 +124,8 @@ impl PartialEq for PolicyError {
             (InvalidOutput(a), InvalidOutput(b)) | (Reported(a), Reported(b)) => a == b,
             (UnreadableOutput { what: a, source: s }, UnreadableOutput { what: b, source: t })
             | (Encode { what: a, source: s }, Encode { what: b, source: t })
-            | (Host { what: a, source: s }, Host { what: b, source: t }) => a == b && s == t,
+            | (Host { what: a, source: s }, Host { what: b, source: t })
+            | (WrongWorld { world: a, source: s }, WrongWorld { world: b, source: t }) => a == b && s == t,
             (WrongAbi { marker: a, version: v }, WrongAbi { marker: b, version: w }) => a == b && v == w,
             (MissingExport { name: a, expected: x }, MissingExport { name: b, expected: y }) => a == b && x == y,
             (Timeout { deadline_ms: a }, Timeout { deadline_ms: b }) => a == b,
@@ -129,6 +140,7 @@ impl PartialEq for PolicyError {
             (
                 Invalid(_)
                 | WrongAbi { .. }
+                | WrongWorld { .. }
                 | MissingExport { .. }
                 | Instantiate(_)
                 | Timeout { .. }
@@ -153,7 +165,7 @@ impl PolicyError {
     pub fn kind(&self) -> &'static str {
         match self {
             PolicyError::Invalid(_) => "invalid_module",
-            PolicyError::WrongAbi { .. } => "wrong_abi",
+            PolicyError::WrongAbi { .. } | PolicyError::WrongWorld { .. } => "wrong_abi",
             PolicyError::MissingExport { .. } => "missing_export",
             PolicyError::Instantiate(_) => "instantiate",
             PolicyError::Timeout { .. } => "timeout",

@@ -83,6 +83,9 @@ pub struct GuardedPolicy {
     module: PolicyModule,
     parameters: Option<serde_json::Value>,
     instance: Option<PolicyInstance>,
+    /// The state the instance saved after its last good decision, for the fresh
+    /// instance that follows a failure (a trapped component cannot be entered again).
+    saved_state: Option<serde_json::Value>,
     fallback: KeepConfigured,
     max_failures: u32,
     consecutive_failures: u32,
@@ -111,6 +114,7 @@ impl GuardedPolicy {
             module,
             parameters,
             instance: None,
+            saved_state: None,
             fallback,
             max_failures: DEFAULT_MAX_FAILURES,
             consecutive_failures: 0,
@@ -205,6 +209,7 @@ impl GuardedPolicy {
     ) -> Result<Reloaded, PolicyError> {
         let state = match (&mut self.instance, module.carries_state()) {
             (Some(old), true) if self.module.carries_state() => old.save_state().ok().flatten(),
+            (None, true) => self.saved_state.clone(),
             _ => None,
         };
         let mut instance = module.instantiate(parameters.as_ref())?;
@@ -226,18 +231,44 @@ impl GuardedPolicy {
         self.module = module;
         self.parameters = parameters;
         self.instance = Some(instance);
+        self.saved_state = None;
         self.consecutive_failures = 0;
         Ok(Reloaded { carried_state })
     }
 
     fn module_decides(&mut self, json: &[u8]) -> Result<Decision, PolicyError> {
-        let instance = match &mut self.instance {
+        let mut instance = match self.instance.take() {
             Some(instance) => instance,
-            None => self.instance.insert(self.module.instantiate(self.parameters.as_ref())?),
+            None => self.fresh_instance()?,
         };
         let decided = instance.decide_json(json);
-        Self::keep_warnings(&mut self.warnings, instance);
+        Self::keep_warnings(&mut self.warnings, &mut instance);
+        if decided.is_ok() && self.module.carries_state() {
+            match instance.save_state() {
+                Ok(state) => self.saved_state = state,
+                Err(error) => {
+                    // The decision stands; the instance, in whatever state it is, goes.
+                    *self.failures.entry(error.kind()).or_default() += 1;
+                    tracing::warn!(policy = self.module.name(), kind = error.kind(), %error, "saving its state failed");
+                    return decided;
+                }
+            }
+        }
+        // A failed instance may be in any state: `failed` sees that none is kept.
+        self.instance = Some(instance);
         decided
+    }
+
+    /// An instance to replace one that failed, given the state the last one saved.
+    fn fresh_instance(&mut self) -> Result<PolicyInstance, PolicyError> {
+        let mut instance = self.module.instantiate(self.parameters.as_ref())?;
+        if let Some(state) = &self.saved_state
+            && let Err(error) = instance.load_state(state)
+        {
+            tracing::warn!(policy = self.module.name(), %error, "a fresh instance refused the saved state");
+            instance = self.module.instantiate(self.parameters.as_ref())?;
+        }
+        Ok(instance)
     }
 }
 

@@ -45,7 +45,10 @@ pub use controller::{Controller, Ticked};
 #[cfg(feature = "policies")]
 pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
 #[cfg(feature = "policies")]
-pub use host::{HostConfig, PolicyEngine, PolicyInstance, PolicyLog, PolicyModule};
+pub use host::{
+    COMPONENT_MEMORY_LIMIT_BYTES, CORE_MEMORY_LIMIT_BYTES, HostConfig, Loaded, ModuleKind, PolicyEngine,
+    PolicyInstance, PolicyLog, PolicyModule, default_compiled_cache,
+};
 #[cfg(feature = "policies")]
 pub use record::{RecordedTick, Recorder, Replayed, read_ticks, replay};
 pub use snapshot::{TaskReading, task_snapshot};

@@ -9,6 +9,7 @@ mod loadgen;
 mod otlp;
 mod plan;
 mod policy;
+mod policy_new;
 mod profile;
 mod profile_photos;
 mod serve;
@@ -73,8 +74,17 @@ enum Command {
     TuneMeasure(tune_measure::MeasureArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    match start(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{}", error_report(&error));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn start(cli: Cli) -> anyhow::Result<()> {
     let exporter = match &cli.command {
         Command::Serve(args) => args.otlp_endpoint.as_deref().map(otlp::Exporter::start).transpose()?,
         _ => None,
@@ -86,6 +96,26 @@ fn main() -> anyhow::Result<()> {
         exporter.shutdown();
     }
     result
+}
+
+/// An error as its cause chain, a line each: what failed, then why. No backtrace,
+/// whatever `RUST_BACKTRACE` says (many Rust users keep it set; it would bury the
+/// line that matters under frames of this binary); `MODELLESS_BACKTRACE=1` adds one.
+fn error_report(error: &anyhow::Error) -> String {
+    let mut lines = vec![format!("Error: {error}")];
+    let mut seen = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        // A cause whose text its parent's message already ends with says nothing new.
+        if !seen.ends_with(&text) {
+            lines.push(format!("  caused by: {text}"));
+        }
+        seen = text;
+    }
+    if std::env::var_os("MODELLESS_BACKTRACE").is_some_and(|v| v == "1") {
+        lines.push(format!("{}", error.backtrace()));
+    }
+    lines.join("\n")
 }
 
 /// The library reports what goes wrong while serving (a variant without a profile, a

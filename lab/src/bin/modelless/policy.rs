@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use modelless::policy::{HostConfig, PolicyEngine, read_ticks};
+use modelless::policy::{HostConfig, PolicyEngine, default_compiled_cache, read_ticks};
 use modelless::policy_abi::{ABI_VERSION, Snapshot};
 
 /// What to do with a policy module.
@@ -20,6 +20,21 @@ pub enum Command {
         /// Parameters for its `init`, as JSON.
         #[arg(long)]
         parameters: Option<String>,
+        /// The memory cap of its instance, MiB (default: the runtime's for its kind).
+        #[arg(long)]
+        memory_limit_mib: Option<usize>,
+    },
+    /// Write a starter policy in a language into the folder NAME: its source, the
+    /// language's kit and a `build.sh` that builds `NAME.wasm`.
+    New {
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: crate::policy_new::Language,
+        /// The policy's name, and its folder's.
+        name: String,
+        /// Where the folder goes (default: here).
+        #[arg(long, default_value = ".")]
+        parent: PathBuf,
     },
     /// Run a policy over recorded ticks (a control loop's recording) or bare
     /// snapshots, print its decisions and where they differ from the recorded ones.
@@ -38,13 +53,29 @@ pub enum Command {
 
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Check { module, snapshots, parameters } => check(module, snapshots, parameters),
+        Command::Check { module, snapshots, parameters, memory_limit_mib } => {
+            check(module, snapshots, parameters, memory_limit_mib)
+        }
         Command::Replay { policy, snapshots, parameters } => replay(policy, snapshots, parameters),
+        Command::New { lang, name, parent } => {
+            let dir = crate::policy_new::write(lang, &name, &parent)?;
+            println!("wrote {}: build it with {}/build.sh", dir.display(), dir.display());
+            Ok(())
+        }
     }
 }
 
+/// The host `policy check` and `policy replay` run modules in: the runtime's limits,
+/// and its cache of compiled modules.
+fn engine(memory_limit_mib: Option<usize>) -> anyhow::Result<std::sync::Arc<PolicyEngine>> {
+    let mut host = HostConfig::default();
+    host.memory_limit_bytes = memory_limit_mib.map(|mib| mib << 20);
+    host.compiled_cache = default_compiled_cache();
+    Ok(PolicyEngine::new(host)?)
+}
+
 fn replay(path: PathBuf, snapshots: PathBuf, parameters: Option<String>) -> anyhow::Result<()> {
-    let engine = PolicyEngine::new(HostConfig::default())?;
+    let engine = engine(None)?;
     let parameters = parameters.map(|p| serde_json::from_str::<serde_json::Value>(&p)).transpose()?;
     let mut instance = engine.compile_file(&path)?.instantiate(parameters.as_ref())?;
     let ticks = read_ticks(&snapshots)?;
@@ -71,14 +102,31 @@ fn replay(path: PathBuf, snapshots: PathBuf, parameters: Option<String>) -> anyh
     Ok(())
 }
 
-fn check(path: PathBuf, snapshots: Option<PathBuf>, parameters: Option<String>) -> anyhow::Result<()> {
-    let engine = PolicyEngine::new(HostConfig::default())?;
-    let started = Instant::now();
+fn check(
+    path: PathBuf,
+    snapshots: Option<PathBuf>,
+    parameters: Option<String>,
+    memory_limit_mib: Option<usize>,
+) -> anyhow::Result<()> {
+    let engine = engine(memory_limit_mib)?;
     let module = engine.compile_file(&path)?;
-    println!("{}: a policy of ABI version {ABI_VERSION}, compiled in {:.0} ms", path.display(), ms(started));
+    let loaded = module.loaded();
+    println!(
+        "{}: {} ({:.1} MB), {} in {:.0} ms",
+        path.display(),
+        module.kind().label(),
+        loaded.bytes as f64 / 1e6,
+        if loaded.from_cache { "loaded compiled from the cache" } else { "compiled" },
+        loaded.took.as_secs_f64() * 1e3
+    );
+    println!("memory cap: {} MiB an instance", module.memory_limit() >> 20);
     println!("carries state across reloads: {}", if module.carries_state() { "yes" } else { "no" });
     let parameters = parameters.map(|p| serde_json::from_str::<serde_json::Value>(&p)).transpose()?;
-    let mut instance = module.instantiate(parameters.as_ref())?;
+    let started = Instant::now();
+    let mut instance = module
+        .instantiate(parameters.as_ref())
+        .map_err(|e| anyhow::Error::new(e).context("instantiating it (and its init) failed"))?;
+    println!("instantiated in {:.1} ms", ms(started));
     let snapshots: Vec<Snapshot> = match snapshots {
         Some(file) => std::fs::read_to_string(&file)?
             .lines()
@@ -89,12 +137,20 @@ fn check(path: PathBuf, snapshots: Option<PathBuf>, parameters: Option<String>) 
     };
     for (tick, snapshot) in snapshots.iter().enumerate() {
         let started = Instant::now();
-        let decision = instance.decide(snapshot)?;
-        println!("tick {tick}: {} in {:.3} ms", serde_json::to_string(&decision)?, ms(started));
+        let decision = instance.decide(snapshot);
+        // What it logged comes first: it is often why the call failed.
         for log in instance.take_logs() {
             println!("  log {}: {}", log.level, log.message);
         }
+        let decision =
+            decision.map_err(|e| anyhow::Error::new(e).context(format!("`decide` failed on tick {tick}")))?;
+        println!("tick {tick}: {} in {:.3} ms", serde_json::to_string(&decision)?, ms(started));
     }
+    println!(
+        "memory held: {:.1} MiB of the cap's {} MiB",
+        instance.memory_bytes() as f64 / f64::from(1 << 20),
+        module.memory_limit() >> 20
+    );
     println!("ok");
     Ok(())
 }

@@ -1,0 +1,3 @@
+module modelless/policies
+
+go 1.24
