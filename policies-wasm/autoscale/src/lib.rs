@@ -23,6 +23,10 @@
 //! - **A cheaper variant ready**: the most accurate variant below the one serving is
 //!   kept loaded (`load`), so that a crowd finds a step down warm.
 //!
+//! - **At the machine's pace** ([`pace`]): each variant's profiled line is stretched
+//!   by how much longer than their lines the batches of the last ticks took, so that
+//!   instances sharing cores, and tasks crowding each other, are priced as they run.
+//!
 //! Demand ahead: the rate arriving (the 10 s rate, or the 1 s rate where it stands
 //! more than three standard deviations of a second's Poisson arrivals from it, a
 //! level that moved; the rate since the last tick, two deviations below what it
@@ -34,6 +38,7 @@
 
 pub mod allocate;
 pub mod options;
+pub mod pace;
 
 use std::collections::BTreeMap;
 
@@ -94,6 +99,7 @@ struct State {
     last_change_ms: BTreeMap<String, u64>,
     last_seen: BTreeMap<String, (u64, u64)>,
     last_rate: BTreeMap<String, (u64, f64)>,
+    pace: pace::Pace,
 }
 
 impl Policy for Autoscale {
@@ -102,6 +108,7 @@ impl Policy for Autoscale {
         let machine_cores = f64::from(snapshot.system.cores.max(1));
         let cores = budget.map_or(machine_cores, |b| b.cores);
         let now_ms = snapshot.now_ms;
+        let pace = self.state.pace.update(snapshot);
         let mut steered = Vec::new();
         let mut held = 0.0;
         for task in &snapshot.tasks {
@@ -114,8 +121,9 @@ impl Policy for Autoscale {
                     let demand = arriving + self.parameters.burst_sigmas * rate.sqrt();
                     let ahead = demand + rising * lead_s(task);
                     let p = &self.parameters;
-                    let options =
-                        options::options(task, slo_ms, budget, machine_cores, p.max_instances, p.max_batch_size);
+                    let limits =
+                        options::Limits { machine_cores, max_instances: p.max_instances, max_batch: p.max_batch_size };
+                    let options = options::options(task, slo_ms, budget, &limits, pace);
                     steered.push((task, Need { demand, ahead, options }, arriving));
                 }
                 None => held += serving_cores(task, budget),

@@ -58,8 +58,19 @@ fn cores_of(variant: &VariantSnapshot, budget: Option<&Budget>) -> (f64, bool) {
     }
 }
 
-/// Every option of `task` up to `max_instances` instances of a variant, the budget's
-/// cores and the machine's `machine_cores`, for `slo_ms`; each variant's options in
+/// What bounds a task's options besides the budget.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// The machine's cores.
+    pub machine_cores: f64,
+    /// Most instances of one variant.
+    pub max_instances: u32,
+    /// Largest batch capacity is priced with.
+    pub max_batch: u32,
+}
+
+/// Every option of `task` within `limits` and the budget's cores, for `slo_ms`, with
+/// profiled lines at the machine's `pace` ([`crate::pace`]); each variant's options in
 /// order of instances. A budget may hold more cores than the machine has (instances
 /// that wait hold their threads, not the cores), but one task's instances beyond the
 /// machine's cores would wait on each other: they add no capacity.
@@ -67,13 +78,15 @@ pub fn options(
     task: &TaskSnapshot,
     slo_ms: f64,
     budget: Option<&Budget>,
-    machine_cores: f64,
-    max_instances: u32,
-    max_batch: u32,
+    limits: &Limits,
+    pace: f64,
 ) -> Vec<Allocation> {
+    let Limits { machine_cores, max_instances, max_batch } = *limits;
     let mut all = Vec::new();
     for (index, variant) in task.variants.iter().enumerate() {
         let Some(fit) = line(variant).filter(|_| may_serve(variant)) else { continue };
+        let profiled = variant.profile.as_ref().is_some_and(|p| p.fit.is_some());
+        let fit = if profiled { crate::pace::paced(fit, pace) } else { fit };
         let (per_instance, shared) = cores_of(variant, budget);
         let most = if shared {
             1

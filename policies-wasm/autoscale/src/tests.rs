@@ -202,3 +202,22 @@ fn a_task_runs_no_more_instances_than_the_machine_has_cores_whatever_the_budget(
     assert_eq!(decision.variant.as_deref(), Some("small"), "{decision:?}");
     assert!(decision.instances.is_none_or(|n| n <= 2), "{decision:?}");
 }
+
+#[test]
+fn batches_running_slower_than_their_profile_are_priced_at_the_pace_they_run() {
+    // 300/s: two instances of large serve it at the profile's pace (378/s). Once its
+    // batches take twice their profiled time, two serve half that: three or more are
+    // asked for.
+    let parameters = Parameters { keep_cheaper_loaded: false, ..Parameters::default() };
+    let mut policy = Autoscale { parameters, ..Autoscale::default() };
+    let ran = |s: u64, run_ms: f64| {
+        let mut t = task("t", 300.0, "large", 2, 0);
+        // 100 batches of 8 rows a tick: 100 · (4·8 + 4) = 3600 ms on the profile's line.
+        t.variants[1].runs = Some(modelless_policy_abi::RunTotals { batches: 100 * s, rows: 800 * s, run_ms });
+        snapshot(s, 8.0, vec![t])
+    };
+    assert_eq!(decided(&mut policy, &ran(1, 3_600.0), "t"), None, "at the profile's pace two serve it");
+    assert_eq!(decided(&mut policy, &ran(2, 7_200.0), "t"), None, "still the profile's pace");
+    let slower = decided(&mut policy, &ran(3, 14_400.0), "t").unwrap();
+    assert!(slower.instances.is_some_and(|n| n > 2), "at twice the time, more instances: {slower:?}");
+}
