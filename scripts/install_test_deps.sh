@@ -16,6 +16,9 @@ command -v make >/dev/null || missing+=(make)
 # The C policy module is built with clang's wasm32 target and wasm-ld.
 command -v clang >/dev/null || missing+=(clang)
 command -v wasm-ld >/dev/null || missing+=(lld)
+# The TypeScript and AssemblyScript policies build with npm's toolchains, run by Node.js.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 # The fleet test puts nginx in front of modelless replicas.
 command -v nginx >/dev/null || missing+=(nginx)
 # The container test builds and runs the image with podman, through runc (crun

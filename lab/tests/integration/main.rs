@@ -24,6 +24,7 @@ mod hostile_clients;
 mod images;
 mod load;
 mod policy_languages;
+mod policy_new;
 mod simulate;
 mod tracing;
 mod tune;
