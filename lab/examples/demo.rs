@@ -176,7 +176,7 @@ fn demo(steering: Steering) -> anyhow::Result<BurstOutcome> {
         }
     }
 
-    burst(&rt, &manifest, &capacity, &root)
+    burst(&rt, &manifest, &capacity, &root, steering)
 }
 
 /// The task: image [N, 3, H, W] → logits [N, 1000], ImageNet labels, taking photos;
@@ -269,6 +269,7 @@ fn burst(
     manifest: &Manifest,
     capacity: &HashMap<String, f64>,
     root: &Path,
+    steering: Steering,
 ) -> anyhow::Result<BurstOutcome> {
     let out = &root.join("target/demo");
     let best = rt.active_variant(TASK)?;

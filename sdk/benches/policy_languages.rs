@@ -19,9 +19,9 @@ mod policy_snapshot;
 
 use anyhow::{Context, Result};
 use common::{output_dir, setup_file};
-use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::policy::{HostConfig, PolicyEngine, PolicyInstance, read_ticks};
 use modelless::{MakeBackend, PolicyConfig, Runtime, Slo, TaskConfig, Tensor, VariantConfig, WarmupConfig};
+use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless_runtime::stats::percentile;
 use policy_snapshot::busy_snapshot;
 
@@ -51,8 +51,8 @@ struct Measured {
 }
 
 fn main() -> Result<()> {
-    // A 4 KB and a 40 KB snapshot: one task of 4 variants, 4 tasks of 10.
-    let snapshots = [busy_snapshot(1, 4), busy_snapshot(4, 10)];
+    // About 4 KB and 40 KB: one task of 7 variants, 8 tasks of 9.
+    let snapshots = [busy_snapshot(1, 7), busy_snapshot(8, 9)];
     let json: Vec<Vec<u8>> = snapshots.iter().map(serde_json::to_vec).collect::<Result<_, _>>()?;
     let cache = tempfile::tempdir()?;
     let host = HostConfig::default().with_compiled_cache(cache.path());
