@@ -285,7 +285,7 @@ fn requests_are_served_while_a_hostile_python_policy_loops_and_after_the_fallbac
         }
     }
     assert!(fallback_seen, "three timeouts in a row hand over to the fallback ({served} requests served)");
-    rt.reload_policy_with(&policy_module("cpu-threshold-py"), json!({})).unwrap();
+    rt.reload_policy_with(policy_module("cpu-threshold-py"), json!({})).unwrap();
     let reloaded = rt.policy_status().unwrap();
     wait_for(|| rt.policy_status().unwrap().ticks > reloaded.ticks + 2);
     assert!(!rt.policy_status().unwrap().on_fallback, "the good reload decides again");

@@ -68,9 +68,11 @@ pub fn run(command: Command) -> anyhow::Result<()> {
 /// The host `policy check` and `policy replay` run modules in: the runtime's limits,
 /// and its cache of compiled modules.
 fn engine(memory_limit_mib: Option<usize>) -> anyhow::Result<std::sync::Arc<PolicyEngine>> {
-    let mut host = HostConfig::default();
-    host.memory_limit_bytes = memory_limit_mib.map(|mib| mib << 20);
-    host.compiled_cache = default_compiled_cache();
+    let host = HostConfig {
+        memory_limit_bytes: memory_limit_mib.map(|mib| mib << 20),
+        compiled_cache: default_compiled_cache(),
+        ..HostConfig::default()
+    };
     Ok(PolicyEngine::new(host)?)
 }
 

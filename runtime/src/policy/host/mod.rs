@@ -358,7 +358,7 @@ impl PolicyModule {
         let setup = self.engine.config.setup_deadline;
         let live = match &*self.checked {
             Checked::Core(core) => {
-                Live::Core(guarded(&self.engine, &mut store, setup, limit, |store| core.instantiate(store))??)
+                Live::Core(Box::new(guarded(&self.engine, &mut store, setup, limit, |store| core.instantiate(store))??))
             }
             Checked::Component(component) => {
                 Live::Component(guarded(&self.engine, &mut store, setup, limit, |store| component.instantiate(store))??)
@@ -401,7 +401,8 @@ pub struct PolicyLog {
 
 /// An instance of either kind.
 enum Live {
-    Core(CoreInstance),
+    // Its typed exports are many handles: boxed, an instance of either kind is small.
+    Core(Box<CoreInstance>),
     Component(ComponentInstance),
 }
 
