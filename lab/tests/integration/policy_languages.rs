@@ -289,4 +289,11 @@ fn requests_are_served_while_a_hostile_python_policy_loops_and_after_the_fallbac
     let reloaded = rt.policy_status().unwrap();
     wait_for(|| rt.policy_status().unwrap().ticks > reloaded.ticks + 2);
     assert!(!rt.policy_status().unwrap().on_fallback, "the good reload decides again");
+    // A component runs in shadow as a core module does: it decides, nothing applies.
+    if built("typescript") {
+        rt.shadow_policy_with(&policy_module("hostile-ts"), json!({ "do": "nothing" })).unwrap();
+        wait_for(|| rt.policy_status().unwrap().shadow_decision.is_some());
+        let status = rt.policy_status().unwrap();
+        assert_eq!(status.shadow.as_deref(), Some("hostile-ts"), "{status:?}");
+    }
 }
