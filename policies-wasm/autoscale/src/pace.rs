@@ -7,11 +7,14 @@
 //!
 //! The pace rises at once to what a tick measured and falls back slowly (a tenth of
 //! the way a tick): instances sized on the pace of a quiet second would be short at
-//! the next burst, when the crowding returns.
+//! the next burst, when the crowding returns. A tick while a variant loads, warms or
+//! drains measures nothing: a switch runs the old variant's last batches beside the
+//! new one's warm-up, and a pace taken then would step down again for a crowding the
+//! switch itself made.
 
 use std::collections::BTreeMap;
 
-use modelless_policy_abi::{LatencyFit, RunTotals, Snapshot};
+use modelless_policy_abi::{LatencyFit, RunTotals, Snapshot, VariantState};
 use serde::{Deserialize, Serialize};
 
 /// Least profiled work (ms) the batches since the last tick must stand for before
@@ -51,7 +54,11 @@ impl Pace {
                 }
             }
         }
-        if profiled >= MIN_PROFILED_MS {
+        let changing = snapshot.tasks.iter().flat_map(|t| &t.variants).any(|v| {
+            matches!(v.state, VariantState::Loading | VariantState::Warming | VariantState::Draining)
+                || v.instances_starting > 0
+        });
+        if profiled >= MIN_PROFILED_MS && !changing {
             let measured = (took / profiled).clamp(PACE_RANGE.0, PACE_RANGE.1);
             self.pace = Some(match self.pace {
                 Some(pace) if measured < pace => pace + SETTLE * (measured - pace),
@@ -109,5 +116,9 @@ mod tests {
         assert!((pace.update(&snapshot(21, 400.0)) - 1.9).abs() < 1e-9);
         // Totals that restart (a reloaded variant) are a new start, not a measurement.
         assert!((pace.update(&snapshot(1, 12.0)) - 1.9).abs() < 1e-9);
+        // Batches run while a variant drains say nothing of the pace either.
+        let mut draining = snapshot(11, 412.0);
+        draining.tasks[0].variants[0].state = modelless_policy_abi::VariantState::Draining;
+        assert!((pace.update(&draining) - 1.9).abs() < 1e-9);
     }
 }
