@@ -51,7 +51,7 @@ pub struct HostConfig {
     pub fuel: Option<u64>,
     /// Largest output the host reads, in bytes.
     pub max_output_bytes: usize,
-    /// Folder compiled modules are kept in (see [`compiled_cache`]); `None`: every
+    /// Folder compiled modules are kept in, by the module's hash and the engine's; `None`: every
     /// load compiles.
     pub compiled_cache: Option<PathBuf>,
 }
