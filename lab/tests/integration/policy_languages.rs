@@ -13,10 +13,10 @@ use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless::policy::{
     DecidedBy, GuardedPolicy, HostConfig, KeepConfigured, PolicyEngine, PolicyModule, Recorder, read_ticks, replay,
 };
-use modelless::policy_abi::{Decision, LatencyFit, ServingKnobs, Snapshot, Throughput, VariantCost, VariantSnapshot};
+use modelless::policy_abi::{Decision, ServingKnobs, Snapshot, Throughput};
 use modelless::{MakeBackend, PolicyConfig, Runtime, TaskConfig, VariantConfig, WarmupConfig};
 use modelless_lab::load::{LoadSpec, Pattern, TaskLoad};
-use modelless_lab::simulate::{Decider, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, simulate};
+use modelless_lab::simulate::{Decider, SimConfig, SimModel, WasmDecider, simulate};
 use serde_json::{Value, json};
 
 use crate::common::{crate_dir, policy_module, wait_for};
@@ -114,43 +114,18 @@ fn each_language_decides_the_fixture_as_its_rust_counterpart() {
     }
 }
 
-/// The simulator's family, profiled with throughputs (for the policies that price by
-/// them): (name, accuracy, a ms, c ms).
+/// The simulator tests' family, its largest variant serving, with throughputs at
+/// batches of 8 in its profiles (for the policies that price by them).
 fn model() -> SimModel {
-    let variants = [("small", 60.0, 1.5, 0.5), ("medium", 70.0, 4.0, 2.0), ("large", 75.0, 8.0, 4.0)]
-        .iter()
-        .map(|&(name, accuracy, a_ms, c_ms)| {
-            let fit = LatencyFit { a_ms, c_ms, r2: 0.999 };
-            let max_throughput = Throughput { requests_per_s: 8e3 / (8.0 * a_ms + c_ms), batch_size: 8 };
-            SimVariant {
-                name: name.into(),
-                accuracy,
-                fit,
-                spread: 0.1,
-                load_ms: 300.0,
-                loaded: true,
-                max_batch_size: 8,
-                max_queue_delay_us: 0,
-                max_queue_size: 4096,
-                calibration: None,
-                snapshot: VariantSnapshot {
-                    name: name.into(),
-                    accuracy,
-                    profile: Some(VariantCost {
-                        fit: Some(fit),
-                        max_throughput: Some(max_throughput),
-                        ..VariantCost::default()
-                    }),
-                    ..VariantSnapshot::default()
-                },
-            }
-        })
-        .collect();
-    SimModel {
-        cores: 2,
-        tasks: vec![SimTask { name: "classify".into(), slo_ms: Some(150.0), active: 2, variants }],
-        budget: None,
+    let mut model = crate::simulate::model(2);
+    for variant in &mut model.tasks[0].variants {
+        let fit = variant.fit;
+        let per_s = 8e3 / (8.0 * fit.a_ms + fit.c_ms);
+        if let Some(profile) = variant.snapshot.profile.as_mut() {
+            profile.max_throughput = Some(Throughput { requests_per_s: per_s, batch_size: 8 });
+        }
     }
+    model
 }
 
 #[test]

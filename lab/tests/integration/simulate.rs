@@ -20,7 +20,7 @@ use crate::common::policy_module;
 const FAMILY: [(&str, f64, f64, f64); 3] =
     [("small", 60.0, 1.5, 0.5), ("medium", 70.0, 4.0, 2.0), ("large", 75.0, 8.0, 4.0)];
 
-fn model(active: usize) -> SimModel {
+pub(crate) fn model(active: usize) -> SimModel {
     let variants = FAMILY
         .iter()
         .map(|&(name, accuracy, a_ms, c_ms)| {
