@@ -7,14 +7,14 @@ export CARGO_TARGET_DIR
 
 # Python venv, ONNX Runtime library and generated models under .modelless/ (idempotent).
 setup:
-	bash scripts/setup.sh
+	bash scripts/setup/base.sh
 
 # PyTorch (its own venv, 4.7 GB) and the TorchScript modules, for the `tch` feature.
 setup-torch: setup
-	bash scripts/setup_torch.sh
+	bash scripts/setup/torch.sh
 
 # What a build with the `tch` feature needs: libtorch through the venv's python.
-TORCH_ENV = eval "$$(bash scripts/torch_env.sh)" &&
+TORCH_ENV = eval "$$(bash scripts/setup/torch_env.sh)" &&
 
 demo: setup
 	cargo run --release -p modelless-lab --example demo
@@ -22,7 +22,7 @@ demo: setup
 # The Debian packages the tests need (clang, lld, nginx, podman, runc, …): installed when
 # run as root, else named with the command to run first.
 test-deps:
-	bash scripts/install_test_deps.sh
+	bash scripts/setup/test_deps.sh
 
 # test-deps before setup, which builds the C policy only where clang is; make runs
 # prerequisites in order, and this keeps that order under -j too.
@@ -33,7 +33,7 @@ test: test-deps setup-torch
 	cargo run --locked -q -p modelless-layers -- --quiet
 	# An application linking modelless compiles none of the lab's crates, and the
 	# build without default features none of the policy host's or the images'.
-	bash scripts/lean_build.sh
+	bash scripts/build/lean.sh
 	# The release CLI without libtorch: the container test builds its image from it.
 	cargo build --release --locked -p modelless-lab
 	$(TORCH_ENV) cargo test --workspace --all-features --locked
@@ -41,7 +41,7 @@ test: test-deps setup-torch
 	$(TORCH_ENV) RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --locked
 	# The GPU tests are ignored (and listed so) where no NVIDIA GPU is; where one is, they run.
 	@if nvidia-smi -L >/dev/null 2>&1; then \
-		eval "$$(bash scripts/setup_ort_gpu.sh)" && \
+		eval "$$(bash scripts/setup/ort_gpu.sh)" && \
 		$(TORCH_ENV) cargo test -p modelless --all-features --locked --test integration -- --include-ignored gpu::; \
 	else echo "no NVIDIA GPU (nvidia-smi lists none): the GPU tests above were ignored"; fi
 	# A target dir of its own: the policy crates are cdylibs, whose files carry no hash,

@@ -1,6 +1,6 @@
 //! Where the time of one image request goes, at zero load: the three sizes
 //! AbouElhamayed et al. measured on Triton (60×70, 500×375, 3564×2880 JPEGs, made by
-//! `scripts/gen_images.py`), each sent one at a time to EfficientNet-Lite0 as JPEG
+//! `scripts/data/gen_images.py`), each sent one at a time to EfficientNet-Lite0 as JPEG
 //! bytes. Prints the median of each stage (decode, preprocess, queue, compute, the
 //! rest) in ms and as a share of the total, beside the paper's share of CPU
 //! preprocessing (56 % for the medium image, 97 % for the large one).
@@ -32,7 +32,7 @@ fn main() -> anyhow::Result<()> {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for (file, paper) in SIZES {
         let path = root.join("images/bench").join(file);
-        let bytes = std::fs::read(&path).with_context(|| format!("{} (run scripts/setup.sh)", path.display()))?;
+        let bytes = std::fs::read(&path).with_context(|| format!("{} (run scripts/setup/base.sh)", path.display()))?;
         let mut timings: Vec<Timings> = Vec::with_capacity(rounds);
         for round in 0..rounds + 3 {
             let answer = runtime.infer_task_blocking("classify", Inputs::image(bytes.clone()), Slo::default())?;

@@ -29,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
         Some(url) => url,
         None => {
             let config = concat!(env!("CARGO_MANIFEST_DIR"), "/classify.toml");
-            let runtime = Arc::new(Runtime::from_config_file(config).context("run scripts/setup.sh first")?);
+            let runtime = Arc::new(Runtime::from_config_file(config).context("run scripts/setup/base.sh first")?);
             let server = runtime.serve(&ServerConfig::loopback()).await?;
             let url = format!("http://{}", server.grpc_address());
             local = Some(server);

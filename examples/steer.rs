@@ -15,7 +15,7 @@
 //! `target/steer.svg`.
 //!
 //! ```text
-//! # after `bash scripts/setup.sh` (or `make setup`):
+//! # after `bash scripts/setup/base.sh` (or `make setup`):
 //! cargo run --release -p modelless-examples --example steer
 //! cargo run --release -p modelless-examples --example steer -- --reload
 //! ```
@@ -63,7 +63,7 @@ fn run() -> anyhow::Result<usize> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let models = root.join(".modelless/models");
     let policies = root.join(".modelless/policies");
-    anyhow::ensure!(policies.join("cpu-threshold.wasm").is_file(), "run scripts/setup.sh first");
+    anyhow::ensure!(policies.join("cpu-threshold.wasm").is_file(), "run scripts/setup/base.sh first");
     let mut task = TaskConfig::new(TASK).with_active("mobilenetv2-1.4").with_latency_slo_ms(250.0);
     for (name, file, accuracy) in VARIANTS {
         let variant = VariantConfig::new(name, models.join(file), accuracy)

@@ -14,7 +14,7 @@
 //! exits non-zero if there are any), and the task's status.
 //!
 //! ```text
-//! # after `bash scripts/setup.sh` (or `make setup`):
+//! # after `bash scripts/setup/base.sh` (or `make setup`):
 //! cargo run --release -p modelless-examples --example switch
 //! ```
 
@@ -66,7 +66,7 @@ async fn run() -> anyhow::Result<()> {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut config = RuntimeConfig::from_file(examples.join("classify.toml"))?;
     if let Some(missing) = config.tasks.iter().flat_map(|t| &t.variants).find(|v| !v.path.is_file()) {
-        bail!("{} is missing; run `bash scripts/setup.sh` from the repository first", missing.path.display());
+        bail!("{} is missing; run `bash scripts/setup/base.sh` from the repository first", missing.path.display());
     }
     // ONNX Runtime: the library setup installed, whatever the working directory,
     // unless ORT_DYLIB_PATH names another.

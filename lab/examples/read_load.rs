@@ -2,7 +2,7 @@
 //! (examples/read_text.toml): each of `--callers` threads sends the next page as soon
 //! as its last is answered, for `--seconds` after one warm-up page. Prints one
 //! JSON line: pages answered, throughput, latency percentiles, the recognition
-//! batches' mean size; `scripts/bench_ocr.sh` runs it beside RapidOCR.
+//! batches' mean size; `scripts/bench/ocr.sh` runs it beside RapidOCR.
 //!
 //! ```text
 //! cargo run --release -p modelless-lab --example read_load -- \

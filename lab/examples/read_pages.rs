@@ -1,6 +1,6 @@
 //! Reads labelled pages through the `read-text` pipeline (PP-OCRv4, the stages of
 //! examples/read_text.toml) and writes what it read, one JSON line a page:
-//! `{"file", "lines": [{"text", "box", "score"}]}`, for `scripts/ocr_accuracy.py` to
+//! `{"file", "lines": [{"text", "box", "score"}]}`, for `scripts/bench/ocr_accuracy.py` to
 //! score against the labels and against RapidOCR.
 //!
 //! ```text
@@ -36,7 +36,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     let documents = flag("--documents").map_or_else(|| root.join(".modelless/documents"), Into::into);
-    let labels = std::fs::read_to_string(documents.join("labels.jsonl")).context("run scripts/setup.sh first")?;
+    let labels = std::fs::read_to_string(documents.join("labels.jsonl")).context("run scripts/setup/base.sh first")?;
     let mut written = std::io::BufWriter::new(std::fs::File::create(&out)?);
     for (i, line) in labels.lines().take(pages).enumerate() {
         let file = serde_json::from_str::<serde_json::Value>(line)?["file"]

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! With `--out`, every page's record goes there, one JSON line each: `sent_s`,
-//! `latency_ms` or `failure`, `variant` (detection's). `scripts/steer_ocr.sh` runs it
+//! `latency_ms` or `failure`, `variant` (detection's). `scripts/bench/steer_ocr.sh` runs it
 //! with a policy and with each variant alone, and tabulates and plots the runs.
 
 use std::collections::BTreeMap;

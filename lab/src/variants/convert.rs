@@ -1,4 +1,4 @@
-//! The copy itself: `scripts/make_variant.py` (built into the binary) run by the
+//! The copy itself: `scripts/models/make_variant.py` (built into the binary) run by the
 //! project's Python, which has ONNX Runtime's converters.
 
 use std::io::{BufRead, BufReader, Write};
@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use super::MakeError;
 
 /// The converter, carried in the binary so that it runs from any folder.
-const SCRIPT: &str = include_str!("../../../scripts/make_variant.py");
+const SCRIPT: &str = include_str!("../../../scripts/models/make_variant.py");
 
 /// What a copy is made in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

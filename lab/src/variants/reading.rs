@@ -1,5 +1,5 @@
 //! Character accuracy of a `read-text` pipeline on labelled pages, scored as
-//! `scripts/ocr_accuracy.py` scores it: each read line is matched to the labelled line
+//! `scripts/bench/ocr_accuracy.py` scores it: each read line is matched to the labelled line
 //! whose box overlaps it most (intersection over union of their bounding rectangles,
 //! at least 0.3), each labelled line at most once; a labelled line costs the edit
 //! distance to what was read there (all its characters where nothing was), and a read

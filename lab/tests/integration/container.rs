@@ -98,7 +98,7 @@ fn the_image_builds_runs_answers_over_v2_and_stops_gracefully() {
     let version = Command::new("podman").arg("--version").output();
     assert!(
         version.is_ok_and(|o| o.status.success()),
-        "podman is not installed: run scripts/install_test_deps.sh as root (make test does)"
+        "podman is not installed: run scripts/setup/test_deps.sh as root (make test does)"
     );
     let dir = tempfile::tempdir().unwrap();
     let models = models(dir.path());

@@ -1,8 +1,8 @@
-//! A fleet on loopback (`scripts/fleet.sh`): `modelless serve` replicas of
+//! A fleet on loopback (`scripts/fleet/run.sh`): `modelless serve` replicas of
 //! MobileNetV2-0.35 behind nginx and closed-loop gRPC load through nginx. Of three
 //! replicas, one is stopped mid-run, once with SIGTERM and once with SIGKILL; and a
 //! fleet of one is scaled to two and back to one while the load runs
-//! (`scripts/fleet_scale.sh`). nginx's access log says which replica each request
+//! (`scripts/fleet/scale.sh`). nginx's access log says which replica each request
 //! went to; the load generator's log says how each ended.
 
 use std::collections::HashMap;
@@ -42,7 +42,7 @@ fn require_nginx() {
     let nginx = Command::new("nginx").arg("-v").stderr(Stdio::null()).status();
     assert!(
         nginx.is_ok_and(|s| s.success()),
-        "nginx is not installed: run scripts/install_test_deps.sh as root (make test does)"
+        "nginx is not installed: run scripts/setup/test_deps.sh as root (make test does)"
     );
 }
 
@@ -128,7 +128,7 @@ impl Fleet {
         let base = free_ports(2 + 2 * most as u16);
         let fleet_dir = dir.join(format!("fleet-{name}"));
         let script = Command::new("bash")
-            .arg(crate_dir().join("../scripts/fleet.sh"))
+            .arg(crate_dir().join("../scripts/fleet/run.sh"))
             .args(["--", "sleep", "600"])
             .env("MODELLESS", env!("CARGO_BIN_EXE_modelless"))
             .env("REPLICAS", replicas.to_string())
@@ -147,7 +147,7 @@ impl Fleet {
             .stdout(Stdio::null())
             .stderr(Stdio::from(std::fs::File::create(dir.join(format!("fleet-{name}.log"))).unwrap()))
             .spawn()
-            .unwrap_or_else(|e| panic!("bash does not run scripts/fleet.sh: {e}"));
+            .unwrap_or_else(|e| panic!("bash does not run scripts/fleet/run.sh: {e}"));
         let env_file = fleet_dir.join("fleet.env");
         let mut fleet = Fleet {
             script,
@@ -161,7 +161,7 @@ impl Fleet {
         wait_until(START_LIMIT, "the fleet ready", || {
             if let Ok(Some(status)) = fleet.script.try_wait() {
                 let log = std::fs::read_to_string(dir.join(format!("fleet-{name}.log"))).unwrap_or_default();
-                panic!("scripts/fleet.sh ended ({status}) before the fleet was ready:\n{log}");
+                panic!("scripts/fleet/run.sh ended ({status}) before the fleet was ready:\n{log}");
             }
             env_file.is_file()
         });
@@ -186,11 +186,11 @@ impl Fleet {
             .collect()
     }
 
-    /// Adds or removes a replica with scripts/fleet_scale.sh, which returns once the
+    /// Adds or removes a replica with scripts/fleet/scale.sh, which returns once the
     /// change is done (it waits a bounded time).
     fn scale(&mut self, args: &[&str]) -> Change {
         let output = Command::new("bash")
-            .arg(crate_dir().join("../scripts/fleet_scale.sh"))
+            .arg(crate_dir().join("../scripts/fleet/scale.sh"))
             .args(args)
             .env("FLEET_DIR", &self.dir)
             .stdin(Stdio::null())
@@ -199,7 +199,7 @@ impl Fleet {
         let answer = String::from_utf8_lossy(&output.stdout).trim().to_string();
         assert!(
             output.status.success(),
-            "fleet_scale.sh {args:?}: {answer} {}",
+            "scripts/fleet/scale.sh {args:?}: {answer} {}",
             String::from_utf8_lossy(&output.stderr)
         );
         // ok added|removed INDEX GRPC HTTP PID name=TIME...
@@ -233,9 +233,11 @@ impl Fleet {
     /// Stops the script, which stops the fleet; nothing it started may be left.
     fn stop(mut self) {
         signal(self.script.id(), "TERM");
-        wait_until(Duration::from_secs(60), "scripts/fleet.sh stopped", || self.script.try_wait().unwrap().is_some());
+        wait_until(Duration::from_secs(60), "scripts/fleet/run.sh stopped", || {
+            self.script.try_wait().unwrap().is_some()
+        });
         for &pid in self.replicas.iter().chain([&self.nginx]).chain(&self.front) {
-            assert!(!alive(pid), "process {pid} outlived scripts/fleet.sh");
+            assert!(!alive(pid), "process {pid} outlived scripts/fleet/run.sh");
         }
     }
 }
@@ -250,7 +252,7 @@ impl Drop for Fleet {
     }
 }
 
-/// A replica added or removed, as scripts/fleet_scale.sh tells it.
+/// A replica added or removed, as scripts/fleet/scale.sh tells it.
 #[derive(Debug)]
 struct Change {
     index: usize,
@@ -261,7 +263,7 @@ struct Change {
     at: HashMap<String, f64>,
 }
 
-/// One line of nginx's access log (`log_format fleet` in scripts/fleet.sh).
+/// One line of nginx's access log (`log_format fleet` in scripts/fleet/run.sh).
 #[derive(Debug)]
 struct Access {
     ended: f64,

@@ -25,7 +25,7 @@ use crate::common::{crate_dir, policy_module, wait_for};
 fn outcomes() -> BTreeMap<String, String> {
     let path = crate_dir().join("../.modelless/policies/languages.txt");
     let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}: run scripts/setup.sh (make test does)", path.display()));
+        .unwrap_or_else(|e| panic!("{}: {e}: run scripts/setup/base.sh (make test does)", path.display()));
     text.lines().filter_map(|l| l.split_once(": ")).map(|(l, o)| (l.to_string(), o.to_string())).collect()
 }
 

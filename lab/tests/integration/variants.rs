@@ -234,7 +234,7 @@ fn converter_check(script: &str) {
     let check = common::crate_dir().join("tests/integration/data").join(script);
     let output = std::process::Command::new(convert::find_python())
         .arg(&check)
-        .arg(common::crate_dir().join("../scripts"))
+        .arg(common::crate_dir().join("../scripts/models"))
         .arg(dir.path())
         .output()
         .unwrap();

@@ -1,7 +1,7 @@
 //! `modelless variants make` on a stage of the `read-text` pipeline (PP-OCRv4's real
 //! models, examples/read_text.toml) and the project's labelled pages: calibration
 //! inputs made as the pipeline makes them, the pipeline's reading scored as
-//! `scripts/ocr_accuracy.py` scores it, and a copy judged by that reading.
+//! `scripts/bench/ocr_accuracy.py` scores it, and a copy judged by that reading.
 
 use std::path::{Path, PathBuf};
 
@@ -18,7 +18,7 @@ fn example() -> RuntimeConfig {
 
 fn documents() -> PathBuf {
     let dir = crate_dir().join("../.modelless/documents");
-    assert!(dir.join("labels.jsonl").is_file(), "no labelled pages in {}: run scripts/setup.sh", dir.display());
+    assert!(dir.join("labels.jsonl").is_file(), "no labelled pages in {}: run scripts/setup/base.sh", dir.display());
     dir
 }
 

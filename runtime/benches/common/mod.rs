@@ -10,7 +10,7 @@ pub fn models_dir() -> Result<PathBuf> {
     cwd.ancestors()
         .map(|d| d.join(".modelless/models"))
         .find(|p| p.join("manifest.json").is_file())
-        .context("models not found under .modelless/models: run scripts/setup.sh")
+        .context("models not found under .modelless/models: run scripts/setup/base.sh")
 }
 
 /// `<target>/modelless-bench`: results files of the benchmarks.

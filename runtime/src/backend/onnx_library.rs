@@ -3,7 +3,7 @@
 //! 1. `library_path` in the runtime's ONNX Runtime config;
 //! 2. the `ORT_DYLIB_PATH` variable;
 //! 3. `.modelless/onnxruntime/lib/` in the working directory or the nearest of its
-//!    ancestors (where `scripts/setup.sh` puts it in a checkout);
+//!    ancestors (where `scripts/setup/base.sh` puts it in a checkout);
 //! 4. the per-user directory that `modelless setup` fills: `$XDG_DATA_HOME/modelless/
 //!    onnxruntime/lib`, by default `~/.local/share/modelless/onnxruntime/lib`;
 //! 5. the `onnxruntime` package that `pip install onnxruntime` (or `onnxruntime-gpu`)
@@ -105,7 +105,7 @@ pub fn find_library_from(roots: &SearchRoots) -> Result<PathBuf, BackendError> {
     let fixed = [
         ("library_path in the config", roots.configured.clone()),
         ("ORT_DYLIB_PATH", roots.from_variable.clone()),
-        ("the project's .modelless (scripts/setup.sh)", Some(project)),
+        ("the project's .modelless (scripts/setup/base.sh)", Some(project)),
         ("the per-user directory (modelless setup)", roots.user_dir.as_ref().map(|d| d.join(LIBRARY_NAME))),
     ];
     let fixed = fixed.into_iter().filter_map(|(source, path)| Some((source, path?)));
@@ -281,7 +281,7 @@ mod tests {
             sources,
             [
                 "ORT_DYLIB_PATH",
-                "the project's .modelless (scripts/setup.sh)",
+                "the project's .modelless (scripts/setup/base.sh)",
                 "the per-user directory (modelless setup)",
                 "a Python environment (pip install onnxruntime)",
                 "a Python environment (pip install onnxruntime)",

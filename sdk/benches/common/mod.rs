@@ -10,7 +10,7 @@ pub fn setup_file(relative: &str) -> Result<PathBuf> {
     cwd.ancestors()
         .map(|d| d.join(".modelless").join(relative))
         .find(|p| p.exists())
-        .with_context(|| format!(".modelless/{relative} not found: run scripts/setup.sh"))
+        .with_context(|| format!(".modelless/{relative} not found: run scripts/setup/base.sh"))
 }
 
 /// `<target>/modelless-bench`: results files of the benchmarks.

@@ -13,13 +13,13 @@ pub fn crate_dir() -> PathBuf {
 
 /// The folder of generated test models; fails loudly when setup has not run.
 pub fn models_dir() -> PathBuf {
-    generated("models", "manifest.json", "scripts/setup.sh")
+    generated("models", "manifest.json", "scripts/setup/base.sh")
 }
 
 /// The folder of generated TorchScript modules, likewise.
 #[cfg_attr(not(feature = "tch"), allow(dead_code))]
 pub fn torchscript_dir() -> PathBuf {
-    generated("torchscript", "torchscript.json", "scripts/setup_torch.sh")
+    generated("torchscript", "torchscript.json", "scripts/setup/torch.sh")
 }
 
 /// `.modelless/<folder>`, which `script` fills and marks with `manifest`.
@@ -58,13 +58,13 @@ pub fn max_relative_diff(actual: &[f32], expected: &[f32]) -> f32 {
     actual.iter().zip(expected).map(|(a, e)| (a - e).abs() / e.abs().max(1.0)).fold(0.0, f32::max)
 }
 
-/// A policy module `scripts/build_policies.sh` built.
+/// A policy module `scripts/policies/build.sh` built.
 pub fn policy_module(name: &str) -> PathBuf {
     let path = crate_dir().join(format!("../.modelless/policies/{name}.wasm"));
     assert!(
         path.is_file(),
-        "policy module missing: {} (run scripts/setup.sh, which make test runs; the C policy also needs clang and \
-         lld, which scripts/install_test_deps.sh installs)",
+        "policy module missing: {} (run scripts/setup/base.sh, which make test runs; the C policy also needs clang and \
+         lld, which scripts/setup/test_deps.sh installs)",
         path.display()
     );
     path
@@ -83,17 +83,17 @@ pub fn fixture_snapshots(name: &str) -> Vec<modelless::policy_abi::Snapshot> {
 
 /// The exported EfficientNet-Lite models, their labels and manifest.
 pub fn efficientnet_dir() -> PathBuf {
-    generated("efficientnet", "manifest.json", "scripts/setup.sh")
+    generated("efficientnet", "manifest.json", "scripts/setup/base.sh")
 }
 
-/// The images `scripts/gen_images.py` made: every format served with Pillow's decode of
+/// The images `scripts/data/gen_images.py` made: every format served with Pillow's decode of
 /// each, and the benchmark's JPEGs.
 pub fn images_dir() -> PathBuf {
-    generated("images", "manifest.json", "scripts/setup.sh")
+    generated("images", "manifest.json", "scripts/setup/base.sh")
 }
 
 /// The sample photographs setup copies out of scikit-image's wheel.
 pub fn photo(name: &str) -> Vec<u8> {
     let path = crate_dir().join("../.modelless/photos").join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", path.display()))
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup/base.sh)", path.display()))
 }

@@ -18,7 +18,11 @@ fn deploy_dir() -> PathBuf {
 
 fn python() -> PathBuf {
     let python = crate_dir().join("../.modelless/deploy-venv/bin/python");
-    assert!(python.is_file(), "no manifest validator at {}: run scripts/setup.sh (make test does)", python.display());
+    assert!(
+        python.is_file(),
+        "no manifest validator at {}: run scripts/setup/base.sh (make test does)",
+        python.display()
+    );
     python
 }
 

@@ -2,7 +2,7 @@
 //! Runtime cannot drive a GPU fails to load with a clear error and the rest of the task
 //! keeps serving, or loads on the CPU where its config allows.
 //!
-//! The tests load ONNX Runtime's CPU build (what `scripts/setup.sh` installs), which
+//! The tests load ONNX Runtime's CPU build (what `scripts/setup/base.sh` installs), which
 //! has no CUDA provider on any machine, GPU or not.
 
 use std::sync::Arc;

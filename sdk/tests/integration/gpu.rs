@@ -3,7 +3,7 @@
 //! `nvidia-smi` lists a GPU. On a machine without one they fail, never pass quietly.
 //!
 //! CUDA sessions: TorchScript ones (feature `tch`), and ONNX ones on ONNX Runtime's GPU
-//! build, which `make test` installs where there is a GPU (`scripts/setup_ort_gpu.sh`);
+//! build, which `make test` installs where there is a GPU (`scripts/setup/ort_gpu.sh`);
 //! the CPU build that setup installs refuses `cuda:N`, as `devices.rs` tests.
 
 use std::path::PathBuf;
@@ -107,7 +107,7 @@ fn an_onnx_variant_on_cuda_serves_batched_requests_with_the_cpus_answers() {
         return;
     }
     let library = std::env::var_os("MODELLESS_ORT_GPU_LIB").map(PathBuf::from);
-    assert!(library.is_some(), "needs ONNX Runtime's GPU build: eval \"$(bash scripts/setup_ort_gpu.sh)\"");
+    assert!(library.is_some(), "needs ONNX Runtime's GPU build: eval \"$(bash scripts/setup/ort_gpu.sh)\"");
     let variant = |name: &str, device| {
         VariantConfig::new(name, models_dir().join("mobilenetv2_0.35.onnx"), 60.3)
             .with_device(device, false)

@@ -1,5 +1,5 @@
 //! The KServe V2 endpoints on loopback: the real Python clients (`tritonclient`, gRPC
-//! and HTTP, installed by `scripts/setup.sh`) run `tests/kserve_client.py` against a
+//! and HTTP, installed by `scripts/setup/base.sh`) run `tests/kserve_client.py` against a
 //! server this test starts, comparing answers with the same requests run in process;
 //! a graceful shutdown, driven with the Rust gRPC client, answers what is under way;
 //! and both endpoints serve over TLS.
@@ -155,10 +155,9 @@ fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
     std::fs::write(&plan_path, plan.to_string()).unwrap();
     let python = crate_dir().join("../.modelless/venv/bin/python");
     let script = crate_dir().join("tests/kserve_client.py");
-    let run =
-        Command::new(&python).arg(&script).arg(&plan_path).arg(&report_path).output().unwrap_or_else(|e| {
-            panic!("{}: {e} (run scripts/setup.sh, which installs tritonclient)", python.display())
-        });
+    let run = Command::new(&python).arg(&script).arg(&plan_path).arg(&report_path).output().unwrap_or_else(|e| {
+        panic!("{}: {e} (run scripts/setup/base.sh, which installs tritonclient)", python.display())
+    });
     let stdout = String::from_utf8_lossy(&run.stdout);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "client checks failed:\n{stdout}\n{stderr}");

@@ -1,6 +1,6 @@
 //! Integration tests of the public API: batching and failure handling with fake
 //! backends, and real ONNX Runtime sessions on the project's generated models
-//! (`scripts/setup.sh` makes them; `make test` runs it first), and the policy modules
+//! (`scripts/setup/base.sh` makes them; `make test` runs it first), and the policy modules
 //! it builds, run through the Wasm host and compared with the same policies called
 //! natively; variants placed on devices the machine lacks; TorchScript variants on
 //! libtorch (feature `tch`); the KServe V2 endpoints against the real Python clients;

@@ -1,5 +1,5 @@
 //! The `read-text` pipeline on PP-OCRv4's real models (examples/read_text.toml) and the
-//! project's labelled pages (scripts/gen_documents.py, made by scripts/setup.sh).
+//! project's labelled pages (scripts/data/gen_documents.py, made by scripts/setup/base.sh).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +23,7 @@ pub(crate) struct Label {
 
 pub(crate) fn documents() -> std::path::PathBuf {
     let dir = crate_dir().join("../.modelless/documents");
-    assert!(dir.join("labels.jsonl").is_file(), "no labelled pages in {}: run scripts/setup.sh", dir.display());
+    assert!(dir.join("labels.jsonl").is_file(), "no labelled pages in {}: run scripts/setup/base.sh", dir.display());
     dir
 }
 

@@ -34,7 +34,7 @@ fn each_efficientnet_lite_variant_sees_the_cat_in_a_real_photo() {
 fn the_onnx_export_answers_pytorchs_logits_within_1e_3() {
     let reference = efficientnet_dir().join("torch_reference.json");
     let text = std::fs::read_to_string(&reference)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup_torch.sh; make test does)", reference.display()));
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup/torch.sh; make test does)", reference.display()));
     let reference: Value = serde_json::from_str(&text).unwrap();
     let rt = Runtime::builder().build().unwrap();
     rt.add_task(efficientnet_task()).unwrap();

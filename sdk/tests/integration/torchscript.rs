@@ -1,7 +1,7 @@
 //! TorchScript variants on libtorch (feature `tch`), on the CPU: answers equal to
 //! PyTorch's own and to the ONNX model's, batching, several outputs, typed errors for
 //! bad modules and declarations, profiling, and switches between TorchScript and ONNX
-//! variants of one task under load. `scripts/setup_torch.sh` (which `make test` runs)
+//! variants of one task under load. `scripts/setup/torch.sh` (which `make test` runs)
 //! installs PyTorch and generates the modules.
 
 use std::sync::Arc;

@@ -57,7 +57,7 @@ pub struct MakeArgs {
     #[arg(long, default_value_t = 500)]
     images: usize,
     /// For a stage of a `read-text` pipeline: the labelled pages (`labels.jsonl` and
-    /// the pages, as `scripts/gen_documents.py` writes them; default: those `make
+    /// the pages, as `scripts/data/gen_documents.py` writes them; default: those `make
     /// setup` makes, `.modelless/documents`).
     #[arg(long)]
     pages: Option<PathBuf>,

@@ -1,6 +1,6 @@
 """Run by `variants::biases_corrected_for_rounded_weights_give_each_output_its_float_mean`:
 make_variant.py's bias correction on a grouped 1x1 convolution and a Gemm, whose
-means carry over exactly. Arguments: the scripts folder and a scratch folder."""
+means carry over exactly. Arguments: the folder of make_variant.py and a scratch folder."""
 import sys
 import numpy as np
 import onnx

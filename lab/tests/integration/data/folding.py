@@ -2,7 +2,7 @@
 make_variant.py's float rewrite on an LCNet-like block (conv, scalar affine,
 hard-swish written out, scalar affine, a padded depthwise conv and a 1x1 conv taking
 it), which must give the same outputs with the element-wise steps gone. Arguments:
-the scripts folder and a scratch folder."""
+the folder of make_variant.py and a scratch folder."""
 import sys
 import numpy as np
 import onnx

@@ -6,7 +6,7 @@
 //! PyTorch backend, the variant's config declares its inputs and outputs in order
 //! (names are what requests and answers use; shapes with `-1` where a dimension is
 //! open, the batch dimension first). libtorch comes from PyPI's `torch==2.13.0`
-//! (`scripts/setup_torch.sh`); its `torch/lib` must be on the loader's path.
+//! (`scripts/setup/torch.sh`); its `torch/lib` must be on the loader's path.
 
 #[cfg(feature = "tch")]
 mod cuda_library;

@@ -1,0 +1,165 @@
+"""The allocation experiment's figures (scripts/bench/allocation.sh).
+
+    python3 allocation_table.py peaks LOAD.toml SCALE
+        each task's busiest second of the load's trace files, times SCALE, as JSON
+    python3 allocation_table.py scale MODEL.json VARIANT REFERENCE
+        the rate scale: what an instance of VARIANT answers in the saved model, over
+        REFERENCE requests/s
+    python3 allocation_table.py OUT
+        the tables, as Markdown
+
+The tables: per round and policy, per task and over both, the share answered within
+the SLO, late answers, effective accuracy and core-seconds, real beside simulated,
+and the process's CPU time; then, over the rounds, each policy's means and the
+issue's ratios: autoscale's core-seconds over static peak's, its effective accuracy
+against the better static baseline, and replica-only's late answers over its own.
+"""
+
+import json
+import statistics
+import sys
+import tomllib
+from pathlib import Path
+
+POLICIES = ("autoscale", "fixed-split", "static-peak", "replica-only")
+
+
+def peaks(load_path, scale):
+    """Each task's busiest second in the CSV traces the load file names, times scale."""
+    load = tomllib.loads(Path(load_path).read_text())
+    out = {}
+    for task in load["tasks"]:
+        trace = Path(load_path).parent / task["pattern"]["file"]
+        rates = [float(line.split(",")[-1]) for line in trace.read_text().split()[1:]]
+        out[task["task"]] = round(max(rates) * scale, 2)
+    return out
+
+
+def rate_scale(model_path, variant, reference):
+    """What an instance of `variant` answers in the saved model, over `reference`."""
+    model = json.loads(Path(model_path).read_text())
+    found = next(v for t in model["tasks"] for v in t["variants"] if v["name"] == variant)
+    return round(found["snapshot"]["profile"]["max_throughput"]["requests_per_s"] / reference, 3)
+
+
+def rows_of(path):
+    """Summary rows by task ("all" among them)."""
+    return {row["task"]: row for row in json.loads(path.read_text())}
+
+
+def runs(out):
+    """(round, policy, real rows, simulated rows) for every run written."""
+    for round_dir in sorted(out.glob("round-*"), key=lambda p: int(p.name.split("-")[1])):
+        for policy in POLICIES:
+            real, sim = round_dir / policy / "real" / "summary.json", round_dir / policy / "sim" / "summary.json"
+            if real.exists() and sim.exists():
+                yield round_dir.name.split("-")[1], policy, rows_of(real), rows_of(sim)
+
+
+def in_slo(row):
+    return 100.0 - row["slo_violation_pct"]
+
+
+def fmt(value, digits=1):
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def run_table(all_runs):
+    print("| round | policy | task | within SLO % (sim) | late (sim) | failed | effective accuracy (sim) "
+          "| core-s (sim) | CPU s |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for number, policy, real, sim in all_runs:
+        for task in [t for t in real if t != "all"] + ["all"]:
+            r, s = real[task], sim.get(task, {})
+            print(f"| {number} | {policy} | {task} | {in_slo(r):.2f} ({fmt(s and in_slo(s), 2)}) "
+                  f"| {r['slo_violations']} ({s.get('slo_violations', '—')}) | {r['failed']} "
+                  f"| {r['effective_accuracy']:.2f} ({fmt(s.get('effective_accuracy'), 2)}) "
+                  f"| {fmt(r.get('core_seconds'), 0)} ({fmt(s.get('core_seconds'), 0)}) "
+                  f"| {fmt(r.get('cpu_seconds'), 0)} |")
+
+
+def means(all_runs):
+    """Per policy, over the rounds, the means of the pooled figures, real and simulated."""
+    by_policy = {}
+    for _, policy, real, sim in all_runs:
+        by_policy.setdefault(policy, []).append((real["all"], sim["all"]))
+    out = {}
+    for policy, pairs in by_policy.items():
+        mean = lambda f: statistics.mean(f(p) for p in pairs)
+        out[policy] = {
+            "rounds": len(pairs),
+            "in_slo": mean(lambda p: in_slo(p[0])),
+            "late": mean(lambda p: p[0]["slo_violations"]),
+            "failed": sum(p[0]["failed"] for p in pairs),
+            "accuracy": mean(lambda p: p[0]["effective_accuracy"]),
+            "core_s": mean(lambda p: p[0].get("core_seconds") or 0.0),
+            "cpu_s": mean(lambda p: p[0].get("cpu_seconds") or 0.0),
+            "sim_in_slo": mean(lambda p: in_slo(p[1])),
+            "sim_late": mean(lambda p: p[1]["slo_violations"]),
+            "sim_accuracy": mean(lambda p: p[1]["effective_accuracy"]),
+            "sim_core_s": mean(lambda p: p[1].get("core_seconds") or 0.0),
+        }
+    return out
+
+
+def worst_task(all_runs, policy):
+    """The lowest share within the SLO of any task in any round of `policy`."""
+    shares = [in_slo(row) for _, p, real, _ in all_runs if p == policy for t, row in real.items() if t != "all"]
+    return min(shares) if shares else None
+
+
+def mean_table(all_runs, table):
+    print("| policy | rounds | within SLO % (sim) | worst task's % | late (sim) | failed | effective accuracy (sim) "
+          "| core-s (sim) | CPU s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for policy in POLICIES:
+        if policy not in table:
+            continue
+        m = table[policy]
+        print(f"| {policy} | {m['rounds']} | {m['in_slo']:.2f} ({m['sim_in_slo']:.2f}) "
+              f"| {fmt(worst_task(all_runs, policy), 2)} | {m['late']:.0f} ({m['sim_late']:.0f}) | {m['failed']} "
+              f"| {m['accuracy']:.2f} ({m['sim_accuracy']:.2f}) | {m['core_s']:.0f} ({m['sim_core_s']:.0f}) "
+              f"| {m['cpu_s']:.0f} |")
+
+
+def verdict(all_runs, table):
+    """The bars, each from the means over the rounds."""
+    need = ("autoscale", "fixed-split", "static-peak", "replica-only")
+    if not all(p in table for p in need):
+        return
+    a, fixed, peak, replica = (table[p] for p in need)
+    best_static = max(fixed["accuracy"], peak["accuracy"])
+    late_ratio = replica["late"] / a["late"] if a["late"] > 0 else float("inf")
+    print()
+    print(f"- autoscale's worst task within the SLO: {worst_task(all_runs, 'autoscale'):.2f} % (bar: 99 %)")
+    print(f"- its effective accuracy {a['accuracy']:.2f} against the better static baseline's "
+          f"{best_static:.2f} (bar: no lower)")
+    print(f"- its core-seconds over static peak's: {a['core_s'] / peak['core_s']:.2f} "
+          f"(bar: 0.7; simulated {a['sim_core_s'] / peak['sim_core_s']:.2f}); its CPU time over static peak's: "
+          f"{a['cpu_s'] / peak['cpu_s']:.2f}")
+    print(f"- replica-only's late answers over its own: {late_ratio:.1f} (bar: 1.5), at "
+          f"{a['core_s'] / replica['core_s']:.2f} times replica-only's core-seconds (bar: at most 1)")
+
+
+def main():
+    if sys.argv[1] == "peaks":
+        print(json.dumps(peaks(sys.argv[2], float(sys.argv[3])), separators=(",", ":")))
+        return
+    if sys.argv[1] == "scale":
+        print(rate_scale(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+        return
+    out = Path(sys.argv[1])
+    all_runs = list(runs(out))
+    table = means(all_runs)
+    print("Over the rounds (means; real, and simulated in brackets):")
+    print()
+    mean_table(all_runs, table)
+    verdict(all_runs, table)
+    print()
+    print("Every run:")
+    print()
+    run_table(all_runs)
+
+
+if __name__ == "__main__":
+    main()
