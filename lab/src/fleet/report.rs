@@ -79,7 +79,8 @@ impl FleetReport {
         format!(
             "{} ({} s, task `{}`, SLO {} ms): every replica serves `{}` (line {:.3}·b + {:.3} ms, batches up to {}, \
              {} instance(s)), {:.1} requests/s within the SLO; pods ready {} s after they are asked for; static \
-             provisioning holds {} replicas, the autoscalers start from {}.",
+             provisioning holds {} replicas, the autoscalers start from {}; the HPAs scale up by up to {} % a sync \
+             and down after a {} s window.",
             self.trace,
             self.duration_s,
             self.task,
@@ -92,7 +93,9 @@ impl FleetReport {
             self.capacity_per_s,
             self.config.start_s,
             self.config.static_replicas,
-            self.config.initial_replicas
+            self.config.initial_replicas,
+            self.config.scalers.hpa.scale_up_percent,
+            self.config.scalers.hpa.scale_down_stabilisation_s
         )
     }
 

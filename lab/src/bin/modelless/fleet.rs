@@ -60,6 +60,14 @@ pub struct Args {
     /// The CPU HPA's target utilisation.
     #[arg(long, default_value_t = 0.7)]
     cpu_target: f64,
+    /// Both HPAs' `behavior.scaleDown.stabilizationWindowSeconds`: scale down to no
+    /// fewer than the most asked for over this window (Kubernetes' default 300 s).
+    #[arg(long, default_value_t = 300.0)]
+    scale_down_window_s: f64,
+    /// Both HPAs' scale-up policy of `Percent` type: at most this share more pods per
+    /// 15 s, or 4 pods where that is more (Kubernetes' default 100 %).
+    #[arg(long, default_value_t = 100.0)]
+    scale_up_percent: f64,
     /// KServe's `scaleTarget`: requests in flight per pod (at Knative's 70 %).
     #[arg(long, default_value_t = 8.0)]
     kserve_target: f64,
@@ -107,6 +115,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut scalers =
         ScalerConfig { demand_target: args.demand_target, cpu_target: args.cpu_target, ..Default::default() };
     scalers.hpa.max_replicas = args.max_replicas;
+    scalers.hpa.scale_down_stabilisation_s = args.scale_down_window_s;
+    scalers.hpa.scale_up_percent = args.scale_up_percent;
     scalers.kpa.max_replicas = args.max_replicas;
     scalers.kpa.target_concurrency = args.kserve_target;
     let fleet = FleetConfig {
