@@ -20,7 +20,8 @@
 # each task (read from the load, not guessed), scaled as the load is. Writes per run the request log,
 # timeline, summary and plots, and results.md: per policy and round, per task and in
 # all, the share answered within the SLO, effective accuracy, core-seconds held, the
-# process's CPU time, beside the simulator's figures for the same run.
+# process's CPU time and the share of the machine's CPU time stolen by the hypervisor
+# while it ran (steal.json), beside the simulator's figures for the same run.
 #
 #   bash scripts/bench/allocation.sh [OUT]   (default target/allocation; ~15 min a round)
 #   ROUNDS=3                                 rounds (default 3)
@@ -62,6 +63,10 @@ peaks=$(python3 scripts/bench/allocation_table.py peaks "$LOAD" "$RATE_SCALE")
 split=$(python3 -c "print($MACHINE_CORES / 2)")
 echo "== rates × $RATE_SCALE; peaks $peaks; the fixed split gives each task $split cores" >&2
 
+# The machine's CPU ticks, all and stolen (given by the hypervisor to other guests):
+# a run on a VM whose neighbours took its cores is late for reasons no policy has.
+cpu_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9 }' /proc/stat; }
+
 # name, module, parameters
 POLICY_LIST=(
     "autoscale|autoscale|{}"
@@ -76,9 +81,13 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
         [[ -z "${ONLY:-}" || " $ONLY " == *" $label "* ]] || continue
         dir="$OUT/round-$round/$label"
         echo "-- round $round / $label: real run" >&2
+        read -r total_before steal_before < <(cpu_ticks)
         "$MODELLESS" loadgen --config "$CONFIG" --load "$LOAD" "${SCALE[@]}" --images .modelless/photos \
             --policy "$POLICIES/$module.wasm" --policy-parameters "$parameters" "${EARLY[@]}" \
             --label "$label" --out "$dir/real" >/dev/null
+        read -r total_after steal_after < <(cpu_ticks)
+        echo "{\"steal_pct\": $(python3 -c "print(round(100 * ($steal_after - $steal_before) / max(1, $total_after - $total_before), 2))")}" \
+            >"$dir/real/steal.json"
         "$MODELLESS" simulate --model "$OUT/model.json" --load "$LOAD" "${SCALE[@]}" --policy "$POLICIES/$module.wasm" \
             --policy-parameters "$parameters" "${EARLY[@]}" --label "$label" --out "$dir/sim" >/dev/null 2>&1
     done

@@ -10,9 +10,10 @@
 
 The tables: per round and policy, per task and over both, the share answered within
 the SLO, late answers, effective accuracy and core-seconds, real beside simulated,
-and the process's CPU time; then, over the rounds, each policy's means and the
-issue's ratios: autoscale's core-seconds over static peak's, its effective accuracy
-against the better static baseline, and replica-only's late answers over its own.
+the process's CPU time and the share of the machine's CPU stolen by the hypervisor
+meanwhile; then, over the rounds, each policy's means and the bars: autoscale's
+core-seconds over static peak's, its effective accuracy against the better static
+baseline, and replica-only's late answers over its own.
 """
 
 import json
@@ -48,12 +49,16 @@ def rows_of(path):
 
 
 def runs(out):
-    """(round, policy, real rows, simulated rows) for every run written."""
+    """(round, policy, real rows, simulated rows) for every run written; the real "all"
+    row carries the share of the machine's CPU time the hypervisor took meanwhile."""
     for round_dir in sorted(out.glob("round-*"), key=lambda p: int(p.name.split("-")[1])):
         for policy in POLICIES:
             real, sim = round_dir / policy / "real" / "summary.json", round_dir / policy / "sim" / "summary.json"
             if real.exists() and sim.exists():
-                yield round_dir.name.split("-")[1], policy, rows_of(real), rows_of(sim)
+                rows = rows_of(real)
+                steal = real.parent / "steal.json"
+                rows["all"]["steal_pct"] = json.loads(steal.read_text())["steal_pct"] if steal.exists() else None
+                yield round_dir.name.split("-")[1], policy, rows, rows_of(sim)
 
 
 def in_slo(row):
@@ -66,8 +71,8 @@ def fmt(value, digits=1):
 
 def run_table(all_runs):
     print("| round | policy | task | within SLO % (sim) | late (sim) | failed | effective accuracy (sim) "
-          "| core-s (sim) | CPU s |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+          "| core-s (sim) | CPU s | steal % |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for number, policy, real, sim in all_runs:
         for task in [t for t in real if t != "all"] + ["all"]:
             r, s = real[task], sim.get(task, {})
@@ -75,7 +80,7 @@ def run_table(all_runs):
                   f"| {r['slo_violations']} ({s.get('slo_violations', '—')}) | {r['failed']} "
                   f"| {r['effective_accuracy']:.2f} ({fmt(s.get('effective_accuracy'), 2)}) "
                   f"| {fmt(r.get('core_seconds'), 0)} ({fmt(s.get('core_seconds'), 0)}) "
-                  f"| {fmt(r.get('cpu_seconds'), 0)} |")
+                  f"| {fmt(r.get('cpu_seconds'), 0)} | {fmt(r.get('steal_pct'), 1) if task == 'all' else ''} |")
 
 
 def means(all_runs):
@@ -94,6 +99,7 @@ def means(all_runs):
             "accuracy": mean(lambda p: p[0]["effective_accuracy"]),
             "core_s": mean(lambda p: p[0].get("core_seconds") or 0.0),
             "cpu_s": mean(lambda p: p[0].get("cpu_seconds") or 0.0),
+            "steal": statistics.mean(st) if (st := [p[0]["steal_pct"] for p in pairs if p[0].get("steal_pct") is not None]) else None,
             "sim_in_slo": mean(lambda p: in_slo(p[1])),
             "sim_late": mean(lambda p: p[1]["slo_violations"]),
             "sim_accuracy": mean(lambda p: p[1]["effective_accuracy"]),
@@ -110,8 +116,8 @@ def worst_task(all_runs, policy):
 
 def mean_table(all_runs, table):
     print("| policy | rounds | within SLO % (sim) | worst task's % | late (sim) | failed | effective accuracy (sim) "
-          "| core-s (sim) | CPU s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| core-s (sim) | CPU s | steal % |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for policy in POLICIES:
         if policy not in table:
             continue
@@ -119,7 +125,7 @@ def mean_table(all_runs, table):
         print(f"| {policy} | {m['rounds']} | {m['in_slo']:.2f} ({m['sim_in_slo']:.2f}) "
               f"| {fmt(worst_task(all_runs, policy), 2)} | {m['late']:.0f} ({m['sim_late']:.0f}) | {m['failed']} "
               f"| {m['accuracy']:.2f} ({m['sim_accuracy']:.2f}) | {m['core_s']:.0f} ({m['sim_core_s']:.0f}) "
-              f"| {m['cpu_s']:.0f} |")
+              f"| {m['cpu_s']:.0f} | {fmt(m['steal'], 1)} |")
 
 
 def verdict(all_runs, table):
