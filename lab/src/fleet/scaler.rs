@@ -70,6 +70,9 @@ pub struct ScalerConfig {
     pub hpa: HpaConfig,
     /// The demand HPA's target averageValue of `modelless_task_demand_ratio`.
     pub demand_target: f64,
+    /// Of the largest surge a replica saw lately, the share its demand ratio adds as
+    /// headroom ([`SurgeMemory`](super::surge::SurgeMemory)); 0 reads the demand alone.
+    pub demand_surge_weight: f64,
     /// The CPU HPA's target utilisation (a share of the pod's cores).
     pub cpu_target: f64,
     /// CPU is read over this window (metrics-server's resolution), s; a pod ready
@@ -85,6 +88,7 @@ impl Default for ScalerConfig {
         ScalerConfig {
             hpa: HpaConfig::default(),
             demand_target: 0.7,
+            demand_surge_weight: 0.0,
             cpu_target: 0.7,
             cpu_window_s: 15.0,
             kpa: KpaConfig::default(),
@@ -95,8 +99,8 @@ impl Default for ScalerConfig {
 /// A scaler and what it remembers.
 #[derive(Clone, Debug)]
 pub enum Scaler {
-    /// The HPA on the demand ratio.
-    Demand(Hpa, f64),
+    /// The HPA on the demand ratio: its target, and the surges' weight.
+    Demand(Hpa, f64, f64),
     /// The HPA on CPU.
     Cpu(Hpa, f64, f64),
     /// Knative's KPA.
@@ -109,7 +113,9 @@ impl Scaler {
     /// The scaler of `kind`; `peak` is what static provisioning holds.
     pub fn new(kind: ScalerKind, config: &ScalerConfig, peak: u32) -> Self {
         match kind {
-            ScalerKind::Demand => Scaler::Demand(Hpa::new(config.hpa.clone()), config.demand_target),
+            ScalerKind::Demand => {
+                Scaler::Demand(Hpa::new(config.hpa.clone()), config.demand_target, config.demand_surge_weight)
+            }
             ScalerKind::Cpu => Scaler::Cpu(Hpa::new(config.hpa.clone()), config.cpu_target, config.cpu_window_s),
             ScalerKind::Kserve => Scaler::Kserve(Kpa::new(config.kpa.clone())),
             ScalerKind::Static => Scaler::Static(peak),
@@ -119,7 +125,7 @@ impl Scaler {
     /// Time between its decisions, µs (`None`: it never changes).
     pub fn period_us(&self) -> Option<u64> {
         let s = match self {
-            Scaler::Demand(hpa, _) | Scaler::Cpu(hpa, ..) => hpa.config().sync_s,
+            Scaler::Demand(hpa, ..) | Scaler::Cpu(hpa, ..) => hpa.config().sync_s,
             Scaler::Kserve(kpa) => kpa.config().tick_s,
             Scaler::Static(_) => return None,
         };
@@ -127,8 +133,10 @@ impl Scaler {
     }
 
     /// The second just gone at `now`: the KPA hears the ready pods' concurrency
-    /// (every pod's count restarts).
+    /// (every pod's count restarts), the ready pods note their surges where the
+    /// demand ratio weighs them.
     pub fn observe_second(&mut self, pods: &mut Pods, now: u64) {
+        let surges = matches!(self, Scaler::Demand(_, _, weight) if *weight > 0.0);
         let mut total = 0.0;
         for index in 0..pods.all().len() {
             let pod = pods.get_mut(index);
@@ -138,6 +146,9 @@ impl Scaler {
             let concurrency = pod.replica.take_concurrency(now);
             if matches!(pod.state, PodState::Ready { .. }) {
                 total += concurrency;
+                if surges {
+                    pod.replica.observe_surges(now / 1_000_000);
+                }
             }
         }
         if let Scaler::Kserve(kpa) = self {
@@ -150,11 +161,12 @@ impl Scaler {
         let now_s = now as f64 / 1e6;
         let current = pods.wanted();
         match self {
-            Scaler::Demand(hpa, target) => {
+            Scaler::Demand(hpa, target, weight) => {
                 let capacity = model.capacity_per_s();
                 let readings = readings(pods, |pod| match pod.state {
                     PodState::Ready { .. } => {
-                        let demand = pod.replica.demand_per_s(now / 1_000_000);
+                        let now_s = now / 1_000_000;
+                        let demand = pod.replica.demand_per_s(now_s) * pod.replica.surge_headroom(now_s, *weight);
                         demand_ratio(demand, capacity)
                             .map_or(PodMetric::Missing, |ratio| PodMetric::Ready(ratio.min(DEMAND_RATIO_CAP)))
                     }

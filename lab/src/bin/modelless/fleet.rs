@@ -57,6 +57,11 @@ pub struct Args {
     /// The demand HPA's target averageValue of `modelless_task_demand_ratio`.
     #[arg(long, default_value_t = 0.7)]
     demand_target: f64,
+    /// Of the largest surge a replica saw in the last 10 minutes (its rate's jump
+    /// within a second beyond the noise), the share the demand ratio adds as headroom;
+    /// 0 (the default) reads the demand alone.
+    #[arg(long, default_value_t = 0.0)]
+    demand_surge_weight: f64,
     /// The CPU HPA's target utilisation.
     #[arg(long, default_value_t = 0.7)]
     cpu_target: f64,
@@ -112,8 +117,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let replica = ReplicaModel::cheapest(task, &instances, slo_ms)?;
     let capacity = replica.capacity_per_s();
-    let mut scalers =
-        ScalerConfig { demand_target: args.demand_target, cpu_target: args.cpu_target, ..Default::default() };
+    let mut scalers = ScalerConfig {
+        demand_target: args.demand_target,
+        demand_surge_weight: args.demand_surge_weight,
+        cpu_target: args.cpu_target,
+        ..Default::default()
+    };
     scalers.hpa.max_replicas = args.max_replicas;
     scalers.hpa.scale_down_stabilisation_s = args.scale_down_window_s;
     scalers.hpa.scale_up_percent = args.scale_up_percent;
