@@ -5,6 +5,8 @@
 //! demand ratio can ask for headroom in proportion to the surges lately seen:
 //! traffic that jumps gets more, traffic that rises slowly none.
 
+use std::collections::VecDeque;
+
 use modelless::policy_abi::{Demand, level_moved};
 
 /// How long a surge is remembered, s.
@@ -13,11 +15,11 @@ pub const SURGE_MEMORY_S: u64 = 600;
 /// the seconds before it served as quiet ones.
 const SETTLE_S: u64 = 10;
 
-/// The largest surge seen and when.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// The surges within the memory that no later one as large outdoes, oldest (and
+/// largest) first: when the largest is forgotten, the next largest is at hand.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SurgeMemory {
-    ratio: f64,
-    at_s: u64,
+    surges: VecDeque<(u64, f64)>,
     first_s: Option<u64>,
 }
 
@@ -29,14 +31,21 @@ impl SurgeMemory {
             return;
         }
         let ratio = demand.per_s_1s / demand.per_s_10s;
-        if ratio >= self.surge(now_s) {
-            (self.ratio, self.at_s) = (ratio, now_s);
+        while self.surges.back().is_some_and(|&(_, r)| r <= ratio) {
+            self.surges.pop_back();
+        }
+        self.surges.push_back((now_s, ratio));
+        while self.surges.front().is_some_and(|&(at_s, _)| now_s.saturating_sub(at_s) > SURGE_MEMORY_S) {
+            self.surges.pop_front();
         }
     }
 
     /// The largest surge within the memory at `now_s`, 1 where none.
     pub fn surge(&self, now_s: u64) -> f64 {
-        if self.ratio > 1.0 && now_s.saturating_sub(self.at_s) <= SURGE_MEMORY_S { self.ratio } else { 1.0 }
+        self.surges
+            .iter()
+            .find(|&&(at_s, _)| now_s.saturating_sub(at_s) <= SURGE_MEMORY_S)
+            .map_or(1.0, |&(_, ratio)| ratio.max(1.0))
     }
 
     /// What the demand is multiplied by: 1 plus `weight` of the surge's excess.
@@ -65,6 +74,7 @@ mod tests {
         memory.observe(&demand(240.0, 160.0), 30);
         assert_eq!(memory.surge(30), 2.0, "a smaller surge does not lower it");
         assert_eq!(memory.headroom(30, 0.25), 1.25);
-        assert_eq!(memory.surge(20 + SURGE_MEMORY_S + 1), 1.0);
+        assert_eq!(memory.surge(20 + SURGE_MEMORY_S + 1), 1.5, "the smaller, later one is still remembered");
+        assert_eq!(memory.surge(30 + SURGE_MEMORY_S + 1), 1.0);
     }
 }

@@ -118,7 +118,7 @@ mod tests {
         assert!((pace.update(&snapshot(1, 12.0)) - 1.9).abs() < 1e-9);
         // Batches run while a variant drains say nothing of the pace either.
         let mut draining = snapshot(11, 412.0);
-        draining.tasks[0].variants[0].state = modelless_policy_abi::VariantState::Draining;
+        draining.tasks[0].variants[0].state = VariantState::Draining;
         assert!((pace.update(&draining) - 1.9).abs() < 1e-9);
     }
 }
