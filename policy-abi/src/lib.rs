@@ -14,6 +14,7 @@ pub mod guest;
 pub mod kits;
 mod profile;
 mod snapshot;
+mod surge;
 
 pub use capacity::{
     CAPACITY_HEADROOM, CAPACITY_UTILISATION, arriving_per_s, capacity_within_slo, demand_ratio, instances_within,
@@ -26,6 +27,7 @@ pub use snapshot::{
     PreprocessingSnapshot, Refusals, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantCost,
     VariantSnapshot, VariantState,
 };
+pub use surge::{DEMAND_SURGE_WEIGHT, MAX_SURGE, SURGE_MEMORY_S, SurgeMemory};
 
 /// Version of the policy ABI this crate describes.
 pub const ABI_VERSION: u32 = 1;

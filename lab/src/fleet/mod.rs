@@ -20,7 +20,6 @@ mod replica;
 mod report;
 mod scaler;
 mod sim;
-mod surge;
 mod trace;
 
 pub use hpa::{Hpa, HpaConfig, PodMetric, metric_replicas};
@@ -30,5 +29,4 @@ pub use replica::ReplicaModel;
 pub use report::{FleetReport, FleetRow};
 pub use scaler::{ScalerConfig, ScalerKind};
 pub use sim::{FleetConfig, FleetRun, FleetSecond, FleetTotals, run_fleet};
-pub use surge::{SURGE_MEMORY_S, SurgeMemory};
 pub use trace::FleetTrace;

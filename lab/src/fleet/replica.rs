@@ -13,7 +13,6 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
-use super::surge::SurgeMemory;
 use crate::load::LoadError;
 use crate::simulate::SimTask;
 
@@ -122,7 +121,6 @@ pub struct Replica {
     /// When `area` was last brought up to date.
     area_from_us: u64,
     traffic: TrafficWindow,
-    surges: SurgeMemory,
 }
 
 impl Replica {
@@ -137,7 +135,6 @@ impl Replica {
             window_from_us: now,
             area_from_us: now,
             traffic: TrafficWindow::default(),
-            surges: SurgeMemory::default(),
         }
     }
 
@@ -158,15 +155,10 @@ impl Replica {
         arriving_per_s(&self.traffic.demand(now_s))
     }
 
-    /// Hears the second before `now_s` for the surges it remembers.
-    pub fn observe_surges(&mut self, now_s: u64) {
-        let demand = self.traffic.demand(now_s);
-        self.surges.observe(&demand, now_s);
-    }
-
-    /// What its demand ratio multiplies the demand by at `now_s` (see [`SurgeMemory`]).
-    pub fn surge_headroom(&self, now_s: u64, weight: f64) -> f64 {
-        self.surges.headroom(now_s, weight)
+    /// What its demand ratio multiplies the demand by at `now_s` for the surges its
+    /// traffic window heard, as the runtime's does.
+    pub fn surge_headroom(&mut self, now_s: u64, weight: f64) -> f64 {
+        self.traffic.surge_headroom(now_s, weight)
     }
 
     /// Mean requests in flight since the last call (or the start), to `now`.

@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use modelless::engine::demand_ratio;
+use modelless::policy_abi::DEMAND_SURGE_WEIGHT;
 use serde::{Deserialize, Serialize};
 
 use super::hpa::{Hpa, HpaConfig, PodMetric, metric_replicas};
@@ -71,7 +72,8 @@ pub struct ScalerConfig {
     /// The demand HPA's target averageValue of `modelless_task_demand_ratio`.
     pub demand_target: f64,
     /// Of the largest surge a replica saw lately, the share its demand ratio adds as
-    /// headroom ([`SurgeMemory`](super::surge::SurgeMemory)); 0 reads the demand alone.
+    /// headroom ([`SurgeMemory`](modelless::policy_abi::SurgeMemory)); the runtime's
+    /// default unless set, 0 reads the demand alone.
     pub demand_surge_weight: f64,
     /// The CPU HPA's target utilisation (a share of the pod's cores).
     pub cpu_target: f64,
@@ -88,7 +90,7 @@ impl Default for ScalerConfig {
         ScalerConfig {
             hpa: HpaConfig::default(),
             demand_target: 0.7,
-            demand_surge_weight: 0.0,
+            demand_surge_weight: DEMAND_SURGE_WEIGHT,
             cpu_target: 0.7,
             cpu_window_s: 15.0,
             kpa: KpaConfig::default(),
@@ -133,10 +135,8 @@ impl Scaler {
     }
 
     /// The second just gone at `now`: the KPA hears the ready pods' concurrency
-    /// (every pod's count restarts), the ready pods note their surges where the
-    /// demand ratio weighs them.
+    /// (every pod's count restarts).
     pub fn observe_second(&mut self, pods: &mut Pods, now: u64) {
-        let surges = matches!(self, Scaler::Demand(_, _, weight) if *weight > 0.0);
         let mut total = 0.0;
         for index in 0..pods.all().len() {
             let pod = pods.get_mut(index);
@@ -146,9 +146,6 @@ impl Scaler {
             let concurrency = pod.replica.take_concurrency(now);
             if matches!(pod.state, PodState::Ready { .. }) {
                 total += concurrency;
-                if surges {
-                    pod.replica.observe_surges(now / 1_000_000);
-                }
             }
         }
         if let Scaler::Kserve(kpa) = self {

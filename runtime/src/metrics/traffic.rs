@@ -111,6 +111,13 @@ impl TaskTraffic {
         self.lock().demand(now)
     }
 
+    /// What the demand is multiplied by for the surges heard lately (see
+    /// [`TrafficWindow::surge_headroom`]).
+    pub fn surge_headroom(&self, weight: f64) -> f64 {
+        let now = self.second();
+        self.lock().surge_headroom(now, weight)
+    }
+
     /// Demand, requests in flight and what happened since the last read, which the
     /// next read counts afresh.
     pub fn read(&self) -> TrafficReading {

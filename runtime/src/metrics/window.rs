@@ -1,11 +1,12 @@
 //! A task's traffic over the last minute, in one-second buckets: arrivals (for demand
-//! over 1, 10 and 60 s), and since the last tick the answers, their latencies, the SLO
-//! violations and the rejections. Pure: time is passed in, in whole seconds since any
-//! fixed start.
+//! over 1, 10 and 60 s, and the surges of the last minutes each complete second
+//! shows), and since the last tick the answers, their latencies, the SLO violations
+//! and the rejections. Pure: time is passed in, in whole seconds since any fixed
+//! start.
 
 use std::collections::VecDeque;
 
-use modelless_policy_abi::{Demand, LatencySummary, Refusals};
+use modelless_policy_abi::{Demand, LatencySummary, Refusals, SurgeMemory};
 
 use crate::error::ErrorKind;
 use crate::stats::percentile;
@@ -23,6 +24,7 @@ pub struct TrafficWindow {
     /// Arrivals per second, newest last; `newest` is the second of the last one.
     arrivals: VecDeque<u64>,
     newest: u64,
+    surges: SurgeMemory,
     tick: TickCounts,
 }
 
@@ -111,9 +113,14 @@ impl TrafficWindow {
     /// (the second under way is not complete, so it does not count).
     pub fn demand(&mut self, now: u64) -> Demand {
         self.advance(now);
-        let complete: Vec<u64> = self.arrivals.iter().rev().skip(1).copied().collect();
-        let rate = |seconds: usize| complete.iter().take(seconds).sum::<u64>() as f64 / seconds as f64;
-        Demand { per_s_1s: rate(1), per_s_10s: rate(10), per_s_60s: rate(SECONDS) }
+        rates(self.arrivals.iter().rev().skip(1))
+    }
+
+    /// What the demand is multiplied by for the surges heard over the last minutes,
+    /// at second `now` (see [`SurgeMemory::headroom`]).
+    pub fn surge_headroom(&mut self, now: u64, weight: f64) -> f64 {
+        self.advance(now);
+        self.surges.headroom(now, weight)
     }
 
     /// What happened since the last call of this.
@@ -121,21 +128,31 @@ impl TrafficWindow {
         std::mem::take(&mut self.tick)
     }
 
-    /// Moves the newest bucket to second `now`, with empty seconds in between.
+    /// Moves the newest bucket to second `now`, with empty seconds in between; the
+    /// surge memory hears every second that completes on the way.
     fn advance(&mut self, now: u64) {
         if self.arrivals.is_empty() {
             self.arrivals.push_back(0);
             self.newest = now;
         }
+        // Beyond a minute and a second of silence, every rate the memory would hear is 0.
         let gap = now.saturating_sub(self.newest).min(SECONDS as u64 + 1);
-        for _ in 0..gap {
+        for step in 1..=gap {
+            self.surges.observe(&rates(self.arrivals.iter().rev()), self.newest + step);
             self.arrivals.push_back(0);
+            if self.arrivals.len() > SECONDS + 1 {
+                self.arrivals.pop_front();
+            }
         }
         self.newest = self.newest.max(now);
-        while self.arrivals.len() > SECONDS + 1 {
-            self.arrivals.pop_front();
-        }
     }
+}
+
+/// Arrivals per second over the last 1, 10 and 60 of `complete` seconds, newest first.
+fn rates<'a>(complete: impl Iterator<Item = &'a u64>) -> Demand {
+    let complete: Vec<u64> = complete.take(SECONDS).copied().collect();
+    let rate = |seconds: usize| complete.iter().take(seconds).sum::<u64>() as f64 / seconds as f64;
+    Demand { per_s_1s: rate(1), per_s_10s: rate(10), per_s_60s: rate(SECONDS) }
 }
 
 #[cfg(test)]
@@ -159,6 +176,22 @@ mod tests {
         assert_eq!(window.demand(25).per_s_1s, 0.0);
         assert_eq!(window.demand(25).per_s_10s, 5.0 * 30.0 / 10.0);
         assert_eq!(window.demand(100), Demand::default());
+    }
+
+    #[test]
+    fn a_second_that_jumps_beyond_the_noise_leaves_headroom_for_ten_minutes() {
+        let mut window = TrafficWindow::default();
+        for second in 0..=30u64 {
+            for _ in 0..if second < 30 { 100 } else { 300 } {
+                window.arrived(second);
+            }
+        }
+        assert_eq!(window.surge_headroom(30, 0.5), 1.0, "the jump's second is not complete yet");
+        // Second 30 against its 10 s rate: 300 of (9 × 100 + 300) / 10 = 120, 2.5×.
+        assert_eq!(window.surge_headroom(31, 0.5), 1.75);
+        assert_eq!(window.surge_headroom(31, 0.0), 1.0);
+        assert_eq!(window.surge_headroom(200, 0.5), 1.75, "remembered through silence");
+        assert_eq!(window.surge_headroom(31 + 601, 0.5), 1.0);
     }
 
     #[test]

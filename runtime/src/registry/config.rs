@@ -64,6 +64,13 @@ pub struct TaskConfig {
     /// The latency target its callers expect, in ms: what policies steer towards.
     #[serde(default)]
     pub latency_slo_ms: Option<f64>,
+    /// Of the largest surge of arrivals heard in the last 10 minutes (the last
+    /// second's rate over the 10 s one, at most 4×), the share its
+    /// `modelless_task_demand_ratio` adds to the demand as headroom: traffic that jumps
+    /// asks a fleet's autoscaler for replicas before the jump it cannot follow. 0 exports
+    /// the demand alone.
+    #[serde(default = "default_demand_surge_weight")]
+    pub demand_surge_weight: f64,
     /// What its callers send and get, whatever variant serves: every variant is bound
     /// onto it or refused. Without one, the variant that serves first sets it, leaving
     /// open the batch dimension and, where that variant preprocesses images, the height
@@ -82,6 +89,10 @@ fn default_keep_warm_mib() -> u64 {
     1024
 }
 
+fn default_demand_surge_weight() -> f64 {
+    modelless_policy_abi::DEMAND_SURGE_WEIGHT
+}
+
 impl TaskConfig {
     /// A task with no variants yet.
     pub fn new(name: impl Into<String>) -> Self {
@@ -91,6 +102,7 @@ impl TaskConfig {
             active: None,
             keep_warm_mib: default_keep_warm_mib(),
             latency_slo_ms: None,
+            demand_surge_weight: default_demand_surge_weight(),
             signature: None,
             labels: None,
         }
@@ -117,6 +129,12 @@ impl TaskConfig {
     /// Sets the latency target policies steer towards.
     pub fn with_latency_slo_ms(mut self, ms: f64) -> Self {
         self.latency_slo_ms = Some(ms);
+        self
+    }
+
+    /// Sets the share of recent surges the demand ratio adds as headroom.
+    pub fn with_demand_surge_weight(mut self, weight: f64) -> Self {
+        self.demand_surge_weight = weight;
         self
     }
 
@@ -148,6 +166,9 @@ impl TaskConfig {
         }
         if let Some(slo) = self.latency_slo_ms.filter(|slo| !(slo.is_finite() && *slo > 0.0)) {
             return bad(format!("latency_slo_ms {slo} is not a positive number of ms"));
+        }
+        if !(self.demand_surge_weight.is_finite() && self.demand_surge_weight >= 0.0) {
+            return bad(format!("demand_surge_weight {} is not a share of 0 or more", self.demand_surge_weight));
         }
         for (i, v) in self.variants.iter().enumerate() {
             if self.variants[..i].iter().any(|w| w.name == v.name) {
@@ -472,6 +493,18 @@ mod tests {
         let mut task = TaskConfig::new("t");
         task.variants.push(model);
         assert!(task.validate().unwrap_err().to_string().contains("no finite accuracy"));
+    }
+
+    #[test]
+    fn a_surge_weight_is_the_runtimes_unless_set_and_never_below_zero() {
+        let table = r#"{"name": "t", "variants": [{"name": "v", "path": "v.onnx", "accuracy": 70}]}"#;
+        let task: TaskConfig = serde_json::from_str(table).unwrap();
+        assert_eq!(task.demand_surge_weight, modelless_policy_abi::DEMAND_SURGE_WEIGHT);
+        assert!(task.clone().with_demand_surge_weight(0.0).validate().is_ok());
+        for bad in [-0.5, f64::NAN, f64::INFINITY] {
+            let refused = task.clone().with_demand_surge_weight(bad).validate().unwrap_err().to_string();
+            assert!(refused.contains("demand_surge_weight"), "{refused}");
+        }
     }
 
     #[cfg(feature = "images")]

@@ -58,9 +58,10 @@ pub struct Args {
     #[arg(long, default_value_t = 0.7)]
     demand_target: f64,
     /// Of the largest surge a replica saw in the last 10 minutes (its rate's jump
-    /// within a second beyond the noise), the share the demand ratio adds as headroom;
-    /// 0 (the default) reads the demand alone.
-    #[arg(long, default_value_t = 0.0)]
+    /// within a second beyond the noise), the share the demand ratio adds as headroom:
+    /// by default the runtime's (a task's `demand_surge_weight`); 0 reads the demand
+    /// alone.
+    #[arg(long, default_value_t = modelless::policy_abi::DEMAND_SURGE_WEIGHT)]
     demand_surge_weight: f64,
     /// The CPU HPA's target utilisation.
     #[arg(long, default_value_t = 0.7)]

@@ -151,6 +151,8 @@ pub struct Task {
     /// Requests the task refused before any variant took them.
     refusals: ModelFailures,
     latency_slo_ms: Option<f64>,
+    /// Of recent surges, the share the demand ratio adds as headroom.
+    demand_surge_weight: f64,
     /// Class labels for classification answers.
     labels: Option<Arc<[String]>>,
     /// What callers send and get: declared, or the first variant's once it loads.
@@ -237,6 +239,7 @@ impl Task {
             traffic,
             refusals: serving_metrics().task_refusals(&config.name),
             latency_slo_ms: config.latency_slo_ms,
+            demand_surge_weight: config.demand_surge_weight,
             labels: config.labels.as_deref().map(read_labels).transpose()?,
             signature,
             routes: ArcSwapOption::empty(),
