@@ -5,7 +5,11 @@
 //! them: on the cores a decoder shares with the session, a batch formed while large
 //! photos decode runs three to five times its idle time, and a request admitted while
 //! the decoder was quiet answers late. The margin stretches each prediction by the
-//! worst overrun seen lately, so that what admission lets in is answered in time.
+//! worst overrun seen lately, so that what admission lets in is answered in time. A
+//! request with nothing ahead of it on an idle instance is judged as predicted: the
+//! queue a stall leaves is what the stretch guards against, and refusing a request
+//! that waits for nothing is a certain miss (after one stall, a stretched margin
+//! refused every request for seconds with the queue empty).
 
 use std::time::{Duration, Instant};
 

@@ -214,7 +214,13 @@ impl Queue {
             arrivals_per_s: inner.arrivals.per_s(),
         };
         let answer = predicted_answer(cost, &backlog, rows, now) + lead;
-        match inner.margin.admits(now, answer, deadline) {
+        // A request with nothing ahead of it on an idle instance is judged on its own
+        // batch as predicted: refusing it is a certain miss, and the stretch answers
+        // for what a stall leaves queued, of which there is none.
+        let idle = (0..inner.running.len())
+            .any(|i| inner.instances[i].is_some() && !inner.retiring[i] && inner.running[i].is_none());
+        let margin = if idle && backlog.rows_ahead == 0 { AdmissionMargin::default() } else { inner.margin };
+        match margin.admits(now, answer, deadline) {
             Ok(()) => Ok(Some(Prediction { made: now, answer, deadline })),
             Err(stretched) => Err(Error::WouldMissDeadline {
                 model: self.model.to_string(),
