@@ -16,10 +16,10 @@ use crate::snapshot::Demand;
 pub const SURGE_MEMORY_S: u64 = 600;
 
 /// Of the largest surge lately heard, the share a task's demand ratio adds as headroom
-/// unless its config sets another: the weight with which one HPA setting held both of
-/// the fleet's simulated traces at 99 % within the SLO for at most 0.7 × static
-/// provisioning (docs/allocation.md).
-pub const DEMAND_SURGE_WEIGHT: f64 = 0.75;
+/// unless its config sets another: the weight with which the manifests' HPA setting
+/// held both of the fleet's simulated traces at 99 % within the SLO for at most 0.7 ×
+/// static provisioning on each profile measured (docs/allocation.md).
+pub const DEMAND_SURGE_WEIGHT: f64 = 0.5;
 
 /// The largest surge counted: a task waking from near silence jumps by any factor,
 /// and headroom in proportion to that would hold replicas for a trickle.
