@@ -217,9 +217,10 @@ impl Queue {
         // A request with nothing ahead of it on an idle instance is judged on its own
         // batch as predicted: refusing it is a certain miss, and the stretch answers
         // for what a stall leaves queued, of which there is none.
-        let idle = (0..inner.running.len())
-            .any(|i| inner.instances[i].is_some() && !inner.retiring[i] && inner.running[i].is_none());
-        let margin = if idle && backlog.rows_ahead == 0 { AdmissionMargin::default() } else { inner.margin };
+        let waits_for_nothing = backlog.rows_ahead == 0
+            && (0..inner.running.len())
+                .any(|i| inner.instances[i].is_some() && !inner.retiring[i] && inner.running[i].is_none());
+        let margin = if waits_for_nothing { AdmissionMargin::default() } else { inner.margin };
         match margin.admits(now, answer, deadline) {
             Ok(()) => Ok(Some(Prediction { made: now, answer, deadline })),
             Err(stretched) => Err(Error::WouldMissDeadline {
