@@ -2,9 +2,9 @@
 
     python3 allocation_table.py peaks LOAD.toml SCALE
         each task's busiest second of the load's trace files, times SCALE, as JSON
-    python3 allocation_table.py scale MODEL.json VARIANT REFERENCE
-        the rate scale: what an instance of VARIANT answers in the saved model, over
-        REFERENCE requests/s
+    python3 allocation_table.py scale MODEL.json LOAD.toml MARGIN
+        the rate scale at which every task's busiest second asks at least MARGIN
+        times what one instance of its most accurate variant serves within its SLO
     python3 allocation_table.py OUT
         the tables, as Markdown
 
@@ -36,11 +36,34 @@ def peaks(load_path, scale):
     return out
 
 
-def rate_scale(model_path, variant, reference):
-    """What an instance of `variant` answers in the saved model, over `reference`."""
+# policy-abi/src/capacity.rs: the share of the SLO a batch and the one ahead of it may
+# take, and the utilisation instances are planned at.
+CAPACITY_HEADROOM = 0.9
+CAPACITY_UTILISATION = 0.85
+
+
+def capacity_within_slo(fit, max_batch, slo_ms):
+    """Requests/s one instance on line `fit` answers within `slo_ms`, as the runtime and
+    the static policies count it (`capacity_within_slo`)."""
+    predict = lambda batch: fit["a_ms"] * batch + fit["c_ms"]
+    within = [b for b in range(max_batch, 0, -1) if 0 < 2 * predict(b) <= CAPACITY_HEADROOM * slo_ms]
+    return CAPACITY_UTILISATION * 1e3 * within[0] / predict(within[0]) if within else 0.0
+
+
+def rate_scale(model_path, load_path, margin):
+    """The scale at which each task's busiest second asks at least `margin` times what
+    one instance of its most accurate variant serves within the SLO on the saved
+    model's profiles: every task's peak then takes two instances of it, so that sizing
+    for the peak and following the load differ on this machine as they would on any."""
     model = json.loads(Path(model_path).read_text())
-    found = next(v for t in model["tasks"] for v in t["variants"] if v["name"] == variant)
-    return round(found["snapshot"]["profile"]["max_throughput"]["requests_per_s"] / reference, 3)
+    busiest = peaks(load_path, 1.0)
+    wanted = []
+    for task in model["tasks"]:
+        best = max(task["variants"], key=lambda v: v["accuracy"])
+        snapshot = best["snapshot"]
+        one = capacity_within_slo(snapshot["profile"]["fit"], snapshot["batch_ceiling"] or 8, task["slo_ms"])
+        wanted.append(margin * one / busiest[task["name"]])
+    return round(max(wanted), 3)
 
 
 def rows_of(path):

@@ -9,6 +9,9 @@ use crate::options::Allocation;
 /// A task as the allocation sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Need {
+    /// Requests a second arriving now, without the margin: what a variant must serve
+    /// not to fall behind while instances load.
+    pub arriving: f64,
     /// Requests a second to serve now, with a margin.
     pub demand: f64,
     /// The same where a rising rate is followed ahead: what instances are asked for
@@ -115,7 +118,12 @@ mod tests {
 
     fn need(demand: f64) -> Need {
         // large serves 10/s an instance, small 30/s.
-        Need { demand, ahead: demand, options: [variant(0, 80.0, 10.0, 4), variant(1, 70.0, 30.0, 4)].concat() }
+        Need {
+            arriving: demand,
+            demand,
+            ahead: demand,
+            options: [variant(0, 80.0, 10.0, 4), variant(1, 70.0, 30.0, 4)].concat(),
+        }
     }
 
     fn picked(needs: &[Need], cores: f64) -> Vec<(usize, u32)> {
@@ -165,7 +173,7 @@ mod tests {
         let mut cold = variant(1, 80.0, 30.0, 1);
         cold[0].load_s = 4.0;
         let warm = variant(0, 80.0, 15.0, 2);
-        let need = Need { demand: 25.0, ahead: 25.0, options: [warm, cold].concat() };
+        let need = Need { arriving: 25.0, demand: 25.0, ahead: 25.0, options: [warm, cold].concat() };
         let chosen = allocate(std::slice::from_ref(&need), 4.0, 0.0, 0.5)[0].unwrap();
         assert_eq!((need.options[chosen].variant, need.options[chosen].instances), (0, 2));
         let chosen = allocate(std::slice::from_ref(&need), 4.0, 0.0, 0.1)[0].unwrap();

@@ -16,10 +16,11 @@
 //!   rising is followed ahead by a tick and the load of an instance, so that the
 //!   instances a burst needs are asked before it arrives.
 //! - **Accuracy down first while instances come**: where the allocation needs
-//!   instances that must load, and the variant serving cannot serve the demand
+//!   instances that must load, and the variant serving cannot serve what arrives
 //!   meanwhile, the most accurate loaded variant whose warm instances can serves it,
 //!   and the instances wanted warm up beside it (`standby`); once they are warm, the
-//!   next tick moves to them.
+//!   next tick moves to them. Where no core of the machine is free for the loading, the
+//!   serving instances share theirs with it, and serve that much less meanwhile.
 //! - **A cheaper variant ready**: the most accurate variant below the one serving is
 //!   kept loaded (`load`), so that a crowd finds a step down warm.
 //!
@@ -111,6 +112,8 @@ impl Policy for Autoscale {
         let pace = self.state.pace.update(snapshot);
         let mut steered = Vec::new();
         let mut held = 0.0;
+        let busy = snapshot.tasks.iter().map(|t| serving_cores(t, budget)).sum();
+        let machine = Machine { cores: machine_cores, busy };
         for task in &snapshot.tasks {
             let recent = self.recent_rate(task, now_ms);
             let rising = self.rising(task, now_ms);
@@ -124,17 +127,17 @@ impl Policy for Autoscale {
                     let limits =
                         options::Limits { machine_cores, max_instances: p.max_instances, max_batch: p.max_batch_size };
                     let options = options::options(task, slo_ms, budget, &limits, pace);
-                    steered.push((task, Need { demand, ahead, options }, arriving));
+                    steered.push((task, Need { arriving, demand, ahead, options }));
                 }
                 None => held += serving_cores(task, budget),
             }
         }
-        let needs: Vec<Need> = steered.iter().map(|(_, need, _)| need.clone()).collect();
+        let needs: Vec<Need> = steered.iter().map(|(_, need)| need.clone()).collect();
         let chosen = allocate(&needs, cores, held, self.parameters.lambda);
         let mut tasks = Vec::new();
-        for ((task, need, arriving), choice) in steered.iter().zip(chosen) {
+        for ((task, need), choice) in steered.iter().zip(chosen) {
             let Some(target) = choice.map(|c| need.options[c]) else { continue };
-            if let Some(decision) = self.towards(task, need, *arriving, target, budget, now_ms) {
+            if let Some(decision) = self.towards(task, need, target, budget, machine, now_ms) {
                 tasks.push(decision);
             }
         }
@@ -153,6 +156,26 @@ impl Policy for Autoscale {
     fn load_state(&mut self, state: serde_json::Value) -> Result<(), String> {
         self.state = serde_json::from_value(state).map_err(|e| e.to_string())?;
         Ok(())
+    }
+}
+
+/// The machine's cores, and those the serving instances of every task hold.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Machine {
+    cores: f64,
+    busy: f64,
+}
+
+impl Machine {
+    /// The share of their cores serving instances keep while `loading` more cores' worth
+    /// of instances load and warm: all of them where free cores hold the loading,
+    /// otherwise the machine's cores over all that then want one.
+    fn share_while_loading(&self, loading: f64) -> f64 {
+        if loading <= 0.0 || self.busy + loading <= self.cores + 1e-9 {
+            1.0
+        } else {
+            (self.cores / (self.busy + loading)).min(1.0)
+        }
     }
 }
 
@@ -176,6 +199,16 @@ fn lead_s(task: &TaskSnapshot) -> f64 {
 fn backlog(task: &TaskSnapshot, slo_ms: f64) -> f64 {
     let ceiling = u64::from(task.active.max_batch_size.max(1));
     task.queue_length.saturating_sub(ceiling) as f64 * 1e3 / (0.9 * slo_ms)
+}
+
+/// The cores of the instances `target` must load: those beyond its variant's warm ones.
+fn loading_cores(task: &TaskSnapshot, target: Allocation) -> f64 {
+    if target.load_s == 0.0 {
+        return 0.0;
+    }
+    let variant = &task.variants[target.variant];
+    let warm = if variant.state == VariantState::Ready { variant.instances.min(target.instances) } else { 0 };
+    target.cores * f64::from(target.instances - warm) / f64::from(target.instances.max(1))
 }
 
 /// The cores `task`'s serving instances hold.
@@ -221,9 +254,9 @@ impl Autoscale {
         &mut self,
         task: &TaskSnapshot,
         need: &Need,
-        arriving: f64,
         target: Allocation,
         budget: Option<&modelless_policy_abi::Budget>,
+        machine: Machine,
         now_ms: u64,
     ) -> Option<TaskDecision> {
         let name = &task.name;
@@ -260,9 +293,11 @@ impl Autoscale {
             self.state.low_ticks.insert(name.clone(), 0);
             self.state.last_change_ms.insert(name.clone(), now_ms);
             let target_name = task.variants[target.variant].name.clone();
-            // A variant that serves what arrives keeps serving while instances load
-            // beside it; stepping away only for the margin would cost accuracy.
-            let behind = current.is_none_or(|c| c.capacity < arriving);
+            // A variant that serves what arrives, on the share of its cores the loading
+            // leaves it, keeps serving while instances load beside it; stepping away
+            // only for the margin would cost accuracy.
+            let share = machine.share_while_loading(loading_cores(task, target));
+            let behind = current.is_none_or(|c| c.capacity * share < need.arriving);
             let bridge = (target.load_s > 0.0 && behind).then(|| self.bridge(task, need, target)).flatten();
             match bridge {
                 Some(bridge) => {

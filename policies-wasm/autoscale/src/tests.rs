@@ -180,6 +180,23 @@ fn a_variant_that_serves_what_arrives_keeps_serving_while_instances_for_the_marg
 }
 
 #[test]
+fn where_no_core_is_free_for_the_loading_a_warm_cheaper_variant_serves_meanwhile() {
+    // The 170/s above, on a machine of two cores whose other core a second task's
+    // instance holds: the instance loading takes its share of the two, leaving large
+    // two thirds of its 189/s, 126. small serves while large's second instance warms.
+    let mut on_two = snapshot(0, 4.0, vec![moving("t", 170.0, 120.0, 1, 1), task("other", 10.0, "large", 1, 0)]);
+    on_two.system.cores = 2;
+    let decision = decided(&mut Autoscale::default(), &on_two, "t").unwrap();
+    assert_eq!(decision.variant.as_deref(), Some("small"), "{decision:?}");
+    assert_eq!(decision.standby.get("large"), Some(&2), "{decision:?}");
+    // With the other core free, large keeps serving while its instance loads there.
+    let mut alone = snapshot(0, 4.0, vec![moving("t", 170.0, 120.0, 1, 1)]);
+    alone.system.cores = 2;
+    let decision = decided(&mut Autoscale::default(), &alone, "t").unwrap();
+    assert_eq!((decision.variant, decision.instances), (None, Some(2)));
+}
+
+#[test]
 fn a_rising_rate_is_followed_ahead_by_a_tick_and_an_instance_load() {
     // 100/s then 150/s a second later, the 10 s rate well below: 50/s more each
     // second, followed 3 s ahead (a tick, and large's 2 s load) is 300/s more. Two
