@@ -13,6 +13,7 @@ pub mod guest;
 #[cfg(feature = "schema")]
 pub mod kits;
 mod profile;
+mod rise;
 mod snapshot;
 mod surge;
 
@@ -22,6 +23,7 @@ pub use capacity::{
 };
 pub use decision::{Decision, PolicyOutput, TaskDecision};
 pub use profile::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
+pub use rise::{DEMAND_LEAD_S, rise_within};
 pub use snapshot::{
     Budget, Demand, GpuBudget, GpuSnapshot, InstanceShare, LatencySummary, PhotoCapacity, PhotoTraffic,
     PreprocessingSnapshot, Refusals, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantCost,

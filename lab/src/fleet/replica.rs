@@ -155,6 +155,12 @@ impl Replica {
         arriving_per_s(&self.traffic.demand(now_s))
     }
 
+    /// What its demand ratio adds for its rate's rise, `lead_s` ahead of `now_s`, as
+    /// the runtime's does.
+    pub fn rise(&mut self, now_s: u64, lead_s: f64) -> f64 {
+        self.traffic.rise(now_s, lead_s)
+    }
+
     /// What its demand ratio multiplies the demand by at `now_s` for the surges its
     /// traffic window heard, as the runtime's does.
     pub fn surge_headroom(&mut self, now_s: u64, weight: f64) -> f64 {

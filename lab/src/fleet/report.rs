@@ -80,7 +80,8 @@ impl FleetReport {
             "{} ({} s, task `{}`, SLO {} ms): every replica serves `{}` (line {:.3}·b + {:.3} ms, batches up to {}, \
              {} instance(s)), {:.1} requests/s within the SLO; pods ready {} s after they are asked for; static \
              provisioning holds {} replicas, the autoscalers start from {}; the HPAs scale up by up to {} % a sync \
-             and down after a {} s window; the demand ratio adds {} of the surges heard as headroom.",
+             and down after a {} s window; the demand ratio adds {} of the surges heard as headroom and carries a \
+             rising rate {} s ahead.",
             self.trace,
             self.duration_s,
             self.task,
@@ -96,7 +97,8 @@ impl FleetReport {
             self.config.initial_replicas,
             self.config.scalers.hpa.scale_up_percent,
             self.config.scalers.hpa.scale_down_stabilisation_s,
-            self.config.scalers.demand_surge_weight
+            self.config.scalers.demand_surge_weight,
+            self.config.scalers.demand_lead_s
         )
     }
 

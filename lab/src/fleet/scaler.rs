@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use modelless::engine::demand_ratio;
-use modelless::policy_abi::DEMAND_SURGE_WEIGHT;
+use modelless::policy_abi::{DEMAND_LEAD_S, DEMAND_SURGE_WEIGHT};
 use serde::{Deserialize, Serialize};
 
 use super::hpa::{Hpa, HpaConfig, PodMetric, metric_replicas};
@@ -75,6 +75,10 @@ pub struct ScalerConfig {
     /// headroom ([`SurgeMemory`](modelless::policy_abi::SurgeMemory)); the runtime's
     /// default unless set, 0 reads the demand alone.
     pub demand_surge_weight: f64,
+    /// How far ahead, s, a replica's demand ratio carries its rate's rise
+    /// ([`rise_within`](modelless::policy_abi::rise_within)); the runtime's default
+    /// unless set, 0 reads the demand of now.
+    pub demand_lead_s: f64,
     /// The CPU HPA's target utilisation (a share of the pod's cores).
     pub cpu_target: f64,
     /// CPU is read over this window (metrics-server's resolution), s; a pod ready
@@ -91,6 +95,7 @@ impl Default for ScalerConfig {
             hpa: HpaConfig::default(),
             demand_target: 0.7,
             demand_surge_weight: DEMAND_SURGE_WEIGHT,
+            demand_lead_s: DEMAND_LEAD_S,
             cpu_target: 0.7,
             cpu_window_s: 15.0,
             kpa: KpaConfig::default(),
@@ -98,11 +103,20 @@ impl Default for ScalerConfig {
     }
 }
 
+/// How a replica's demand ratio reads its traffic, as the runtime's task config sets it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DemandReading {
+    /// `demand_surge_weight`.
+    pub surge_weight: f64,
+    /// `demand_lead_s`.
+    pub lead_s: f64,
+}
+
 /// A scaler and what it remembers.
 #[derive(Clone, Debug)]
 pub enum Scaler {
-    /// The HPA on the demand ratio: its target, and the surges' weight.
-    Demand(Hpa, f64, f64),
+    /// The HPA on the demand ratio, and its target.
+    Demand(Hpa, f64, DemandReading),
     /// The HPA on CPU.
     Cpu(Hpa, f64, f64),
     /// Knative's KPA.
@@ -116,7 +130,8 @@ impl Scaler {
     pub fn new(kind: ScalerKind, config: &ScalerConfig, peak: u32) -> Self {
         match kind {
             ScalerKind::Demand => {
-                Scaler::Demand(Hpa::new(config.hpa.clone()), config.demand_target, config.demand_surge_weight)
+                let reading = DemandReading { surge_weight: config.demand_surge_weight, lead_s: config.demand_lead_s };
+                Scaler::Demand(Hpa::new(config.hpa.clone()), config.demand_target, reading)
             }
             ScalerKind::Cpu => Scaler::Cpu(Hpa::new(config.hpa.clone()), config.cpu_target, config.cpu_window_s),
             ScalerKind::Kserve => Scaler::Kserve(Kpa::new(config.kpa.clone())),
@@ -158,12 +173,14 @@ impl Scaler {
         let now_s = now as f64 / 1e6;
         let current = pods.wanted();
         match self {
-            Scaler::Demand(hpa, target, weight) => {
+            Scaler::Demand(hpa, target, reading) => {
                 let capacity = model.capacity_per_s();
                 let readings = readings(pods, |pod| match pod.state {
                     PodState::Ready { .. } => {
                         let now_s = now / 1_000_000;
-                        let demand = pod.replica.demand_per_s(now_s) * pod.replica.surge_headroom(now_s, *weight);
+                        let demand = pod.replica.demand_per_s(now_s)
+                            * pod.replica.surge_headroom(now_s, reading.surge_weight)
+                            + pod.replica.rise(now_s, reading.lead_s);
                         demand_ratio(demand, capacity)
                             .map_or(PodMetric::Missing, |ratio| PodMetric::Ready(ratio.min(DEMAND_RATIO_CAP)))
                     }

@@ -118,6 +118,13 @@ impl TaskTraffic {
         self.lock().surge_headroom(now, weight)
     }
 
+    /// Requests a second the arriving rate will have gained `lead_s` ahead (see
+    /// [`TrafficWindow::rise`]).
+    pub fn rise(&self, lead_s: f64) -> f64 {
+        let now = self.second();
+        self.lock().rise(now, lead_s)
+    }
+
     /// Demand, requests in flight and what happened since the last read, which the
     /// next read counts afresh.
     pub fn read(&self) -> TrafficReading {

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use modelless_policy_abi::{Demand, LatencySummary, Refusals, SurgeMemory};
+use modelless_policy_abi::{Demand, LatencySummary, Refusals, SurgeMemory, rise_within};
 
 use crate::error::ErrorKind;
 use crate::stats::percentile;
@@ -24,6 +24,9 @@ pub struct TrafficWindow {
     /// Arrivals per second, newest last; `newest` is the second of the last one.
     arrivals: VecDeque<u64>,
     newest: u64,
+    /// The second of the first arrival: until a minute of traffic has been heard,
+    /// the 60 s rate counts quiet seconds before it, and every rate looks like a rise.
+    first_arrival: Option<u64>,
     surges: SurgeMemory,
     tick: TickCounts,
 }
@@ -61,6 +64,7 @@ impl TrafficWindow {
     /// A request arrived in second `now`.
     pub fn arrived(&mut self, now: u64) {
         self.advance(now);
+        self.first_arrival.get_or_insert(now);
         if let Some(last) = self.arrivals.back_mut() {
             *last += 1;
         }
@@ -121,6 +125,16 @@ impl TrafficWindow {
     pub fn surge_headroom(&mut self, now: u64, weight: f64) -> f64 {
         self.advance(now);
         self.surges.headroom(now, weight)
+    }
+
+    /// Requests a second the arriving rate will have gained `lead_s` ahead of second
+    /// `now` (see [`rise_within`]); 0 until a minute of traffic has been heard.
+    pub fn rise(&mut self, now: u64, lead_s: f64) -> f64 {
+        let demand = self.demand(now);
+        match self.first_arrival {
+            Some(first) if now > first + SECONDS as u64 => rise_within(&demand, lead_s),
+            _ => 0.0,
+        }
     }
 
     /// What happened since the last call of this.
@@ -192,6 +206,31 @@ mod tests {
         assert_eq!(window.surge_headroom(31, 0.0), 1.0);
         assert_eq!(window.surge_headroom(200, 0.5), 1.75, "remembered through silence");
         assert_eq!(window.surge_headroom(31 + 601, 0.5), 1.0);
+    }
+
+    #[test]
+    fn a_rate_rising_over_its_minute_is_carried_ahead_once_a_minute_has_been_heard() {
+        let mut window = TrafficWindow::default();
+        for second in 0..=100u64 {
+            // 100 a second, rising by 10 a second from second 80.
+            for _ in 0..100 + 10 * second.saturating_sub(80) {
+                window.arrived(second);
+            }
+        }
+        let demand = window.demand(100);
+        let expected = (demand.per_s_10s - demand.per_s_60s) * 20.0 / 25.0;
+        assert!(expected > 0.0);
+        assert_eq!(window.rise(100, 20.0), expected);
+        assert_eq!(window.rise(100, 0.0), 0.0);
+        // A task's first minute: its 60 s rate counts the quiet seconds before it.
+        let mut young = TrafficWindow::default();
+        for second in 0..30u64 {
+            for _ in 0..100 {
+                young.arrived(second);
+            }
+        }
+        assert!(young.demand(30).per_s_10s > young.demand(30).per_s_60s);
+        assert_eq!(young.rise(30, 20.0), 0.0);
     }
 
     #[test]

@@ -71,6 +71,12 @@ pub struct TaskConfig {
     /// the demand alone.
     #[serde(default = "default_demand_surge_weight")]
     pub demand_surge_weight: f64,
+    /// How far ahead, in seconds, its `modelless_task_demand_ratio` carries a rising
+    /// rate (its 10 s rate's rise over its 60 s one): about the time a fleet's
+    /// autoscaler takes to sync and start a replica, so that replicas asked for now
+    /// serve the rate that has arrived by then. 0 exports the demand of now.
+    #[serde(default = "default_demand_lead_s")]
+    pub demand_lead_s: f64,
     /// What its callers send and get, whatever variant serves: every variant is bound
     /// onto it or refused. Without one, the variant that serves first sets it, leaving
     /// open the batch dimension and, where that variant preprocesses images, the height
@@ -93,6 +99,10 @@ fn default_demand_surge_weight() -> f64 {
     modelless_policy_abi::DEMAND_SURGE_WEIGHT
 }
 
+fn default_demand_lead_s() -> f64 {
+    modelless_policy_abi::DEMAND_LEAD_S
+}
+
 impl TaskConfig {
     /// A task with no variants yet.
     pub fn new(name: impl Into<String>) -> Self {
@@ -103,6 +113,7 @@ impl TaskConfig {
             keep_warm_mib: default_keep_warm_mib(),
             latency_slo_ms: None,
             demand_surge_weight: default_demand_surge_weight(),
+            demand_lead_s: default_demand_lead_s(),
             signature: None,
             labels: None,
         }
@@ -138,6 +149,12 @@ impl TaskConfig {
         self
     }
 
+    /// Sets how far ahead, s, the demand ratio carries a rising rate.
+    pub fn with_demand_lead_s(mut self, lead_s: f64) -> Self {
+        self.demand_lead_s = lead_s;
+        self
+    }
+
     /// Sets the variant serving at start.
     pub fn with_active(mut self, variant: impl Into<String>) -> Self {
         self.active = Some(variant.into());
@@ -169,6 +186,9 @@ impl TaskConfig {
         }
         if !(self.demand_surge_weight.is_finite() && self.demand_surge_weight >= 0.0) {
             return bad(format!("demand_surge_weight {} is not a share of 0 or more", self.demand_surge_weight));
+        }
+        if !(self.demand_lead_s.is_finite() && self.demand_lead_s >= 0.0) {
+            return bad(format!("demand_lead_s {} is not a number of seconds of 0 or more", self.demand_lead_s));
         }
         for (i, v) in self.variants.iter().enumerate() {
             if self.variants[..i].iter().any(|w| w.name == v.name) {
@@ -496,14 +516,17 @@ mod tests {
     }
 
     #[test]
-    fn a_surge_weight_is_the_runtimes_unless_set_and_never_below_zero() {
+    fn a_surge_weight_and_a_lead_are_the_runtimes_unless_set_and_never_below_zero() {
         let table = r#"{"name": "t", "variants": [{"name": "v", "path": "v.onnx", "accuracy": 70}]}"#;
         let task: TaskConfig = serde_json::from_str(table).unwrap();
         assert_eq!(task.demand_surge_weight, modelless_policy_abi::DEMAND_SURGE_WEIGHT);
-        assert!(task.clone().with_demand_surge_weight(0.0).validate().is_ok());
+        assert_eq!(task.demand_lead_s, modelless_policy_abi::DEMAND_LEAD_S);
+        assert!(task.clone().with_demand_surge_weight(0.0).with_demand_lead_s(0.0).validate().is_ok());
         for bad in [-0.5, f64::NAN, f64::INFINITY] {
             let refused = task.clone().with_demand_surge_weight(bad).validate().unwrap_err().to_string();
             assert!(refused.contains("demand_surge_weight"), "{refused}");
+            let refused = task.clone().with_demand_lead_s(bad).validate().unwrap_err().to_string();
+            assert!(refused.contains("demand_lead_s"), "{refused}");
         }
     }
 

@@ -63,6 +63,11 @@ pub struct Args {
     /// alone.
     #[arg(long, default_value_t = modelless::policy_abi::DEMAND_SURGE_WEIGHT)]
     demand_surge_weight: f64,
+    /// How far ahead, s, the demand ratio carries a rising rate (its 10 s rate's rise
+    /// over its 60 s one): by default the runtime's (a task's `demand_lead_s`); 0
+    /// reads the demand of now.
+    #[arg(long, default_value_t = modelless::policy_abi::DEMAND_LEAD_S)]
+    demand_lead_s: f64,
     /// The CPU HPA's target utilisation.
     #[arg(long, default_value_t = 0.7)]
     cpu_target: f64,
@@ -121,6 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut scalers = ScalerConfig {
         demand_target: args.demand_target,
         demand_surge_weight: args.demand_surge_weight,
+        demand_lead_s: args.demand_lead_s,
         cpu_target: args.cpu_target,
         ..Default::default()
     };

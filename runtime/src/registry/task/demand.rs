@@ -31,12 +31,14 @@ impl Task {
 
     /// The requests a second arriving ([`arriving_per_s`]: the 10 s rate, or the last
     /// second's where the level moved), with the headroom its recent surges ask for
-    /// (`demand_surge_weight`), against [`Task::capacity_per_s`] with `cores`: 1 is all
+    /// (`demand_surge_weight`) and the rise its rate shows carried `demand_lead_s`
+    /// ahead, against [`Task::capacity_per_s`] with `cores`: 1 is all
     /// this replica can serve within the target; infinite where demand meets no
     /// capacity, `None` without a target or a priced variant.
     pub fn demand_ratio(&self, cores: f64) -> Option<f64> {
         let capacity = self.capacity_per_s(cores)?;
         let headroom = self.traffic.surge_headroom(self.demand_surge_weight);
-        demand_ratio(arriving_per_s(&self.traffic.demand()) * headroom, capacity)
+        let rise = self.traffic.rise(self.demand_lead_s);
+        demand_ratio(arriving_per_s(&self.traffic.demand()) * headroom + rise, capacity)
     }
 }

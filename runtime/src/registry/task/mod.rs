@@ -153,6 +153,8 @@ pub struct Task {
     latency_slo_ms: Option<f64>,
     /// Of recent surges, the share the demand ratio adds as headroom.
     demand_surge_weight: f64,
+    /// How far ahead, s, the demand ratio carries a rising rate.
+    demand_lead_s: f64,
     /// Class labels for classification answers.
     labels: Option<Arc<[String]>>,
     /// What callers send and get: declared, or the first variant's once it loads.
@@ -240,6 +242,7 @@ impl Task {
             refusals: serving_metrics().task_refusals(&config.name),
             latency_slo_ms: config.latency_slo_ms,
             demand_surge_weight: config.demand_surge_weight,
+            demand_lead_s: config.demand_lead_s,
             labels: config.labels.as_deref().map(read_labels).transpose()?,
             signature,
             routes: ArcSwapOption::empty(),
