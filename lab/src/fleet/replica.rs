@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use modelless::engine::{TrafficWindow, arriving_per_s, capacity_within_slo};
+use modelless::engine::{TrafficWindow, capacity_within_slo};
 use modelless::policy_abi::LatencyFit;
 use rand::Rng;
 use rand_distr::StandardNormal;
@@ -149,22 +149,10 @@ impl Replica {
         self.busy_done_us + running
     }
 
-    /// Requests a second arriving before second `now_s`, as the runtime's demand
-    /// ratio counts them (`arriving_per_s` of its traffic window).
-    pub fn demand_per_s(&mut self, now_s: u64) -> f64 {
-        arriving_per_s(&self.traffic.demand(now_s))
-    }
-
-    /// What its demand ratio adds for its rate's rise, `lead_s` ahead of `now_s`, as
-    /// the runtime's does.
-    pub fn rise(&mut self, now_s: u64, lead_s: f64) -> f64 {
-        self.traffic.rise(now_s, lead_s)
-    }
-
-    /// What its demand ratio multiplies the demand by at `now_s` for the surges its
-    /// traffic window heard, as the runtime's does.
-    pub fn surge_headroom(&mut self, now_s: u64, weight: f64) -> f64 {
-        self.traffic.surge_headroom(now_s, weight)
+    /// The demand its demand ratio holds against its capacity before second `now_s`,
+    /// as the runtime's does (`TrafficWindow::demand_ahead`).
+    pub fn demand_ahead(&mut self, now_s: u64, surge_weight: f64, lead_s: f64) -> f64 {
+        self.traffic.demand_ahead(now_s, surge_weight, lead_s)
     }
 
     /// Mean requests in flight since the last call (or the start), to `now`.

@@ -178,9 +178,7 @@ impl Scaler {
                 let readings = readings(pods, |pod| match pod.state {
                     PodState::Ready { .. } => {
                         let now_s = now / 1_000_000;
-                        let demand = pod.replica.demand_per_s(now_s)
-                            * pod.replica.surge_headroom(now_s, reading.surge_weight)
-                            + pod.replica.rise(now_s, reading.lead_s);
+                        let demand = pod.replica.demand_ahead(now_s, reading.surge_weight, reading.lead_s);
                         demand_ratio(demand, capacity)
                             .map_or(PodMetric::Missing, |ratio| PodMetric::Ready(ratio.min(DEMAND_RATIO_CAP)))
                     }

@@ -171,11 +171,7 @@ impl Machine {
     /// of instances load and warm: all of them where free cores hold the loading,
     /// otherwise the machine's cores over all that then want one.
     fn share_while_loading(&self, loading: f64) -> f64 {
-        if loading <= 0.0 || self.busy + loading <= self.cores + 1e-9 {
-            1.0
-        } else {
-            (self.cores / (self.busy + loading)).min(1.0)
-        }
+        if loading <= 0.0 { 1.0 } else { (self.cores / (self.busy + loading)).min(1.0) }
     }
 }
 

@@ -111,18 +111,11 @@ impl TaskTraffic {
         self.lock().demand(now)
     }
 
-    /// What the demand is multiplied by for the surges heard lately (see
-    /// [`TrafficWindow::surge_headroom`]).
-    pub fn surge_headroom(&self, weight: f64) -> f64 {
+    /// The demand the task's demand ratio holds against its capacity (see
+    /// [`TrafficWindow::demand_ahead`]).
+    pub fn demand_ahead(&self, surge_weight: f64, lead_s: f64) -> f64 {
         let now = self.second();
-        self.lock().surge_headroom(now, weight)
-    }
-
-    /// Requests a second the arriving rate will have gained `lead_s` ahead (see
-    /// [`TrafficWindow::rise`]).
-    pub fn rise(&self, lead_s: f64) -> f64 {
-        let now = self.second();
-        self.lock().rise(now, lead_s)
+        self.lock().demand_ahead(now, surge_weight, lead_s)
     }
 
     /// Demand, requests in flight and what happened since the last read, which the

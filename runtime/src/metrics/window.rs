@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use modelless_policy_abi::{Demand, LatencySummary, Refusals, SurgeMemory, rise_within};
+use modelless_policy_abi::{Demand, LatencySummary, Refusals, SurgeMemory, arriving_per_s, rise_within};
 
 use crate::error::ErrorKind;
 use crate::stats::percentile;
@@ -131,8 +131,22 @@ impl TrafficWindow {
     /// `now` (see [`rise_within`]); 0 until a minute of traffic has been heard.
     pub fn rise(&mut self, now: u64, lead_s: f64) -> f64 {
         let demand = self.demand(now);
+        self.rise_of(&demand, now, lead_s)
+    }
+
+    /// The demand a task's demand ratio holds against its capacity at second `now`:
+    /// the rate arriving ([`arriving_per_s`]), with the headroom its recent surges ask
+    /// for ([`TrafficWindow::surge_headroom`] at `surge_weight`), plus its rise carried
+    /// `lead_s` ahead ([`TrafficWindow::rise`]). The runtime's gauge and the fleet's
+    /// simulated replicas both read it here.
+    pub fn demand_ahead(&mut self, now: u64, surge_weight: f64, lead_s: f64) -> f64 {
+        let demand = self.demand(now);
+        arriving_per_s(&demand) * self.surges.headroom(now, surge_weight) + self.rise_of(&demand, now, lead_s)
+    }
+
+    fn rise_of(&self, demand: &Demand, now: u64, lead_s: f64) -> f64 {
         match self.first_arrival {
-            Some(first) if now > first + SECONDS as u64 => rise_within(&demand, lead_s),
+            Some(first) if now > first + SECONDS as u64 => rise_within(demand, lead_s),
             _ => 0.0,
         }
     }
@@ -204,6 +218,9 @@ mod tests {
         // Second 30 against its 10 s rate: 300 of (9 × 100 + 300) / 10 = 120, 2.5×.
         assert_eq!(window.surge_headroom(31, 0.5), 1.75);
         assert_eq!(window.surge_headroom(31, 0.0), 1.0);
+        // What the demand ratio holds: the jump's second (300, beyond the noise of 120)
+        // with that headroom.
+        assert_eq!(window.demand_ahead(31, 0.5, 20.0), 300.0 * 1.75);
         assert_eq!(window.surge_headroom(200, 0.5), 1.75, "remembered through silence");
         assert_eq!(window.surge_headroom(31 + 601, 0.5), 1.0);
     }
@@ -222,6 +239,7 @@ mod tests {
         assert!(expected > 0.0);
         assert_eq!(window.rise(100, 20.0), expected);
         assert_eq!(window.rise(100, 0.0), 0.0);
+        assert_eq!(window.demand_ahead(100, 0.0, 20.0), arriving_per_s(&demand) + expected);
         // A task's first minute: its 60 s rate counts the quiet seconds before it.
         let mut young = TrafficWindow::default();
         for second in 0..30u64 {

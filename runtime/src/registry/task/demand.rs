@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::model::MAX_INSTANCES;
-use crate::profile::{arriving_per_s, capacity_within_slo, demand_ratio, instances_within};
+use crate::profile::{capacity_within_slo, demand_ratio, instances_within};
 
 impl Task {
     /// The most requests a second this replica answers within the task's latency
@@ -29,7 +29,7 @@ impl Task {
             .reduce(f64::max)
     }
 
-    /// The requests a second arriving ([`arriving_per_s`]: the 10 s rate, or the last
+    /// The requests a second arriving (`arriving_per_s`: the 10 s rate, or the last
     /// second's where the level moved), with the headroom its recent surges ask for
     /// (`demand_surge_weight`) and the rise its rate shows carried `demand_lead_s`
     /// ahead, against [`Task::capacity_per_s`] with `cores`: 1 is all
@@ -37,8 +37,6 @@ impl Task {
     /// capacity, `None` without a target or a priced variant.
     pub fn demand_ratio(&self, cores: f64) -> Option<f64> {
         let capacity = self.capacity_per_s(cores)?;
-        let headroom = self.traffic.surge_headroom(self.demand_surge_weight);
-        let rise = self.traffic.rise(self.demand_lead_s);
-        demand_ratio(arriving_per_s(&self.traffic.demand()) * headroom + rise, capacity)
+        demand_ratio(self.traffic.demand_ahead(self.demand_surge_weight, self.demand_lead_s), capacity)
     }
 }
