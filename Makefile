@@ -3,11 +3,22 @@
 CARGO_TARGET_DIR ?= $(HOME)/.cache/modelless/target
 export CARGO_TARGET_DIR
 
-.PHONY: setup setup-torch test-deps demo test bench bench-gpu bench-switch bench-policy bench-serve profile fmt lint
+.PHONY: setup setup-demo setup-policies setup-torch test-deps demo test bench bench-gpu bench-switch bench-policy bench-serve profile fmt lint
 
-# Python venv, ONNX Runtime library and generated models under .modelless/ (idempotent).
+# What the demo needs, under .modelless/: the Python venv, the ONNX Runtime library,
+# the Rust policies, the pretrained variants and photos (idempotent).
+setup-demo:
+	bash scripts/setup/demo.sh
+
+# Everything the tests need besides (test models, OCR models and pages, images, the
+# policies in every language, the manifest validator), under .modelless/ (idempotent).
 setup:
 	bash scripts/setup/base.sh
+
+# The policies in Python, TypeScript, Go, Zig and AssemblyScript, and their pinned
+# toolchains (setup runs it too).
+setup-policies: setup-demo
+	bash scripts/setup/policies.sh
 
 # PyTorch (its own venv, 4.7 GB) and the TorchScript modules, for the `tch` feature.
 setup-torch: setup
@@ -16,7 +27,7 @@ setup-torch: setup
 # What a build with the `tch` feature needs: libtorch through the venv's python.
 TORCH_ENV = eval "$$(bash scripts/setup/torch_env.sh)" &&
 
-demo: setup
+demo: setup-demo
 	cargo run --release -p modelless-lab --example demo
 
 # The Debian packages the tests need (clang, lld, nginx, podman, runc, …): installed when

