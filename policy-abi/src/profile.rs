@@ -136,3 +136,45 @@ pub struct Profile {
     #[serde(default)]
     pub first_runs: Vec<FirstRunSample>,
 }
+
+impl Profile {
+    /// The profile priced as if every batch ran `factor` times as long as measured
+    /// (at least 1): what a machine planned on more cores than it has gives each
+    /// instance. The line's slope and intercept grow by the factor and the maximal
+    /// throughput shrinks by it; the measured points stay as measured.
+    pub fn slowed_by(mut self, factor: f64) -> Profile {
+        let factor = if factor.is_finite() { factor.max(1.0) } else { 1.0 };
+        if let Some(fit) = &mut self.fit {
+            fit.a_ms *= factor;
+            fit.c_ms *= factor;
+        }
+        if let Some(throughput) = &mut self.max_throughput {
+            throughput.requests_per_s /= factor;
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slowed_profile_prices_batches_longer_and_answers_fewer() {
+        let profile = Profile {
+            key: ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() },
+            points: Vec::new(),
+            fit: Some(LatencyFit { a_ms: 2.0, c_ms: 4.0, r2: 0.99 }),
+            fit_refused: None,
+            max_throughput: Some(Throughput { requests_per_s: 300.0, batch_size: 8 }),
+            memory_budget_bytes: None,
+            max_safe_batch: None,
+            first_runs: Vec::new(),
+        };
+        let slowed = profile.clone().slowed_by(2.0);
+        assert_eq!(slowed.fit, Some(LatencyFit { a_ms: 4.0, c_ms: 8.0, r2: 0.99 }));
+        assert_eq!(slowed.max_throughput.map(|t| t.requests_per_s), Some(150.0));
+        assert_eq!(profile.clone().slowed_by(0.5), profile, "never faster than measured");
+        assert_eq!(profile.clone().slowed_by(f64::NAN), profile);
+    }
+}

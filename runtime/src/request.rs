@@ -109,6 +109,16 @@ impl Inputs {
     pub fn has_images(&self) -> bool {
         !self.images.is_empty()
     }
+
+    /// The rows it will take in a batch: its images, else its first tensor's batch
+    /// dimension (1 for none).
+    pub(crate) fn rows(&self) -> usize {
+        match (self.images.first(), self.tensors.first()) {
+            (Some((_, images)), _) => images.len().max(1),
+            (None, Some((_, tensor))) => tensor.shape().first().copied().unwrap_or(1).max(1),
+            (None, None) => 1,
+        }
+    }
 }
 
 impl From<Tensor> for Inputs {

@@ -120,11 +120,12 @@ pub mod profile {
 }
 
 /// The engine's parts a model of it is built from, for simulating it: the batch cost
-/// and admission's prediction and margin, the traffic window a policy's snapshot is
-/// read from, and the control core that turns a decision into actions.
+/// and admission's prediction, margin and refusal ledger, the traffic window a
+/// policy's snapshot is read from, and the control core that turns a decision into
+/// actions.
 pub mod engine {
     pub use modelless_runtime::batching::{
-        AdmissionMargin, ArrivalRate, Backlog, BatchCost, MAX_QUEUE_DELAY_US, predicted_answer,
+        AdmissionMargin, ArrivalRate, Backlog, BatchCost, MAX_QUEUE_DELAY_US, RefusalLedger, predicted_answer,
     };
     pub use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
     pub use modelless_runtime::policy::core;

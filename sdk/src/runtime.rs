@@ -188,10 +188,13 @@ impl RuntimeBuilder {
     /// first model that fails to load fails the build.
     pub fn build(self) -> Result<Runtime, Error> {
         self.config.validate()?;
+        let usable = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        self.config.resources.check_cores(usable)?;
         let registry = Arc::new(Registry::new());
         let resources = self.config.resources.totals(self.config.onnxruntime.intra_op_threads);
         registry.set_budget_cores(resources.cores);
         let runtime = Runtime {
+            price_scale: self.config.resources.price_scale(),
             onnxruntime: self.config.onnxruntime,
             preprocessing: PreprocessPool::start(&self.config.preprocessing)?,
             #[cfg(feature = "policies")]
@@ -253,6 +256,8 @@ impl ModelInfo {
 /// tasks; every call takes `&self`.
 pub struct Runtime {
     onnxruntime: OrtEnvironmentConfig,
+    /// What every profile's prices are scaled by (the resources' oversubscription).
+    price_scale: f64,
     preprocessing: Arc<PreprocessPool>,
     pub(crate) registry: Arc<Registry>,
     #[cfg(feature = "policies")]
@@ -355,11 +360,14 @@ impl Runtime {
         let onnxruntime = self.onnxruntime.clone();
         let make: MakeBackend = Arc::new(move |variant, path| variant.backend_factory(&onnxruntime, path));
         let onnxruntime = self.onnxruntime.clone();
+        // Instances planned on more cores than exist run that much slower than profiled.
+        let price_scale = self.price_scale;
         let find: FindProfile = Arc::new(move |variant, path, lookup| {
             variant_profile(variant, path, &onnxruntime, lookup)
                 .inspect_err(|e| tracing::warn!(variant = %variant.name, error = %e, "no profile"))
                 .ok()
                 .flatten()
+                .map(|profile| profile.slowed_by(price_scale))
         });
         let name = config.name.clone();
         let pool = self.preprocessing.clone();

@@ -190,6 +190,11 @@ impl Target for InProcess {
         true
     }
 
+    fn needless_refusals(&self, task: usize) -> Option<u64> {
+        let status = self.runtime.task_status(&self.tasks[task].target.task).ok()?;
+        Some(status.variants.iter().map(|v| v.needless_refusals).sum())
+    }
+
     fn allocation(&self, task: usize) -> Option<super::Allocation> {
         let name = &self.tasks[task].target.task;
         let active = self.runtime.active_variant(name).ok()?;

@@ -76,6 +76,11 @@ pub trait Target: Send + Sync + 'static {
     fn allocation(&self, _task: usize) -> Option<super::Allocation> {
         None
     }
+    /// Refusals of the task's variants so far that they had the time to serve, where
+    /// the target can tell.
+    fn needless_refusals(&self, _task: usize) -> Option<u64> {
+        None
+    }
 }
 
 /// Where a run stands, reported once a second.
@@ -286,6 +291,8 @@ pub(super) struct Sampler<'a> {
     page_faults: Option<u64>,
     tasks: &'a [TaskTarget],
     runs: RunsMeter,
+    /// Each task's needless refusals as last read.
+    needless: Vec<Option<u64>>,
 }
 
 impl<'a> Sampler<'a> {
@@ -298,7 +305,9 @@ impl<'a> Sampler<'a> {
             page_faults: machine_page_faults(),
             tasks,
             runs: RunsMeter::default(),
+            needless: Vec::new(),
         };
+        sampler.needless = (0..tasks.len()).map(|i| sampler.target.needless_refusals(i)).collect();
         sampler.runs.second(0, sampler.run_totals());
         sampler
     }
@@ -314,12 +323,14 @@ impl<'a> Sampler<'a> {
         let page_faults = faults_now.zip(self.page_faults).map(|(now, before)| now.saturating_sub(before));
         self.page_faults = faults_now;
         let rss_bytes = self.target.rss_bytes();
-        let samples = self
-            .tasks
+        let tasks = self.tasks;
+        let samples = tasks
             .iter()
             .enumerate()
             .map(|(index, task)| {
                 let (active, queue_length) = self.target.observe(index);
+                let needless = self.target.needless_refusals(index);
+                let before = std::mem::replace(&mut self.needless[index], needless);
                 Sample {
                     second,
                     task: task.task.clone(),
@@ -330,6 +341,7 @@ impl<'a> Sampler<'a> {
                     page_faults,
                     rss_bytes,
                     allocation: self.target.allocation(index),
+                    needless_refusals: needless.map(|n| n.saturating_sub(before.unwrap_or(0))),
                 }
             })
             .collect();

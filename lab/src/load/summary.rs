@@ -67,6 +67,11 @@ pub struct Sample {
     /// can tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocation: Option<Allocation>,
+    /// Refusals found needless in the second (the variant could have served them: its
+    /// queue empty, or answering under 0.8 of its profiled capacity), where the
+    /// target can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needless_refusals: Option<u64>,
 }
 
 /// What a task held of the machine at one moment, as the budget counts it.
@@ -91,6 +96,11 @@ pub struct Summary {
     pub completed: u64,
     /// Refused at admission.
     pub rejected: u64,
+    /// Of those, refused while the variant could have served them (its queue empty, or
+    /// answering under 0.8 of its profiled capacity that second), where the target
+    /// told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needless_refusals: Option<u64>,
     /// Deadline passed before they ran.
     pub expired: u64,
     /// Other errors.
@@ -186,6 +196,12 @@ fn cpu_over(samples: &[&Sample]) -> Option<f64> {
     sum_told(samples, |s| s.process_cpu_s)
 }
 
+/// Needless refusals over `samples`; `None` where none told them.
+fn needless_over(samples: &[&Sample]) -> Option<u64> {
+    let told: Vec<u64> = samples.iter().filter_map(|s| s.needless_refusals).collect();
+    (!told.is_empty()).then(|| told.iter().sum())
+}
+
 /// The sum of what `figure` reads of each sample; `None` where it read none.
 fn sum_told(samples: &[&Sample], figure: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
     let told: Vec<f64> = samples.iter().filter_map(|s| figure(s)).collect();
@@ -236,6 +252,7 @@ fn summary<'a>(
         effective_accuracy,
         normalized_accuracy,
         variant_switches: switches(samples),
+        needless_refusals: needless_over(samples),
         max_queue_length: samples.iter().filter_map(|s| s.queue_length).max(),
         stages: StageBreakdown::of(records.iter().copied()),
         core_seconds: None,
@@ -287,6 +304,8 @@ pub struct Second {
     pub rss_bytes: Option<u64>,
     /// What the task and the machine held at its end.
     pub allocation: Option<Allocation>,
+    /// Refusals found needless in it.
+    pub needless_refusals: Option<u64>,
 }
 
 /// The run second by second, per task, for `seconds` seconds.
@@ -321,6 +340,7 @@ pub fn timeline(records: &[RequestRecord], targets: &[TaskTarget], samples: &[Sa
                 page_faults: sample.and_then(|s| s.page_faults),
                 rss_bytes: sample.and_then(|s| s.rss_bytes),
                 allocation: sample.and_then(|s| s.allocation),
+                needless_refusals: sample.and_then(|s| s.needless_refusals),
             });
         }
     }
@@ -331,13 +351,13 @@ pub fn timeline(records: &[RequestRecord], targets: &[TaskTarget], samples: &[Sa
 pub fn timeline_csv(rows: &[Second]) -> String {
     let mut out = String::from(
         "second,task,sent,in_slo,slo_violations,p50_ms,p99_ms,active,queue_length,cpu_percent,page_faults,rss_mib,\
-         instances,task_cores,machine_cores\n",
+         instances,task_cores,machine_cores,needless_refusals\n",
     );
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.second,
             r.task,
             r.sent,
@@ -353,6 +373,7 @@ pub fn timeline_csv(rows: &[Second]) -> String {
             r.allocation.map_or(String::new(), |a| a.instances.to_string()),
             opt(r.allocation.map(|a| a.cores)),
             opt(r.allocation.map(|a| a.machine_cores)),
+            r.needless_refusals.map_or(String::new(), |n| n.to_string()),
         );
     }
     out
@@ -370,14 +391,14 @@ fn failures(by_reason: &BTreeMap<String, u64>) -> String {
 /// then, where the server told where the time went, a table of that.
 pub fn markdown_table(rows: &[(String, Summary)]) -> String {
     let mut out = String::from(
-        "| run | task | sent | SLO violations % | p50 ms | p99 ms | answers/s | goodput/s | eff. accuracy | norm. accuracy | switches | rejected | max queue | failures |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| run | task | sent | SLO violations % | p50 ms | p99 ms | answers/s | goodput/s | eff. accuracy | norm. accuracy | switches | rejected | needless | max queue | failures |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     for (label, s) in rows {
         let _ = writeln!(
             out,
-            "| {label} | {} | {} | {:.3} | {} | {} | {:.1} | {:.1} | {:.2} | {:.3} | {} | {} | {} | {} |",
+            "| {label} | {} | {} | {:.3} | {} | {} | {:.1} | {:.1} | {:.2} | {:.3} | {} | {} | {} | {} | {} |",
             s.task,
             s.sent,
             s.slo_violation_pct,
@@ -389,6 +410,7 @@ pub fn markdown_table(rows: &[(String, Summary)]) -> String {
             s.normalized_accuracy,
             s.variant_switches,
             s.rejected,
+            s.needless_refusals.map_or("-".to_string(), |n| n.to_string()),
             s.max_queue_length.map_or("-".to_string(), |q| q.to_string()),
             failures(&s.failures_by_reason),
         );
@@ -504,6 +526,7 @@ mod tests {
             page_faults: Some(2_352),
             rss_bytes: Some(300 << 20),
             allocation: Some(allocation),
+            needless_refusals: Some(1),
             ..sample("a", 1, "v", 4)
         };
         let rows = timeline(&records, &[a], &[faulting], 3);
@@ -513,8 +536,8 @@ mod tests {
         assert_eq!(rows[0].p99_ms.map(|p| p > 140.0), Some(true));
         let csv = timeline_csv(&rows);
         assert_eq!(csv.lines().count(), 4);
-        assert_eq!(csv.lines().nth(2), Some("1,a,0,0,0,,,v,4,,2352,300.00,3,3.00,4.00"));
-        assert_eq!(csv.lines().nth(1), Some("0,a,2,1,1,50.00,150.00,,,,,,,,"), "seconds without a sample");
+        assert_eq!(csv.lines().nth(2), Some("1,a,0,0,0,,,v,4,,2352,300.00,3,3.00,4.00,1"));
+        assert_eq!(csv.lines().nth(1), Some("0,a,2,1,1,50.00,150.00,,,,,,,,,"), "seconds without a sample");
     }
 
     #[test]

@@ -320,11 +320,13 @@ impl Sim<'_> {
         state.traffic.arrived(second);
         if state.queue.len() >= self.model.tasks[task].variants[state.active].max_queue_size {
             state.traffic.rejected_for(ErrorKind::Overloaded);
+            self.servers[server].refused(task, now);
             self.record(index, task, &queued, (Outcome::Rejected, now), None);
             return server;
         }
         if self.servers[server].would_miss(task, queued.deadline_us, now).is_some() {
             self.servers[server].tasks[task].traffic.rejected_for(ErrorKind::WouldMissDeadline);
+            self.servers[server].refused(task, now);
             self.record_why(index, task, &queued, (Outcome::Rejected, now), None, "would_miss_deadline");
             return server;
         }
@@ -431,6 +433,7 @@ impl Sim<'_> {
             .zip(targets)
             .map(|(&task, target)| {
                 let variant = self.servers[0].tasks[task].active;
+                let needless = self.servers.iter_mut().map(|s| s.tasks[task].needless_since_sampled()).sum();
                 Sample {
                     second,
                     task: target.task.clone(),
@@ -441,6 +444,7 @@ impl Sim<'_> {
                     page_faults: None,
                     rss_bytes: None,
                     allocation: Some(self.allocation(task)),
+                    needless_refusals: Some(needless),
                 }
             })
             .collect()

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use modelless::engine::AdmissionMargin;
 use modelless::engine::BatchCost;
-use modelless::engine::{ArrivalRate, Backlog, predicted_answer};
+use modelless::engine::{ArrivalRate, Backlog, RefusalLedger, predicted_answer};
 
 use modelless::engine::core::Action;
 use modelless::engine::{TrafficReading, TrafficWindow};
@@ -100,6 +100,10 @@ pub(crate) struct TaskState {
     pub costs: Vec<Option<BatchCost>>,
     /// How fast its requests arrive, as the runtime's queue tracks it.
     pub arrivals: ArrivalRate,
+    /// Per variant: its refusals and answers, as the runtime's queue judges their need.
+    pub refusals: Vec<RefusalLedger>,
+    /// Needless refusals over its variants as the last sample read them.
+    pub needless_sampled: u64,
 }
 
 impl TaskState {
@@ -119,7 +123,23 @@ impl TaskState {
             runs: vec![RunTotals::default(); task.variants.len()],
             costs: task.variants.iter().map(|v| BatchCost::new(v.fit)).collect(),
             arrivals: ArrivalRate::default(),
+            refusals: vec![RefusalLedger::default(); task.variants.len()],
+            needless_sampled: 0,
         }
+    }
+
+    /// What `variant` answers a second as profiled: its line at its largest batch,
+    /// for each instance (as the runtime's queue judges a refusal's need).
+    fn capacity_per_s(&self, variant: usize) -> Option<f64> {
+        let cost = self.costs[variant].as_ref()?;
+        let one = cost.line_capacity_per_s(self.knobs[variant].0 as usize);
+        Some(one * f64::from(self.instances[variant].max(1)))
+    }
+
+    /// Needless refusals since the last call: the sample of a second.
+    pub fn needless_since_sampled(&mut self) -> u64 {
+        let total: u64 = self.refusals.iter().map(RefusalLedger::needless).sum();
+        total - std::mem::replace(&mut self.needless_sampled, total)
     }
 
     /// `variant` serves from now on, and the requests waiting move to it, as the
@@ -250,6 +270,13 @@ impl Server {
         if let Some(cost) = &mut state.costs[running.variant] {
             cost.observe(running.requests.len(), Duration::from_micros(took), Duration::ZERO);
         }
+        let capacity = state.capacity_per_s(running.variant);
+        let origin = self.origin;
+        state.refusals[running.variant].answered(
+            origin + Duration::from_micros(now),
+            running.requests.len() as u64,
+            capacity,
+        );
         let runs = &mut state.runs[running.variant];
         runs.batches += 1;
         runs.rows += running.requests.len() as u64;
@@ -262,6 +289,16 @@ impl Server {
     pub fn crowding(&self, cores: f64) -> f64 {
         let held: f64 = self.running.iter().map(|r| r.cores).sum::<f64>() + cores;
         (held / self.cores).max(1.0)
+    }
+
+    /// Notes a refusal of `task`'s active variant at `now`, its queue empty or not,
+    /// as the runtime's queue judges its need.
+    pub fn refused(&mut self, task: usize, now: u64) {
+        let at = self.origin + Duration::from_micros(now);
+        let state = &mut self.tasks[task];
+        let empty = state.active_queue() == 0;
+        let capacity = state.capacity_per_s(state.active);
+        state.refusals[state.active].refused(at, empty, capacity);
     }
 
     /// When a request of `task` arriving at `now` with `deadline_us` would be

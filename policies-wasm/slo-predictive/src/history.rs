@@ -45,6 +45,11 @@ impl History {
             .collect()
     }
 
+    /// The first tick kept: its time and running total.
+    pub fn first(&self) -> Option<&(u64, u64)> {
+        self.totals.first()
+    }
+
     /// The last tick's time and running total.
     pub fn last(&self) -> Option<&(u64, u64)> {
         self.totals.last()

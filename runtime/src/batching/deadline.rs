@@ -64,6 +64,13 @@ impl BatchCost {
         Duration::from_secs_f64((self.turn_wait_ms + self.line_ms(rows) * self.correction * stretch) / 1e3)
     }
 
+    /// Rows a second one instance answers in batches of `rows` as the line says,
+    /// uncorrected: its profiled capacity at that batch.
+    pub fn line_capacity_per_s(&self, rows: usize) -> f64 {
+        let rows = rows.max(1);
+        rows as f64 * 1e3 / self.line_ms(rows)
+    }
+
     /// Measured over predicted, as it stands.
     pub fn correction(&self) -> f64 {
         self.correction

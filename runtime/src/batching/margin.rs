@@ -1,16 +1,24 @@
 //! The margin admission keeps between a predicted answer and its deadline, learned
-//! from how late answers came against their predictions. Pure (time is passed in).
+//! from how answers came against their predictions. Pure (time is passed in).
 //!
-//! The batch cost's correction follows the model's runs, but not what happens around
-//! them: on the cores a decoder shares with the session, a batch formed while large
-//! photos decode runs three to five times its idle time, and a request admitted while
-//! the decoder was quiet answers late. The margin stretches each prediction by the
-//! worst overrun seen lately, so that what admission lets in is answered in time. A
-//! request with nothing ahead of it on an idle instance is judged as predicted: the
-//! queue a stall leaves is what the stretch guards against, and refusing a request
-//! that waits for nothing is a certain miss (after one stall, a stretched margin
-//! refused every request for seconds with the queue empty).
+//! An answer comes later than predicted when something the prediction does not see
+//! slows the batch or its queue: photos decoding on the cores the session runs on, a
+//! descheduled process, a page-fault storm. The margin holds a high quantile
+//! ([`QUANTILE`]) of how far the last [`WINDOW`] batches' answers came after their
+//! predictions (each batch's worst answer, late or in time, early ones included), so
+//! it follows the error's distribution rather than its worst case:
+//! - an error that persists, one batch in a few overrunning, holds the margin at its
+//!   size for as long as it lasts;
+//! - one stall, a batch or two late among the last [`WINDOW`], moves nothing: the
+//!   queue it left is in the predictions already, and refusing for it would turn
+//!   away requests the machine then had the time for.
+//!
+//! Until a variant has answered [`WINDOW`] batches, the batches it has not run count as
+//! answered as predicted: it starts from its profile (and again when it is switched
+//! to, or an instance joins). A request with nothing queued ahead of it is judged
+//! without the margin (see the queue): refusing it would be a certain miss.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Of the time a request has left, the share admission keeps in hand even when
@@ -23,13 +31,20 @@ const MIN_HEADROOM: Duration = Duration::from_millis(1);
 /// request's time when the prediction was shorter: a 1 ms hiccup on a 1 ms prediction
 /// says nothing about a 300 ms one.
 const FLOOR_SHARE: f64 = 0.1;
-/// The most one overrun stretches predictions by: a request stalled for seconds (a
+/// The most predictions are stretched by: a request stalled for seconds (a
 /// descheduled process) would otherwise close the model to everything.
-const MAX_STRETCH: f64 = 4.0;
-/// Half of the stretch beyond 1 is gone after this long without a late answer. Time,
-/// not answers, wears it down: a stretch that refuses every request would otherwise
-/// never see the answers that lower it.
-const HALF_LIFE: Duration = Duration::from_secs(2);
+pub const MAX_STRETCH: f64 = 4.0;
+/// Batches whose overruns the quantile is taken over: at the rates CPU variants serve,
+/// about half a second to two of batches.
+pub const WINDOW: usize = 20;
+/// The quantile of recent batches' overruns the margin keeps: two batches of
+/// [`WINDOW`] may overrun it, so that a stall's batch or two moves nothing while an
+/// error of one batch in seven or more holds it; the batch's own spread and the
+/// headroom cover most of the rest.
+pub const QUANTILE: f64 = 0.9;
+/// Batches older than this say nothing of now: a variant that served a minute ago,
+/// under another load, starts again from its predictions.
+pub const MAX_AGE: Duration = Duration::from_secs(5);
 
 /// What admission predicted for a request it let in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,29 +63,41 @@ impl Prediction {
         let predicted = self.answer.saturating_duration_since(self.made);
         predicted.max(self.deadline.saturating_duration_since(self.made).mul_f64(FLOOR_SHARE))
     }
-}
 
-/// How far answers overran their predictions lately.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AdmissionMargin {
-    /// 1 + the overrun as a share of the prediction's scale: the worst seen, as of
-    /// `since`, and decaying from then.
-    stretch: f64,
-    since: Option<Instant>,
-}
-
-impl Default for AdmissionMargin {
-    fn default() -> Self {
-        AdmissionMargin { stretch: 1.0, since: None }
+    /// How far an answer at `answered` came after the predicted one, as a share of the
+    /// prediction's scale: negative when it came early.
+    fn overrun(&self, answered: Instant) -> f64 {
+        let scale = self.scale().as_secs_f64();
+        if scale <= 0.0 {
+            return 0.0;
+        }
+        let after = answered.saturating_duration_since(self.answer).as_secs_f64();
+        let before = self.answer.saturating_duration_since(answered).as_secs_f64();
+        (after - before) / scale
     }
+}
+
+/// How answers came against their predictions lately.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AdmissionMargin {
+    /// The last [`WINDOW`] batches answered: when, and the overrun of their worst
+    /// answer. Newest last.
+    recent: VecDeque<(Instant, f64)>,
+    /// The quantile of `recent`, as of the last batch.
+    quantile: f64,
 }
 
 impl AdmissionMargin {
     /// What predictions are stretched by at `now` (1: taken as they are).
     pub fn stretch(&self, now: Instant) -> f64 {
-        let Some(since) = self.since else { return self.stretch };
-        let half_lives = now.saturating_duration_since(since).as_secs_f64() / HALF_LIFE.as_secs_f64();
-        1.0 + (self.stretch - 1.0) * 0.5f64.powf(half_lives)
+        let fresh = |at: Instant| now.saturating_duration_since(at) < MAX_AGE;
+        let quantile = match self.recent.front() {
+            None => 0.0,
+            Some(&(oldest, _)) if fresh(oldest) => self.quantile,
+            // Some batches aged out since the quantile was taken: take it again.
+            Some(_) => quantile_of(self.recent.iter().filter(|&&(at, _)| fresh(at)).map(|&(_, o)| o)),
+        };
+        1.0 + quantile.clamp(0.0, MAX_STRETCH - 1.0)
     }
 
     /// Whether an answer predicted at `answer` for a request judged at `now` and due at
@@ -84,26 +111,51 @@ impl AdmissionMargin {
         if stretched + headroom <= deadline { Ok(()) } else { Err(stretched) }
     }
 
-    /// A request admitted on `prediction` was answered at `answered` (or given up
-    /// then, as unable to make its deadline). Answered late, its overrun sets the
-    /// stretch at once where that is beyond the one in force; answered in time, however
-    /// far past its prediction, it changes nothing: an overrun that still makes the
-    /// deadline costs nothing, and stretching for it would refuse requests that would
-    /// have been answered in time.
-    pub fn observe(&mut self, prediction: &Prediction, answered: Instant) {
-        let overrun = answered.saturating_duration_since(prediction.answer).as_secs_f64();
-        let scale = prediction.scale().as_secs_f64();
-        let late = answered >= prediction.deadline;
-        if !late || scale <= 0.0 {
-            return;
-        }
-        let seen = (1.0 + overrun / scale).min(MAX_STRETCH);
-        let now = self.since.map_or(answered, |since| since.max(answered));
-        let current = self.stretch(now);
-        if seen > current {
-            (self.stretch, self.since) = (seen, Some(now));
+    /// A batch whose requests were admitted on `predictions` was answered at
+    /// `answered`: its worst overrun joins the recent ones.
+    pub fn observe_batch(&mut self, predictions: &[Prediction], answered: Instant) {
+        let worst = predictions.iter().map(|p| p.overrun(answered)).max_by(f64::total_cmp);
+        if let Some(overrun) = worst {
+            self.remember(answered, overrun);
         }
     }
+
+    /// Requests admitted on `predictions` were given up at `at` as unable to make
+    /// their deadlines: as late as answers at their deadlines, together one batch.
+    pub fn observe_given_up(&mut self, predictions: &[Prediction], at: Instant) {
+        let worst = predictions.iter().map(|p| p.overrun(at.max(p.deadline))).max_by(f64::total_cmp);
+        if let Some(overrun) = worst {
+            self.remember(at, overrun);
+        }
+    }
+
+    /// Forgets every batch: the variant starts again from its predictions (it was
+    /// just switched to, or an instance just joined it).
+    pub fn forget(&mut self) {
+        *self = AdmissionMargin::default();
+    }
+
+    fn remember(&mut self, at: Instant, overrun: f64) {
+        if self.recent.len() == WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((at, overrun));
+        while self.recent.front().is_some_and(|&(then, _)| at.saturating_duration_since(then) >= MAX_AGE) {
+            self.recent.pop_front();
+        }
+        self.quantile = quantile_of(self.recent.iter().map(|&(_, o)| o));
+    }
+}
+
+/// The [`QUANTILE`] of `overruns`, the batches of [`WINDOW`] they do not fill
+/// counted as answered as predicted (0): the smallest value that at least that share
+/// of them do not exceed.
+fn quantile_of(overruns: impl Iterator<Item = f64>) -> f64 {
+    let mut sorted: Vec<f64> = overruns.collect();
+    sorted.resize(sorted.len().max(WINDOW), 0.0);
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((QUANTILE * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
 }
 
 #[cfg(test)]
@@ -112,6 +164,20 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    /// A prediction made at `made`, of an answer `answer_ms` later, due `due_ms` later.
+    fn predicted(made: Instant, answer_ms: u64, due_ms: u64) -> Prediction {
+        Prediction { made, answer: made + ms(answer_ms), deadline: made + ms(due_ms) }
+    }
+
+    /// `count` batches of four, each predicted at 40 ms of 250 and answered
+    /// `answered_ms` after it was predicted, one after the other from `now`.
+    fn batches(margin: &mut AdmissionMargin, now: &mut Instant, count: usize, answered_ms: u64) {
+        for _ in 0..count {
+            margin.observe_batch(&[predicted(*now, 40, 250); 4], *now + ms(answered_ms));
+            *now += ms(answered_ms);
+        }
     }
 
     #[test]
@@ -128,59 +194,88 @@ mod tests {
     }
 
     #[test]
-    fn an_overrun_stretches_later_predictions_by_as_much_at_once() {
-        let now = Instant::now();
+    fn after_one_stall_admission_admits_again_once_the_next_batch_answers_in_time() {
+        let mut now = Instant::now();
         let mut margin = AdmissionMargin::default();
-        // Predicted at 200 ms of 350, answered at 400: late by an overrun of one prediction.
-        let prediction = Prediction { made: now, answer: now + ms(200), deadline: now + ms(350) };
-        margin.observe(&prediction, now + ms(400));
-        assert!((margin.stretch(now + ms(400)) - 2.0).abs() < 1e-9, "{}", margin.stretch(now + ms(400)));
-        let now = now + ms(400);
-        // 240 ms predicted, stretched to 480 + 25 ms headroom: over 500, refused.
-        assert_eq!(margin.admits(now, now + ms(240), now + ms(500)), Err(now + ms(480)));
-        assert_eq!(margin.admits(now, now + ms(230), now + ms(500)), Ok(()));
-        // A short prediction is stretched by the floor share of its time (50 ms), so a
-        // short one stays in: 10 + 50 ms.
-        assert_eq!(margin.admits(now, now + ms(10), now + ms(500)), Ok(()));
-        // 300 ms is stretched to 600: past even a deadline 3 ms beyond it.
-        assert_eq!(margin.admits(now, now + ms(300), now + ms(603)), Err(now + ms(600)));
+        batches(&mut margin, &mut now, 25, 40);
+        assert_eq!(margin.stretch(now), 1.0);
+        // A stall: two batches in a row, predicted at 120 ms of 250, answered at 300
+        // (50 ms late) and at 270.
+        margin.observe_batch(&[predicted(now, 120, 250); 4], now + ms(300));
+        margin.observe_batch(&[predicted(now, 120, 250); 4], now + ms(270));
+        now += ms(300);
+        // The next batch answers in time: a request predicted at 120 ms of 250 is
+        // admitted as it was before the stall (refused were its prediction stretched
+        // by the stall's 2.5).
+        batches(&mut margin, &mut now, 1, 40);
+        assert_eq!(margin.stretch(now), 1.0);
+        assert_eq!(margin.admits(now, now + ms(120), now + ms(250)), Ok(()));
     }
 
     #[test]
-    fn the_stretch_wears_down_with_time_and_one_stall_is_bounded() {
+    fn a_fresh_variant_starts_from_its_profile_and_one_late_batch_moves_nothing() {
         let now = Instant::now();
         let mut margin = AdmissionMargin::default();
-        let prediction = Prediction { made: now, answer: now + ms(100), deadline: now + ms(250) };
-        let late = now + ms(300);
-        margin.observe(&prediction, late);
-        assert!((margin.stretch(late) - 3.0).abs() < 1e-9);
-        // A smaller overrun does not lower it, nor do answers in time; time does,
-        // whether or not anything is answered meanwhile (a margin that refuses every
-        // request sees no answers).
-        margin.observe(&prediction, now + ms(260));
-        margin.observe(&prediction, now + ms(90));
-        assert!((margin.stretch(late) - 3.0).abs() < 1e-9);
-        let half = margin.stretch(late + HALF_LIFE);
-        assert!((half - 2.0).abs() < 1e-9, "half the excess is gone: {half}");
-        assert!(margin.stretch(late + HALF_LIFE * 10) < 1.002);
-        // A new overrun beyond what is left sets it again, from then on.
-        let made = late + HALF_LIFE;
-        let prediction = Prediction { made, answer: made + ms(100), deadline: made + ms(150) };
-        margin.observe(&prediction, made + ms(300));
-        assert!((margin.stretch(made + ms(300)) - 3.0).abs() < 1e-9);
-        margin.observe(&prediction, made + Duration::from_secs(60));
-        assert_eq!(margin.stretch(made + Duration::from_secs(60)), MAX_STRETCH);
+        margin.observe_batch(&[predicted(now, 100, 150); 2], now + ms(300));
+        assert_eq!(margin.stretch(now + ms(300)), 1.0, "one batch of the window; the rest as predicted");
+        margin.observe_batch(&[predicted(now, 100, 150)], now + ms(300));
+        margin.observe_batch(&[predicted(now, 100, 150)], now + ms(300));
+        assert_eq!(margin.stretch(now + ms(300)), 3.0, "three of twenty overran twice their prediction");
+        margin.forget();
+        assert_eq!(margin.stretch(now + ms(300)), 1.0);
+        assert_eq!(margin, AdmissionMargin::default());
     }
 
     #[test]
-    fn an_answer_in_time_leaves_the_stretch_alone_however_far_past_its_prediction() {
+    fn an_error_that_persists_holds_the_margin_while_batches_come_in_time() {
+        let mut now = Instant::now();
+        let mut margin = AdmissionMargin::default();
+        // One batch in five comes at twice its prediction, in time; the others as
+        // predicted.
+        for _ in 0..8 {
+            batches(&mut margin, &mut now, 4, 40);
+            batches(&mut margin, &mut now, 1, 80);
+        }
+        assert!((margin.stretch(now) - 2.0).abs() < 1e-9, "{}", margin.stretch(now));
+        // A request predicted at 120 ms of 250 is refused while it lasts.
+        assert!(margin.admits(now, now + ms(120), now + ms(250)).is_err());
+        // Once it stops, a window of batches in time forgets it.
+        batches(&mut margin, &mut now, WINDOW, 40);
+        assert_eq!(margin.stretch(now), 1.0);
+    }
+
+    #[test]
+    fn the_margin_follows_the_error_distribution_not_its_worst_case() {
+        let mut now = Instant::now();
+        let mut margin = AdmissionMargin::default();
+        // Batches that come early hold it at none, whatever the odd late one did.
+        batches(&mut margin, &mut now, 9, 30);
+        batches(&mut margin, &mut now, 1, 160);
+        batches(&mut margin, &mut now, 9, 30);
+        assert_eq!(margin.stretch(now), 1.0);
+        // Three more at 1.5, 2 and 3 times their prediction: of the four of twenty
+        // that overran, the margin is the third worst, not the worst.
+        batches(&mut margin, &mut now, 1, 60);
+        batches(&mut margin, &mut now, 1, 80);
+        batches(&mut margin, &mut now, 1, 120);
+        assert!((margin.stretch(now) - 2.0).abs() < 1e-9, "{}", margin.stretch(now));
+    }
+
+    #[test]
+    fn batches_age_out_and_the_stretch_is_bounded() {
         let now = Instant::now();
         let mut margin = AdmissionMargin::default();
-        let prediction = Prediction { made: now, answer: now + ms(10), deadline: now + ms(500) };
-        margin.observe(&prediction, now + ms(400));
-        assert_eq!(margin.stretch(now + ms(400)), 1.0);
-        // Given up at its deadline, it counts as late: 490 ms over a 50 ms floor.
-        margin.observe(&prediction, now + ms(500));
-        assert_eq!(margin.stretch(now + ms(500)), MAX_STRETCH);
+        // Given up at their deadlines after stalls of seconds: as far as it goes.
+        for i in 0..3 {
+            let made = now + ms(i);
+            margin.observe_given_up(&[predicted(made, 10, 100)], made + Duration::from_secs(3));
+        }
+        let then = now + Duration::from_secs(3) + ms(2);
+        assert_eq!(margin.stretch(then), MAX_STRETCH);
+        // With no batch since, they are forgotten once they are old.
+        assert_eq!(margin.stretch(then + MAX_AGE), 1.0);
+        // And dropped once a batch comes after that.
+        margin.observe_batch(&[predicted(then + MAX_AGE, 40, 250)], then + MAX_AGE + ms(40));
+        assert_eq!(margin.recent.len(), 1);
     }
 }

@@ -19,6 +19,7 @@ use crossbeam_channel::Sender;
 use super::BatchingConfig;
 use super::deadline::{ArrivalRate, Backlog, BatchCost, predicted_answer};
 use super::margin::{AdmissionMargin, Prediction};
+use super::needless::RefusalLedger;
 use super::pending::Pending;
 use super::state::{Next, Queued, State};
 use crate::answered::{AnswerHook, Answered, Outcome};
@@ -66,6 +67,12 @@ struct Inner {
     arrivals: ArrivalRate,
     /// How late answers came against admission's predictions.
     margin: AdmissionMargin,
+    /// Refusals and answers, second by second: which refusals were needless.
+    refusals: RefusalLedger,
+    /// What the model answers a second with the photos requests carry, where that
+    /// was measured: below what the batch cost's line says, which is the session's
+    /// alone.
+    photo_capacity: Option<f64>,
     alive: usize,
     closed: bool,
     /// When the timer thread will look next; `None` while it waits for a notification.
@@ -89,6 +96,8 @@ impl Queue {
             retiring: vec![false; instances.len()],
             arrivals: ArrivalRate::default(),
             margin: AdmissionMargin::default(),
+            refusals: RefusalLedger::default(),
+            photo_capacity: None,
             instances: instances.into_iter().map(Some).collect(),
             closed: false,
             timer_at: None,
@@ -116,6 +125,35 @@ impl Queue {
         inner.state.cost().map(|cost| (*cost, inner.margin.stretch(Instant::now())))
     }
 
+    /// Judges the refusals' need by what the model answers a second with photos
+    /// (`None`: by the batch cost's line).
+    pub fn set_photo_capacity(&self, per_s: Option<f64>) {
+        self.lock().photo_capacity = per_s;
+    }
+
+    /// Forgets how answers came against their predictions: admission starts again
+    /// from the batch cost (the model was just switched to, or an instance joined).
+    pub fn forget_overruns(&self) {
+        self.lock().margin.forget();
+    }
+
+    /// Judges the refusals of a second that has ended, though nothing was refused or
+    /// answered since: what they come to is then read at once.
+    pub fn settle_refusals(&self) {
+        let mut inner = self.lock();
+        let capacity = inner.capacity_per_s();
+        let needless = inner.refusals.settle(Instant::now(), capacity);
+        self.counters.needless_refusals(needless);
+    }
+
+    /// Counts a request refused before it reached the queue (its images could not be
+    /// ready in time) among the refusals whose need is judged.
+    pub fn note_refusal(&self) {
+        let mut inner = self.lock();
+        let empty = inner.state.is_empty() && self.preparing.load(Ordering::Relaxed) == 0;
+        self.refused(&mut inner, empty, Instant::now());
+    }
+
     /// Queues a request's parts (one, unless it was split), running what it can at
     /// once if an instance is idle. All parts are queued or none is.
     pub fn submit(&self, parts: impl ExactSizeIterator<Item = Pending>) -> Result<(), Error> {
@@ -127,12 +165,13 @@ impl Queue {
             return Err(Error::ShuttingDown);
         }
         let max_queue_size = inner.state.config().max_queue_size;
+        let now = Instant::now();
         if inner.state.len() + parts.len() > max_queue_size {
             let error = Error::Overloaded { model: self.model.to_string(), max_queue_size };
             self.counters.failed(&error);
+            self.refused(&mut inner, false, now);
             return Err(error);
         }
-        let now = Instant::now();
         inner.arrivals.arrived(now);
         let mut prediction = None;
         if let Some(deadline) = deadline {
@@ -142,6 +181,8 @@ impl Queue {
                 Ok(judged) => prediction = judged,
                 Err(error) => {
                     self.counters.failed(&error);
+                    let empty = inner.state.is_empty() && self.preparing.load(Ordering::Relaxed) == 0;
+                    self.refused(&mut inner, empty, now);
                     return Err(error);
                 }
             }
@@ -178,9 +219,38 @@ impl Queue {
         deadline: Instant,
         preparing: Duration,
     ) -> Result<Option<Prediction>, Error> {
+        let mut inner = self.lock();
+        let on_their_way = self.preparing.load(Ordering::Relaxed);
+        let now = Instant::now();
+        let judged = self.judge(&inner, on_their_way, preparing, rows, priority, deadline, now);
+        if judged.is_err() {
+            let empty = inner.state.is_empty() && on_their_way == 0;
+            self.refused(&mut inner, empty, now);
+        }
+        judged
+    }
+
+    /// Whether a request of `rows` rows and `priority`, queued `preparing` from now,
+    /// would be admitted to make `deadline` (always, while no profile prices the
+    /// batches). Nothing is queued or counted.
+    pub fn would_admit(
+        &self,
+        rows: usize,
+        priority: crate::request::Priority,
+        deadline: Instant,
+        preparing: Duration,
+    ) -> bool {
         let inner = self.lock();
         let on_their_way = self.preparing.load(Ordering::Relaxed);
-        self.judge(&inner, on_their_way, preparing, rows, priority, deadline, Instant::now())
+        self.judge(&inner, on_their_way, preparing, rows, priority, deadline, Instant::now()).is_ok()
+    }
+
+    /// Notes a refusal made at `now` with the queue `empty` or not; counts those that
+    /// became needless by it.
+    fn refused(&self, inner: &mut Inner, empty: bool, now: Instant) {
+        let capacity = inner.capacity_per_s();
+        let needless = inner.refusals.refused(now, empty, capacity);
+        self.counters.needless_refusals(needless);
     }
 
     /// Judges a request of `rows` rows and `priority` due at `deadline`, queued
@@ -214,13 +284,11 @@ impl Queue {
             arrivals_per_s: inner.arrivals.per_s(),
         };
         let answer = predicted_answer(cost, &backlog, rows, now) + lead;
-        // A request with nothing ahead of it on an idle instance is judged on its own
-        // batch as predicted: refusing it is a certain miss, and the stretch answers
-        // for what a stall leaves queued, of which there is none.
-        let waits_for_nothing = backlog.rows_ahead == 0
-            && (0..inner.running.len())
-                .any(|i| inner.instances[i].is_some() && !inner.retiring[i] && inner.running[i].is_none());
-        let margin = if waits_for_nothing { AdmissionMargin::default() } else { inner.margin };
+        // A request with nothing queued ahead of it is judged as predicted: the
+        // stretch answers for what a stall leaves queued, of which there is none, and
+        // a refusal with the queue empty is one the model had the time to serve.
+        let unstretched = AdmissionMargin::default();
+        let margin = if backlog.rows_ahead == 0 { &unstretched } else { &inner.margin };
         match margin.admits(now, answer, deadline) {
             Ok(()) => Ok(Some(Prediction { made: now, answer, deadline })),
             Err(stretched) => Err(Error::WouldMissDeadline {
@@ -304,14 +372,15 @@ impl Queue {
     ) -> Option<Vec<Pending>> {
         let mut inner = self.lock();
         let now = Instant::now();
-        for prediction in predictions {
-            inner.margin.observe(prediction, now);
-        }
+        inner.margin.observe_batch(predictions, now);
         if let Some((took, _)) = inner.running.get_mut(instance).and_then(Option::take)
             && ran > 0
         {
             let taken = now - took;
             inner.state.observe(ran, taken.saturating_sub(waited), waited.min(taken));
+            let capacity = inner.capacity_per_s();
+            let needless = inner.refusals.answered(now, ran as u64, capacity);
+            self.counters.needless_refusals(needless);
         }
         if inner.retiring.get(instance).copied().unwrap_or(false) {
             // Its channel closes: the instance ends once this returns.
@@ -359,6 +428,8 @@ impl Queue {
         inner.retiring.push(false);
         inner.alive += 1;
         inner.idle.push(index);
+        // What answers came to before says little of the instances serving now.
+        inner.margin.forget();
         self.dispatch(&mut inner, Instant::now());
         index
     }
@@ -441,6 +512,11 @@ impl Queue {
     }
 
     fn answer_dead(&self, inner: &mut Inner, dead: Vec<super::state::Dead<Pending>>) {
+        // Given up as unable to make their deadlines: they would have been answered
+        // no sooner than that.
+        let given_up: Vec<Prediction> =
+            dead.iter().filter(|d| d.reason != Outcome::Abandoned).filter_map(|d| d.item.prediction).collect();
+        inner.margin.observe_given_up(&given_up, Instant::now());
         for d in dead {
             // The queue drops a request for one of two reasons: its caller left, or
             // its deadline (as State judges it) passed.
@@ -448,11 +524,6 @@ impl Queue {
                 self.counters.canceled();
                 Answered::Abandoned
             } else {
-                // Given up as unable to make its deadline: it would have been answered
-                // no sooner than that.
-                if let Some(prediction) = d.item.prediction {
-                    inner.margin.observe(&prediction, prediction.deadline.max(Instant::now()));
-                }
                 let error = Error::DeadlineExceeded { model: self.model.to_string() };
                 self.counters.failed(&error);
                 d.item.traced.failed(&error);
@@ -475,6 +546,18 @@ impl Inner {
     /// Instances that take batches: started and not retiring.
     fn serving(&self) -> usize {
         self.alive - self.retiring.iter().filter(|&&r| r).count()
+    }
+
+    /// What the model answers a second as profiled: its capacity with photos where
+    /// that was measured (with its instances), else what the batch cost's line gives
+    /// at the largest batch in force, for each serving instance; `None` without a
+    /// profile.
+    fn capacity_per_s(&self) -> Option<f64> {
+        if let Some(photos) = self.photo_capacity {
+            return Some(photos);
+        }
+        let one = self.state.cost()?.line_capacity_per_s(self.state.config().max_batch_size);
+        Some(one * self.serving().max(1) as f64)
     }
 }
 

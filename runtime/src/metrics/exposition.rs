@@ -63,6 +63,7 @@ pub struct ServingMetrics {
     compute_infer_duration_us: IntCounterVec,
     compute_io_duration_us: IntCounterVec,
     batch_run_duration_us: IntCounterVec,
+    needless_refusals: IntCounterVec,
     request_latency: HistogramVec,
     stage_durations: [HistogramVec; STAGES.len()],
     preprocess_queue: IntGauge,
@@ -224,6 +225,13 @@ impl ServingMetrics {
                 "Cumulative time sessions ran batches, each batch once, not counting waits for a turn",
                 &MODEL_LABELS,
             ),
+            needless_refusals: counters(
+                "modelless_inference_needless_refusals",
+                "Requests refused while the variant could have served them: its queue empty, or it answered \
+                 under 0.8 of its profiled capacity in the second of the refusal (also counted by reason in \
+                 modelless_inference_request_failure)",
+                &MODEL_LABELS,
+            ),
             request_latency,
             stage_durations,
             preprocess_queue,
@@ -306,9 +314,15 @@ impl ServingMetrics {
             compute_us: self.compute_infer_duration_us.with_label_values(&labels),
             io_us: self.compute_io_duration_us.with_label_values(&labels),
             batch_run_us: self.batch_run_duration_us.with_label_values(&labels),
+            needless_refusals: self.needless_refusals.with_label_values(&labels),
             latency: self.request_latency.with_label_values(&labels),
             stages: self.stage_durations.each_ref().map(|h| h.with_label_values(&labels)),
         }
+    }
+
+    /// Refusals of `task`'s `variant` so far that it had the time to serve.
+    pub fn needless_refusals(&self, task: &str, variant: &str) -> u64 {
+        self.needless_refusals.get_metric_with_label_values(&[task, variant]).map_or(0, |c| c.get())
     }
 
     /// Counters of the requests `task` refuses before any variant takes them; their

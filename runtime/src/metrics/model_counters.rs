@@ -31,6 +31,7 @@ pub struct ModelCounters {
     pub(super) compute_us: IntCounter,
     pub(super) io_us: IntCounter,
     pub(super) batch_run_us: IntCounter,
+    pub(super) needless_refusals: IntCounter,
     pub(super) latency: Histogram,
     /// In the order of [`STAGES`].
     pub(super) stages: [Histogram; STAGES.len()],
@@ -81,6 +82,19 @@ impl ModelCounters {
     /// an [`Error`] (an endpoint could not decode it), as `message` says.
     pub fn refused(&self, reason: &'static str, message: &dyn std::fmt::Display) {
         self.failures.failed_with(reason, message);
+    }
+
+    /// Counts `count` refusals the model had the time to serve (already counted by
+    /// reason when they were refused).
+    pub fn needless_refusals(&self, count: u64) {
+        if count > 0 {
+            self.needless_refusals.inc_by(count);
+        }
+    }
+
+    /// Refusals so far that the model had the time to serve.
+    pub fn needless_refused(&self) -> u64 {
+        self.needless_refusals.get()
     }
 
     /// Counts a request whose caller went away before it ran.

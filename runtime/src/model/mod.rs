@@ -262,6 +262,30 @@ impl Model {
         self.queue.len()
     }
 
+    /// Starts admission again from the batch cost, forgetting how answers came
+    /// against their predictions: the model was just switched to.
+    pub fn forget_overruns(&self) {
+        self.queue.forget_overruns();
+    }
+
+    /// Judges its refusals' need by what it answers a second with the photos
+    /// requests carry (`None`: by its profile's line).
+    pub fn set_photo_capacity(&self, per_s: Option<f64>) {
+        self.queue.set_photo_capacity(per_s);
+    }
+
+    /// Judges the refusals of a second that has ended, though nothing was refused or
+    /// answered since (see [`crate::batching::RefusalLedger`]).
+    pub fn settle_refusals(&self) {
+        self.queue.settle_refusals();
+    }
+
+    /// Counts a request refused before it reached the queue (its images could not
+    /// be ready in time) among the refusals whose need is judged.
+    pub(crate) fn note_refusal(&self) {
+        self.queue.note_refusal();
+    }
+
     /// How its queue admits requests with a deadline.
     pub fn admission(&self) -> Admission {
         match self.queue.cost_and_margin() {
@@ -358,6 +382,12 @@ impl Model {
         preparing: Duration,
     ) -> Result<Option<Prediction>, Error> {
         self.queue.judge_prepared(rows, priority, deadline, preparing)
+    }
+
+    /// Whether a request of `rows` rows and `priority`, queued `preparing` from now,
+    /// would be admitted to make `deadline`; nothing is queued or counted.
+    pub(crate) fn would_admit(&self, rows: usize, priority: Priority, deadline: Instant, preparing: Duration) -> bool {
+        self.queue.would_admit(rows, priority, deadline, preparing)
     }
 
     /// Counts `rows` admitted and being prepared as ahead of requests judged by

@@ -20,9 +20,14 @@ use crate::error::Error;
 #[serde(deny_unknown_fields, default)]
 pub struct ResourcesConfig {
     /// Cores instances may hold; default: what the process may run on (its CPU
-    /// affinity and its cgroup's CPU quota). More than the machine has lets serving
-    /// instances outnumber its cores.
+    /// affinity and its cgroup's CPU quota). More than that is refused unless
+    /// `oversubscription` allows it.
     pub cores: Option<f64>,
+    /// How many times the cores the process may run on `cores` may claim (at least
+    /// 1, the default). Above 1 every profile's prices are scaled by it: instances
+    /// that share a core each run that much slower than profiled alone, and the
+    /// budget, admission and the policies plan on that.
+    pub oversubscription: f64,
     /// Host memory instances may hold, in MiB; default: the cgroup's limit, else the
     /// machine's memory.
     pub memory_mib: Option<u64>,
@@ -35,7 +40,13 @@ pub struct ResourcesConfig {
 
 impl Default for ResourcesConfig {
     fn default() -> Self {
-        ResourcesConfig { cores: None, memory_mib: None, gpu_memory_mib: None, unload_idle: true }
+        ResourcesConfig {
+            cores: None,
+            oversubscription: 1.0,
+            memory_mib: None,
+            gpu_memory_mib: None,
+            unload_idle: true,
+        }
     }
 }
 
@@ -43,6 +54,13 @@ impl ResourcesConfig {
     /// Sets the cores instances may hold.
     pub fn with_cores(mut self, cores: f64) -> Self {
         self.cores = Some(cores);
+        self
+    }
+
+    /// Lets `cores` claim up to `factor` times the cores the process may run on, every
+    /// profile's prices scaled by it.
+    pub fn with_oversubscription(mut self, factor: f64) -> Self {
+        self.oversubscription = factor;
         self
     }
 
@@ -65,10 +83,43 @@ impl ResourcesConfig {
         {
             return Err(Error::Config(format!("resources: cores {cores} is not within (0, 65536]")));
         }
+        if !(self.oversubscription.is_finite() && self.oversubscription >= 1.0) {
+            return Err(Error::Config(format!(
+                "resources: oversubscription {} is not a factor of at least 1",
+                self.oversubscription
+            )));
+        }
         if self.memory_mib == Some(0) || self.gpu_memory_mib == Some(0) {
             return Err(Error::Config("resources: a memory budget of 0 MiB holds no instance".into()));
         }
         Ok(())
+    }
+
+    /// Refuses `cores` beyond what `oversubscription` allows of the `usable` cores the
+    /// process may run on: a plan on cores that do not exist prices every instance
+    /// as if it had one to itself.
+    pub fn check_cores(&self, usable: f64) -> Result<(), Error> {
+        let Some(cores) = self.cores else { return Ok(()) };
+        let allowed = usable * self.oversubscription;
+        if cores > allowed + 1e-9 {
+            return Err(Error::Config(format!(
+                "resources: cores {cores} is more than the {usable} this process may run on (its CPU affinity \
+                 and quota){}; leave `cores` out to use them all, or set `oversubscription = {:.2}` to plan on \
+                 more, every profile's prices then scaled by it",
+                if self.oversubscription > 1.0 {
+                    format!(" times oversubscription {}", self.oversubscription)
+                } else {
+                    String::new()
+                },
+                cores / usable,
+            )));
+        }
+        Ok(())
+    }
+
+    /// What each profile's prices are scaled by: the oversubscription factor.
+    pub fn price_scale(&self) -> f64 {
+        self.oversubscription.max(1.0)
     }
 
     /// The totals on this machine, the shared intra-op pool having `shared_pool_threads`
@@ -196,6 +247,23 @@ mod tests {
     use modelless_policy_abi::ServingKnobs;
 
     use super::*;
+
+    #[test]
+    fn cores_beyond_the_machines_are_refused_unless_oversubscription_allows_them() {
+        let four = ResourcesConfig::default().with_cores(4.0);
+        let refused = four.check_cores(2.0).unwrap_err().to_string();
+        assert!(
+            refused.contains("cores 4 is more than the 2") && refused.contains("oversubscription = 2.00"),
+            "{refused}"
+        );
+        assert!(ResourcesConfig::default().with_cores(2.0).check_cores(2.0).is_ok());
+        assert!(ResourcesConfig::default().check_cores(2.0).is_ok(), "left out: the machine's");
+        let allowed = four.clone().with_oversubscription(2.0);
+        assert!(allowed.validate().is_ok() && allowed.check_cores(2.0).is_ok());
+        assert_eq!(allowed.price_scale(), 2.0);
+        assert!(four.clone().with_oversubscription(1.5).check_cores(2.0).is_err());
+        assert!(four.with_oversubscription(0.5).validate().is_err(), "a factor below 1");
+    }
 
     fn variant(name: &str, state: VariantState, instances: u32, share: InstanceShare) -> VariantSnapshot {
         VariantSnapshot {

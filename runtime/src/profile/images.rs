@@ -53,6 +53,12 @@ impl ImageProfile {
         self.capacities.iter().find(|c| c.size_class == size_class)
     }
 
+    /// The least requests a second measured with any size class: what the variant
+    /// surely answers whatever photos come.
+    pub fn least_requests_per_s(&self) -> Option<f64> {
+        self.capacities.iter().map(|c| c.requests_per_s).min_by(f64::total_cmp)
+    }
+
     /// With `capacity` in place of any of its size class.
     fn with(mut self, capacity: ImageCapacity) -> Self {
         match self.capacities.iter_mut().find(|c| c.size_class == capacity.size_class) {

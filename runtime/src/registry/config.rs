@@ -86,6 +86,17 @@ pub struct TaskConfig {
     /// Class labels, one per line (line n names class n), for classification answers.
     #[serde(default)]
     pub labels: Option<PathBuf>,
+    /// Whether a request the variant it is routed to would refuse as unable to answer
+    /// in time goes to a cheaper loaded variant that can (the most accurate such one,
+    /// accurate enough for the request), rather than being refused. On by default: a
+    /// warm variant that answers in time is better than a refusal. Off, every request
+    /// is served by the active variant, or the one its accuracy asks for, or refused.
+    #[serde(default = "default_spill")]
+    pub spill: bool,
+}
+
+fn default_spill() -> bool {
+    true
 }
 
 /// The most tensors a variant's name map may list.
@@ -116,7 +127,15 @@ impl TaskConfig {
             demand_lead_s: default_demand_lead_s(),
             signature: None,
             labels: None,
+            spill: default_spill(),
         }
+    }
+
+    /// Sets whether requests the routed variant would refuse go to a cheaper loaded
+    /// variant that can answer them in time (on by default).
+    pub fn with_spill(mut self, spill: bool) -> Self {
+        self.spill = spill;
+        self
     }
 
     /// Names the label file of classification answers.

@@ -206,6 +206,7 @@ fn judge(
     let preparing = pool.backlog() + work;
     let ready = now + preparing;
     if ready > deadline {
+        model.note_refusal();
         return Err(Error::WouldMissDeadline {
             model: format!("{} (preprocessing)", model.name()),
             predicted: preparing,

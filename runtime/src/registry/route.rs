@@ -21,9 +21,40 @@ pub(crate) fn choose(
     }
 }
 
+/// The variants a request routed to `chosen` may go to instead when `chosen` would
+/// refuse it as unable to answer in time: the ready ones that cost less than `chosen`
+/// (by `costs`, which every variant must have) and are accurate enough, the most
+/// accurate first. Empty without costs: nothing then says which is cheaper.
+pub(crate) fn spill_order(
+    accuracies: &[f64],
+    costs: Option<&[f64]>,
+    chosen: usize,
+    min_accuracy: Option<f64>,
+) -> Vec<usize> {
+    let Some(costs) = costs.filter(|c| c.len() == accuracies.len() && chosen < c.len()) else { return Vec::new() };
+    let mut cheaper: Vec<usize> = (0..accuracies.len())
+        .filter(|&i| costs[i] < costs[chosen])
+        .filter(|&i| min_accuracy.is_none_or(|m| accuracies[i] >= m))
+        .collect();
+    cheaper.sort_by(|&x, &y| accuracies[y].total_cmp(&accuracies[x]));
+    cheaper
+}
+
 #[cfg(test)]
 mod tests {
-    use super::choose;
+    use super::{choose, spill_order};
+
+    #[test]
+    fn a_request_spills_to_cheaper_variants_accurate_enough_the_most_accurate_first() {
+        // Cost follows accuracy: the 75.0 one costs most.
+        let costs = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(spill_order(&FAMILY, Some(&costs), 3, None), [2, 1, 0]);
+        assert_eq!(spill_order(&FAMILY, Some(&costs), 3, Some(65.0)), [2, 1]);
+        assert_eq!(spill_order(&FAMILY, Some(&costs), 0, None), Vec::<usize>::new(), "nothing cheaper");
+        // By cost, not by the configured order.
+        assert_eq!(spill_order(&FAMILY, Some(&[4.0, 1.0, 2.0, 3.0]), 3, None), [2, 1]);
+        assert_eq!(spill_order(&FAMILY, None, 3, None), Vec::<usize>::new(), "without costs, nowhere");
+    }
 
     const FAMILY: [f64; 4] = [60.3, 65.4, 71.8, 75.0];
 

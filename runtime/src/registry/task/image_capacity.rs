@@ -236,6 +236,9 @@ impl Task {
         let mut inner = self.lock();
         let slot = &mut inner.variants[index];
         if let Some(entry) = slot.current.and_then(|c| slot.versions.get_mut(&c)) {
+            if let Some(model) = &entry.model {
+                model.set_photo_capacity(profile.least_requests_per_s());
+            }
             entry.image_profile = Some(Arc::new(profile));
         }
         Ok(())

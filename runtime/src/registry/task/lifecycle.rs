@@ -46,6 +46,13 @@ impl Task {
             previous
         };
         self.settle();
+        if previous != index {
+            // How answers came when it last served says little of now.
+            let model = self.lock().variants[index].serving_version().and_then(|e| e.model.clone());
+            if let Some(model) = model {
+                model.forget_overruns();
+            }
+        }
         let moved = if previous == index { 0 } else { self.move_waiting(previous, index) };
         // One loaded to stand by serves with the instances set for it.
         if ready {
@@ -234,6 +241,7 @@ impl Task {
         let entry = slot.versions.get_mut(&version).ok_or(Error::ShuttingDown)?;
         match started {
             Ok(model) => {
+                model.set_photo_capacity(image_profile.as_ref().and_then(|p| p.least_requests_per_s()));
                 entry.state = VariantState::Ready;
                 entry.error = None;
                 entry.warmup = model.warmup_time();

@@ -20,7 +20,7 @@ use modelless_policy_abi::{
 
 use super::config::{TaskConfig, VariantConfig};
 use super::images::{self, ImageServices};
-use super::route::choose;
+use super::route::{choose, spill_order};
 use crate::backend::{BackendFactory, ModelMetadata};
 use crate::batching::{BatchingConfig, BatchingKnobs};
 use crate::classify::read_labels;
@@ -155,6 +155,8 @@ pub struct Task {
     demand_surge_weight: f64,
     /// How far ahead, s, the demand ratio carries a rising rate.
     demand_lead_s: f64,
+    /// Whether requests the routed variant would refuse go to a cheaper ready one.
+    spill: bool,
     /// Class labels for classification answers.
     labels: Option<Arc<[String]>>,
     /// What callers send and get: declared, or the first variant's once it loads.
@@ -243,6 +245,7 @@ impl Task {
             latency_slo_ms: config.latency_slo_ms,
             demand_surge_weight: config.demand_surge_weight,
             demand_lead_s: config.demand_lead_s,
+            spill: config.spill,
             labels: config.labels.as_deref().map(read_labels).transpose()?,
             signature,
             routes: ArcSwapOption::empty(),

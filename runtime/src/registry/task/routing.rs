@@ -36,7 +36,37 @@ impl Task {
             self.refusals.failed(&error);
             return Err(error);
         };
-        self.submit_counted(&routes.ready[chosen], inputs, slo.options(now))
+        let options = slo.options(now);
+        let chosen = self.admitting(routes, chosen, &inputs, &options, slo.min_accuracy);
+        self.submit_counted(&routes.ready[chosen], inputs, options)
+    }
+
+    /// `chosen`, unless it would refuse the request as unable to answer it in time and
+    /// a cheaper ready variant accurate enough would not: then the most accurate such
+    /// one. A warm variant that can answer is better than a refusal, and the active
+    /// one's queue keeps what it can serve (a policy's step down comes a tick later).
+    fn admitting(
+        &self,
+        routes: &Routes,
+        chosen: usize,
+        inputs: &Inputs,
+        options: &InferOptions,
+        min_accuracy: Option<f64>,
+    ) -> usize {
+        let Some(deadline) = options.deadline else { return chosen };
+        if !self.spill {
+            return chosen;
+        }
+        let rows = inputs.rows();
+        let preparing = if inputs.has_images() { self.images.pool.backlog() } else { Duration::ZERO };
+        let admits = |i: usize| routes.ready[i].would_admit(rows, options.priority, deadline, preparing);
+        if admits(chosen) {
+            return chosen;
+        }
+        spill_order(&routes.accuracies, routes.costs.as_deref(), chosen, min_accuracy)
+            .into_iter()
+            .find(|&i| admits(i))
+            .unwrap_or(chosen)
     }
 
     /// Queues a request on `model`, counted in the task's traffic; one that carries

@@ -41,6 +41,9 @@ pub struct VariantStatus {
     pub current: Option<u64>,
     /// Its versions, oldest first.
     pub versions: Vec<VersionStatus>,
+    /// Requests it refused while it could have served them: its queue empty, or it
+    /// answered under 0.8 of its profiled capacity in the second of the refusal.
+    pub needless_refusals: u64,
 }
 
 impl VariantStatus {
@@ -175,6 +178,11 @@ impl Task {
             variants: inner
                 .variants
                 .iter()
+                .inspect(|slot| {
+                    for model in slot.versions.values().filter_map(|e| e.model.as_ref()) {
+                        model.settle_refusals();
+                    }
+                })
                 .map(|slot| VariantStatus {
                     name: slot.config.name.clone(),
                     accuracy: slot.config.variant_accuracy(),
@@ -198,6 +206,7 @@ impl Task {
                             admission: e.model.as_ref().map(|m| m.admission()),
                         })
                         .collect(),
+                    needless_refusals: serving_metrics().needless_refusals(&self.name, &slot.config.name),
                 })
                 .collect(),
         }

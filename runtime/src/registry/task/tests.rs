@@ -337,3 +337,112 @@ fn demand_is_held_against_what_the_best_allocation_serves_within_the_target() {
     let demand = crate::profile::arriving_per_s(&task.traffic().demand());
     assert!(demand > 0.0 && (ratio - demand / (2.0 * one)).abs() < 1e-9, "{ratio} for {demand}/s");
 }
+
+#[test]
+fn a_variant_switched_to_starts_unstretched() {
+    // Both profiled at 10 ms a batch; `b`'s fake takes 40 ms, so its answers overrun.
+    let fit = LatencyFit { a_ms: 0.0, c_ms: 10.0, r2: 1.0 };
+    let find: FindProfile = Arc::new(move |_, _, _| {
+        Some(Profile {
+            key: ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() },
+            points: Vec::new(),
+            fit: Some(fit),
+            fit_refused: None,
+            max_throughput: None,
+            memory_budget_bytes: None,
+            max_safe_batch: None,
+            first_runs: Vec::new(),
+        })
+    });
+    let one_row = BatchingConfig::default().with_max_batch_size(1);
+    let mut config = TaskConfig::new("switched-unstretched").with_active("b");
+    for name in ["a", "b"] {
+        let variant = VariantConfig::new(name, "fake", 70.0).with_warmup(WarmupConfig::disabled());
+        config = config.with_variant(variant.with_preload(true).with_batching(one_row.clone()));
+    }
+    let make: MakeBackend = Arc::new(|variant, _| {
+        let per_batch = Duration::from_millis(if variant.name == "b" { 40 } else { 1 });
+        FakeBackend::factory(FakeConfig { per_batch, ..FakeConfig::default() }, BatchLog::default())
+    });
+    let task = Task::start_profiled(config, make, Some(find)).unwrap();
+    let margin_of = |task: &Task, variant: &str| {
+        let status = task.status();
+        let version = status.variant(variant).and_then(|v| v.versions.last().cloned()).unwrap();
+        match version.admission {
+            Some(Admission::Predictive { margin, .. }) => margin,
+            other => panic!("{variant} is not admitted by prediction: {other:?}"),
+        }
+    };
+    let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    // Due in 30 ms, predicted in 10, answered at 40 (or given up): late, three times,
+    // which is more than a stall.
+    let due = Slo::default().with_latency(Duration::from_millis(30));
+    for _ in 0..3 {
+        let _ = task.submit(input(), &due).unwrap().wait();
+    }
+    let noted = Instant::now() + Duration::from_secs(5);
+    while margin_of(&task, "b") <= 1.0 && Instant::now() < noted {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(margin_of(&task, "b") > 2.0, "`b` overran: {}", margin_of(&task, "b"));
+    task.switch_to("a").unwrap();
+    task.switch_to("b").unwrap();
+    assert_eq!(margin_of(&task, "b"), 1.0, "switched to, `b` starts from its profile");
+}
+
+/// Profiles of `slow` (100 ms a batch, 10 a second) and `fast` (1 ms, 1000 a second).
+fn slow_and_fast_profiles() -> FindProfile {
+    Arc::new(|variant, _, _| {
+        let batch_ms = if variant.name == "slow" { 100.0 } else { 1.0 };
+        Some(Profile {
+            key: ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() },
+            points: Vec::new(),
+            fit: Some(LatencyFit { a_ms: 0.0, c_ms: batch_ms, r2: 1.0 }),
+            fit_refused: None,
+            max_throughput: Some(Throughput { requests_per_s: 1e3 / batch_ms, batch_size: 1 }),
+            memory_budget_bytes: None,
+            max_safe_batch: None,
+            first_runs: Vec::new(),
+        })
+    })
+}
+
+/// `slow` (accuracy 80, active) and `fast` (70), both loaded, batches of one.
+fn slow_and_fast(spill: bool) -> Task {
+    let one_row = BatchingConfig::default().with_max_batch_size(1);
+    let mut config = TaskConfig::new(format!("spill-{spill}")).with_active("slow").with_spill(spill);
+    for (name, accuracy) in [("fast", 70.0), ("slow", 80.0)] {
+        let variant = VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
+        config = config.with_variant(variant.with_preload(true).with_batching(one_row.clone()));
+    }
+    let make: MakeBackend = Arc::new(|variant, _| {
+        let per_batch = Duration::from_millis(if variant.name == "slow" { 100 } else { 1 });
+        FakeBackend::factory(FakeConfig { per_batch, ..FakeConfig::default() }, BatchLog::default())
+    });
+    Task::start_profiled(config, make, Some(slow_and_fast_profiles())).unwrap()
+}
+
+#[test]
+fn a_request_the_active_variant_would_refuse_goes_to_a_cheaper_warm_one_that_answers_in_time() {
+    let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    let due = Slo::default().with_latency(Duration::from_millis(250));
+    for spill in [true, false] {
+        let task = slow_and_fast(spill);
+        // `slow` answers two in time (100 and 200 ms); a third would come at 300.
+        let tickets: Vec<_> = (0..3).map(|_| task.submit(input(), &due)).collect();
+        let served: Vec<String> = tickets
+            .into_iter()
+            .map(|t| match t.map(|t| t.wait()) {
+                Ok(Ok(output)) => output.model.to_string(),
+                Ok(Err(e)) | Err(e) => e.kind().as_str().to_string(),
+            })
+            .collect();
+        let third = if spill { "fast" } else { "would_miss_deadline" };
+        assert_eq!(served, ["slow", "slow", third], "spill {spill}");
+        // One that asks for more accuracy than the cheaper one has is not moved there.
+        let accurate = Slo::default().with_latency(Duration::from_millis(150)).with_min_accuracy(75.0);
+        let _ahead = task.submit(input(), &due).unwrap();
+        let refused = task.submit(input(), &accurate).map(drop);
+        assert!(matches!(refused, Err(Error::WouldMissDeadline { .. })), "{refused:?}");
+    }
+}
