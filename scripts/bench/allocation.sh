@@ -3,14 +3,16 @@
 # cores it is measured against, for real (in process, photos for the photo task) and
 # in the simulator on the same profiles. experiments/two-tasks.toml serves
 # `classify-photo` (EfficientNet-Lite) and `classify-image` (MobileNetV2) on instances
-# of one thread; experiments/two-tasks-load.toml sends each task bursts that never
-# come at once. The policies, run in turn within each round, ROUNDS rounds:
+# of one thread, its budget the cores the process can run on; the load
+# (experiments/two-tasks-load.toml, or LOAD=) sends each task bursts that never come
+# at once. The policies, run in turn within each round, ROUNDS rounds:
 #
 #   autoscale      variant and instances per task, from the demand (INFaaS)
 #   fixed-split    static: each task its half of the machine's cores, on the most
 #                  accurate variant that answers its peak on them
-#   static-peak    static: each task the most accurate variant with the instances its
-#                  own peak needs
+#   static-peak    static: both peaks held at once, the machine's cores shared in
+#                  proportion to what each task's peak needs on its most accurate
+#                  variant (on 2 cores and instances of one thread: the fixed split)
 #   replica-only   each task's most accurate variant, instances scaled on the queue
 #                  (an instance per request queued, given up after 20 quiet ticks:
 #                  the setting that holds at least autoscale's core-seconds in the
@@ -19,13 +21,15 @@
 # The peaks the static policies are sized for are the load file's busiest second of
 # each task (read from the load, not guessed), scaled as the load is. Writes per run the request log,
 # timeline, summary and plots, and results.md: per policy and round, per task and in
-# all, the share answered within the SLO, effective accuracy, core-seconds held, the
+# all, the share answered within the SLO, needless refusals, effective accuracy,
+# core-seconds held, the
 # process's CPU time and the share of the machine's CPU time stolen by the hypervisor
 # while it ran (steal.json), beside the simulator's figures for the same run.
 #
 #   bash scripts/bench/allocation.sh [OUT]   (default target/allocation; ~15 min a round)
 #   ROUNDS=3                                 rounds (default 3)
 #   ONLY="autoscale static-peak"             only these policies
+#   LOAD=experiments/two-tasks-shapes-load.toml   another load of the two tasks
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -34,7 +38,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/modelless/target}"
 cd "$ROOT"
 
 CONFIG=experiments/two-tasks.toml
-LOAD=experiments/two-tasks-load.toml
+LOAD=${LOAD:-experiments/two-tasks-load.toml}
 MODELLESS="$OUT/bin/modelless"
 POLICIES="$ROOT/.modelless/policies"
 EARLY=(--early-tick-queue 8)

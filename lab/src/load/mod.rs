@@ -272,8 +272,13 @@ mod tests {
 
     #[test]
     fn the_allocation_experiments_two_tasks_never_burst_at_once() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/two-tasks-load.toml");
-        let rates = LoadSpec::from_file(path).unwrap().rates().unwrap();
+        for load in ["two-tasks-load.toml", "two-tasks-shapes-load.toml"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments").join(load);
+            never_burst_at_once(&LoadSpec::from_file(path).unwrap().rates().unwrap());
+        }
+    }
+
+    fn never_burst_at_once(rates: &[Vec<f64>]) {
         assert_eq!(rates.len(), 2);
         let base: Vec<f64> = rates.iter().map(|r| r.iter().copied().fold(f64::INFINITY, f64::min)).collect();
         let bursting = |task: usize, second: usize| rates[task][second] > base[task];

@@ -123,6 +123,12 @@ impl SimVariant {
         (self.load_ms / 1e3).ceil() as usize + 1
     }
 
+    /// The line the runtime prices its batches by: what a policy sees, slowed on an
+    /// oversubscribed machine; its measured line where the snapshot has none.
+    pub fn priced_fit(&self) -> LatencyFit {
+        self.snapshot.profile.as_ref().and_then(|p| p.fit).unwrap_or(self.fit)
+    }
+
     /// The line its batches take in this model: the profile's, or where calibrated,
     /// the chord of the calibrated times at one row and at its largest batch.
     pub fn cost_fit(&self) -> LatencyFit {
@@ -158,6 +164,7 @@ impl SimModel {
     /// and profiled them. Every variant needs a profile with a latency fit.
     pub fn from_runtime(runtime: &Runtime, config: &RuntimeConfig) -> Result<SimModel, LoadError> {
         let target = |e: modelless::Error| LoadError::Target(e.to_string());
+        let price_scale = config.resources.price_scale();
         let mut tasks = Vec::new();
         for task in &config.tasks {
             let snapshots = runtime.variant_snapshots(&task.name).map_err(target)?;
@@ -175,6 +182,9 @@ impl SimModel {
                             configured.name, task.name
                         ))
                     })?;
+                // The runtime prices an oversubscribed machine's profiles slower; a
+                // simulated batch runs at its measured line, crowded by what runs beside it.
+                let fit = measured(fit, price_scale);
                 let load_ms = snapshot.profile.as_ref().and_then(|c| c.load_ms).unwrap_or(0.0);
                 variants.push(SimVariant {
                     name: configured.name.clone(),
@@ -204,6 +214,12 @@ impl SimModel {
     pub fn task_index(&self, name: &str) -> Option<usize> {
         self.tasks.iter().position(|t| t.name == name)
     }
+}
+
+/// The line `priced` was measured at, before the runtime slowed it by `price_scale`.
+fn measured(priced: LatencyFit, price_scale: f64) -> LatencyFit {
+    let scale = price_scale.max(1.0);
+    LatencyFit { a_ms: priced.a_ms / scale, c_ms: priced.c_ms / scale, r2: priced.r2 }
 }
 
 /// The median over batch sizes of `ln(p99/p50) / z₉₉`: how widely warm runs spread.

@@ -121,7 +121,7 @@ impl TaskState {
             traffic: TrafficWindow::default(),
             in_flight: 0,
             runs: vec![RunTotals::default(); task.variants.len()],
-            costs: task.variants.iter().map(|v| BatchCost::new(v.fit)).collect(),
+            costs: task.variants.iter().map(|v| BatchCost::new(v.priced_fit())).collect(),
             arrivals: ArrivalRate::default(),
             refusals: vec![RefusalLedger::default(); task.variants.len()],
             needless_sampled: 0,

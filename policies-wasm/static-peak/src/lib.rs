@@ -2,9 +2,11 @@
 //! task serves on the most accurate variant that answers its peak within the task's
 //! target (or the one `variant` pins), with the fewest instances that do, all the
 //! time. The peak is a parameter, per task (`{"peak_per_s": {"classify": 40}}`);
-//! capacity is `capacity_within_slo`, within the budget's cores or, for a fixed split
-//! of them, `cores_per_task`. Where no variant answers the peak, the one that answers
-//! most. A task without a peak, or without a target, keeps what it has. Like the
+//! capacity is `capacity_within_slo`, within the task's share of the budget's cores or,
+//! for a fixed split of them, `cores_per_task`. Being static, it holds every task's
+//! peak at once, so the tasks share the budget in proportion to the cores each one's
+//! peak needs on its most accurate variant. Where no variant answers the peak, the
+//! one that answers most. A task without a peak, or without a target, keeps what it has. Like the
 //! static policy, it asks again whenever a task drifts from that.
 
 use std::collections::BTreeMap;
@@ -24,7 +26,8 @@ pub struct Parameters {
     pub variant: Option<String>,
     /// Most instances of one variant.
     pub max_instances: Option<u32>,
-    /// The cores each task may hold (a fixed split of the budget); default all of it.
+    /// The cores each task may hold (a fixed split of the budget); default its share
+    /// of the budget, in proportion to what its peak needs.
     pub cores_per_task: Option<f64>,
 }
 
@@ -36,8 +39,18 @@ pub struct StaticPeak {
 
 impl Policy for StaticPeak {
     fn decide(&mut self, snapshot: &Snapshot) -> Decision {
-        let cores = snapshot.system.budget.as_ref().map(|b| b.cores);
-        let tasks = snapshot.tasks.iter().filter_map(|task| self.towards(task, cores)).collect();
+        let budget = snapshot.system.budget.as_ref().map(|b| b.cores);
+        let needs: Vec<f64> = snapshot.tasks.iter().map(|task| self.peak_needs(task)).collect();
+        let total: f64 = needs.iter().sum();
+        let tasks = snapshot
+            .tasks
+            .iter()
+            .zip(&needs)
+            .filter_map(|(task, need)| {
+                let share = budget.map(|cores| if total > 0.0 { cores * need / total } else { cores });
+                self.towards(task, share)
+            })
+            .collect();
         Decision { tasks }
     }
 
@@ -48,6 +61,14 @@ impl Policy for StaticPeak {
 }
 
 impl StaticPeak {
+    /// The cores `task`'s peak needs on its most accurate variant, with no budget: 0
+    /// without a peak.
+    fn peak_needs(&self, task: &TaskSnapshot) -> f64 {
+        let Some((name, instances)) = self.sized(task, None) else { return 0.0 };
+        let per_instance = task.variants.iter().find(|v| v.name == name).and_then(|v| v.share).map_or(0.0, |s| s.cores);
+        f64::from(instances) * per_instance.max(1.0)
+    }
+
     /// The variant and instances `task` holds for its peak, on a budget of `cores`.
     pub fn sized(&self, task: &TaskSnapshot, cores: Option<f64>) -> Option<(String, u32)> {
         let peak = *self.parameters.peak_per_s.get(&task.name)?;
@@ -174,5 +195,30 @@ mod tests {
             "none answers it: the one that answers most"
         );
         assert!(policy(serde_json::json!({})).decide(&snapshot("small", 1, 8.0)).tasks.is_empty(), "no peak given");
+    }
+
+    #[test]
+    fn tasks_share_the_budget_in_proportion_to_what_their_peaks_need() {
+        // large serves 189/s an instance within 100 ms: a peak of 500/s takes three
+        // instances, one of 150/s takes one.
+        let mut two = snapshot("large", 1, 4.0);
+        let mut other = two.tasks[0].clone();
+        other.name = "u".into();
+        two.tasks.push(other);
+        let mut sized = policy(serde_json::json!({ "peak_per_s": { "t": 500.0, "u": 150.0 } }));
+        let decisions = sized.decide(&two);
+        let held: Vec<_> =
+            decisions.tasks.iter().map(|d| (d.task.as_str(), d.variant.as_deref(), d.instances)).collect();
+        assert_eq!(held, [("t", None, Some(3))], "3 + 1 cores of 4: both peaks held at once");
+        two.system.budget.as_mut().unwrap().cores = 2.0;
+        let mut even = policy(serde_json::json!({ "peak_per_s": { "t": 500.0, "u": 500.0 } }));
+        let decisions = even.decide(&two);
+        let held: Vec<_> =
+            decisions.tasks.iter().map(|d| (d.task.as_str(), d.variant.as_deref(), d.instances)).collect();
+        assert_eq!(
+            held,
+            [("t", Some("small"), Some(1)), ("u", Some("small"), Some(1))],
+            "a core each: never more than the machine's cores together"
+        );
     }
 }
