@@ -190,17 +190,33 @@ fn batches_late_against_their_predictions_widen_the_margin_for_the_next() {
     assert!(alone.is_ok(), "{:?}", alone.map(|_| ()));
     let _ = alone.unwrap().wait();
     // Behind two requests (one running, or both queued), predicted in two or three
-    // batches of 10 ms as corrected of 90: admitted as predicted, refused as
-    // stretched by the margin.
+    // batches of 10 ms as corrected of 90: admitted as predicted while the model
+    // answers far under what its profile says it can (100 a second), refused as
+    // stretched by the margin once it answers about all it can.
     let Admission::Predictive { correction, .. } = model.admission() else { unreachable!() };
     assert!(3.0 * 10.0 * correction + 5.0 < 90.0 && 2.0 * 10.0 * correction * stretch > 90.0, "{correction}");
-    let ahead: Vec<Ticket> =
-        (0..2).map(|i| model.submit(request(10.0 + i as f32), InferOptions::default()).unwrap()).collect();
-    let refused = model.submit(request(3.0), due_in(90));
-    assert!(matches!(refused, Err(Error::WouldMissDeadline { .. })), "{:?}", refused.map(|_| ()));
-    for ticket in ahead {
+    let behind_two = |model: &Model| {
+        let ahead: Vec<Ticket> =
+            (0..2).map(|i| model.submit(request(10.0 + i as f32), InferOptions::default()).unwrap()).collect();
+        let judged = model.submit(request(3.0), due_in(90)).map(|ticket| {
+            let _ = ticket.wait();
+        });
+        for ticket in ahead {
+            ticket.wait().unwrap();
+        }
+        judged
+    };
+    assert!(behind_two(&model).is_ok(), "answering 4 of 100 a second: nothing queued for a stall to leave");
+    // Its capacity is what it answers with photos, 20 a second: 20 answered back to
+    // back make it busy.
+    model.set_photo_capacity(Some(20.0));
+    let busy: Vec<Ticket> =
+        (0..20).map(|i| model.submit(request(i as f32), InferOptions::default()).unwrap()).collect();
+    for ticket in busy {
         ticket.wait().unwrap();
     }
+    let refused = behind_two(&model);
+    assert!(matches!(refused, Err(Error::WouldMissDeadline { .. })), "{:?}", refused);
 }
 
 #[test]

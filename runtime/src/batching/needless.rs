@@ -20,6 +20,8 @@ pub struct RefusalLedger {
     second: Option<Instant>,
     /// Rows answered in the open second.
     answered: u64,
+    /// Rows answered in the second before it (0 when it was not the one just before).
+    answered_before: u64,
     /// Refusals in the open second made while requests were queued: needless unless
     /// the second ends busy.
     refused_with_queue: u64,
@@ -63,6 +65,23 @@ impl RefusalLedger {
         self.needless
     }
 
+    /// Whether the variant answers about all it can at `now`: over the last second
+    /// (the open second's rows and the share of the one before that the window still
+    /// covers), at least [`BUSY_SHARE`] of `capacity_per_s`. Without a capacity, it is
+    /// taken as busy. A refusal made while it is not busy would be needless.
+    pub fn busy(&self, now: Instant, capacity_per_s: Option<f64>) -> bool {
+        let Some(capacity) = capacity_per_s else { return true };
+        let Some(second) = self.second else { return false };
+        let into = now.saturating_duration_since(second);
+        let (open, before) = match into.as_secs_f64() {
+            s if s < 1.0 => (self.answered as f64, self.answered_before as f64 * (1.0 - s)),
+            // The open second has ended: it is the one before now.
+            s if s < 2.0 => (0.0, self.answered as f64 * (2.0 - s)),
+            _ => (0.0, 0.0),
+        };
+        open + before >= BUSY_SHARE * capacity
+    }
+
     /// Ends the open second if `now` is past it: its refusals made with a queue are
     /// needless if it answered under [`BUSY_SHARE`] of `capacity_per_s`. Returns them.
     fn roll(&mut self, now: Instant, capacity_per_s: Option<f64>) -> u64 {
@@ -79,6 +98,7 @@ impl RefusalLedger {
         // Seconds stay aligned with the first one; those with nothing in them pass.
         let passed = (now.saturating_duration_since(second).as_secs_f64()).floor();
         self.second = Some(second + SECOND.mul_f64(passed));
+        self.answered_before = if passed < 2.0 { self.answered } else { 0 };
         (self.answered, self.refused_with_queue) = (0, 0);
         needless
     }
@@ -130,5 +150,24 @@ mod tests {
         ledger.refused(at(start, 4_300), false, None);
         assert_eq!(ledger.answered(at(start, 5_100), 1, None), 0);
         assert_eq!(ledger.needless(), 3);
+    }
+
+    #[test]
+    fn a_variant_is_busy_while_it_answers_most_of_its_capacity_over_the_last_second() {
+        let start = Instant::now();
+        let mut ledger = RefusalLedger::default();
+        let capacity = Some(100.0);
+        assert!(!ledger.busy(start, capacity), "nothing answered yet");
+        assert!(ledger.busy(start, None), "without a capacity, nothing says otherwise");
+        for i in 0..90 {
+            ledger.answered(at(start, i * 10), 1, capacity);
+        }
+        assert!(ledger.busy(at(start, 950), capacity), "90 in the second");
+        // Half a second into the next: half of the 90 before, and 20 since.
+        for i in 0..20 {
+            ledger.answered(at(start, 1_000 + i * 20), 1, capacity);
+        }
+        assert!(!ledger.busy(at(start, 1_500), capacity), "45 + 20 of 100");
+        assert!(!ledger.busy(at(start, 4_000), capacity), "a quiet spell after it");
     }
 }

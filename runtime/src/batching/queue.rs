@@ -284,11 +284,13 @@ impl Queue {
             arrivals_per_s: inner.arrivals.per_s(),
         };
         let answer = predicted_answer(cost, &backlog, rows, now) + lead;
-        // A request with nothing queued ahead of it is judged as predicted: the
-        // stretch answers for what a stall leaves queued, of which there is none, and
-        // a refusal with the queue empty is one the model had the time to serve.
+        // The stretch answers for what a stall leaves queued while the model runs flat
+        // out. With nothing queued ahead, or with the model answering well under what
+        // it can, there is no such queue: the request is judged as predicted, since a
+        // refusal then turns away work the model had the time for.
         let unstretched = AdmissionMargin::default();
-        let margin = if backlog.rows_ahead == 0 { &unstretched } else { &inner.margin };
+        let saturated = backlog.rows_ahead > 0 && inner.refusals.busy(now, inner.capacity_per_s());
+        let margin = if saturated { &inner.margin } else { &unstretched };
         match margin.admits(now, answer, deadline) {
             Ok(()) => Ok(Some(Prediction { made: now, answer, deadline })),
             Err(stretched) => Err(Error::WouldMissDeadline {

@@ -190,6 +190,16 @@ pub(super) fn submit(
     Ok(Ticket::preprocessing(ticket))
 }
 
+/// How long before `model`'s queue could take `inputs`' images: the pool's backlog
+/// and their own decoding for `model`'s preprocessing, as [`submit`] judges them.
+pub(super) fn preparing(services: &ImageServices, model: &Model, inputs: &Inputs) -> Duration {
+    let backlog = services.pool.backlog();
+    let Some(preprocess) = model.preprocess() else { return backlog };
+    let images = inputs.images.iter().flat_map(|(_, images)| images);
+    let decoding: Option<ImageWork> = images.map(|image| image_work(image, preprocess)).sum();
+    backlog + decoding.and_then(|decoding| services.pool.price().predict(decoding)).unwrap_or_default()
+}
+
 /// Judges an image request before its images are decoded: its images ready once the
 /// pool's backlog and their own `work` are done, then its batch as `model`'s queue
 /// predicts it from there. The refusal where it would be answered after `deadline`;

@@ -58,8 +58,12 @@ impl Task {
             return chosen;
         }
         let rows = inputs.rows();
-        let preparing = if inputs.has_images() { self.images.pool.backlog() } else { Duration::ZERO };
-        let admits = |i: usize| routes.ready[i].would_admit(rows, options.priority, deadline, preparing);
+        let admits = |i: usize| {
+            let model = &routes.ready[i];
+            let preparing =
+                if inputs.has_images() { images::preparing(&self.images, model, inputs) } else { Duration::ZERO };
+            model.would_admit(rows, options.priority, deadline, preparing)
+        };
         if admits(chosen) {
             return chosen;
         }
