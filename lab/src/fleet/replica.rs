@@ -356,6 +356,7 @@ mod tests {
             slo_ms: Some(100.0),
             active: 0,
             variants: vec![variant("big", 4.0, 4.0), variant("small", 1.0, 2.0)],
+            spill: true,
         };
         let one = ReplicaModel::cheapest(&task, &|_| 1, 100.0).unwrap();
         assert_eq!(one.variant, "small");

@@ -115,7 +115,7 @@ mod tests {
         let variants = vec![variant("small", 1.0), variant("large", 4.0), variant("idle", 2.0)];
         SimModel {
             cores: 2,
-            tasks: vec![SimTask { name: "t".into(), slo_ms: Some(100.0), active: 0, variants }],
+            tasks: vec![SimTask { name: "t".into(), slo_ms: Some(100.0), active: 0, variants, spill: true }],
             budget: None,
         }
     }

@@ -325,6 +325,13 @@ impl Sim<'_> {
             return server;
         }
         if self.servers[server].would_miss(task, queued.deadline_us, now).is_some() {
+            if let Some(variant) = self.servers[server].spill_to(self.model, task, queued.deadline_us, now) {
+                let state = &mut self.servers[server].tasks[task];
+                state.in_flight += 1;
+                state.queue.push_front(Queued { variant, ..queued });
+                self.start(server, now);
+                return server;
+            }
             self.servers[server].tasks[task].traffic.rejected_for(ErrorKind::WouldMissDeadline);
             self.servers[server].refused(task, now);
             self.record_why(index, task, &queued, (Outcome::Rejected, now), None, "would_miss_deadline");

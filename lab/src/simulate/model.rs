@@ -64,6 +64,14 @@ pub struct SimTask {
     pub active: usize,
     /// Its variants, in configured order.
     pub variants: Vec<SimVariant>,
+    /// Whether a request the active variant would refuse goes to a cheaper loaded
+    /// variant that would answer it in time, as the runtime's `spill` does.
+    #[serde(default = "spills")]
+    pub spill: bool,
+}
+
+fn spills() -> bool {
+    true
 }
 
 /// One variant and what it costs.
@@ -201,7 +209,13 @@ impl SimModel {
                 });
             }
             let active = variants.iter().position(|v| v.name == status.active).unwrap_or(0);
-            tasks.push(SimTask { name: task.name.clone(), slo_ms: task.latency_slo_ms, active, variants });
+            tasks.push(SimTask {
+                name: task.name.clone(),
+                slo_ms: task.latency_slo_ms,
+                active,
+                variants,
+                spill: task.spill,
+            });
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let totals = config.resources.totals(config.onnxruntime.intra_op_threads);

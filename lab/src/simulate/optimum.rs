@@ -408,7 +408,7 @@ mod tests {
             .collect();
         SimModel {
             cores: 1,
-            tasks: vec![SimTask { name: "t".into(), slo_ms: Some(100.0), active: 0, variants }],
+            tasks: vec![SimTask { name: "t".into(), slo_ms: Some(100.0), active: 0, variants, spill: true }],
             budget: None,
         }
     }

@@ -304,24 +304,29 @@ impl Server {
     /// When a request of `task` arriving at `now` with `deadline_us` would be
     /// answered (µs), where the runtime would refuse it for that.
     pub fn would_miss(&mut self, task: usize, deadline_us: u64, now: u64) -> Option<u64> {
+        self.tasks[task].arrivals.arrived(self.origin + Duration::from_micros(now));
+        self.would_miss_on(task, self.tasks[task].active, deadline_us, now)
+    }
+
+    /// Like [`Server::would_miss`], on `variant` with the rows queued for it ahead.
+    fn would_miss_on(&self, task: usize, variant: usize, deadline_us: u64, now: u64) -> Option<u64> {
         let origin = self.origin;
         let at = |us: u64| origin + Duration::from_micros(us);
-        self.tasks[task].arrivals.arrived(at(now));
         let state = &self.tasks[task];
-        let cost = state.costs[state.active].as_ref()?;
+        let cost = state.costs[variant].as_ref()?;
         // Each instance frees up when its batch ends; idle ones now.
         let mut free_at: Vec<Instant> = self
             .running
             .iter()
-            .filter(|r| r.task == task && r.variant == state.active)
+            .filter(|r| r.task == task && r.variant == variant)
             .map(|r| at(r.started_us) + cost.of(r.requests.len()))
             .collect();
-        let idle = (state.instances[state.active].max(1) as usize).saturating_sub(free_at.len());
+        let idle = (state.instances[variant].max(1) as usize).saturating_sub(free_at.len());
         free_at.extend(std::iter::repeat_n(at(now), idle));
-        let (max_batch_size, delay_us) = state.knobs[state.active];
+        let (max_batch_size, delay_us) = state.knobs[variant];
         let backlog = Backlog {
             free_at: &free_at,
-            rows_ahead: state.queue.len(),
+            rows_ahead: state.queue.iter().filter(|q| q.variant == variant).count(),
             max_batch_size: max_batch_size as usize,
             max_queue_delay: Duration::from_micros(delay_us),
             arrivals_per_s: state.arrivals.per_s(),
@@ -330,6 +335,26 @@ impl Server {
         let predicted = predicted_answer(cost, &backlog, 1, at(now));
         let answer = AdmissionMargin::default().admits(at(now), predicted, at(deadline_us)).err()?;
         Some(answer.duration_since(origin).as_micros() as u64)
+    }
+
+    /// Where a request of `task` that its active variant would refuse goes instead, as
+    /// the runtime spills it: the most accurate loaded variant that costs less a row,
+    /// has an instance idle and nothing queued, and would answer it by `deadline_us`.
+    /// The request then goes to the front of the queue, where its batch closes at once.
+    pub fn spill_to(&self, model: &SimModel, task: usize, deadline_us: u64, now: u64) -> Option<usize> {
+        let configured = &model.tasks[task];
+        let state = &self.tasks[task];
+        if !configured.spill {
+            return None;
+        }
+        let row_ms = |v: usize| configured.variants[v].row_ms();
+        let running = |v: usize| self.running.iter().filter(|r| r.task == task && r.variant == v).count();
+        let mut cheaper: Vec<usize> = (0..configured.variants.len())
+            .filter(|&v| state.loaded[v] && row_ms(v) < row_ms(state.active))
+            .filter(|&v| running(v) < state.instances[v] as usize && !state.queue.iter().any(|q| q.variant == v))
+            .collect();
+        cheaper.sort_by(|&x, &y| configured.variants[y].accuracy.total_cmp(&configured.variants[x].accuracy));
+        cheaper.into_iter().find(|&v| self.would_miss_on(task, v, deadline_us, now).is_none())
     }
 
     /// Takes out of the queues the requests that could no longer be answered by their
@@ -635,6 +660,7 @@ mod tests {
             slo_ms: None,
             active: 0,
             variants: vec![variant("a", true), variant("b", false)],
+            spill: true,
         };
         SimModel { cores: 1, tasks: vec![task], budget: None }
     }
@@ -709,6 +735,26 @@ mod tests {
         server.steer(&model, &planned, 100_000, false);
         assert_eq!(server.tasks[0].instances[0], 1);
         assert_eq!(server.running.len(), 2);
+    }
+
+    #[test]
+    fn a_request_the_active_variant_would_refuse_spills_to_a_cheaper_idle_one_as_in_the_runtime() {
+        let mut model = model();
+        let cheap = &mut model.tasks[0].variants[1];
+        (cheap.loaded, cheap.accuracy, cheap.fit) = (true, 60.0, LatencyFit { a_ms: 0.5, c_ms: 0.5, r2: 1.0 });
+        let mut server = Server::new(&model);
+        // `a` has two full batches of 9 ms queued: a request due in 10 ms misses there,
+        // and `b`, idle, answers it in 1.
+        queue(&mut server, 16, 0);
+        assert!(server.would_miss(0, 10_000, 0).is_some());
+        assert_eq!(server.spill_to(&model, 0, 10_000, 0), Some(1));
+        assert_eq!(server.spill_to(&model, 0, 500, 0), None, "not even `b` answers in 0.5 ms");
+        let mut kept = model.clone();
+        kept.tasks[0].spill = false;
+        assert_eq!(server.spill_to(&kept, 0, 10_000, 0), None, "spill off");
+        let mut pricier = model.clone();
+        pricier.tasks[0].variants[1].fit = LatencyFit { a_ms: 2.0, c_ms: 2.0, r2: 1.0 };
+        assert_eq!(server.spill_to(&pricier, 0, 10_000, 0), None, "only to a cheaper variant");
     }
 
     #[test]

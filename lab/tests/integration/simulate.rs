@@ -47,7 +47,7 @@ pub(crate) fn model(active: usize) -> SimModel {
         .collect();
     SimModel {
         cores: 2,
-        tasks: vec![SimTask { name: "classify".into(), slo_ms: Some(150.0), active, variants }],
+        tasks: vec![SimTask { name: "classify".into(), slo_ms: Some(150.0), active, variants, spill: true }],
         budget: None,
     }
 }
@@ -93,7 +93,10 @@ fn one_seed_gives_one_run_and_another_seed_another() {
 fn a_wasm_policy_steers_simulated_tasks_and_beats_serving_the_largest_variant_regardless() {
     let (model, spec) = (model(2), rising());
     let config = SimConfig::default();
-    let fixed = run(&model, &spec, &config, "static");
+    // Regardless: the large variant answers every request, none spills to another.
+    let mut large_only = model.clone();
+    large_only.tasks[0].spill = false;
+    let fixed = run(&large_only, &spec, &config, "static");
     let steered = run(&model, &spec, &config, "slo-predictive");
     let (fixed, steered) = (&fixed.summaries()[0], &steered.summaries()[0]);
     assert_eq!(fixed.variant_switches, 0);
@@ -284,6 +287,8 @@ const CLOSE_FAMILY: [(&str, f64, f64, f64); 3] =
 fn close_model() -> SimModel {
     let mut model = model(0);
     model.tasks[0].slo_ms = Some(100.0);
+    // The policy's choice alone: no request spills to another variant.
+    model.tasks[0].spill = false;
     for (variant, &(name, accuracy, a_ms, c_ms)) in model.tasks[0].variants.iter_mut().zip(&CLOSE_FAMILY) {
         let fit = LatencyFit { a_ms, c_ms, r2: 0.999 };
         (variant.name, variant.accuracy, variant.fit, variant.max_queue_delay_us) = (name.into(), accuracy, fit, 2_000);
@@ -421,7 +426,7 @@ fn recorded_ticks_with_a_refused_switch_get_the_runtimes_actions_from_the_simula
             snapshot,
         })
         .collect();
-    let task = SimTask { name: "classify".into(), slo_ms: None, active: 0, variants };
+    let task = SimTask { name: "classify".into(), slo_ms: None, active: 0, variants, spill: true };
     let model = SimModel { cores: 2, tasks: vec![task], budget: None };
     // The same policy steers it, through the runtime's controller, at the same times.
     let module = PolicyEngine::new(HostConfig::default()).unwrap().compile_file(&policy_module("static")).unwrap();
