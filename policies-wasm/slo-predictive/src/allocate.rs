@@ -145,10 +145,14 @@ impl Plan<'_, '_> {
         self.p99(i, v, self.others(i, chosen)).is_some_and(|p| p <= budget_ms)
     }
 
-    /// Like [`Plan::fits`], at the demand a step up is judged by.
+    /// Like [`Plan::fits`], at the demand a step up is judged by, and with the variant
+    /// (with the others) under `step_up_utilisation` at it.
     fn fits_stepped_up(&self, i: usize, v: usize, chosen: &[usize], budget_ms: f64) -> bool {
-        let demand = self.tasks[i].step_up_demand;
-        self.p99_at(i, v, self.others(i, chosen), demand).is_some_and(|p| p <= budget_ms)
+        let (task, others) = (&self.tasks[i], self.others(i, chosen));
+        let row_ms = self.policy.row_ms(task.name, task.candidates[v].fit, task.ceiling);
+        let utilisation = task.step_up_demand / 1e3 * row_ms + others.utilisation;
+        utilisation <= self.policy.parameters.step_up_utilisation
+            && self.p99_at(i, v, others, task.step_up_demand).is_some_and(|p| p <= budget_ms)
     }
 
     /// Whether task `i` is predicted over its target as `chosen` serves.
