@@ -128,11 +128,11 @@ impl TaskState {
         }
     }
 
-    /// What `variant` answers a second as profiled: its line at its largest batch,
-    /// for each instance (as the runtime's queue judges a refusal's need).
+    /// What `variant` answers a second as profiled: its batch cost at its largest
+    /// batch, for each instance (as the runtime's queue judges a refusal's need).
     fn capacity_per_s(&self, variant: usize) -> Option<f64> {
         let cost = self.costs[variant].as_ref()?;
-        let one = cost.line_capacity_per_s(self.knobs[variant].0 as usize);
+        let one = cost.capacity_per_s(self.knobs[variant].0 as usize);
         Some(one * f64::from(self.instances[variant].max(1)))
     }
 

@@ -64,11 +64,13 @@ impl BatchCost {
         Duration::from_secs_f64((self.turn_wait_ms + self.line_ms(rows) * self.correction * stretch) / 1e3)
     }
 
-    /// Rows a second one instance answers in batches of `rows` as the line says,
-    /// uncorrected: its profiled capacity at that batch.
-    pub fn line_capacity_per_s(&self, rows: usize) -> f64 {
+    /// Rows a second one instance answers in batches of `rows` as batches are
+    /// predicted to take now: its profiled capacity at that batch, corrected by how
+    /// its recent batches ran against the line (a machine busy with the load's own
+    /// clients, say, runs every batch slower than it was profiled alone).
+    pub fn capacity_per_s(&self, rows: usize) -> f64 {
         let rows = rows.max(1);
-        rows as f64 * 1e3 / self.line_ms(rows)
+        rows as f64 / self.of(rows).as_secs_f64().max(1e-9)
     }
 
     /// Measured over predicted, as it stands.

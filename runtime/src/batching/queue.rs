@@ -270,26 +270,33 @@ impl Queue {
         now: Instant,
     ) -> Result<Option<Prediction>, Error> {
         let Some(cost) = inner.state.cost() else { return Ok(None) };
+        let rows_ahead = inner.state.rows_ahead(priority) + not_yet_queued;
+        // The stretch answers for what a stall leaves queued while the model runs flat
+        // out, and so does a batch running past its prediction now (taken to run as
+        // much longer again: a stall that has lasted that long tends to last). With
+        // nothing queued ahead, or with the model answering well under what it can,
+        // there is no such queue: the request is judged as predicted, since a refusal
+        // then turns away work the model had the time for.
+        let saturated = rows_ahead > 0 && inner.refusals.busy(now, inner.capacity_per_s());
+        let free_after = |took: Instant, rows: usize| {
+            let predicted = took + cost.of(rows);
+            if saturated && now > predicted { now + (now - predicted) } else { predicted }
+        };
         // An instance retiring runs no batch after its own: it frees nothing for others.
         let free_at: Vec<Instant> = (0..inner.running.len())
             .filter(|&i| inner.instances[i].is_some() && !inner.retiring[i])
-            .map(|i| inner.running[i].map_or(now, |(took, rows)| took + cost.of(rows)))
+            .map(|i| inner.running[i].map_or(now, |(took, rows)| free_after(took, rows)))
             .collect();
         let config = inner.state.config();
         let backlog = Backlog {
             free_at: &free_at,
-            rows_ahead: inner.state.rows_ahead(priority) + not_yet_queued,
+            rows_ahead,
             max_batch_size: config.max_batch_size,
             max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
             arrivals_per_s: inner.arrivals.per_s(),
         };
         let answer = predicted_answer(cost, &backlog, rows, now) + lead;
-        // The stretch answers for what a stall leaves queued while the model runs flat
-        // out. With nothing queued ahead, or with the model answering well under what
-        // it can, there is no such queue: the request is judged as predicted, since a
-        // refusal then turns away work the model had the time for.
         let unstretched = AdmissionMargin::default();
-        let saturated = backlog.rows_ahead > 0 && inner.refusals.busy(now, inner.capacity_per_s());
         let margin = if saturated { &inner.margin } else { &unstretched };
         match margin.admits(now, answer, deadline) {
             Ok(()) => Ok(Some(Prediction { made: now, answer, deadline })),
@@ -551,14 +558,14 @@ impl Inner {
     }
 
     /// What the model answers a second as profiled: its capacity with photos where
-    /// that was measured (with its instances), else what the batch cost's line gives
-    /// at the largest batch in force, for each serving instance; `None` without a
-    /// profile.
+    /// that was measured (with its instances), else what its batch cost gives at the
+    /// largest batch in force (the line as its batches have been running against it),
+    /// for each serving instance; `None` without a profile.
     fn capacity_per_s(&self) -> Option<f64> {
         if let Some(photos) = self.photo_capacity {
             return Some(photos);
         }
-        let one = self.state.cost()?.line_capacity_per_s(self.state.config().max_batch_size);
+        let one = self.state.cost()?.capacity_per_s(self.state.config().max_batch_size);
         Some(one * self.serving().max(1) as f64)
     }
 }
