@@ -272,20 +272,14 @@ impl Queue {
         let Some(cost) = inner.state.cost() else { return Ok(None) };
         let rows_ahead = inner.state.rows_ahead(priority) + not_yet_queued;
         // The stretch answers for what a stall leaves queued while the model runs flat
-        // out, and so does a batch running past its prediction now (taken to run as
-        // much longer again: a stall that has lasted that long tends to last). With
-        // nothing queued ahead, or with the model answering well under what it can,
-        // there is no such queue: the request is judged as predicted, since a refusal
-        // then turns away work the model had the time for.
+        // out. With nothing queued ahead, or with the model answering well under what
+        // it can, there is no such queue: the request is judged as predicted, since a
+        // refusal then turns away work the model had the time for.
         let saturated = rows_ahead > 0 && inner.refusals.busy(now, inner.capacity_per_s());
-        let free_after = |took: Instant, rows: usize| {
-            let predicted = took + cost.of(rows);
-            if saturated && now > predicted { now + (now - predicted) } else { predicted }
-        };
         // An instance retiring runs no batch after its own: it frees nothing for others.
         let free_at: Vec<Instant> = (0..inner.running.len())
             .filter(|&i| inner.instances[i].is_some() && !inner.retiring[i])
-            .map(|i| inner.running[i].map_or(now, |(took, rows)| free_after(took, rows)))
+            .map(|i| inner.running[i].map_or(now, |(took, rows)| took + cost.of(rows)))
             .collect();
         let config = inner.state.config();
         let backlog = Backlog {
