@@ -213,7 +213,11 @@ impl Plan<'_, '_> {
         let lower = (0..task.candidates.len())
             .filter(|&v| accuracy(v) < accuracy(current) && p99(v).is_some_and(|p| p <= budgets.stay_ms))
             .max_by(|&x, &y| accuracy(x).total_cmp(&accuracy(y)));
+        // Never up: a variant that has not served lately is priced by its profile while
+        // the one serving is priced as the machine runs now, so on a machine running
+        // slow a more accurate one can look the faster.
         let fastest = (0..task.candidates.len())
+            .filter(|&v| accuracy(v) <= accuracy(current))
             .filter_map(|v| Some((v, p99(v)?)))
             .min_by(|x, y| x.1.total_cmp(&y.1))
             .map(|(v, _)| v);
@@ -221,7 +225,11 @@ impl Plan<'_, '_> {
             let fit = task.candidates[v].fit;
             fit.a_ms + fit.c_ms.max(0.0) / f64::from(task.ceiling)
         };
-        let cheapest = || (0..task.candidates.len()).min_by(|&x, &y| per_request(x).total_cmp(&per_request(y)));
+        let cheapest = || {
+            (0..task.candidates.len())
+                .filter(|&v| accuracy(v) <= accuracy(current))
+                .min_by(|&x, &y| per_request(x).total_cmp(&per_request(y)))
+        };
         lower.or(fastest).or_else(cheapest).unwrap_or(current)
     }
 

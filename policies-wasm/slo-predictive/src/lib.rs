@@ -992,6 +992,24 @@ mod tests {
         assert_eq!(decision.variant.as_deref(), Some("small"));
     }
 
+    #[test]
+    fn a_step_down_never_goes_to_a_more_accurate_variant_that_looks_faster() {
+        // medium serves behind a queue it cannot clear in time, small does no better,
+        // and large is priced faster than both (as a variant that has not served lately
+        // is, at its profile, while the machine runs slow): the step down stays below.
+        // At 250/s large takes 0.78 of the executor, too much to step up to; the others
+        // 0.94, more than any variant may stay at.
+        let mut behind = task("medium", 250.0, 250.0, 250.0);
+        behind.queue_length = 40;
+        for variant in &mut behind.variants {
+            let (a_ms, c_ms) = if variant.name == "large" { (2.5, 5.0) } else { (3.0, 6.0) };
+            variant.profile =
+                Some(VariantCost { fit: Some(LatencyFit { a_ms, c_ms, r2: 0.999 }), ..VariantCost::default() });
+        }
+        let decision = decide(&mut SloPredictive::default(), 10, behind);
+        assert_ne!(decision.and_then(|d| d.variant).as_deref(), Some("large"));
+    }
+
     /// The variants `tasks` are switched to, decided together at `now_s`.
     fn decide_together(policy: &mut SloPredictive, now_s: u64, tasks: Vec<TaskSnapshot>) -> Vec<(String, String)> {
         let snapshot = Snapshot { now_ms: now_s * 1000, tasks, ..Snapshot::default() };

@@ -40,7 +40,7 @@ pub fn rising_per_s2(history: &History) -> f64 {
     if last_second - recent_mean <= STILL_RISING_SIGMAS * last_second.sqrt() {
         return 0.0;
     }
-    let rise = recent - before - 2.0 * (recent + before).sqrt();
+    let rise = recent - before - 2.0 * f64::sqrt(recent + before);
     let seconds = window_ms as f64 / 1e3;
     rise.max(0.0) / (seconds * seconds)
 }
@@ -88,7 +88,7 @@ mod tests {
         // Second 8: windows of 4 s (5..8: 30, 60, 90, 120; 1..4: 30 each).
         let slope = rising_per_s2(&ticks(onset, 8));
         let (recent, before) = (300.0, 120.0);
-        assert!((slope - (recent - before - 2.0 * (recent + before).sqrt()) / 16.0).abs() < 1e-9, "{slope}");
+        assert!((slope - (recent - before - 2.0 * f64::sqrt(recent + before)) / 16.0).abs() < 1e-9, "{slope}");
         assert!(slope > 5.0, "{slope}");
     }
 }
