@@ -2,7 +2,7 @@
 # Admission on loads with bursts, before and after: slo-predictive on the policy
 # experiment's steep trace (the MobileNetV2 family, experiments/classify.toml, SLO
 # 150 ms) and on the bursty trace whose busiest second is 8 times its mean (the
-# EfficientNet-Lite family on tensors, experiments/lite.toml, SLO 100 ms). Each load
+# same family, its task renamed as scripts/bench/steering.sh renames it). Each load
 # runs for real on this revision and, right after, on BASELINE's build with its own
 # policies, then in the simulator on this revision's profiles. Rates are scaled as
 # scripts/bench/experiment.sh and steering.sh scale them. results.md: per load and
@@ -11,6 +11,7 @@
 #
 #   bash scripts/bench/admission_loads.sh [OUT]   (default bench-admission-loads; ~15 min)
 #   BASELINE=0afa2f0                              the revision to compare with
+#   ONLY=bursty-8                                 only these loads
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -23,7 +24,7 @@ log() { echo "admission_loads: $*" >&2; }
 MODELLESS="$OUT/bin/modelless"
 POLICIES="$ROOT/.modelless/policies"
 EARLY=(--early-tick-queue 8)
-rm -rf "$OUT" && mkdir -p "$OUT/loads"
+rm -rf "$OUT/loads" && mkdir -p "$OUT/loads"
 bash scripts/build/release_cli.sh "$MODELLESS"
 log "building the baseline $BASELINE"
 bash scripts/build/baseline.sh "$BASELINE" "$OUT/bin/baseline" "$OUT/bin/baseline-policies"
@@ -41,11 +42,15 @@ PY
 # name, config, load, the variant the rates follow and its reference rate
 SCENARIOS=(
     "steep|experiments/classify.toml|experiments/steep.toml|mobilenetv2-1.4|114"
-    "bursty-8|experiments/lite.toml|experiments/bursty-8.toml|cheapest|105"
+    "bursty-8|experiments/classify.toml|$OUT/loads/bursty-8.toml|cheapest|105"
 )
+# The bursty trace names the photo task; the MobileNetV2 family serves `classify-image`.
+sed 's/^task = .*/task = "classify-image"/' experiments/bursty-8.toml >"$OUT/loads/bursty-8.toml"
 for scenario in "${SCENARIOS[@]}"; do
     IFS='|' read -r name config load follows reference <<<"$scenario"
+    [[ -z "${ONLY:-}" || " $ONLY " == *" $name "* ]] || continue
     dir="$OUT/$name"
+    rm -rf "$dir"
     "$MODELLESS" simulate --config "$config" --save-model "$dir/model.json" --load "$load" --oracle \
         --out "$dir/probe" >/dev/null 2>&1
     scale=$(python3 -c "print(round($(capacity "$dir/model.json" "$follows") / $reference, 3))")
