@@ -67,7 +67,7 @@ impl RefusalLedger {
 
     /// Whether the variant answers about all it can at `now`: over the last second
     /// (the open second's rows and the share of the one before that the window still
-    /// covers), at least [`BUSY_SHARE`] of `capacity_per_s`. Without a capacity, it is
+    /// covers), at least `BUSY_SHARE` (0.8) of `capacity_per_s`. Without a capacity, it is
     /// taken as busy. A refusal made while it is not busy would be needless.
     pub fn busy(&self, now: Instant, capacity_per_s: Option<f64>) -> bool {
         let Some(capacity) = capacity_per_s else { return true };
