@@ -3,15 +3,20 @@
 //!
 //! An answer comes later than predicted when something the prediction does not see
 //! slows the batch or its queue: photos decoding on the cores the session runs on, a
-//! descheduled process, a page-fault storm. The margin holds a high quantile
-//! ([`QUANTILE`]) of how far the last [`WINDOW`] batches' answers came after their
-//! predictions (each batch's worst answer, late or in time, early ones included), so
-//! it follows the error's distribution rather than its worst case:
+//! descheduled process, a page-fault storm. The margin holds a high quantile of how
+//! far recent batches' answers came after their predictions (each batch's worst
+//! answer, late or in time, early ones included), so it follows the error's
+//! distribution rather than its worst case:
 //! - an error that persists, one batch in a few overrunning, holds the margin at its
-//!   size for as long as it lasts;
-//! - one stall, a batch or two late among the last [`WINDOW`], moves nothing: the
-//!   queue it left is in the predictions already, and refusing for it would turn
-//!   away requests the machine then had the time for.
+//!   size for as long as it lasts ([`QUANTILE`] of the last [`WINDOW`] batches);
+//! - slowdowns that recur, a few batches in a hundred, hold it at their size too
+//!   ([`TAIL_QUANTILE`] of the last [`TAIL_WINDOW`]): under overload every queue is
+//!   filled to its deadline, so each batch that overruns the margin makes the
+//!   requests at the queue's end late, and a margin that covered only nine batches
+//!   in ten would let about one request in a hundred miss;
+//! - one stall, a batch or two late, moves nothing: the queue it left is in the
+//!   predictions already, and refusing for it would turn away requests the machine
+//!   then had the time for.
 //!
 //! Until a variant has answered [`WINDOW`] batches, the batches it has not run count as
 //! answered as predicted: it starts from its profile (and again when it is switched
@@ -42,6 +47,12 @@ pub const WINDOW: usize = 20;
 /// error of one batch in seven or more holds it; the batch's own spread and the
 /// headroom cover most of the rest.
 pub const QUANTILE: f64 = 0.9;
+/// Batches the tail quantile is taken over: a few seconds of batches at the rates CPU
+/// variants serve under overload.
+pub const TAIL_WINDOW: usize = 200;
+/// The quantile of the last [`TAIL_WINDOW`] batches' overruns the margin keeps at
+/// least: two stalls of [`TAIL_WINDOW`] move nothing, a third sets it.
+pub const TAIL_QUANTILE: f64 = 0.99;
 /// Batches older than this say nothing of now: a variant that served a minute ago,
 /// under another load, starts again from its predictions.
 pub const MAX_AGE: Duration = Duration::from_secs(5);
@@ -80,10 +91,10 @@ impl Prediction {
 /// How answers came against their predictions lately.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AdmissionMargin {
-    /// The last [`WINDOW`] batches answered: when, and the overrun of their worst
-    /// answer. Newest last.
+    /// The last [`TAIL_WINDOW`] batches answered: when, and the overrun of their
+    /// worst answer. Newest last.
     recent: VecDeque<(Instant, f64)>,
-    /// The quantile of `recent`, as of the last batch.
+    /// The overrun the margin keeps ([`kept_overrun`]), as of the last batch.
     quantile: f64,
 }
 
@@ -95,7 +106,7 @@ impl AdmissionMargin {
             None => 0.0,
             Some(&(oldest, _)) if fresh(oldest) => self.quantile,
             // Some batches aged out since the quantile was taken: take it again.
-            Some(_) => quantile_of(self.recent.iter().filter(|&&(at, _)| fresh(at)).map(|&(_, o)| o)),
+            Some(_) => kept_overrun(self.recent.iter().filter(|&&(at, _)| fresh(at)).map(|&(_, o)| o)),
         };
         1.0 + quantile.clamp(0.0, MAX_STRETCH - 1.0)
     }
@@ -136,26 +147,33 @@ impl AdmissionMargin {
     }
 
     fn remember(&mut self, at: Instant, overrun: f64) {
-        if self.recent.len() == WINDOW {
+        if self.recent.len() == TAIL_WINDOW {
             self.recent.pop_front();
         }
         self.recent.push_back((at, overrun));
         while self.recent.front().is_some_and(|&(then, _)| at.saturating_duration_since(then) >= MAX_AGE) {
             self.recent.pop_front();
         }
-        self.quantile = quantile_of(self.recent.iter().map(|&(_, o)| o));
+        self.quantile = kept_overrun(self.recent.iter().map(|&(_, o)| o));
     }
 }
 
-/// The [`QUANTILE`] of `overruns`, the batches of [`WINDOW`] they do not fill
-/// counted as answered as predicted (0): the smallest value that at least that share
-/// of them do not exceed.
-fn quantile_of(overruns: impl Iterator<Item = f64>) -> f64 {
-    let mut sorted: Vec<f64> = overruns.collect();
-    sorted.resize(sorted.len().max(WINDOW), 0.0);
-    sorted.sort_by(f64::total_cmp);
-    let rank = ((QUANTILE * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+/// The overrun the margin keeps for `overruns` (oldest first): the larger of the
+/// last [`WINDOW`]'s [`QUANTILE`] and the [`TAIL_QUANTILE`] of them all.
+fn kept_overrun(overruns: impl Iterator<Item = f64>) -> f64 {
+    let all: Vec<f64> = overruns.collect();
+    let last = all[all.len().saturating_sub(WINDOW)..].to_vec();
+    quantile_of(last, QUANTILE, WINDOW).max(quantile_of(all, TAIL_QUANTILE, TAIL_WINDOW))
+}
+
+/// The `quantile` of `overruns`, the batches of `window` they do not fill counted as
+/// answered as predicted (0): the smallest value that at least that share of them do
+/// not exceed.
+fn quantile_of(mut overruns: Vec<f64>, quantile: f64, window: usize) -> f64 {
+    overruns.resize(overruns.len().max(window), 0.0);
+    overruns.sort_by(f64::total_cmp);
+    let rank = ((quantile * overruns.len() as f64).ceil() as usize).clamp(1, overruns.len());
+    overruns[rank - 1]
 }
 
 #[cfg(test)]
@@ -239,7 +257,32 @@ mod tests {
         assert!((margin.stretch(now) - 2.0).abs() < 1e-9, "{}", margin.stretch(now));
         // A request predicted at 120 ms of 250 is refused while it lasts.
         assert!(margin.admits(now, now + ms(120), now + ms(250)).is_err());
-        // Once it stops, a window of batches in time forgets it.
+        // Once it stops, a window of batches in time lets go of all but the tail it
+        // leaves, and batches in time for longer than a tail is kept forget it.
+        batches(&mut margin, &mut now, WINDOW, 40);
+        assert!(margin.stretch(now) < 2.0 + 1e-9);
+        batches(&mut margin, &mut now, (MAX_AGE.as_millis() / 40) as usize, 40);
+        assert_eq!(margin.stretch(now), 1.0);
+    }
+
+    #[test]
+    fn slowdowns_that_recur_hold_the_margin_at_their_size() {
+        let mut now = Instant::now();
+        let mut margin = AdmissionMargin::default();
+        // One batch in forty comes at 1.5 times its prediction: never two in the
+        // last twenty, so the window's quantile sees none of them.
+        for _ in 0..3 {
+            batches(&mut margin, &mut now, 39, 40);
+            batches(&mut margin, &mut now, 1, 60);
+        }
+        assert!((margin.stretch(now) - 1.5).abs() < 1e-9, "{}", margin.stretch(now));
+        // Two such slowdowns alone move nothing.
+        let mut now = Instant::now();
+        let mut margin = AdmissionMargin::default();
+        for _ in 0..2 {
+            batches(&mut margin, &mut now, 39, 40);
+            batches(&mut margin, &mut now, 1, 60);
+        }
         batches(&mut margin, &mut now, WINDOW, 40);
         assert_eq!(margin.stretch(now), 1.0);
     }
