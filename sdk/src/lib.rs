@@ -125,7 +125,8 @@ pub mod profile {
 /// actions.
 pub mod engine {
     pub use modelless_runtime::batching::{
-        AdmissionMargin, ArrivalRate, Backlog, BatchCost, MAX_QUEUE_DELAY_US, RefusalLedger, predicted_answer,
+        AdmissionMargin, ArrivalRate, Backlog, BatchCost, MAX_QUEUE_DELAY_US, RefusalLedger, SHARING_SLOWDOWN,
+        predicted_answer,
     };
     pub use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
     pub use modelless_runtime::policy::core;

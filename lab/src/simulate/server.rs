@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use modelless::engine::AdmissionMargin;
 use modelless::engine::BatchCost;
-use modelless::engine::{ArrivalRate, Backlog, RefusalLedger, predicted_answer};
+use modelless::engine::{ArrivalRate, Backlog, RefusalLedger, SHARING_SLOWDOWN, predicted_answer};
 
 use modelless::engine::core::Action;
 use modelless::engine::{TrafficReading, TrafficWindow};
@@ -305,11 +305,12 @@ impl Server {
     /// answered (µs), where the runtime would refuse it for that.
     pub fn would_miss(&mut self, task: usize, deadline_us: u64, now: u64) -> Option<u64> {
         self.tasks[task].arrivals.arrived(self.origin + Duration::from_micros(now));
-        self.would_miss_on(task, self.tasks[task].active, deadline_us, now)
+        self.would_miss_on(task, self.tasks[task].active, deadline_us, now, 1.0)
     }
 
-    /// Like [`Server::would_miss`], on `variant` with the rows queued for it ahead.
-    fn would_miss_on(&self, task: usize, variant: usize, deadline_us: u64, now: u64) -> Option<u64> {
+    /// Like [`Server::would_miss`], on `variant` with the rows queued for it ahead, its
+    /// wait `slowed_by` times what the line predicts.
+    fn would_miss_on(&self, task: usize, variant: usize, deadline_us: u64, now: u64, slowed_by: f64) -> Option<u64> {
         let origin = self.origin;
         let at = |us: u64| origin + Duration::from_micros(us);
         let state = &self.tasks[task];
@@ -332,15 +333,17 @@ impl Server {
             arrivals_per_s: state.arrivals.per_s(),
         };
         // Simulated batches run as their line predicts: no overrun to keep a margin for.
-        let predicted = predicted_answer(cost, &backlog, 1, at(now));
+        let wait = predicted_answer(cost, &backlog, 1, at(now)).saturating_duration_since(at(now));
+        let predicted = at(now) + wait.mul_f64(slowed_by.max(1.0));
         let answer = AdmissionMargin::default().admits(at(now), predicted, at(deadline_us)).err()?;
         Some(answer.duration_since(origin).as_micros() as u64)
     }
 
     /// Where a request of `task` that its active variant would refuse goes instead, as
     /// the runtime spills it: the most accurate loaded variant that costs less a row,
-    /// has an instance idle and nothing queued, and would answer it by `deadline_us`.
-    /// The request then goes to the front of the queue, where its batch closes at once.
+    /// has an instance idle and nothing queued, and would answer it by `deadline_us`
+    /// beside the active one ([`SHARING_SLOWDOWN`] times its line). The request then
+    /// goes to the front of the queue, where its batch closes at once.
     pub fn spill_to(&self, model: &SimModel, task: usize, deadline_us: u64, now: u64) -> Option<usize> {
         let configured = &model.tasks[task];
         let state = &self.tasks[task];
@@ -354,7 +357,7 @@ impl Server {
             .filter(|&v| running(v) < state.instances[v] as usize && !state.queue.iter().any(|q| q.variant == v))
             .collect();
         cheaper.sort_by(|&x, &y| configured.variants[y].accuracy.total_cmp(&configured.variants[x].accuracy));
-        cheaper.into_iter().find(|&v| self.would_miss_on(task, v, deadline_us, now).is_none())
+        cheaper.into_iter().find(|&v| self.would_miss_on(task, v, deadline_us, now, SHARING_SLOWDOWN).is_none())
     }
 
     /// Takes out of the queues the requests that could no longer be answered by their
@@ -749,6 +752,8 @@ mod tests {
         assert!(server.would_miss(0, 10_000, 0).is_some());
         assert_eq!(server.spill_to(&model, 0, 10_000, 0), Some(1));
         assert_eq!(server.spill_to(&model, 0, 500, 0), None, "not even `b` answers in 0.5 ms");
+        // Alone `b` would answer in 1 ms, 2.5 ms with the headroom; beside `a`, in 2.
+        assert_eq!(server.spill_to(&model, 0, 2_500, 0), None, "beside `a`, `b` takes twice its line");
         let mut kept = model.clone();
         kept.tasks[0].spill = false;
         assert_eq!(server.spill_to(&kept, 0, 10_000, 0), None, "spill off");

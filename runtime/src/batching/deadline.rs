@@ -134,6 +134,12 @@ pub struct Backlog<'a> {
     pub arrivals_per_s: f64,
 }
 
+/// How much slower a variant runs beside another that keeps the same cores busy:
+/// each session's threads take about half of them. On the steep load's flash crowd,
+/// MobileNetV2-0.75's batches of 8 took 48–50 ms beside MobileNetV2-1.0's against
+/// 24–27 ms once it ran alone, and requests spilled to it on its own line expired.
+pub const SHARING_SLOWDOWN: f64 = 2.0;
+
 /// When a request of `rows` rows queued behind `backlog` would be answered, were it
 /// admitted at `now`: the batches ahead go to whichever instance is free first, each
 /// full, and the request rides in the batch that holds its last row. That batch is

@@ -15,7 +15,7 @@ pub(crate) mod state;
 pub(crate) mod worker;
 
 pub use config::{BatchingConfig, BatchingKnobs, MAX_QUEUE_DELAY_US};
-pub use deadline::{ArrivalRate, Backlog, BatchCost, predicted_answer};
+pub use deadline::{ArrivalRate, Backlog, BatchCost, SHARING_SLOWDOWN, predicted_answer};
 pub use margin::AdmissionMargin;
 pub use needless::RefusalLedger;
 pub use state::State;

@@ -177,7 +177,7 @@ impl Queue {
         if let Some(deadline) = deadline {
             // Parts of a split request are all its own rows.
             let rows = parts.len() * first_rows;
-            match self.judge(&inner, 0, Duration::ZERO, rows, priority, deadline, now) {
+            match self.judge(&inner, 0, Duration::ZERO, rows, priority, deadline, now, 1.0) {
                 Ok(judged) => prediction = judged,
                 Err(error) => {
                     self.counters.failed(&error);
@@ -222,7 +222,7 @@ impl Queue {
         let mut inner = self.lock();
         let on_their_way = self.preparing.load(Ordering::Relaxed);
         let now = Instant::now();
-        let judged = self.judge(&inner, on_their_way, preparing, rows, priority, deadline, now);
+        let judged = self.judge(&inner, on_their_way, preparing, rows, priority, deadline, now, 1.0);
         if judged.is_err() {
             let empty = inner.state.is_empty() && on_their_way == 0;
             self.refused(&mut inner, empty, now);
@@ -232,17 +232,19 @@ impl Queue {
 
     /// Whether a request of `rows` rows and `priority`, queued `preparing` from now,
     /// would be admitted to make `deadline` (always, while no profile prices the
-    /// batches). Nothing is queued or counted.
+    /// batches), its wait predicted `slowed_by` times as long as the batches' lines
+    /// say (1: as they say). Nothing is queued or counted.
     pub fn would_admit(
         &self,
         rows: usize,
         priority: crate::request::Priority,
         deadline: Instant,
         preparing: Duration,
+        slowed_by: f64,
     ) -> bool {
         let inner = self.lock();
         let on_their_way = self.preparing.load(Ordering::Relaxed);
-        self.judge(&inner, on_their_way, preparing, rows, priority, deadline, Instant::now()).is_ok()
+        self.judge(&inner, on_their_way, preparing, rows, priority, deadline, Instant::now(), slowed_by).is_ok()
     }
 
     /// Notes a refusal made at `now` with the queue `empty` or not; counts those that
@@ -255,9 +257,10 @@ impl Queue {
 
     /// Judges a request of `rows` rows and `priority` due at `deadline`, queued
     /// `lead` after `now` behind `not_yet_queued` rows besides the queue's (the
-    /// queue taken as it stands now): its refusal when its answer, stretched by the
-    /// margin answers have overrun lately, would come after the deadline; else the
-    /// unstretched prediction it was admitted on (`None` when the cost is unknown).
+    /// queue taken as it stands now), its wait `slowed_by` times what the lines
+    /// predict: its refusal when its answer, stretched by the margin answers have
+    /// overrun lately, would come after the deadline; else the unstretched prediction
+    /// it was admitted on (`None` when the cost is unknown).
     #[allow(clippy::too_many_arguments)]
     fn judge(
         &self,
@@ -268,6 +271,7 @@ impl Queue {
         priority: crate::request::Priority,
         deadline: Instant,
         now: Instant,
+        slowed_by: f64,
     ) -> Result<Option<Prediction>, Error> {
         let Some(cost) = inner.state.cost() else { return Ok(None) };
         let rows_ahead = inner.state.rows_ahead(priority) + not_yet_queued;
@@ -289,7 +293,8 @@ impl Queue {
             max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
             arrivals_per_s: inner.arrivals.per_s(),
         };
-        let answer = predicted_answer(cost, &backlog, rows, now) + lead;
+        let wait = predicted_answer(cost, &backlog, rows, now).saturating_duration_since(now);
+        let answer = now + wait.mul_f64(slowed_by.max(1.0)) + lead;
         let unstretched = AdmissionMargin::default();
         let margin = if saturated { &inner.margin } else { &unstretched };
         match margin.admits(now, answer, deadline) {

@@ -385,9 +385,17 @@ impl Model {
     }
 
     /// Whether a request of `rows` rows and `priority`, queued `preparing` from now,
-    /// would be admitted to make `deadline`; nothing is queued or counted.
-    pub(crate) fn would_admit(&self, rows: usize, priority: Priority, deadline: Instant, preparing: Duration) -> bool {
-        self.queue.would_admit(rows, priority, deadline, preparing)
+    /// would be admitted to make `deadline` were its wait `slowed_by` times what the
+    /// batches' lines predict; nothing is queued or counted.
+    pub(crate) fn would_admit(
+        &self,
+        rows: usize,
+        priority: Priority,
+        deadline: Instant,
+        preparing: Duration,
+        slowed_by: f64,
+    ) -> bool {
+        self.queue.would_admit(rows, priority, deadline, preparing, slowed_by)
     }
 
     /// Counts `rows` admitted and being prepared as ahead of requests judged by

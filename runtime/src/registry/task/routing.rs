@@ -45,6 +45,9 @@ impl Task {
     /// a cheaper ready variant accurate enough would not: then the most accurate such
     /// one. A warm variant that can answer is better than a refusal, and the active
     /// one's queue keeps what it can serve (a policy's step down comes a tick later).
+    /// A cheaper variant on `chosen`'s device runs beside it while `chosen` works
+    /// through its queue, the two sharing the cores: it is judged at
+    /// [`crate::batching::SHARING_SLOWDOWN`] times its line.
     fn admitting(
         &self,
         routes: &Routes,
@@ -58,11 +61,14 @@ impl Task {
             return chosen;
         }
         let rows = inputs.rows();
+        let device = routes.ready[chosen].device();
         let admits = |i: usize| {
             let model = &routes.ready[i];
             let preparing =
                 if inputs.has_images() { images::preparing(&self.images, model, inputs) } else { Duration::ZERO };
-            model.would_admit(rows, options.priority, deadline, preparing)
+            let slowed_by =
+                if i != chosen && model.device() == device { crate::batching::SHARING_SLOWDOWN } else { 1.0 };
+            model.would_admit(rows, options.priority, deadline, preparing, slowed_by)
         };
         if admits(chosen) {
             return chosen;

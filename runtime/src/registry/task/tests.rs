@@ -390,10 +390,10 @@ fn a_variant_switched_to_starts_unstretched() {
     assert_eq!(margin_of(&task, "b"), 1.0, "switched to, `b` starts from its profile");
 }
 
-/// Profiles of `slow` (100 ms a batch, 10 a second) and `fast` (1 ms, 1000 a second).
-fn slow_and_fast_profiles() -> FindProfile {
-    Arc::new(|variant, _, _| {
-        let batch_ms = if variant.name == "slow" { 100.0 } else { 1.0 };
+/// Profiles of `slow` and `fast` taking `slow_ms` and `fast_ms` a batch.
+fn slow_and_fast_profiles(slow_ms: u64, fast_ms: u64) -> FindProfile {
+    Arc::new(move |variant, _, _| {
+        let batch_ms = if variant.name == "slow" { slow_ms } else { fast_ms } as f64;
         Some(Profile {
             key: ProfileKey { model_sha256: "00".into(), device: "cpu".into(), settings: "{}".into() },
             points: Vec::new(),
@@ -407,19 +407,24 @@ fn slow_and_fast_profiles() -> FindProfile {
     })
 }
 
-/// `slow` (accuracy 80, active) and `fast` (70), both loaded, batches of one.
+/// `slow` (accuracy 80, active) and `fast` (70, 1 ms a batch), both loaded, batches of one.
 fn slow_and_fast(spill: bool) -> Task {
+    slow_and_fast_at(spill, 100, 1)
+}
+
+/// Like [`slow_and_fast`], with `slow` and `fast` taking `slow_ms` and `fast_ms` a batch.
+fn slow_and_fast_at(spill: bool, slow_ms: u64, fast_ms: u64) -> Task {
     let one_row = BatchingConfig::default().with_max_batch_size(1);
     let mut config = TaskConfig::new(format!("spill-{spill}")).with_active("slow").with_spill(spill);
     for (name, accuracy) in [("fast", 70.0), ("slow", 80.0)] {
         let variant = VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
         config = config.with_variant(variant.with_preload(true).with_batching(one_row.clone()));
     }
-    let make: MakeBackend = Arc::new(|variant, _| {
-        let per_batch = Duration::from_millis(if variant.name == "slow" { 100 } else { 1 });
+    let make: MakeBackend = Arc::new(move |variant, _| {
+        let per_batch = Duration::from_millis(if variant.name == "slow" { slow_ms } else { fast_ms });
         FakeBackend::factory(FakeConfig { per_batch, ..FakeConfig::default() }, BatchLog::default())
     });
-    Task::start_profiled(config, make, Some(slow_and_fast_profiles())).unwrap()
+    Task::start_profiled(config, make, Some(slow_and_fast_profiles(slow_ms, fast_ms))).unwrap()
 }
 
 #[test]
@@ -445,4 +450,23 @@ fn a_request_the_active_variant_would_refuse_goes_to_a_cheaper_warm_one_that_ans
         let refused = task.submit(input(), &accurate).map(drop);
         assert!(matches!(refused, Err(Error::WouldMissDeadline { .. })), "{refused:?}");
     }
+}
+
+#[test]
+fn a_cheaper_variant_is_judged_as_running_beside_the_busy_one() {
+    let input = || Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+    // `slow` takes 200 ms a batch, `fast` 130. With one request of `slow`'s running,
+    // a second due in 250 ms would come from `slow` at 400; `fast` alone would answer
+    // it at 130, but beside `slow`, on the same cores, at about twice that: it is
+    // refused, not spilled.
+    let task = slow_and_fast_at(true, 200, 130);
+    let due = Slo::default().with_latency(Duration::from_millis(250));
+    let first = task.submit(input(), &due).unwrap();
+    let second = task.submit(input(), &due).map(drop);
+    assert!(matches!(second, Err(Error::WouldMissDeadline { .. })), "{second:?}");
+    // One due in 290 ms, which `fast` beside `slow` answers at about 260, goes there.
+    let later = Slo::default().with_latency(Duration::from_millis(290));
+    let spilled = task.submit(input(), &later).unwrap().wait().unwrap();
+    assert_eq!(spilled.model.as_ref(), "fast");
+    assert_eq!(first.wait().unwrap().model.as_ref(), "slow");
 }
