@@ -45,6 +45,13 @@ test: test-deps setup-torch
 	# An application linking modelless compiles none of the lab's crates, and the
 	# build without default features none of the policy host's or the images'.
 	bash scripts/build/lean.sh
+	# The public API of `modelless`, against the reviewed list in sdk/public-api.txt.
+	bash scripts/build/public_api.sh
+	# An app outside the workspace, built from the manifest the README copies (with the
+	# README's first example as its `readme` binary), run for an answer, a policy
+	# reload and a serve that stops at once.
+	cargo build --locked --manifest-path examples/embedding/Cargo.toml --bins
+	cargo run --locked -q --manifest-path examples/embedding/Cargo.toml --bin embedding -- 0
 	# The release CLI without libtorch: the container test builds its image from it.
 	cargo build --release --locked -p modelless-lab
 	$(TORCH_ENV) cargo test --workspace --all-features --locked

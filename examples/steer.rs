@@ -26,7 +26,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use modelless::stats::percentile;
 use modelless::{BatchingConfig, PolicyConfig, ProfileMode, Runtime, Slo, TaskConfig, Tensor, Ticket, VariantConfig};
 
 const TASK: &str = "classify-image";
@@ -179,7 +178,9 @@ fn report(
         .filter(|(done, _)| *done >= (second - 1) as f64 && *done < second as f64)
         .map(|(_, latency)| latency)
         .collect();
-    let p99 = (!latencies.is_empty()).then(|| percentile(&mut latencies, 0.99));
+    latencies.sort_by(f64::total_cmp);
+    // The nearest rank: the smallest latency that 99 % of them do not exceed.
+    let p99 = latencies.get((latencies.len() * 99).div_ceil(100).saturating_sub(1)).copied();
     let active = rt.task_status(TASK)?.active;
     if switches.last().is_none_or(|s| s.1 != active) {
         println!("{second:>4} s  switched to {active}");

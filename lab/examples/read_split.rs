@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use bytes::Bytes;
-use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
-use modelless::kserve::proto::model_infer_request::InferInputTensor;
-use modelless::kserve::proto::model_infer_response::InferOutputTensor;
-use modelless::kserve::proto::{ModelInferRequest, ModelInferResponse};
-use modelless::kserve::tonic::transport::Channel;
 use modelless_lab::pages::{flag, page_files};
+use modelless_runtime::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use modelless_runtime::kserve::proto::model_infer_request::InferInputTensor;
+use modelless_runtime::kserve::proto::model_infer_response::InferOutputTensor;
+use modelless_runtime::kserve::proto::{ModelInferRequest, ModelInferResponse};
+use modelless_runtime::kserve::tonic::transport::Channel;
 use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::{Commands, Value};
 
@@ -99,7 +99,7 @@ fn bytes_output(answer: &ModelInferResponse, name: &str) -> anyhow::Result<Vec<B
 
 /// An integer parameter of the answer.
 fn parameter(answer: &ModelInferResponse, name: &str) -> u64 {
-    use modelless::kserve::proto::infer_parameter::ParameterChoice;
+    use modelless_runtime::kserve::proto::infer_parameter::ParameterChoice;
     match answer.parameters.get(name).and_then(|p| p.parameter_choice.as_ref()) {
         Some(ParameterChoice::Int64Param(v)) => (*v).max(0) as u64,
         _ => 0,

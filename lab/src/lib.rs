@@ -34,4 +34,4 @@ pub mod variants;
 // The fuzz targets assert on the largest allocation a parser makes.
 #[cfg(test)]
 #[global_allocator]
-static ALLOCATOR: modelless::fuzzing::PeakAllocator = modelless::fuzzing::PeakAllocator;
+static ALLOCATOR: modelless_runtime::fuzzing::PeakAllocator = modelless_runtime::fuzzing::PeakAllocator;

@@ -1,7 +1,7 @@
 //! The few statistics the lab's tables and searches report, written once: the
 //! middle value, mean ± sd, extremes and spread, quantiles.
 
-pub use modelless::stats::percentile;
+pub use modelless_runtime::stats::percentile;
 
 /// The middle value (the upper middle of an even count); `None` when there is none.
 pub fn median(values: &[f64]) -> Option<f64> {

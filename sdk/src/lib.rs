@@ -29,6 +29,7 @@
 
 #[cfg(feature = "server")]
 mod declared;
+mod off_thread;
 #[cfg(feature = "server")]
 mod overrides;
 mod pipeline_config;
@@ -36,8 +37,11 @@ mod policy_config;
 mod runtime;
 #[cfg(feature = "server")]
 mod serving;
+#[cfg(feature = "server")]
+mod shutdown;
 #[cfg(feature = "policies")]
 mod steering;
+mod task_handle;
 
 // The fuzz targets assert on the largest allocation a decoder makes.
 #[cfg(test)]
@@ -68,6 +72,7 @@ pub use modelless_runtime::{
 pub use pipeline_config::{GlueKind, LinePaddingKind, PipelineConfig};
 pub use policy_config::PolicyConfig;
 pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
+pub use task_handle::TaskHandle;
 
 /// Reading text (feature `ocr`): the `read-text` pipeline's glue around PP-OCR's
 /// detection, direction and recognition models, and its parts.
@@ -97,55 +102,9 @@ pub mod backend {
             OptimizationLevel, OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment,
         };
         pub use modelless_runtime::backend::onnx_library::{
-            LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, find_in_python, package_libraries,
-            user_library_dir,
+            LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, user_library_dir,
         };
     }
-}
-
-/// Profiling a variant on this machine, outside a runtime: the warm latency of each
-/// batch size and its line, memory per batch, closed and steady loads, the store of
-/// profiles beside their models, and (feature `warmup-predictor`) the predictor of
-/// first-run times. A runtime profiles its variants itself; these are for tools
-/// that report on profiles (`modelless profile`).
-pub mod profile {
-    #[cfg(feature = "warmup-predictor")]
-    pub use modelless_runtime::profile::{Example, WarmupFeatures, WarmupPredictor, mape};
-    pub use modelless_runtime::profile::{
-        ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, closed_loop, file_sha256, fit_latency_line, fit_line,
-        fit_weighted_line, memory_probe, profile_model, steady_load, store_beside,
-    };
-    pub use modelless_runtime::registry::{profiling_factory, variant_profile_key};
-    pub use modelless_runtime::warmup::zero_batch;
-}
-
-/// The engine's parts a model of it is built from, for simulating it: the batch cost
-/// and admission's prediction, margin and refusal ledger, the traffic window a
-/// policy's snapshot is read from, and the control core that turns a decision into
-/// actions.
-pub mod engine {
-    pub use modelless_runtime::batching::{
-        AdmissionMargin, ArrivalRate, Backlog, BatchCost, MAX_QUEUE_DELAY_US, RefusalLedger, SHARING_SLOWDOWN,
-        predicted_answer,
-    };
-    pub use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
-    pub use modelless_runtime::policy::core;
-    pub use modelless_runtime::policy::{ResourceTotals, budget};
-    pub use modelless_runtime::profile::{
-        CAPACITY_HEADROOM, CAPACITY_UTILISATION, arriving_per_s, capacity_within_slo, demand_ratio,
-    };
-}
-
-/// The host's readings the runtime reports: CPU time, resident memory, page faults.
-pub mod metrics {
-    pub use modelless_runtime::metrics::{CpuSample, machine_page_faults, process_rss_bytes};
-}
-
-/// The fuzz runner and its peak allocator, for fuzz targets of code built on
-/// modelless (feature `test-util`).
-#[cfg(feature = "test-util")]
-pub mod fuzzing {
-    pub use modelless_runtime::fuzzing::{PeakAllocator, fuzz, hostile};
 }
 
 /// Images in: how a variant decodes, resizes and normalises them.
@@ -159,29 +118,22 @@ pub mod preprocess {
     pub use modelless_runtime::preprocess::{decode, image_tensor, to_tensor};
 }
 
-/// Policy modules outside a running runtime: compile, call, record and replay them,
-/// and steer with one as the runtime does ([`policy::Controller`]) (feature
-/// `policies`).
+/// Policy modules outside a running runtime: compile and call them, and replay the
+/// ticks a runtime recorded (feature `policies`).
 #[cfg(feature = "policies")]
 pub mod policy {
     pub use modelless_runtime::policy::{
-        COMPONENT_MEMORY_LIMIT_BYTES, CORE_MEMORY_LIMIT_BYTES, ControlStatus, Controller, DecidedBy, EarlyTick,
-        GuardedPolicy, HostConfig, KeepConfigured, Loaded, ModuleKind, PolicyEngine, PolicyError, PolicyInstance,
-        PolicyLog, PolicyModule, RecordedTick, Recorder, Replayed, TaskReading, Ticked, default_compiled_cache,
-        read_ticks, replay, task_snapshot,
+        COMPONENT_MEMORY_LIMIT_BYTES, CORE_MEMORY_LIMIT_BYTES, ControlStatus, DecidedBy, HostConfig, Loaded,
+        ModuleKind, PolicyEngine, PolicyError, PolicyInstance, PolicyLog, PolicyModule, RecordedTick, Replayed,
+        default_compiled_cache, read_ticks, replay,
     };
-}
-
-/// The statistics the runtime reports with.
-pub mod stats {
-    pub use modelless_runtime::stats::percentile;
 }
 
 /// KServe V2 endpoints (feature `server`): see [`Runtime::serve`].
 #[cfg(feature = "server")]
 pub mod kserve {
+    pub use crate::shutdown::shutdown_signal;
     pub use modelless_runtime::kserve::{
-        Code, ModelControlMode, OverrideLimits, RequestLimits, ServeError, Server, ServerConfig, ServerError,
-        TlsConfig, proto, tensors, tonic,
+        Code, ModelControlMode, OverrideLimits, RequestLimits, ServeError, Server, ServerConfig, ServerError, TlsConfig,
     };
 }

@@ -121,7 +121,7 @@ impl PolicyConfig {
 
     /// The early ticks it asks for, if any.
     #[cfg(feature = "policies")]
-    pub fn early_tick(&self) -> Option<EarlyTick> {
+    pub(crate) fn early_tick(&self) -> Option<EarlyTick> {
         let queue_length = self.early_tick_queue_length?;
         Some(EarlyTick { queue_length, min_gap: Duration::from_millis(self.early_tick_gap_ms) })
     }

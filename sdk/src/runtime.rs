@@ -18,10 +18,12 @@ use modelless_runtime::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::off_thread::off_thread;
 use crate::pipeline_config::PipelineConfig;
 use crate::policy_config::PolicyConfig;
 #[cfg(feature = "policies")]
 use crate::steering::Steering;
+use crate::task_handle::TaskHandle;
 
 /// Everything a runtime is built from; the format of its TOML config file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -184,8 +186,18 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Like [`RuntimeBuilder::build`], without blocking the caller's executor: the
+    /// models load and warm on a thread of their own while the executor runs its other
+    /// tasks. Warming takes about a batch's run per batch size warmed up (up to
+    /// `max_batch_size`, or the sizes [`crate::WarmupConfig`] names): fractions of a
+    /// second for a small CPU model at batch 1, seconds for several sizes.
+    pub async fn build_async(self) -> Result<Runtime, Error> {
+        off_thread("modelless-build", move || self.build()).await
+    }
+
     /// Loads every model (blocking until all are ready) and returns the runtime. The
-    /// first model that fails to load fails the build.
+    /// first model that fails to load fails the build. In async code, await
+    /// [`RuntimeBuilder::build_async`] instead.
     pub fn build(self) -> Result<Runtime, Error> {
         self.config.validate()?;
         let usable = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
@@ -198,7 +210,7 @@ impl RuntimeBuilder {
             onnxruntime: self.config.onnxruntime,
             preprocessing: PreprocessPool::start(&self.config.preprocessing)?,
             #[cfg(feature = "policies")]
-            steering: Steering::new(registry.clone(), resources.clone()),
+            steering: Arc::new(Steering::new(registry.clone(), resources.clone())),
             resources,
             registry,
             #[cfg(feature = "server")]
@@ -261,7 +273,7 @@ pub struct Runtime {
     preprocessing: Arc<PreprocessPool>,
     pub(crate) registry: Arc<Registry>,
     #[cfg(feature = "policies")]
-    steering: Steering,
+    steering: Arc<Steering>,
     /// What the tasks' instances may hold.
     resources: ResourceTotals,
     /// What the config declared, for the model repository.
@@ -443,21 +455,42 @@ impl Runtime {
         self.registry.task(task)?.image_profile(variant)
     }
 
+    /// A handle on `task`: ask it, switch it, scale it, read its status.
+    pub fn task(&self, task: &str) -> Result<TaskHandle, Error> {
+        Ok(TaskHandle::new(self.registry.task(task)?))
+    }
+
     /// Makes `variant` the one serving `task`, loading and warming it first if need
-    /// be; blocks until it serves. No request fails because of a switch.
+    /// be; blocks until it serves. No request fails because of a switch. In async
+    /// code, await [`TaskHandle::switch`] instead.
     pub fn switch_variant(&self, task: &str, variant: &str) -> Result<SwitchReport, Error> {
         self.registry.task(task)?.switch_to(variant)
     }
 
     /// Loads a new version of a variant from `path`; once warm it replaces the old
-    /// version, which drains. On failure the old version keeps serving.
+    /// version, which drains. On failure the old version keeps serving. In async code,
+    /// await [`Runtime::load_version_async`] instead.
     pub fn load_version(&self, task: &str, variant: &str, path: impl Into<PathBuf>) -> Result<u64, Error> {
         self.registry.task(task)?.load_version(variant, path)
     }
 
-    /// Loads a variant without making it active.
+    /// Like [`Runtime::load_version`], loading and warming on a thread of its own
+    /// while the caller's executor runs its other tasks.
+    pub async fn load_version_async(&self, task: &str, variant: &str, path: impl Into<PathBuf>) -> Result<u64, Error> {
+        let (task, variant, path) = (self.registry.task(task)?, variant.to_string(), path.into());
+        off_thread("modelless-load", move || task.load_version(&variant, path)).await
+    }
+
+    /// Loads a variant without making it active. In async code, await
+    /// [`Runtime::load_variant_async`] instead.
     pub fn load_variant(&self, task: &str, variant: &str) -> Result<(), Error> {
         self.registry.task(task)?.load_variant(variant)
+    }
+
+    /// Like [`Runtime::load_variant`], on a thread of its own.
+    pub async fn load_variant_async(&self, task: &str, variant: &str) -> Result<(), Error> {
+        let (task, variant) = (self.registry.task(task)?, variant.to_string());
+        off_thread("modelless-load", move || task.load_variant(&variant)).await
     }
 
     /// Unloads a variant that is not active.
@@ -604,6 +637,13 @@ impl Runtime {
     /// stays if that fails. Returns how long it took.
     pub fn reload_policy(&self, path: impl AsRef<Path>) -> Result<std::time::Duration, Error> {
         self.steering.reload(path.as_ref(), None)
+    }
+
+    /// Like [`Runtime::reload_policy`], compiling the module on a thread of its own
+    /// while the caller's executor runs its other tasks.
+    pub async fn reload_policy_async(&self, path: impl AsRef<Path>) -> Result<std::time::Duration, Error> {
+        let (steering, path) = (self.steering.clone(), path.as_ref().to_path_buf());
+        off_thread("modelless-policy", move || steering.reload(&path, None)).await
     }
 
     /// Like [`Runtime::reload_policy`], with new parameters for the new module.

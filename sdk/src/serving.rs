@@ -2,6 +2,7 @@
 //! endpoints, `/metrics`, and the model repository, which loads only what the config
 //! declares or what lies under the configured repository root.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
@@ -29,6 +30,21 @@ impl Runtime {
             .with_model_control(config.model_control_mode);
         let service = Arc::new(service);
         Server::start(service, config).await
+    }
+
+    /// Serves as [`Runtime::serve`] does until `shutdown` resolves, then stops as
+    /// [`Server::shutdown`] does: not ready, no new connections, the requests under way
+    /// answered (up to the config's drain timeout). [`crate::kserve::shutdown_signal`] resolves on
+    /// Ctrl-C or SIGTERM, as a container's stop sends it.
+    pub async fn serve_until(
+        self: Arc<Self>,
+        config: &ServerConfig,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServerError> {
+        let server = self.serve(config).await?;
+        shutdown.await;
+        server.shutdown().await;
+        Ok(())
     }
 }
 

@@ -7,8 +7,9 @@
 
 use std::collections::VecDeque;
 
-use modelless::engine::{TrafficWindow, capacity_within_slo};
 use modelless::policy_abi::LatencyFit;
+use modelless_runtime::metrics::TrafficWindow;
+use modelless_runtime::profile::capacity_within_slo;
 use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};

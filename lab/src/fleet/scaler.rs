@@ -5,8 +5,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use modelless::engine::demand_ratio;
 use modelless::policy_abi::{DEMAND_LEAD_S, DEMAND_SURGE_WEIGHT};
+use modelless_runtime::profile::demand_ratio;
 use serde::{Deserialize, Serialize};
 
 use super::hpa::{Hpa, HpaConfig, PodMetric, metric_replicas};

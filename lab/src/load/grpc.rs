@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use modelless::Tensor;
-use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
-use modelless::kserve::proto::infer_parameter::ParameterChoice;
-use modelless::kserve::proto::model_infer_request::InferInputTensor;
-use modelless::kserve::proto::{InferParameter, ModelInferRequest, ModelMetadataRequest};
-use modelless::kserve::tensors::{parse_datatype, to_raw};
-use modelless::kserve::tonic::{Code, Status, transport::Channel};
+use modelless_runtime::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use modelless_runtime::kserve::proto::infer_parameter::ParameterChoice;
+use modelless_runtime::kserve::proto::model_infer_request::InferInputTensor;
+use modelless_runtime::kserve::proto::{InferParameter, ModelInferRequest, ModelMetadataRequest};
+use modelless_runtime::kserve::tensors::{parse_datatype, to_raw};
+use modelless_runtime::kserve::tonic::{Code, Status, transport::Channel};
 
 use bytes::Bytes;
 

@@ -183,7 +183,7 @@ impl Target for InProcess {
     }
 
     fn rss_bytes(&self) -> Option<u64> {
-        modelless::metrics::process_rss_bytes()
+        modelless_runtime::metrics::process_rss_bytes()
     }
 
     fn serves_in_this_process(&self) -> bool {

@@ -217,7 +217,7 @@ pub struct Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use modelless::fuzzing::{PeakAllocator, fuzz};
+    use modelless_runtime::fuzzing::{PeakAllocator, fuzz};
     use proptest::prelude::*;
 
     #[test]

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use modelless::metrics::{CpuSample, machine_page_faults};
 use modelless::policy_abi::RunTotals;
+use modelless_runtime::metrics::{CpuSample, machine_page_faults};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::time::Instant;
 

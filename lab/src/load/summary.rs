@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use modelless::stats::percentile;
+use modelless_runtime::stats::percentile;
 use serde::{Deserialize, Serialize};
 
 use super::record::{Outcome, RequestRecord};

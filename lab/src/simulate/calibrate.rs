@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use modelless::profile::fit_weighted_line;
+use modelless_runtime::profile::fit_weighted_line;
 
 use super::model::SimModel;
 use super::ratio_line::{FASTEST, RatioLine, SLOWEST};

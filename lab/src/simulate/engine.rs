@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
 use modelless::ErrorKind;
-use modelless::engine::core::{self, Action};
-use modelless::policy::EarlyTick;
 use modelless::policy_abi::{Decision, Snapshot};
+use modelless_runtime::policy::EarlyTick;
+use modelless_runtime::policy::core::{self, Action};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -27,7 +27,7 @@ const DRAIN_US: u64 = 60 * SECOND_US;
 /// What steers one server, a tick at a time.
 pub trait Decider {
     /// The actions of the tick at `now` on `snapshot`, as the control core makes
-    /// them (a Wasm policy runs in the runtime's own [`modelless::policy::Controller`];
+    /// them (a Wasm policy runs in the runtime's own [`modelless_runtime::policy::Controller`];
     /// a native decider's decision goes through [`decided`]). `ahead` holds each
     /// snapshot task's arrivals at this server over the coming second: only an
     /// oracle may look.

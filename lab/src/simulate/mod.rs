@@ -2,7 +2,7 @@
 //! (the same ones `modelless loadgen` sends), batches that take what the stored
 //! profiles measured, and the same Wasm policies deciding on snapshots built by the
 //! same builder as the control loop's, their decisions checked, clamped and refused
-//! by the same control core ([`modelless::engine::core`]) on those snapshots
+//! by the same control core ([`modelless_runtime::policy::core`]) on those snapshots
 //! ([`actions_on_recorded`] holds it to a real run's recorded actions). It answers in
 //! seconds what a real run answers in minutes, for one server or several behind least-connections balancing, and
 //! writes the same results. `modelless simulate` drives it from the command line.

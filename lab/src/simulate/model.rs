@@ -42,8 +42,8 @@ pub struct SimBudget {
 
 impl SimBudget {
     /// The totals of a machine of `cores` cores, its shared pool holding all of them.
-    pub fn totals(&self, cores: u32) -> modelless::engine::ResourceTotals {
-        modelless::engine::ResourceTotals {
+    pub fn totals(&self, cores: u32) -> modelless_runtime::policy::ResourceTotals {
+        modelless_runtime::policy::ResourceTotals {
             cores: self.cores,
             memory_bytes: self.memory_bytes,
             gpus: Vec::new(),

@@ -24,8 +24,8 @@
 
 use std::time::Duration;
 
-use modelless::engine::core::Action;
 use modelless::policy_abi::{Decision, Snapshot, TaskDecision, VariantState};
+use modelless_runtime::policy::core::Action;
 
 use super::engine::{Decider, Foreseen, SimConfig, SimStats, decided, foreseen, simulate};
 use super::model::SimModel;

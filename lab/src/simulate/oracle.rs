@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use std::time::Duration;
 
-use modelless::engine::core::Action;
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot};
+use modelless_runtime::policy::core::Action;
 
 use super::engine::{Decider, decided};
 use super::model::SimModel;

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use modelless::engine::core::Action;
 use modelless::policy::RecordedTick;
+use modelless_runtime::policy::core::Action;
 
 use super::engine::Decider;
 use super::model::SimModel;

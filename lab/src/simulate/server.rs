@@ -13,16 +13,16 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use modelless::engine::AdmissionMargin;
-use modelless::engine::BatchCost;
-use modelless::engine::{ArrivalRate, Backlog, RefusalLedger, SHARING_SLOWDOWN, predicted_answer};
+use modelless_runtime::batching::AdmissionMargin;
+use modelless_runtime::batching::BatchCost;
+use modelless_runtime::batching::{ArrivalRate, Backlog, RefusalLedger, SHARING_SLOWDOWN, predicted_answer};
 
-use modelless::engine::core::Action;
-use modelless::engine::{TrafficReading, TrafficWindow};
-use modelless::policy::{TaskReading, task_snapshot};
 use modelless::policy_abi::{
     ABI_VERSION, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantState,
 };
+use modelless_runtime::metrics::{TrafficReading, TrafficWindow};
+use modelless_runtime::policy::core::Action;
+use modelless_runtime::policy::{TaskReading, task_snapshot};
 
 use super::model::{SimModel, SimTask, SimVariant};
 
@@ -568,7 +568,7 @@ impl Server {
                 })
             })
             .collect();
-        let budget = model.budget.as_ref().map(|b| modelless::engine::budget(&b.totals(model.cores), &tasks));
+        let budget = model.budget.as_ref().map(|b| modelless_runtime::policy::budget(&b.totals(model.cores), &tasks));
         let system = SystemSnapshot {
             cores: model.cores,
             cpu_host_percent: cpu,
@@ -635,9 +635,9 @@ fn readiness(task: &TaskState, now: u64) -> Readiness {
 
 #[cfg(test)]
 mod tests {
-    use modelless::engine::MAX_QUEUE_DELAY_US;
-    use modelless::engine::core;
     use modelless::policy_abi::{Decision, LatencyFit, TaskDecision, VariantSnapshot};
+    use modelless_runtime::batching::MAX_QUEUE_DELAY_US;
+    use modelless_runtime::policy::core;
 
     use super::*;
     use crate::simulate::SimBudget;

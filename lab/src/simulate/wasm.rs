@@ -6,9 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use modelless::engine::core::Action;
-use modelless::policy::{Controller, GuardedPolicy, KeepConfigured, PolicyModule, Recorder};
+use modelless::policy::PolicyModule;
 use modelless::policy_abi::{ServingKnobs, Snapshot};
+use modelless_runtime::policy::core::Action;
+use modelless_runtime::policy::{Controller, GuardedPolicy, KeepConfigured, Recorder};
 
 use super::engine::Decider;
 use super::model::SimModel;

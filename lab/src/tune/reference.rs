@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use modelless::RuntimeConfig;
 use modelless::backend::{Backend, Batch};
-use modelless::profile::zero_batch;
+use modelless_runtime::warmup::zero_batch;
 
 use super::TuneError;
 

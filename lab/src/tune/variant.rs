@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use modelless::profile::{file_sha256, store_beside};
 use modelless::{ProfileKey, RuntimeConfig, VariantConfig};
+use modelless_runtime::profile::{file_sha256, store_beside};
 
 use super::measure::Bench;
 use super::stored_filter::StoredFilter;

@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
-use modelless::kserve::proto::model_infer_request::InferInputTensor;
-use modelless::kserve::proto::{InferTensorContents, ModelInferRequest};
-use modelless::kserve::tonic::Code as GrpcCode;
-use modelless::kserve::tonic::transport::Channel;
+use modelless_runtime::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use modelless_runtime::kserve::proto::model_infer_request::InferInputTensor;
+use modelless_runtime::kserve::proto::{InferTensorContents, ModelInferRequest};
+use modelless_runtime::kserve::tonic::Code as GrpcCode;
+use modelless_runtime::kserve::tonic::transport::Channel;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;

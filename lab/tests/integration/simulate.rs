@@ -5,14 +5,15 @@
 
 use std::time::Duration;
 
-use modelless::engine::core::Action;
-use modelless::policy::{EarlyTick, HostConfig, PolicyEngine, Recorder, read_ticks, replay};
+use modelless::policy::{HostConfig, PolicyEngine, read_ticks, replay};
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, VariantCost, VariantSnapshot};
 use modelless_lab::load::{LoadSpec, Outcome, Pattern, RunResult, SecondRuns, TaskLoad};
 use modelless_lab::simulate::{
     CAPACITIES, Decider, Oracle, SimConfig, SimModel, SimTask, SimVariant, WasmDecider, actions_on_recorded, cheapest,
     decided, effective_accuracy, optimum, share_of_gain, simulate,
 };
+use modelless_runtime::policy::core::Action;
+use modelless_runtime::policy::{EarlyTick, Recorder};
 
 use crate::common::policy_module;
 
@@ -366,9 +367,9 @@ fn recorded_ticks_with_a_refused_switch_get_the_runtimes_actions_from_the_simula
     use std::sync::Arc;
 
     use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
-    use modelless::engine::core::Asked;
     use modelless::policy::RecordedTick;
     use modelless::{MakeBackend, PolicyConfig, Runtime, TaskConfig, VariantConfig, WarmupConfig};
+    use modelless_runtime::policy::core::Asked;
 
     // v1 answers rows of 5 where the task (v0's signature) has 4: it cannot serve.
     let make: MakeBackend = Arc::new(|variant, _| {

@@ -7,9 +7,9 @@ use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
-use modelless::kserve::proto::model_infer_request::InferInputTensor;
-use modelless::kserve::proto::{InferTensorContents, ModelInferRequest};
+use modelless_runtime::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use modelless_runtime::kserve::proto::model_infer_request::InferInputTensor;
+use modelless_runtime::kserve::proto::{InferTensorContents, ModelInferRequest};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::any_value::Value;

@@ -12,10 +12,10 @@ use super::limits::RequestLimits;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Where gRPC is served (Triton's port 8001 by default).
+    /// Where gRPC is served (`127.0.0.1:8001` by default: Triton's port, on loopback).
     #[serde(default = "default_grpc_address")]
     pub grpc_address: SocketAddr,
-    /// Where HTTP/REST and `/metrics` are served (Triton's port 8000 by default).
+    /// Where HTTP/REST and `/metrics` are served (`127.0.0.1:8000` by default).
     #[serde(default = "default_http_address")]
     pub http_address: SocketAddr,
     /// Largest request or response message, in MiB; larger requests are refused.
@@ -115,12 +115,13 @@ pub struct TlsConfig {
     pub key: PathBuf,
 }
 
+// Loopback: a server reachable from other machines is the operator's choice.
 fn default_grpc_address() -> SocketAddr {
-    SocketAddr::from(([0, 0, 0, 0], 8001))
+    SocketAddr::from(([127, 0, 0, 1], 8001))
 }
 
 fn default_http_address() -> SocketAddr {
-    SocketAddr::from(([0, 0, 0, 0], 8000))
+    SocketAddr::from(([127, 0, 0, 1], 8000))
 }
 
 fn default_max_message_mib() -> usize {

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, Result, ensure};
 use bytes::{BufMut, Bytes, BytesMut};
-use modelless::kserve::proto::{ModelInferRequest, ModelInferResponse};
+use modelless_runtime::kserve::proto::{ModelInferRequest, ModelInferResponse};
 use prost::Message;
 
 /// gRPC's message prefix: one flag byte (not compressed), four bytes of length.

@@ -13,8 +13,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
-use modelless::kserve::tensors;
 use modelless::{DType, Runtime};
+use modelless_runtime::kserve::tensors;
 
 /// Starts a server for `model` with inputs of `shape` on a loopback port, for one
 /// connection, on a thread of its own; calls go through `tokio`'s runtime.

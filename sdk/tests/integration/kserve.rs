@@ -9,14 +9,14 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
-use modelless::kserve::proto::model_infer_request::InferInputTensor;
-use modelless::kserve::proto::{InferTensorContents, ModelInferRequest, ServerReadyRequest};
-use modelless::kserve::tensors;
-use modelless::kserve::tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use modelless::kserve::{ModelControlMode, ServerConfig, TlsConfig};
 use modelless::{BatchingConfig, ModelConfig, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig};
 use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+use modelless_runtime::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use modelless_runtime::kserve::proto::model_infer_request::InferInputTensor;
+use modelless_runtime::kserve::proto::{InferTensorContents, ModelInferRequest, ServerReadyRequest};
+use modelless_runtime::kserve::tensors;
+use modelless_runtime::kserve::tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -337,7 +337,7 @@ fn the_requests_that_killed_the_server_are_refused_and_it_keeps_serving() {
                 ..Default::default()
             };
             let refused = client.model_infer(request).await.unwrap_err();
-            assert_eq!(refused.code(), modelless::kserve::tonic::Code::OutOfRange, "raw {raw}: {refused:?}");
+            assert_eq!(refused.code(), modelless_runtime::kserve::tonic::Code::OutOfRange, "raw {raw}: {refused:?}");
             assert!(refused.message().contains("max_tensor_elements"), "{}", refused.message());
         }
 

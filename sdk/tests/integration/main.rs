@@ -10,6 +10,7 @@
 // Tests may unwrap: a failure is the test failing, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod async_calls;
 mod common;
 mod deploy;
 mod devices;
@@ -27,6 +28,7 @@ mod ocr_served;
 mod onnx;
 mod policies;
 mod pretrained;
+mod readme;
 mod signature;
 mod tasks;
 #[cfg(feature = "tch")]

@@ -175,7 +175,7 @@ fn the_two_halves_read_what_the_whole_pipeline_reads() {
 fn the_recogniser_is_profiled_on_lines_as_wide_as_its_config_says() {
     use modelless::VariantConfig;
     use modelless::backend::Batch;
-    use modelless::profile::{profiling_factory, zero_batch};
+    use modelless_runtime::{registry::profiling_factory, warmup::zero_batch};
 
     let config = RuntimeConfig::from_file(crate_dir().join("../examples/read_text.toml")).unwrap();
     let recogniser = config.tasks.iter().flat_map(|t| &t.variants).find(|v| v.name == "rec-v4").unwrap();
@@ -191,7 +191,7 @@ fn the_recogniser_is_profiled_on_lines_as_wide_as_its_config_says() {
 
 #[test]
 fn the_detector_is_profiled_on_a_typical_page() {
-    use modelless::profile::{profiling_factory, zero_batch};
+    use modelless_runtime::{registry::profiling_factory, warmup::zero_batch};
 
     let config = RuntimeConfig::from_file(crate_dir().join("../examples/read_text.toml")).unwrap();
     let detector = config.tasks.iter().flat_map(|t| &t.variants).find(|v| v.name == "det-736").unwrap();

@@ -23,11 +23,12 @@ pub const RUNTIME: Layers = &[
 ];
 
 /// The sdk's layers, lowest first: the re-exports `lib.rs` names in modules of its
-/// own; the config types and what the repository may load; the policy steering a
-/// registry; the runtime facade; serving it over KServe.
+/// own, and helpers that import nothing of the crate (blocking work made awaitable,
+/// the stop signal); the config types, what the repository may load, and the task
+/// handle; the policy steering a registry; the runtime facade; serving it over KServe.
 pub const SDK: Layers = &[
-    &["backend", "engine", "fuzzing", "kserve", "metrics", "ocr", "policy", "preprocess", "profile", "stats"],
-    &["policy_config", "pipeline_config", "declared", "overrides"],
+    &["backend", "kserve", "ocr", "policy", "preprocess", "off_thread", "shutdown"],
+    &["policy_config", "pipeline_config", "declared", "overrides", "task_handle"],
     &["steering"],
     &["runtime"],
     &["serving"],

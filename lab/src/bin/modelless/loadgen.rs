@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use modelless::policy::EarlyTick;
 use modelless::{PolicyConfig, RuntimeBuilder, RuntimeConfig};
 use modelless_lab::load::images::parse_sizes;
 use modelless_lab::load::{Grpc, ImageSet, InProcess, LoadSpec, Progress, RunResult, Target, markdown_table};
+use modelless_runtime::policy::EarlyTick;
 
 #[derive(clap::Args)]
 pub struct Args {

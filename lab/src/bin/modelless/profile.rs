@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use modelless::backend::onnx::{OrtEnvironmentConfig, environment};
-use modelless::profile::{
+use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
+use modelless_runtime::profile::{
     Example, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor, closed_loop,
     fit_latency_line, mape, memory_probe, profile_model, steady_load, store_beside,
 };
-use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
 
-use modelless::profile::{profiling_factory, variant_profile_key};
 use modelless_lab::load::images::parse_sizes;
 use modelless_lab::plot::{Series, scatter_with_lines};
+use modelless_runtime::registry::{profiling_factory, variant_profile_key};
 
 use crate::profile_photos::{profile_photos, render_photos};
 

@@ -69,24 +69,10 @@ async fn serve(runtime: Arc<Runtime>, config: ServerConfig) -> anyhow::Result<()
         server.grpc_address(),
         server.http_address()
     );
-    stop_signal().await;
+    modelless::kserve::shutdown_signal().await;
     eprintln!("stopping: finishing the requests under way ...");
     server.shutdown().await;
     runtime.stop_policy();
     eprintln!("stopped");
     Ok(())
-}
-
-async fn stop_signal() {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let terminated = async {
-        match terminate.as_mut() {
-            Some(signal) => drop(signal.recv().await),
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminated => {}
-    }
 }

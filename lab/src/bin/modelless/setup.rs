@@ -6,9 +6,8 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 use modelless::OrtEnvironmentConfig;
-use modelless::backend::onnx::{
-    LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, find_in_python, package_libraries, user_library_dir,
-};
+use modelless::backend::onnx::{LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, user_library_dir};
+use modelless_runtime::backend::onnx_library::{find_in_python, package_libraries};
 
 #[derive(clap::Args)]
 pub struct Args {

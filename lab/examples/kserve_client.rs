@@ -2,7 +2,7 @@
 //! Triton: health, metadata, a model-less request whose parameters are its SLO, and
 //! the error a wrong request gets.
 //!
-//! `cargo run --release -p modelless-examples --example kserve_client` serves
+//! `cargo run --release -p modelless-lab --example kserve_client` serves
 //! `examples/classify.toml` on loopback from this process and talks to it;
 //! `... --example kserve_client -- http://HOST:8001` talks to a running server (for
 //! example `modelless serve --config examples/classify.toml`).
@@ -11,14 +11,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context;
-use modelless::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
-use modelless::kserve::proto::infer_parameter::ParameterChoice;
-use modelless::kserve::proto::model_infer_request::InferInputTensor;
-use modelless::kserve::proto::{
+use modelless::kserve::ServerConfig;
+use modelless::{Runtime, Tensor};
+use modelless_runtime::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use modelless_runtime::kserve::proto::infer_parameter::ParameterChoice;
+use modelless_runtime::kserve::proto::model_infer_request::InferInputTensor;
+use modelless_runtime::kserve::proto::{
     InferParameter, ModelInferRequest, ModelMetadataRequest, ServerMetadataRequest, ServerReadyRequest,
 };
-use modelless::kserve::{ServerConfig, tensors};
-use modelless::{Runtime, Tensor};
+use modelless_runtime::kserve::tensors;
 
 const TASK: &str = "classify-image";
 
@@ -28,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
     let url = match std::env::args().nth(1) {
         Some(url) => url,
         None => {
-            let config = concat!(env!("CARGO_MANIFEST_DIR"), "/classify.toml");
+            let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/classify.toml");
             let runtime = Arc::new(Runtime::from_config_file(config).context("run scripts/setup/base.sh first")?);
             let server = runtime.serve(&ServerConfig::loopback()).await?;
             let url = format!("http://{}", server.grpc_address());
