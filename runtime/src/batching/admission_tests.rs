@@ -30,6 +30,16 @@ fn model(name: &str, profiled: bool) -> (Model, BatchLog) {
     (model, log)
 }
 
+/// One instance, one request per batch, profiled at 10 ms a batch while each takes
+/// [`BATCH_MS`]: every batch overruns its line fourfold.
+fn overrunning(name: &str) -> Model {
+    let fake = FakeConfig { per_batch: Duration::from_millis(BATCH_MS), ..FakeConfig::default() };
+    let options =
+        StartOptions { latency_fit: Some(LatencyFit { a_ms: 0.0, c_ms: 10.0, r2: 1.0 }), ..StartOptions::default() };
+    let batching = BatchingConfig::default().with_max_batch_size(1);
+    Model::start_with(name, FakeBackend::factory(fake, BatchLog::default()), 1, batching, options).unwrap()
+}
+
 fn request(id: f32) -> Inputs {
     Inputs::from(Tensor::new([1, 4], vec![id; 4]).unwrap())
 }
@@ -157,12 +167,7 @@ fn rows_being_prepared_count_ahead_of_a_request_judged_before_its_own_are() {
 #[test]
 fn batches_late_against_their_predictions_widen_the_margin_for_the_next() {
     // The profile says 10 ms a batch; the fake takes 40.
-    let fake = FakeConfig { per_batch: Duration::from_millis(BATCH_MS), ..FakeConfig::default() };
-    let options =
-        StartOptions { latency_fit: Some(LatencyFit { a_ms: 0.0, c_ms: 10.0, r2: 1.0 }), ..StartOptions::default() };
-    let batching = BatchingConfig::default().with_max_batch_size(1);
-    let factory = FakeBackend::factory(fake, BatchLog::default());
-    let model = Model::start_with("admission-margin", factory, 1, batching, options).unwrap();
+    let model = overrunning("admission-margin");
     let margin = |model: &Model| match model.admission() {
         Admission::Predictive { margin, .. } => margin,
         other => panic!("not predictive: {other:?}"),
@@ -273,4 +278,28 @@ fn refusals_the_model_had_the_time_to_serve_are_counted_needless() {
     std::thread::sleep(Duration::from_millis(1_050));
     model.submit(request(2.0), InferOptions::default()).unwrap().wait().unwrap();
     assert_eq!(needless(&model), 2);
+}
+
+#[test]
+fn batches_run_beside_the_variant_switched_away_from_teach_neither_correction_nor_margin() {
+    // The fake takes four times its line, as a model slowed by another's.
+    let model = overrunning("admission-shared");
+    let learnt = |model: &Model| match model.admission() {
+        Admission::Predictive { correction, margin, .. } => (correction, margin),
+        other => panic!("not predictive: {other:?}"),
+    };
+    let run_three = |model: &Model| {
+        for i in 0..3 {
+            let answer = model.submit(request(i as f32), due_in(1_000)).unwrap().wait();
+            assert!(answer.is_ok(), "{:?}", answer.map(|_| ()));
+        }
+    };
+    model.shared_until(Instant::now() + Duration::from_secs(60));
+    run_three(&model);
+    assert_eq!(learnt(&model), (1.0, 1.0), "batches run beside another's are not its own");
+    model.shared_until(Instant::now());
+    run_three(&model);
+    // The worker notes a batch before it takes the next: the last may not be in yet.
+    let (correction, _) = learnt(&model);
+    assert!(correction > 1.2, "batches run alone, four times the line, move it: {correction}");
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::BatchingConfig;
-use super::deadline::{ArrivalRate, Backlog, BatchCost, predicted_answer};
+use super::deadline::{ArrivalRate, Backlog, BatchCost, SHARING_SLOWDOWN, predicted_answer};
 use super::margin::{AdmissionMargin, Prediction};
 use super::needless::RefusalLedger;
 use super::pending::Pending;
@@ -69,6 +69,9 @@ struct Inner {
     margin: AdmissionMargin,
     /// Refusals and answers, second by second: which refusals were needless.
     refusals: RefusalLedger,
+    /// Until when the variant switched away from may still run its last batches:
+    /// batches taken before then ran beside them and say nothing of this model alone.
+    shared_until: Option<Instant>,
     /// What the model answers a second with the photos requests carry, where that
     /// was measured: below what the batch cost's line says, which is the session's
     /// alone.
@@ -97,6 +100,7 @@ impl Queue {
             arrivals: ArrivalRate::default(),
             margin: AdmissionMargin::default(),
             refusals: RefusalLedger::default(),
+            shared_until: None,
             photo_capacity: None,
             instances: instances.into_iter().map(Some).collect(),
             closed: false,
@@ -135,6 +139,29 @@ impl Queue {
     /// from the batch cost (the model was just switched to, or an instance joined).
     pub fn forget_overruns(&self) {
         self.lock().margin.forget();
+    }
+
+    /// The model was just switched to or away from: the second its refusals are
+    /// judged over ends now, judged on the part it lasted, and the next starts now.
+    pub fn restart_refusal_second(&self) {
+        let mut inner = self.lock();
+        let capacity = inner.capacity_per_s();
+        let needless = inner.refusals.restart(Instant::now(), capacity);
+        self.counters.needless_refusals(needless);
+    }
+
+    /// When the batches running now will be done, run beside another model's at
+    /// [`SHARING_SLOWDOWN`] times their cost (`None`: none runs, or no cost prices them).
+    pub fn running_until(&self) -> Option<Instant> {
+        let inner = self.lock();
+        let cost = inner.state.cost()?;
+        inner.running.iter().flatten().map(|&(took, rows)| took + cost.of(rows).mul_f64(SHARING_SLOWDOWN)).max()
+    }
+
+    /// Batches taken before `until` run beside another model's (the one switched away
+    /// from): neither the correction nor the margin learns from them.
+    pub fn shared_until(&self, until: Instant) {
+        self.lock().shared_until = Some(until);
     }
 
     /// Judges the refusals of a second that has ended, though nothing was refused or
@@ -380,12 +407,18 @@ impl Queue {
     ) -> Option<Vec<Pending>> {
         let mut inner = self.lock();
         let now = Instant::now();
-        inner.margin.observe_batch(predictions, now);
-        if let Some((took, _)) = inner.running.get_mut(instance).and_then(Option::take)
+        let running = inner.running.get_mut(instance).and_then(Option::take);
+        let alone = running.is_none_or(|(took, _)| inner.shared_until.is_none_or(|until| took >= until));
+        if alone {
+            inner.margin.observe_batch(predictions, now);
+        }
+        if let Some((took, _)) = running
             && ran > 0
         {
             let taken = now - took;
-            inner.state.observe(ran, taken.saturating_sub(waited), waited.min(taken));
+            if alone {
+                inner.state.observe(ran, taken.saturating_sub(waited), waited.min(taken));
+            }
             let capacity = inner.capacity_per_s();
             let needless = inner.refusals.answered(now, ran as u64, capacity);
             self.counters.needless_refusals(needless);
