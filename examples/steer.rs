@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use modelless::{BatchingConfig, PolicyConfig, ProfileMode, Runtime, Slo, TaskConfig, Tensor, Ticket, VariantConfig};
+use modelless::profile::ProfileMode;
+use modelless::{BatchingConfig, PolicyConfig, Runtime, Slo, TaskConfig, Tensor, Ticket, VariantConfig};
 
 const TASK: &str = "classify-image";
 /// (width, file, published top-1).

@@ -26,7 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use modelless::{Error, Runtime, RuntimeConfig, Slo, Tensor, VariantState};
+use modelless::status::VariantState;
+use modelless::{Error, Runtime, RuntimeConfig, Slo, Tensor};
 
 const TASK: &str = "classify-image";
 const CLIENTS: usize = 8;

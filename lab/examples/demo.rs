@@ -35,10 +35,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use modelless::backend::TensorDeclaration;
+use modelless::backend::onnx::OrtEnvironmentConfig;
 use modelless::preprocess::ImagePreprocess;
+use modelless::profile::{ImageCapacity, ImageCapacityOptions, ImageSizeClass, ProfileMode};
 use modelless::{
-    BatchingConfig, DType, ImageCapacity, ImageCapacityOptions, ImageSizeClass, Inputs, OrtEnvironmentConfig,
-    PolicyConfig, ProfileMode, Runtime, SignatureConfig, Slo, TaskConfig, TensorDeclaration, VariantConfig,
+    BatchingConfig, DType, Inputs, PolicyConfig, Runtime, SignatureConfig, Slo, TaskConfig, VariantConfig,
 };
 use modelless_lab::load::{ImageSet, InProcess, LoadSpec, Progress, Second, TaskLoad, TraceConfig, run};
 use serde::Deserialize;

@@ -13,7 +13,8 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use modelless::{Inputs, LinePaddingKind, PipelineValue, Runtime, RuntimeConfig, Slo};
+use modelless::pipeline::{LinePaddingKind, PipelineValue};
+use modelless::{Inputs, Runtime, RuntimeConfig, Slo};
 
 fn main() -> anyhow::Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize()?;

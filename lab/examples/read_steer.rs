@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use modelless::{Inputs, PolicyConfig, ProfileMode, Runtime, RuntimeConfig, Slo};
+use modelless::profile::ProfileMode;
+use modelless::{Inputs, PolicyConfig, Runtime, RuntimeConfig, Slo};
 use modelless_lab::pages::{flag, page_files};
 use rand::{Rng, SeedableRng};
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# What an application that links `modelless` compiles: with the default features,
-# none of the lab's crates; with none, neither the Wasm policy host nor the image
-# decoders. Fails naming the crate that should not be there, then tests that the
+# What an application that links `modelless` compiles: with the features an app turns
+# on, none of the lab's crates; with the defaults (none), neither the Wasm policy
+# host, nor the image decoders, nor the server. Fails naming the crate that should not be there, then tests that the
 # leanest build refuses a policy and images with the feature they need.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -22,16 +22,16 @@ refuse() { # the build's name, then the crates it must not list
     done
 }
 
-crates_of | refuse "modelless with default features" \
+crates_of --features policies,images,server | refuse "modelless with the app features" \
     rand rand_distr plotters clap indicatif modelless-gp modelless-lab
-# tokio's multi-threaded runtime is the lab's and the server's, never the default's.
+# tokio's multi-threaded runtime is the server's, never the default's.
 if cargo tree -p modelless -e normal,features --locked -i tokio 2>/dev/null | grep -q 'rt-multi-thread'; then
     echo "lean build: modelless with default features turns on tokio's rt-multi-thread" >&2
     exit 1
 fi
-crates_of --no-default-features | refuse "modelless without default features" \
-    wasmtime cranelift-codegen image fast_image_resize jpeg-decoder zune-jpeg
+crates_of | refuse "modelless with default features" \
+    wasmtime cranelift-codegen image fast_image_resize jpeg-decoder zune-jpeg tonic hyper axum
 # The featureless build refuses what it cannot serve, naming the feature.
 cargo test -p modelless-runtime --no-default-features --locked --quiet --lib -- registry::config::tests
 cargo test -p modelless --no-default-features --locked --quiet --lib -- policy_config::tests
-echo "lean build: the default and the featureless modelless compile none of the named crates"
+echo "lean build: modelless with the app features and with the defaults compiles none of the named crates"

@@ -39,7 +39,7 @@ use anyhow::{Context, Result};
 use common::{output_dir, setup_file};
 use minimal_grpc::MinimalClient;
 use modelless::kserve::ServerConfig;
-use modelless::{BatchingConfig, ModelConfig, Runtime, Tensor};
+use modelless::{BatchingConfig, Runtime, Tensor, VariantConfig};
 use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless_runtime::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
 use modelless_runtime::kserve::proto::model_infer_request::InferInputTensor;
@@ -80,7 +80,7 @@ fn main() -> Result<()> {
     let model = setup_file("models/mobilenetv2_1.0.onnx")?;
     let batching = BatchingConfig::default().with_max_batch_size(8).with_max_queue_size(256);
     let runtime =
-        Arc::new(Runtime::builder().with_model(ModelConfig::plain(MODEL, model).with_batching(batching)).build()?);
+        Arc::new(Runtime::builder().with_model(VariantConfig::plain(MODEL, model).with_batching(batching)).build()?);
     let tokio = tokio::runtime::Runtime::new()?;
     tokio.block_on(async {
         let config = ServerConfig::loopback();

@@ -19,9 +19,10 @@ mod policy_snapshot;
 
 use anyhow::{Context, Result};
 use common::{output_dir, setup_file};
-use modelless::policy::{HostConfig, PolicyEngine, PolicyInstance, read_ticks};
-use modelless::{MakeBackend, PolicyConfig, Runtime, Slo, TaskConfig, Tensor, VariantConfig, WarmupConfig};
+use modelless::backend::MakeBackend;
+use modelless::{PolicyConfig, Runtime, Slo, TaskConfig, Tensor, VariantConfig, WarmupConfig};
 use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+use modelless_runtime::policy::{HostConfig, PolicyEngine, PolicyInstance, read_ticks};
 use modelless_runtime::stats::percentile;
 use policy_snapshot::busy_snapshot;
 

@@ -10,11 +10,11 @@
 //! flow without failing any ([`Runtime::switch_variant`], [`Runtime::load_version`]).
 //!
 //! ```no_run
-//! use modelless::{ModelConfig, Runtime, Tensor};
+//! use modelless::{Runtime, Tensor, VariantConfig};
 //!
 //! # async fn run() -> Result<(), modelless::Error> {
 //! let runtime = Runtime::builder()
-//!     .with_model(ModelConfig::plain("classifier", "models/mobilenetv2_1.0.onnx"))
+//!     .with_model(VariantConfig::plain("classifier", "models/mobilenetv2_1.0.onnx"))
 //!     .build()?;
 //! let image = Tensor::full([1, 3, 224, 224], 0.5f32);
 //! let output = runtime.infer("classifier", image).await?;
@@ -25,16 +25,19 @@
 //!
 //! ONNX Runtime is loaded from a shared library at run time: see
 //! the repository's `docs/devices.md` for where it is looked for, and
-//! [`OrtEnvironmentConfig`] for the sessions' settings.
+//! [`backend::onnx::OrtEnvironmentConfig`] for the sessions' settings.
 
 #[cfg(feature = "server")]
 mod declared;
+mod model_info;
 mod off_thread;
 #[cfg(feature = "server")]
 mod overrides;
 mod pipeline_config;
 mod policy_config;
 mod runtime;
+#[cfg(feature = "server")]
+mod server;
 #[cfg(feature = "server")]
 mod serving;
 #[cfg(feature = "server")]
@@ -48,43 +51,56 @@ mod task_handle;
 #[global_allocator]
 static ALLOCATOR: modelless_runtime::fuzzing::PeakAllocator = modelless_runtime::fuzzing::PeakAllocator;
 
-pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
-pub use modelless_runtime::backend::{ConvAlgoSearch, CudaOptions};
 pub use modelless_runtime::policy::ResourcesConfig;
 pub use modelless_runtime::policy_abi;
-pub use modelless_runtime::profile::{
-    BatchPoint, FirstRunSample, ImageCapacity, ImageProfile, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput,
-};
-pub use modelless_runtime::registry::{
-    ImageCapacityOptions, ImageSizeClass, PipelineAnswer, PipelineGlue, PipelineOutput, PipelineSignature,
-    PipelineValue, StageTime, Stages,
-};
-/// The target of the runtime's request spans, one per request with a child per stage:
-/// `modelless::request=info` in a filter turns them on (see docs/serving.md, "Tracing").
-pub use modelless_runtime::trace::TARGET as TRACE_TARGET;
 pub use modelless_runtime::{
-    BackendError, BackendFactory, BatchingConfig, Cause, Class, DType, Device, Element, Error, ErrorKind, InferOptions,
-    Inputs, MakeBackend, Model, ModelConfig, ModelFormat, ModelMetadata, Outcome, Output, Priority, ProfileMode,
-    SignatureConfig, SignatureMismatch, Slo, StartOptions, SwitchReport, TaskConfig, TaskStatus, Tensor, TensorData,
-    TensorDeclaration, TensorMaps, TensorSpec, Ticket, Timings, VariantConfig, VariantState, VariantStatus,
-    VersionStatus, WarmupConfig,
+    BatchingConfig, Cause, Class, DType, Element, Error, ErrorKind, InferOptions, Inputs, Output, Priority,
+    SignatureConfig, SignatureMismatch, Slo, TaskConfig, Tensor, TensorData, TensorMaps, Ticket, Timings,
+    VariantConfig, WarmupConfig,
 };
-pub use pipeline_config::{GlueKind, LinePaddingKind, PipelineConfig};
 pub use policy_config::PolicyConfig;
-pub use runtime::{ModelInfo, Runtime, RuntimeBuilder, RuntimeConfig};
+pub use runtime::{Runtime, RuntimeBuilder, RuntimeConfig};
 pub use task_handle::TaskHandle;
+
+/// What a runtime reports of its tasks, variants, versions and models, and of a
+/// switch.
+pub mod status {
+    pub use crate::model_info::ModelInfo;
+    pub use modelless_runtime::Admission;
+    pub use modelless_runtime::{SwitchReport, TaskStatus, VariantState, VariantStatus, VersionStatus};
+}
+
+/// What a variant costs on this machine: its latency per batch size, warm-up and
+/// throughput ([`Runtime::variant_profile`]), and the images it keeps up with
+/// ([`Runtime::measure_image_capacity`]).
+pub mod profile {
+    pub use modelless_runtime::ProfileMode;
+    pub use modelless_runtime::profile::{
+        BatchPoint, FirstRunSample, ImageCapacity, ImageProfile, LatencyFit, Profile, ProfileKey, Throughput,
+    };
+    pub use modelless_runtime::registry::{ImageCapacityOptions, ImageSizeClass};
+}
+
+/// Pipelines: glue that calls tasks in turn ([`Runtime::add_pipeline`]), as configured
+/// or of your own, and what they answer stage by stage.
+pub mod pipeline {
+    pub use crate::pipeline_config::{GlueKind, LinePaddingKind, PipelineConfig};
+    pub use modelless_runtime::registry::{
+        PipelineAnswer, PipelineGlue, PipelineOutput, PipelineSignature, PipelineValue, StageTime, Stages,
+    };
+}
 
 /// Reading text (feature `ocr`): the `read-text` pipeline's glue around PP-OCR's
 /// detection, direction and recognition models, and its parts.
 #[cfg(feature = "ocr")]
 pub mod ocr {
     pub use modelless_runtime::ocr::{
-        Alphabet, DbConfig, FindLines, Line, LinePadding, ReadLine, ReadText, ReadTextConfig, recognition_inputs,
+        Alphabet, DbConfig, FindLines, Line, LinePadding, ReadLine, ReadText, ReadTextConfig,
     };
 }
 
-/// Models as the runtime runs them: the backend trait for sessions of your own, and
-/// the tensors and devices they declare.
+/// Models as the runtime runs them: the backend trait for sessions of your own, the
+/// tensors and devices they declare, and ONNX Runtime's and TorchScript's settings.
 pub mod backend {
     /// The fake backend (sleep, echo, fail) for tests of code built on modelless
     /// (feature `test-util`).
@@ -92,18 +108,14 @@ pub mod backend {
     pub use modelless_runtime::backend::fake;
     pub use modelless_runtime::backend::torchscript::TorchScriptConfig;
     pub use modelless_runtime::backend::{
-        Backend, BackendFactory, Batch, BatchOutput, BatchParts, Device, ModelMetadata, TensorDeclaration, TensorSpec,
+        Backend, BackendFactory, Batch, BatchOutput, BatchParts, ConvAlgoSearch, CudaOptions, Device, ModelMetadata,
+        TensorDeclaration, TensorSpec,
     };
+    pub use modelless_runtime::{BackendError, MakeBackend, ModelFormat, SearchedPlace};
 
-    /// ONNX Runtime: its sessions' environment, and where its shared library is
-    /// looked for and which version it is (what `modelless setup` installs).
+    /// ONNX Runtime: its sessions' environment and settings.
     pub mod onnx {
-        pub use modelless_runtime::backend::onnx::{
-            OptimizationLevel, OrtBackend, OrtEnvironmentConfig, OrtSessionConfig, environment,
-        };
-        pub use modelless_runtime::backend::onnx_library::{
-            LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, user_library_dir,
-        };
+        pub use modelless_runtime::backend::onnx::{OptimizationLevel, OrtEnvironmentConfig, OrtSessionConfig};
     }
 }
 
@@ -118,22 +130,22 @@ pub mod preprocess {
     pub use modelless_runtime::preprocess::{decode, image_tensor, to_tensor};
 }
 
-/// Policy modules outside a running runtime: compile and call them, and replay the
-/// ticks a runtime recorded (feature `policies`).
-#[cfg(feature = "policies")]
+/// A policy's parameters, and (feature `policies`) what the policy steering a runtime
+/// did last ([`Runtime::policy_status`]) and how a policy module fails.
 pub mod policy {
-    pub use modelless_runtime::policy::{
-        COMPONENT_MEMORY_LIMIT_BYTES, CORE_MEMORY_LIMIT_BYTES, ControlStatus, DecidedBy, HostConfig, Loaded,
-        ModuleKind, PolicyEngine, PolicyError, PolicyInstance, PolicyLog, PolicyModule, RecordedTick, Replayed,
-        default_compiled_cache, read_ticks, replay,
-    };
+    #[cfg(feature = "policies")]
+    pub use modelless_runtime::policy::{ControlStatus, DecidedBy, PolicyError, PolicyLog};
+    /// A policy's parameters, as [`crate::PolicyConfig::with_parameters`] takes them.
+    pub use serde_json::Value as Parameters;
 }
 
 /// KServe V2 endpoints (feature `server`): see [`Runtime::serve`].
 #[cfg(feature = "server")]
 pub mod kserve {
+    pub use crate::server::Server;
     pub use crate::shutdown::shutdown_signal;
     pub use modelless_runtime::kserve::{
-        Code, ModelControlMode, OverrideLimits, RequestLimits, ServeError, Server, ServerConfig, ServerError, TlsConfig,
+        Code, ModelControlMode, OverrideLimits, RequestLimits, ServeError, ServerConfig, ServerError, TlsConfig,
+        TlsError,
     };
 }

@@ -8,17 +8,17 @@ use std::path::Path;
 
 use modelless_runtime::kserve::{Code, OverrideLimits, ServeError, path_under_root};
 use modelless_runtime::profile::{file_sha256, store_beside};
-use modelless_runtime::{BatchingConfig, ModelConfig};
+use modelless_runtime::{BatchingConfig, VariantConfig};
 
 /// Applies a load request's `config` (JSON) over a model's settings, within the
 /// server's bounds on overrides. A `path` in it is taken inside the repository `root`
 /// and refused anywhere else, or when there is no root.
 pub(crate) fn overridden(
-    model: ModelConfig,
+    model: VariantConfig,
     config: &str,
     root: Option<&Path>,
     limits: &OverrideLimits,
-) -> Result<ModelConfig, ServeError> {
+) -> Result<VariantConfig, ServeError> {
     let invalid = |e: &dyn std::fmt::Display| ServeError::invalid(format!("parameter `config`: {e}"));
     let patch: serde_json::Value = serde_json::from_str(config).map_err(|e| invalid(&e))?;
     let serde_json::Value::Object(patch) = patch else {
@@ -38,7 +38,7 @@ pub(crate) fn overridden(
         };
         merged[key] = value;
     }
-    let overridden: ModelConfig = serde_json::from_value(merged).map_err(|e| invalid(&e))?;
+    let overridden: VariantConfig = serde_json::from_value(merged).map_err(|e| invalid(&e))?;
     check_override(&model, &overridden, limits)?;
     overridden.validate_as_model().map_err(|e| invalid(&e))?;
     Ok(overridden)
@@ -46,7 +46,11 @@ pub(crate) fn overridden(
 
 /// Checks what `overridden` changes from `declared` against `limits`; the largest batch
 /// is lowered further to the memory-safe batch of the model's stored profile.
-fn check_override(declared: &ModelConfig, overridden: &ModelConfig, limits: &OverrideLimits) -> Result<(), ServeError> {
+fn check_override(
+    declared: &VariantConfig,
+    overridden: &VariantConfig,
+    limits: &OverrideLimits,
+) -> Result<(), ServeError> {
     let max_batch = limits.max_batch_size.min(memory_safe_batch(&overridden.name, &overridden.path));
     let (was, now) = (&declared.batching, &overridden.batching);
     if now.max_batch_size != was.max_batch_size {
@@ -159,7 +163,7 @@ mod tests {
     fn fuzz_repository_overrides() {
         let root = tempfile::tempdir().unwrap();
         std::fs::write(root.path().join("m.onnx"), b"not read here").unwrap();
-        let declared = ModelConfig::plain("m", root.path().join("m.onnx"));
+        let declared = VariantConfig::plain("m", root.path().join("m.onnx"));
         let limits = OverrideLimits { max_instances: Some(2), ..OverrideLimits::default() };
         let (accepted, refused) = (Cell::new(0), Cell::new(0));
         fuzz("repository-override", override_config(), |config| {
@@ -194,9 +198,9 @@ mod tests {
 
     #[test]
     fn overrides_beyond_the_bounds_are_refused_naming_the_bound() {
-        let declared = ModelConfig::plain("m", "/nonexistent/m.onnx");
+        let declared = VariantConfig::plain("m", "/nonexistent/m.onnx");
         let limits = OverrideLimits { max_instances: Some(2), ..OverrideLimits::default() };
-        let with = |f: &dyn Fn(&mut ModelConfig)| {
+        let with = |f: &dyn Fn(&mut VariantConfig)| {
             let mut config = declared.clone();
             f(&mut config);
             check_override(&declared, &config, &limits)

@@ -109,7 +109,7 @@ impl PolicyConfig {
 
     /// The sandbox it asks for.
     #[cfg(feature = "policies")]
-    pub fn host_config(&self) -> HostConfig {
+    pub(crate) fn host_config(&self) -> HostConfig {
         let mut host =
             HostConfig::default().with_deadline(Duration::from_millis(self.deadline_ms.clamp(1, MAX_DEADLINE_MS)));
         if let Some(mib) = self.memory_limit_mib {

@@ -13,11 +13,12 @@ use modelless_runtime::registry::{
     FindTask, ImageCapacityOptions, ImageSizeClass, Pipeline, PipelineAnswer, PipelineGlue, variant_profile,
 };
 use modelless_runtime::{
-    BackendFactory, BatchingConfig, Cause, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelConfig,
-    ModelMetadata, Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket,
+    BackendFactory, BatchingConfig, Cause, Error, FindProfile, InferOptions, Inputs, MakeBackend, Model, ModelMetadata,
+    Output, Registry, Slo, StartOptions, SwitchReport, Task, TaskConfig, TaskStatus, Ticket, VariantConfig,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::model_info::ModelInfo;
 use crate::off_thread::off_thread;
 use crate::pipeline_config::PipelineConfig;
 use crate::policy_config::PolicyConfig;
@@ -34,7 +35,7 @@ pub struct RuntimeConfig {
     pub onnxruntime: OrtEnvironmentConfig,
     /// Models loaded at start, each called by its own name.
     #[serde(default)]
-    pub models: Vec<ModelConfig>,
+    pub models: Vec<VariantConfig>,
     /// Tasks, each served by one of its variants.
     #[serde(default)]
     pub tasks: Vec<TaskConfig>,
@@ -72,7 +73,7 @@ impl RuntimeConfig {
     /// instances and batching, tasks, the policy's sandbox and the server's limits.
     /// The error names the setting.
     pub fn validate(&self) -> Result<(), Error> {
-        self.models.iter().try_for_each(ModelConfig::validate_as_model)?;
+        self.models.iter().try_for_each(VariantConfig::validate_as_model)?;
         self.tasks.iter().try_for_each(TaskConfig::validate)?;
         self.pipelines.iter().try_for_each(PipelineConfig::validate)?;
         self.preprocessing.validate()?;
@@ -157,7 +158,7 @@ impl RuntimeBuilder {
     }
 
     /// Adds an ONNX model.
-    pub fn with_model(mut self, model: ModelConfig) -> Self {
+    pub fn with_model(mut self, model: VariantConfig) -> Self {
         self.config.models.push(model);
         self
     }
@@ -240,30 +241,6 @@ impl RuntimeBuilder {
     }
 }
 
-/// What a loaded model takes and how it is served.
-#[derive(Clone, Debug)]
-pub struct ModelInfo {
-    /// Its name.
-    pub name: String,
-    /// Inputs and outputs.
-    pub metadata: ModelMetadata,
-    /// Batching knobs in force.
-    pub batching: BatchingConfig,
-    /// Instances serving it.
-    pub instances: usize,
-}
-
-impl ModelInfo {
-    fn of(model: &Model) -> Self {
-        ModelInfo {
-            name: model.name().to_string(),
-            metadata: model.metadata().clone(),
-            batching: model.batching(),
-            instances: model.instances(),
-        }
-    }
-}
-
 /// The models an application serves. Share it (`Arc<Runtime>`) between threads and
 /// tasks; every call takes `&self`.
 pub struct Runtime {
@@ -325,7 +302,7 @@ impl Runtime {
     /// Loads an ONNX model, warms it up and starts serving it; blocks until its
     /// instances are ready. A model that fails to load leaves the others serving; one
     /// that sets what only a task's variant takes is refused before it loads.
-    pub fn load_model(&self, config: ModelConfig) -> Result<ModelInfo, Error> {
+    pub fn load_model(&self, config: VariantConfig) -> Result<ModelInfo, Error> {
         config.validate_as_model()?;
         let factory = OrtBackend::factory(self.onnxruntime.clone(), config.path.clone(), config.onnx.clone());
         let options = StartOptions { warmup: config.warmup.clone(), ..StartOptions::default() };

@@ -7,14 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
 use modelless_runtime::kserve::{
-    Code, InferenceService, OverrideLimits, Repository, RepositoryEntry, ServeError, Server, ServerConfig, ServerError,
+    Code, InferenceService, OverrideLimits, Repository, RepositoryEntry, ServeError, ServerConfig, ServerError,
     path_under_root, plain_name,
 };
-use modelless_runtime::{ModelConfig, TaskConfig};
+use modelless_runtime::{TaskConfig, VariantConfig};
 
 use crate::declared::Declared;
 use crate::overrides::overridden;
 use crate::runtime::Runtime;
+use crate::server::Server;
 
 impl Runtime {
     /// Serves this runtime over KServe V2 (gRPC and HTTP/REST, with `/metrics`) from
@@ -29,7 +30,7 @@ impl Runtime {
             .with_limits(config.request_limits())
             .with_model_control(config.model_control_mode);
         let service = Arc::new(service);
-        Server::start(service, config).await
+        modelless_runtime::kserve::Server::start(service, config).await.map(Server::new)
     }
 
     /// Serves as [`Runtime::serve`] does until `shutdown` resolves, then stops as
@@ -58,7 +59,7 @@ struct RuntimeRepository {
 /// What a repository name loads.
 enum Source {
     Task(TaskConfig),
-    Model(Box<ModelConfig>),
+    Model(Box<VariantConfig>),
     Variant { task: String },
 }
 
@@ -90,7 +91,7 @@ impl RuntimeRepository {
             Some(root) => model_file(root, plain_name(name)?)?,
             None => None,
         };
-        file.map(|path| Source::Model(Box::new(ModelConfig::plain(name, path)))).ok_or_else(|| {
+        file.map(|path| Source::Model(Box::new(VariantConfig::plain(name, path)))).ok_or_else(|| {
             ServeError::new(Code::NotFound, format!("no model `{name}` in the config or the model repository"))
         })
     }

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-pub use modelless::Outcome;
+pub use modelless_runtime::Outcome;
 use serde::{Deserialize, Serialize};
 
 use super::LoadError;

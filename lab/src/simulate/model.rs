@@ -237,7 +237,7 @@ fn measured(priced: LatencyFit, price_scale: f64) -> LatencyFit {
 }
 
 /// The median over batch sizes of `ln(p99/p50) / z₉₉`: how widely warm runs spread.
-fn spread(points: &[modelless::BatchPoint]) -> f64 {
+fn spread(points: &[modelless::profile::BatchPoint]) -> f64 {
     let spreads: Vec<f64> = points
         .iter()
         .filter(|p| p.warm_p50_ms > 0.0 && p.warm_p99_ms >= p.warm_p50_ms)
@@ -253,8 +253,8 @@ mod tests {
 
     use super::*;
 
-    fn point(batch_size: u32, p50: f64, p99: f64) -> modelless::BatchPoint {
-        modelless::BatchPoint {
+    fn point(batch_size: u32, p50: f64, p99: f64) -> modelless::profile::BatchPoint {
+        modelless::profile::BatchPoint {
             batch_size,
             first_run_ms: p99,
             warm_p50_ms: p50,

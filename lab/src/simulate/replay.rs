@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use modelless::policy::RecordedTick;
+use modelless_runtime::policy::RecordedTick;
 use modelless_runtime::policy::core::Action;
 
 use super::engine::Decider;

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use modelless::policy::PolicyModule;
 use modelless::policy_abi::{ServingKnobs, Snapshot};
+use modelless_runtime::policy::PolicyModule;
 use modelless_runtime::policy::core::Action;
 use modelless_runtime::policy::{Controller, GuardedPolicy, KeepConfigured, Recorder};
 

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use modelless::{ConvAlgoSearch, CudaOptions};
+use modelless::backend::{ConvAlgoSearch, CudaOptions};
 
 /// The CUDA provider's settings at one point of a GPU variant's space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use modelless::BackendError;
+use modelless::backend::BackendError;
 
 use crate::load::LoadError;
 

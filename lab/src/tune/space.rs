@@ -470,7 +470,8 @@ conv_algo_search = "heuristic""#,
         let variant = &config.tasks[0].variants[0];
         let gpu = SpaceLimits { gpu: true, ..limits(32, false) };
         let default = ServingSetting::of(&config, variant, &gpu);
-        let configured = CudaSetting { conv_algo_search: modelless::ConvAlgoSearch::Heuristic, ..CudaSetting::DEFAULT };
+        let configured =
+            CudaSetting { conv_algo_search: modelless::backend::ConvAlgoSearch::Heuristic, ..CudaSetting::DEFAULT };
         assert_eq!(default.cuda, Some(configured), "the config's search, ONNX Runtime's defaults for the rest");
         assert_eq!(ServingSetting::of(&config, variant, &limits(32, false)).cuda, None, "on the CPU: none");
         let space = KnobSpace::new(gpu);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::search::SearchTrace;
-use modelless::ProfileKey;
+use modelless::profile::ProfileKey;
 
 /// The largest file read: thousands of searches of a few dozen evaluations.
 const MAX_STORE_BYTES: u64 = 16 << 20;

@@ -1,7 +1,7 @@
 //! Which stored searches measured settings the way a search now would: those whose
 //! measurements a replay or a variant's report may reuse.
 
-use modelless::ProfileKey;
+use modelless::profile::ProfileKey;
 
 use super::{ServingSetting, TuneStore};
 

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use modelless::{ProfileKey, RuntimeConfig, VariantConfig};
+use modelless::profile::ProfileKey;
+use modelless::{RuntimeConfig, VariantConfig};
 use modelless_runtime::profile::{file_sha256, store_beside};
 
 use super::measure::Bench;
@@ -57,7 +58,8 @@ impl<'a> TunedVariant<'a> {
         let model_sha256 =
             file_sha256(&variant.path).map_err(|source| TuneError::Read { path: variant.path.clone(), source })?;
         let safe = store_beside(&variant.path).max_safe_batch(&variant.name, &model_sha256);
-        let limits = SpaceLimits::new(safe, variant.preprocess.is_some(), variant.device != modelless::Device::Cpu);
+        let limits =
+            SpaceLimits::new(safe, variant.preprocess.is_some(), variant.device != modelless::backend::Device::Cpu);
         Ok(TunedVariant {
             config: variant,
             device: variant.device.name(),

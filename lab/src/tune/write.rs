@@ -144,7 +144,7 @@ accuracy = 70.0
             "name = \"large\"\npath = \"large.onnx\"\ndevice = \"cuda:0\"\nonnx = { cuda = { memory_limit_mib = 4096 } }",
         );
         let cuda = CudaSetting {
-            conv_algo_search: modelless::ConvAlgoSearch::Heuristic,
+            conv_algo_search: modelless::backend::ConvAlgoSearch::Heuristic,
             tf32: false,
             prefer_nhwc: true,
             conv_max_workspace: true,

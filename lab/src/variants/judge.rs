@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use modelless::pipeline::PipelineConfig;
 use modelless::preprocess::ImagePreprocess;
-use modelless::{PipelineConfig, Runtime, RuntimeConfig, TaskConfig, VariantConfig};
+use modelless::{Runtime, RuntimeConfig, TaskConfig, VariantConfig};
 
 use super::labelled::{self, LabelledImage};
 use super::pages::{self, Stage};

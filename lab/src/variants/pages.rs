@@ -5,11 +5,10 @@
 
 use std::path::Path;
 
-use modelless::ocr::recognition_inputs;
+use modelless::pipeline::{GlueKind, PipelineAnswer, PipelineConfig, PipelineValue};
 use modelless::preprocess::image_tensor;
-use modelless::{
-    GlueKind, Inputs, PipelineAnswer, PipelineConfig, PipelineValue, Runtime, RuntimeConfig, Slo, VariantConfig,
-};
+use modelless::{Inputs, Runtime, RuntimeConfig, Slo, VariantConfig};
+use modelless_runtime::ocr::recognition_inputs;
 
 use super::MakeError;
 use super::calibration::InputsFile;

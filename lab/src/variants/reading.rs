@@ -7,7 +7,8 @@
 
 use std::path::Path;
 
-use modelless::{Inputs, PipelineAnswer, PipelineValue, Runtime, Slo};
+use modelless::pipeline::{PipelineAnswer, PipelineValue};
+use modelless::{Inputs, Runtime, Slo};
 use serde::Deserialize;
 
 use super::MakeError;

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use modelless::backend::MakeBackend;
 use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
-use modelless::{BatchingConfig, MakeBackend, Runtime, TaskConfig, Tensor, VariantConfig, WarmupConfig};
+use modelless::{BatchingConfig, Runtime, TaskConfig, Tensor, VariantConfig, WarmupConfig};
 use modelless_lab::load::{InProcess, LoadSpec, Outcome, Pattern, RequestMaker, TaskLoad, run};
 
 /// A task of one fake variant that takes `per_batch` per batch of up to `max_batch`.

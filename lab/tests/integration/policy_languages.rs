@@ -9,13 +9,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use modelless::backend::MakeBackend;
 use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
-use modelless::policy::{DecidedBy, HostConfig, PolicyEngine, PolicyModule, read_ticks, replay};
+use modelless::policy::DecidedBy;
 use modelless::policy_abi::{Decision, ServingKnobs, Snapshot, Throughput};
-use modelless::{MakeBackend, PolicyConfig, Runtime, TaskConfig, VariantConfig, WarmupConfig};
+use modelless::{PolicyConfig, Runtime, TaskConfig, VariantConfig, WarmupConfig};
 use modelless_lab::load::{LoadSpec, Pattern, TaskLoad};
 use modelless_lab::simulate::{Decider, SimConfig, SimModel, WasmDecider, simulate};
 use modelless_runtime::policy::{GuardedPolicy, KeepConfigured, Recorder};
+use modelless_runtime::policy::{HostConfig, PolicyEngine, PolicyModule, read_ticks, replay};
 use serde_json::{Value, json};
 
 use crate::common::{crate_dir, policy_module, wait_for};

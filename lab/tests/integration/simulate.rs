@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use modelless::policy::{HostConfig, PolicyEngine, read_ticks, replay};
 use modelless::policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, VariantCost, VariantSnapshot};
 use modelless_lab::load::{LoadSpec, Outcome, Pattern, RunResult, SecondRuns, TaskLoad};
 use modelless_lab::simulate::{
@@ -14,6 +13,7 @@ use modelless_lab::simulate::{
 };
 use modelless_runtime::policy::core::Action;
 use modelless_runtime::policy::{EarlyTick, Recorder};
+use modelless_runtime::policy::{HostConfig, PolicyEngine, read_ticks, replay};
 
 use crate::common::policy_module;
 
@@ -366,9 +366,10 @@ fn the_offline_optimum_bounds_the_policies_and_their_share_of_the_gain_counts_fr
 fn recorded_ticks_with_a_refused_switch_get_the_runtimes_actions_from_the_simulator() {
     use std::sync::Arc;
 
+    use modelless::backend::MakeBackend;
     use modelless::backend::fake::{BatchLog, FakeBackend, FakeConfig};
-    use modelless::policy::RecordedTick;
-    use modelless::{MakeBackend, PolicyConfig, Runtime, TaskConfig, VariantConfig, WarmupConfig};
+    use modelless::{PolicyConfig, Runtime, TaskConfig, VariantConfig, WarmupConfig};
+    use modelless_runtime::policy::RecordedTick;
     use modelless_runtime::policy::core::Asked;
 
     // v1 answers rows of 5 where the task (v0's signature) has 4: it cannot serve.
@@ -419,7 +420,7 @@ fn recorded_ticks_with_a_refused_switch_get_the_runtimes_actions_from_the_simula
             fit: LatencyFit { a_ms: 1.0, c_ms: 1.0, r2: 1.0 },
             spread: 0.0,
             load_ms: 0.0,
-            loaded: snapshot.state == modelless::VariantState::Ready,
+            loaded: snapshot.state == modelless::status::VariantState::Ready,
             max_batch_size: snapshot.batch_ceiling.unwrap(),
             max_queue_delay_us: 0,
             max_queue_size: 64,

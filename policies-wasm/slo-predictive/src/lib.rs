@@ -191,6 +191,9 @@ pub struct SloPredictive {
     co_located: bool,
     /// The tasks it warned have no latency target (once each).
     warned: std::collections::BTreeSet<String>,
+    /// Per task held for want of prices, the variants it named as unpriced (warned
+    /// again only when they change).
+    warned_unpriced: BTreeMap<String, Vec<String>>,
 }
 
 /// Per task: when it last switched, and the time and requests in flight of the last
@@ -220,7 +223,7 @@ pub struct Sharing {
 
 impl Policy for SloPredictive {
     fn decide(&mut self, snapshot: &Snapshot) -> Decision {
-        for warning in self.unsteerable(snapshot) {
+        for warning in self.unsteerable(snapshot).into_iter().chain(self.unpriced(snapshot)) {
             modelless_policy_abi::guest::log(modelless_policy_abi::guest::Level::Warn, &warning);
         }
         let now_ms = snapshot.now_ms;
@@ -340,6 +343,35 @@ struct Reading {
 }
 
 impl SloPredictive {
+    /// A warning for each task of `snapshot` whose serving variant it cannot price
+    /// (no profile, and no batches run to price it by), naming every variant it cannot
+    /// price: it then only steps such a task down when its own answers come late, and
+    /// never up. Once per task, and again when what it lacks changes.
+    pub fn unpriced(&mut self, snapshot: &Snapshot) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for task in &snapshot.tasks {
+            let unpriced: Vec<String> =
+                task.variants.iter().filter(|v| self.priced(task, v).is_none()).map(|v| v.name.clone()).collect();
+            if !unpriced.contains(&task.active.variant) {
+                self.warned_unpriced.remove(&task.name);
+                continue;
+            }
+            if self.warned_unpriced.get(&task.name) == Some(&unpriced) {
+                continue;
+            }
+            warnings.push(format!(
+                "task `{}` is held on `{}`: slo-predictive prices variants by their profiles and has none for {}; \
+                 profile them (`modelless profile`, or `profile = \"measure\"` in the variant's config) or let \
+                 them serve a while",
+                task.name,
+                task.active.variant,
+                unpriced.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ")
+            ));
+            self.warned_unpriced.insert(task.name.clone(), unpriced);
+        }
+        warnings
+    }
+
     /// A warning for each task of `snapshot` it has not warned of yet that has
     /// variants to choose from but no latency target: without one it keeps the task on
     /// the variant serving, at any load.
@@ -750,6 +782,28 @@ mod tests {
         let decided = policy.decide(&snapshot);
         assert!(decided.tasks.iter().all(|d| d.task != "t"), "{decided:?}");
         assert!(decided.tasks.iter().any(|d| d.task == "u"), "the task with a target steps up: {decided:?}");
+    }
+
+    #[test]
+    fn a_task_held_for_want_of_profiles_names_what_it_lacks_once_until_that_changes() {
+        let mut held = task("medium", 20.0, 20.0, 20.0);
+        for v in held.variants.iter_mut().filter(|v| v.name != "small") {
+            v.profile = None;
+        }
+        let snapshot = Snapshot { tasks: vec![held.clone()], ..Snapshot::default() };
+        let mut policy = SloPredictive::default();
+        let warnings = policy.unpriced(&snapshot);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let warning = &warnings[0];
+        assert!(warning.contains("`t` is held on `medium`"), "{warning}");
+        assert!(warning.contains("`medium`, `large`") && !warning.contains("`small`,"), "{warning}");
+        assert!(policy.unpriced(&snapshot).is_empty(), "once while nothing changes");
+        // Profiled, the active variant is priced: nothing to say, and it steers again.
+        let profiled = Snapshot { tasks: vec![task("medium", 20.0, 20.0, 20.0)], ..Snapshot::default() };
+        assert!(policy.unpriced(&profiled).is_empty());
+        assert_eq!(policy.decide(&profiled).tasks[0].variant.as_deref(), Some("large"));
+        // Losing the profiles again is said again.
+        assert_eq!(policy.unpriced(&snapshot).len(), 1);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! 1. `library_path` in the runtime's ONNX Runtime config;
 //! 2. the `ORT_DYLIB_PATH` variable;
 //! 3. `.modelless/onnxruntime/lib/` in the working directory or the nearest of its
-//!    ancestors (where `scripts/setup/base.sh` puts it in a checkout);
+//!    ancestors (where a checkout's setup puts it);
 //! 4. the per-user directory that `modelless setup` fills: `$XDG_DATA_HOME/modelless/
 //!    onnxruntime/lib`, by default `~/.local/share/modelless/onnxruntime/lib`;
 //! 5. the `onnxruntime` package that `pip install onnxruntime` (or `onnxruntime-gpu`)
@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::BackendError;
-pub use crate::error::library::{FIX, SearchedPlace};
+pub use crate::error::library::{SearchedPlace, advise_as_the_cli};
 
 /// The library's file name on this platform.
 #[cfg(target_os = "macos")]
@@ -105,8 +105,8 @@ pub fn find_library_from(roots: &SearchRoots) -> Result<PathBuf, BackendError> {
     let fixed = [
         ("library_path in the config", roots.configured.clone()),
         ("ORT_DYLIB_PATH", roots.from_variable.clone()),
-        ("the project's .modelless (scripts/setup/base.sh)", Some(project)),
-        ("the per-user directory (modelless setup)", roots.user_dir.as_ref().map(|d| d.join(LIBRARY_NAME))),
+        ("./.modelless in the working directory or above (a checkout's setup)", Some(project)),
+        ("the per-user directory", roots.user_dir.as_ref().map(|d| d.join(LIBRARY_NAME))),
     ];
     let fixed = fixed.into_iter().filter_map(|(source, path)| Some((source, path?)));
     if let Some(found) = first_usable(fixed, &mut searched) {
@@ -123,7 +123,7 @@ pub fn find_library_from(roots: &SearchRoots) -> Result<PathBuf, BackendError> {
             return Ok(found);
         }
     }
-    Err(BackendError::LibraryNotFound { searched })
+    Err(BackendError::LibraryNotFound { searched, fix: crate::error::library::fix() })
 }
 
 /// The first of `candidates` this build can load; those passed over go to `searched`.
@@ -273,7 +273,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut roots = roots(dir.path());
         roots.from_variable = Some(dir.path().join("nowhere/libonnxruntime.so"));
-        let Err(BackendError::LibraryNotFound { searched }) = find_library_from(&roots) else {
+        let Err(BackendError::LibraryNotFound { searched, fix }) = find_library_from(&roots) else {
             panic!("found a library in an empty directory");
         };
         let sources: Vec<&str> = searched.iter().map(|s| s.source).collect();
@@ -281,14 +281,21 @@ mod tests {
             sources,
             [
                 "ORT_DYLIB_PATH",
-                "the project's .modelless (scripts/setup/base.sh)",
-                "the per-user directory (modelless setup)",
+                "./.modelless in the working directory or above (a checkout's setup)",
+                "the per-user directory",
                 "a Python environment (pip install onnxruntime)",
                 "a Python environment (pip install onnxruntime)",
             ]
         );
-        let message = BackendError::LibraryNotFound { searched }.to_string();
-        assert!(message.contains("modelless setup") && message.contains("nowhere/libonnxruntime.so"), "{message}");
+        assert_eq!(fix, crate::error::library::fix_for(false), "a test is no command line");
+        let message = BackendError::LibraryNotFound { searched, fix }.to_string();
+        assert!(message.contains("nowhere/libonnxruntime.so"), "{message}");
+        // An app is told first what it sets itself, and nothing of a CLI it lacks.
+        let advice = message.lines().next().unwrap();
+        assert!(advice.contains("ORT_DYLIB_PATH") && advice.contains("with_library_path"), "{advice}");
+        assert!(!message.contains("modelless setup") && !message.contains("scripts/"), "{message}");
+        let for_the_cli = crate::error::library::fix_for(true);
+        assert!(for_the_cli.starts_with("run `modelless setup`"), "{for_the_cli}");
     }
 
     #[test]
@@ -315,7 +322,7 @@ mod tests {
         touch(
             &dir.path().join("venv/lib/python3.11/site-packages/onnxruntime/capi/libonnxruntime_providers_shared.so"),
         );
-        let Err(BackendError::LibraryNotFound { searched }) = find_library_from(&roots) else {
+        let Err(BackendError::LibraryNotFound { searched, .. }) = find_library_from(&roots) else {
             panic!("took a library older than the build needs");
         };
         let passed_over = searched.iter().find(|s| s.path == old).unwrap();

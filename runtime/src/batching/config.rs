@@ -111,6 +111,8 @@ impl BatchingConfig {
 
     /// These knobs with `knobs` set (as they are: clamp them first); preferred batch
     /// sizes above the batch size go, as a batch never reaches them.
+    // The runtime's own: `modelless` does not offer it.
+    #[doc(hidden)]
     pub fn with_knobs(mut self, knobs: BatchingKnobs) -> Self {
         if let Some(rows) = knobs.max_batch_size {
             self.max_batch_size = rows;

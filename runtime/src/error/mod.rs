@@ -16,6 +16,7 @@ mod mismatch;
 mod policy;
 
 pub use cause::Cause;
+pub use library::SearchedPlace;
 pub use mismatch::SignatureMismatch;
 pub use policy::PolicyError;
 
@@ -25,13 +26,14 @@ pub use policy::PolicyError;
 pub enum BackendError {
     /// No ONNX Runtime library was found in any of the places searched.
     #[error(
-        "ONNX Runtime library not found; searched, in order:\n{}\nto fix: {}",
-        searched.iter().map(|place| format!("  - {place}")).collect::<Vec<_>>().join("\n"),
-        library::FIX
+        "ONNX Runtime library not found; to fix: {fix}\nsearched, in order:\n{}",
+        searched.iter().map(|place| format!("  - {place}")).collect::<Vec<_>>().join("\n")
     )]
     LibraryNotFound {
         /// The places tried, in order, and why each was not taken.
         searched: Vec<library::SearchedPlace>,
+        /// What to do: for an application, what to set; for the command line, its setup.
+        fix: &'static str,
     },
     /// The model file does not exist or cannot be read.
     #[error("cannot read model file {path}: {source}")]

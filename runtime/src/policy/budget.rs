@@ -124,6 +124,8 @@ impl ResourcesConfig {
 
     /// The totals on this machine, the shared intra-op pool having `shared_pool_threads`
     /// threads (0: one per core).
+    // The runtime's own: `modelless` does not offer it.
+    #[doc(hidden)]
     pub fn totals(&self, shared_pool_threads: usize) -> ResourceTotals {
         let usable_cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let memory = crate::metrics::cgroup_memory_limit()

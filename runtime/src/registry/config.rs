@@ -251,7 +251,7 @@ impl TaskConfig {
 }
 
 /// How a model is loaded and served: one way of answering a task (a variant, with
-/// its accuracy), or, as [`ModelConfig`], a model served on its own under its name,
+/// its accuracy), or a model served on its own under its name,
 /// which takes only its file, instances, batching, session settings and warm-up
 /// ([`VariantConfig::validate_as_model`] refuses the rest).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use modelless::{BatchingConfig, MakeBackend, Runtime, Slo, TaskConfig, Tensor, VariantConfig};
+use modelless::backend::MakeBackend;
+use modelless::{BatchingConfig, Runtime, Slo, TaskConfig, Tensor, VariantConfig};
 use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 
 use crate::common::models_dir;

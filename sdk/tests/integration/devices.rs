@@ -7,9 +7,8 @@
 
 use std::sync::Arc;
 
-use modelless::{
-    BackendError, BatchingConfig, Device, Error, Runtime, Slo, TaskConfig, Tensor, VariantConfig, WarmupConfig,
-};
+use modelless::backend::{BackendError, Device};
+use modelless::{BatchingConfig, Error, Runtime, Slo, TaskConfig, Tensor, VariantConfig, WarmupConfig};
 
 use crate::common::{affine, max_relative_diff, models_dir, tiny_weights};
 
@@ -118,7 +117,7 @@ fn a_torchscript_variant_is_declared_in_the_config_file_as_the_readme_shows() {
     "#;
     let parsed = modelless::RuntimeConfig::from_toml(text, std::path::Path::new(".")).unwrap();
     let variant = &parsed.tasks[0].variants[0];
-    assert_eq!(variant.format, modelless::ModelFormat::Torchscript);
+    assert_eq!(variant.format, modelless::backend::ModelFormat::Torchscript);
     assert_eq!(variant.torchscript.inputs[0].shape, vec![-1, 3, 224, 224]);
     assert_eq!(variant.torchscript.outputs[0].dtype, modelless::DType::F32);
     let misspelt = text.replace("dtype = \"f32\", shape = [-1, 1000]", "dtype = \"float\", shape = [-1, 1000]");

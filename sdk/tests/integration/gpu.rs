@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use modelless::{
-    BatchingConfig, Device, OrtEnvironmentConfig, PolicyConfig, Runtime, Slo, TaskConfig, Tensor, VariantConfig,
-};
+use modelless::backend::Device;
+use modelless::backend::onnx::OrtEnvironmentConfig;
+use modelless::{BatchingConfig, PolicyConfig, Runtime, Slo, TaskConfig, Tensor, VariantConfig};
 use modelless_runtime::metrics::{gpu_snapshots, gpus_absent_reason};
 
 use crate::common::{max_relative_diff, models_dir, policy_module, wait_for};
@@ -82,9 +82,9 @@ fn nvml_reports_every_gpu_with_its_memory_utilisation_and_clocks_in_the_policy_s
     let mut policy = PolicyConfig::new(policy_module("static")).with_tick(Duration::from_millis(30));
     policy.record = Some(record.clone());
     rt.start_policy(policy).unwrap();
-    wait_for(|| modelless::policy::read_ticks(&record).is_ok_and(|ticks| ticks.len() >= 2));
+    wait_for(|| modelless_runtime::policy::read_ticks(&record).is_ok_and(|ticks| ticks.len() >= 2));
     rt.stop_policy();
-    let ticks = modelless::policy::read_ticks(&record).unwrap();
+    let ticks = modelless_runtime::policy::read_ticks(&record).unwrap();
     let gpus = &ticks.last().unwrap().0.system.gpus;
     assert_eq!(gpus.len(), gpu_snapshots().len());
     assert!(!gpus.is_empty());
@@ -125,7 +125,8 @@ fn an_onnx_variant_on_cuda_serves_batched_requests_with_the_cpus_answers() {
 #[cfg(feature = "tch")]
 mod cuda {
     use modelless::backend::{TensorDeclaration, TorchScriptConfig};
-    use modelless::{DType, ProfileMode, WarmupConfig};
+    use modelless::profile::ProfileMode;
+    use modelless::{DType, WarmupConfig};
     use modelless_runtime::metrics::process_gpu_memory;
 
     use super::*;

@@ -7,10 +7,8 @@
 use std::time::{Duration, Instant};
 
 use modelless::preprocess::{DecodeLimits, ImagePreprocess, decode, to_tensor};
-use modelless::{
-    BatchingConfig, Error, ImageCapacityOptions, ImageSizeClass, Inputs, PolicyConfig, Runtime, RuntimeConfig, Slo,
-    TaskConfig, VariantConfig,
-};
+use modelless::profile::{ImageCapacityOptions, ImageSizeClass};
+use modelless::{BatchingConfig, Error, Inputs, PolicyConfig, Runtime, RuntimeConfig, Slo, TaskConfig, VariantConfig};
 use serde_json::Value;
 
 use crate::common::{crate_dir, efficientnet_dir, images_dir, photo, policy_module};

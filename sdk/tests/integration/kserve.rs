@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use modelless::kserve::{ModelControlMode, ServerConfig, TlsConfig};
-use modelless::{BatchingConfig, ModelConfig, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig};
+use modelless::{BatchingConfig, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig};
 use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless_runtime::kserve::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
 use modelless_runtime::kserve::proto::model_infer_request::InferInputTensor;
@@ -84,7 +84,7 @@ fn served_runtime(models: &Path) -> Runtime {
     let mut config = RuntimeConfig::default();
     config.tasks.push(task);
     for name in ["tiny", "tiny_multi", "tiny_f16", "tiny_types"] {
-        config.models.push(ModelConfig::plain(name, models.join(format!("{name}.onnx"))));
+        config.models.push(VariantConfig::plain(name, models.join(format!("{name}.onnx"))));
     }
     let runtime = Runtime::builder().with_config(config).build().unwrap();
     slow_model(&runtime);
@@ -296,8 +296,8 @@ fn the_requests_that_killed_the_server_are_refused_and_it_keeps_serving() {
     let models = models_dir();
     let (_dir, root, _) = repository(&models);
     let mut config = RuntimeConfig::default();
-    config.models.push(ModelConfig::plain("m", models.join("mobilenetv2_1.0.onnx")));
-    config.models.push(ModelConfig::plain("tiny", models.join("tiny.onnx")));
+    config.models.push(VariantConfig::plain("m", models.join("mobilenetv2_1.0.onnx")));
+    config.models.push(VariantConfig::plain("tiny", models.join("tiny.onnx")));
     let runtime = Arc::new(Runtime::builder().with_config(config).build().unwrap());
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let server_config =
@@ -366,7 +366,7 @@ fn the_requests_that_killed_the_server_are_refused_and_it_keeps_serving() {
 fn a_body_refused_unread_tells_the_client_the_connection_closes() {
     let models = models_dir();
     let mut config = RuntimeConfig::default();
-    config.models.push(ModelConfig::plain("tiny", models.join("tiny.onnx")));
+    config.models.push(VariantConfig::plain("tiny", models.join("tiny.onnx")));
     let runtime = Arc::new(Runtime::builder().with_config(config).build().unwrap());
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let server = tokio.block_on(runtime.clone().serve(&ServerConfig::loopback().with_max_message_mib(1))).unwrap();

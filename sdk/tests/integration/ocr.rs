@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use modelless::ocr::{Alphabet, ReadText, ReadTextConfig};
-use modelless::{Error, Inputs, PipelineAnswer, PipelineValue, Runtime, RuntimeConfig, Slo};
+use modelless::pipeline::{PipelineAnswer, PipelineValue};
+use modelless::{Error, Inputs, Runtime, RuntimeConfig, Slo};
 use serde::Deserialize;
 
 use crate::common::crate_dir;

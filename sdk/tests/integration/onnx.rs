@@ -3,16 +3,15 @@
 use std::time::Duration;
 
 use half::f16;
-use modelless::{
-    BackendError, BatchingConfig, DType, Error, InferOptions, Inputs, ModelConfig, Runtime, Tensor, TensorSpec,
-};
+use modelless::backend::{BackendError, TensorSpec};
+use modelless::{BatchingConfig, DType, Error, InferOptions, Inputs, Runtime, Tensor, VariantConfig};
 
 use modelless::backend::{Backend, Batch, BatchParts};
 
 use crate::common::{affine, max_relative_diff, models_dir, tiny_weights};
 
-fn model(name: &str, file: &str, batching: BatchingConfig) -> ModelConfig {
-    ModelConfig::plain(name, models_dir().join(file)).with_batching(batching)
+fn model(name: &str, file: &str, batching: BatchingConfig) -> VariantConfig {
+    VariantConfig::plain(name, models_dir().join(file)).with_batching(batching)
 }
 
 /// Holds partial batches long enough for a burst of submissions to join one batch.
@@ -149,7 +148,7 @@ fn a_request_larger_than_the_batch_in_force_runs_split_and_one_over_the_configur
 #[test]
 fn missing_or_corrupt_model_files_fail_to_load_with_a_clear_error() {
     let rt = Runtime::builder().with_model(model("tiny", "tiny.onnx", BatchingConfig::default())).build().unwrap();
-    let missing = rt.load_model(ModelConfig::plain("missing", "/nonexistent/model.onnx"));
+    let missing = rt.load_model(VariantConfig::plain("missing", "/nonexistent/model.onnx"));
     assert!(
         matches!(&missing, Err(Error::Load { source, .. }) if matches!(**source, BackendError::ModelFile { .. })),
         "{:?}",
@@ -158,7 +157,7 @@ fn missing_or_corrupt_model_files_fail_to_load_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let corrupt_path = dir.path().join("corrupt.onnx");
     std::fs::write(&corrupt_path, b"\x08\x07this is not an onnx graph").unwrap();
-    let corrupt = rt.load_model(ModelConfig::plain("corrupt", &corrupt_path));
+    let corrupt = rt.load_model(VariantConfig::plain("corrupt", &corrupt_path));
     let message = corrupt.as_ref().err().map(ToString::to_string).unwrap_or_default();
     assert!(
         matches!(&corrupt, Err(Error::Load { source, .. }) if matches!(**source, BackendError::Ort { .. })),
@@ -195,7 +194,7 @@ async fn a_fixed_batch_model_serves_concurrent_callers_one_at_a_time() {
 #[test]
 fn after_warm_up_no_batch_size_grows_the_sessions_memory() {
     use modelless::backend::Device;
-    use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
+    use modelless::backend::onnx::{OrtEnvironmentConfig, OrtSessionConfig};
     use modelless_runtime::backend::onnx::{OrtBackend, environment};
     use modelless_runtime::metrics::pages_faulted_by_this_thread;
 
@@ -230,7 +229,7 @@ fn after_warm_up_no_batch_size_grows_the_sessions_memory() {
 #[test]
 fn batches_staged_before_the_session_reads_them_answer_as_batches_read_in_place() {
     use modelless::backend::Device;
-    use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
+    use modelless::backend::onnx::{OrtEnvironmentConfig, OrtSessionConfig};
     use modelless_runtime::backend::onnx::{OrtBackend, environment};
 
     let env = environment(&OrtEnvironmentConfig::default()).unwrap();
@@ -293,7 +292,7 @@ fn assert_images_answered_alike(in_place: &mut dyn Backend, other: &mut dyn Back
 #[test]
 fn batches_run_on_tensors_kept_per_size_answer_as_batches_read_in_place() {
     use modelless::backend::Device;
-    use modelless::{OrtEnvironmentConfig, OrtSessionConfig};
+    use modelless::backend::onnx::{OrtEnvironmentConfig, OrtSessionConfig};
     use modelless_runtime::backend::onnx::{OrtBackend, environment};
 
     let env = environment(&OrtEnvironmentConfig::default()).unwrap();

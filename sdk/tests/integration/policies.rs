@@ -6,11 +6,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use modelless::policy::{HostConfig, PolicyEngine};
+use modelless::backend::MakeBackend;
 use modelless::policy_abi::guest::Policy;
 use modelless::policy_abi::{Decision, Snapshot};
-use modelless::{Error, MakeBackend, PolicyConfig, Runtime, RuntimeConfig, TaskConfig, VariantConfig, WarmupConfig};
+use modelless::{Error, PolicyConfig, Runtime, RuntimeConfig, TaskConfig, VariantConfig, WarmupConfig};
 use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
+use modelless_runtime::policy::{HostConfig, PolicyEngine};
 
 use crate::common::{fixture_path, fixture_snapshots, policy_module, wait_for};
 
@@ -147,6 +148,29 @@ fn a_task_without_a_latency_target_under_slo_predictive_is_reported_in_the_polic
 }
 
 #[test]
+fn a_task_slo_predictive_cannot_price_is_reported_naming_the_variants_without_profiles() {
+    let fake = FakeConfig { per_batch: Duration::from_millis(1), ..FakeConfig::default() };
+    let make: MakeBackend = Arc::new(move |_, _| FakeBackend::factory(fake.clone(), BatchLog::default()));
+    let variant =
+        |name: &str, accuracy| VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
+    let task = TaskConfig::new("classify")
+        .with_latency_slo_ms(100.0)
+        .with_variant(variant("v0", 60.0))
+        .with_variant(variant("v1", 70.0));
+    let rt = Runtime::builder().build().unwrap();
+    rt.add_task_with(task, make).unwrap();
+    let policy = PolicyConfig::new(policy_module("slo-predictive")).with_tick(Duration::from_millis(30));
+    rt.start_policy(policy).unwrap();
+    let held = |r: &String| r.contains("is held on");
+    wait_for(|| rt.policy_status().unwrap().reports.iter().any(held));
+    let status = rt.policy_status().unwrap();
+    let report = status.reports.iter().find(|r| held(r)).unwrap();
+    assert!(report.starts_with("policy: task `classify` is held on `v0`"), "{report}");
+    assert!(report.contains("none for `v0`, `v1`") && report.contains("modelless profile"), "{report}");
+    assert_eq!(rt.task_status("classify").unwrap().active, "v0", "held");
+}
+
+#[test]
 fn a_reload_from_a_broken_file_is_refused_and_the_running_policy_stays() {
     let rt = steered_runtime();
     let dir = tempfile::tempdir().unwrap();
@@ -206,10 +230,10 @@ fn a_recorded_run_replays_to_the_same_decisions_and_a_shadow_is_never_applied() 
     assert_eq!(rt.task_status("classify").unwrap().active, "v0", "the shadow's decision was applied");
     assert_eq!(status.switches, 0, "{status:?}");
     rt.stop_policy();
-    let ticks = modelless::policy::read_ticks(&record).unwrap();
+    let ticks = modelless_runtime::policy::read_ticks(&record).unwrap();
     assert!(ticks.len() >= 3 && ticks.iter().all(|t| t.1.is_some()));
     let engine = PolicyEngine::new(HostConfig::default()).unwrap();
     let mut again = engine.compile_file(&policy_module("static")).unwrap().instantiate(None).unwrap();
-    let replayed = modelless::policy::replay(&mut again, &ticks);
+    let replayed = modelless_runtime::policy::replay(&mut again, &ticks);
     assert!(replayed.iter().all(|r| r.differs == Some(false)), "{replayed:?}");
 }

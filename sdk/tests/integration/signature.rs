@@ -7,9 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use modelless::backend::TensorDeclaration;
+use modelless::status::VariantState;
 use modelless::{
-    BatchingConfig, DType, Error, Inputs, Runtime, SignatureConfig, Slo, TaskConfig, Tensor, TensorDeclaration,
-    VariantConfig, VariantState, WarmupConfig,
+    BatchingConfig, DType, Error, Inputs, Runtime, SignatureConfig, Slo, TaskConfig, Tensor, VariantConfig,
+    WarmupConfig,
 };
 
 use crate::common::models_dir;
@@ -133,7 +135,7 @@ fn variants_of_other_names_and_shapes_switched_under_load_answer_every_request_i
     assert!(status.variants.iter().all(|v| v.state() == VariantState::Ready), "{status:?}");
 }
 
-fn zoo_signature_metadata() -> modelless::ModelMetadata {
+fn zoo_signature_metadata() -> modelless::backend::ModelMetadata {
     zoo_signature().metadata()
 }
 

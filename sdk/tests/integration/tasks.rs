@@ -6,9 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use modelless::backend::MakeBackend;
+use modelless::profile::ProfileMode;
+use modelless::status::VariantState;
 use modelless::{
-    BatchingConfig, Error, MakeBackend, Priority, ProfileMode, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor,
-    VariantConfig, VariantState, WarmupConfig,
+    BatchingConfig, Error, Priority, Runtime, RuntimeConfig, Slo, TaskConfig, Tensor, VariantConfig, WarmupConfig,
 };
 use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 

@@ -7,11 +7,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use modelless::backend::{BackendError, Device};
 use modelless::backend::{TensorDeclaration, TorchScriptConfig};
-use modelless::{
-    BackendError, BatchingConfig, DType, Device, Error, ProfileMode, Runtime, Slo, TaskConfig, Tensor, VariantConfig,
-    WarmupConfig,
-};
+use modelless::profile::ProfileMode;
+use modelless::{BatchingConfig, DType, Error, Runtime, Slo, TaskConfig, Tensor, VariantConfig, WarmupConfig};
 
 use crate::common::{affine, max_relative_diff, models_dir, tiny_weights, torchscript_dir};
 

@@ -24,11 +24,12 @@ pub const RUNTIME: Layers = &[
 
 /// The sdk's layers, lowest first: the re-exports `lib.rs` names in modules of its
 /// own, and helpers that import nothing of the crate (blocking work made awaitable,
-/// the stop signal); the config types, what the repository may load, and the task
-/// handle; the policy steering a registry; the runtime facade; serving it over KServe.
+/// the stop signal, the server's handle); the config types, what the repository may
+/// load, the task handle and a model's report, and the re-exports of those; the policy
+/// steering a registry; the runtime facade; serving it over KServe.
 pub const SDK: Layers = &[
-    &["backend", "kserve", "ocr", "policy", "preprocess", "off_thread", "shutdown"],
-    &["policy_config", "pipeline_config", "declared", "overrides", "task_handle"],
+    &["backend", "kserve", "ocr", "policy", "preprocess", "profile", "off_thread", "shutdown", "server"],
+    &["policy_config", "pipeline_config", "declared", "overrides", "task_handle", "model_info", "pipeline", "status"],
     &["steering"],
     &["runtime"],
     &["serving"],

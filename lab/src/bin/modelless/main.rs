@@ -75,6 +75,8 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // A missing ONNX Runtime is then fixed by `modelless setup`, which this user has.
+    modelless_runtime::backend::onnx_library::advise_as_the_cli();
     match start(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {

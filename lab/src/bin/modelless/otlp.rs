@@ -56,7 +56,7 @@ impl Exporter {
     where
         S: tracing::Subscriber + for<'span> LookupSpan<'span>,
     {
-        let spans = Targets::new().with_target(modelless::TRACE_TARGET, LevelFilter::INFO);
+        let spans = Targets::new().with_target(modelless_runtime::trace::TARGET, LevelFilter::INFO);
         tracing_opentelemetry::layer()
             .with_tracer(self.provider.tracer("modelless"))
             // Each span says which thread it began on; where in the source is noise, and

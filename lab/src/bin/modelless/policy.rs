@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use modelless::policy::{HostConfig, PolicyEngine, default_compiled_cache, read_ticks};
 use modelless::policy_abi::{ABI_VERSION, Snapshot};
+use modelless_runtime::policy::{HostConfig, PolicyEngine, default_compiled_cache, read_ticks};
 
 /// What to do with a policy module.
 #[derive(clap::Subcommand)]
@@ -81,7 +81,7 @@ fn replay(path: PathBuf, snapshots: PathBuf, parameters: Option<String>) -> anyh
     let parameters = parameters.map(|p| serde_json::from_str::<serde_json::Value>(&p)).transpose()?;
     let mut instance = engine.compile_file(&path)?.instantiate(parameters.as_ref())?;
     let ticks = read_ticks(&snapshots)?;
-    let replayed = modelless::policy::replay(&mut instance, &ticks);
+    let replayed = modelless_runtime::policy::replay(&mut instance, &ticks);
     let mut differing = 0;
     for ((snapshot, recorded), now) in ticks.iter().zip(&replayed) {
         let decision = match &now.decision {

@@ -5,12 +5,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use modelless::backend::onnx::{OrtEnvironmentConfig, environment};
-use modelless::{BatchingConfig, Device, Model, Profile, RuntimeConfig, StartOptions, VariantConfig, WarmupConfig};
+use modelless::backend::Device;
+use modelless::backend::onnx::OrtEnvironmentConfig;
+use modelless::profile::Profile;
+use modelless::{BatchingConfig, RuntimeConfig, VariantConfig, WarmupConfig};
+use modelless_runtime::backend::onnx::environment;
 use modelless_runtime::profile::{
     Example, ProfileEvent, ProfileOptions, SteadyLoad, SweepEvent, WarmupFeatures, WarmupPredictor, closed_loop,
     fit_latency_line, mape, memory_probe, profile_model, steady_load, store_beside,
 };
+use modelless_runtime::{Model, StartOptions};
 
 use modelless_lab::load::images::parse_sizes;
 use modelless_lab::plot::{Series, scatter_with_lines};

@@ -7,7 +7,8 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use modelless::{ImageCapacity, ImageCapacityOptions, ImageSizeClass, Profile, Runtime, RuntimeConfig};
+use modelless::profile::{ImageCapacity, ImageCapacityOptions, ImageSizeClass, Profile};
+use modelless::{Runtime, RuntimeConfig};
 use modelless_lab::load::ImageSet;
 
 /// Distinct photos generated per size class, sent in turn.

@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use modelless::OrtEnvironmentConfig;
-use modelless::backend::onnx::{LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, user_library_dir};
+use modelless::backend::onnx::OrtEnvironmentConfig;
+use modelless_runtime::backend::onnx_library::{
+    LIBRARY_NAME, SearchRoots, TESTED_VERSION, file_version, user_library_dir,
+};
 use modelless_runtime::backend::onnx_library::{find_in_python, package_libraries};
 
 #[derive(clap::Args)]
@@ -37,7 +39,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let installed = installed?;
     println!("[3/3] loading it to check");
     let config = OrtEnvironmentConfig::default().with_library_path(&installed);
-    modelless::backend::onnx::environment(&config).with_context(|| format!("{} does not load", installed.display()))?;
+    modelless_runtime::backend::onnx::environment(&config)
+        .with_context(|| format!("{} does not load", installed.display()))?;
     println!("ONNX Runtime installed: {}", installed.display());
     println!("applications that link modelless now find it without ORT_DYLIB_PATH");
     Ok(())

@@ -7,13 +7,13 @@ use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::ProgressBar;
-use modelless::policy::{HostConfig, PolicyEngine};
 use modelless::{RuntimeBuilder, RuntimeConfig};
 use modelless_lab::load::read_runs_csv;
 use modelless_lab::simulate::{
     Decider, Oracle, SimConfig, SimModel, WasmDecider, cheapest, effective_accuracy, optimum, share_of_gain, simulate,
 };
 use modelless_runtime::policy::Recorder;
+use modelless_runtime::policy::{HostConfig, PolicyEngine};
 
 /// Makes the decider of each server.
 type MakeDecider = Box<dyn FnMut(usize) -> Box<dyn Decider>>;

@@ -7,7 +7,8 @@
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
-use modelless::{ProfileMode, RuntimeBuilder, RuntimeConfig};
+use modelless::profile::ProfileMode;
+use modelless::{RuntimeBuilder, RuntimeConfig};
 
 use super::{MeasureRequest, Measured};
 use crate::load::{ImageSet, InProcess, LoadSpec, Pattern, RunResult, Target, TaskLoad};

@@ -5,7 +5,7 @@ use super::lifecycle::mark_drained;
 use super::share;
 use super::*;
 
-/// One version of a variant, as [`Task::status`] reports it.
+/// One version of a variant, as a task's status reports it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct VersionStatus {
     /// Version number, from 1.
@@ -30,7 +30,7 @@ pub struct VersionStatus {
     pub admission: Option<Admission>,
 }
 
-/// One variant, as [`Task::status`] reports it.
+/// One variant, as a task's status reports it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct VariantStatus {
     /// Its name.
