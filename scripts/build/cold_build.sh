@@ -2,8 +2,8 @@
 # What an app pays to build modelless: the embedding app (examples/embedding), copied
 # outside the workspace, built in release on an empty target dir with modelless's
 # default features (its `readme` binary, the README's first example), then again with
-# each feature set named after it added. Per step: wall time, crates compiled, and
-# the binary's size. Registry downloads are not timed (the crates are fetched first).
+# each feature set named after it added. Per step: wall time, crates compiled, those
+# of them an earlier step had built (rebuilt), and the binary's size. Registry downloads are not timed (the crates are fetched first).
 #
 #   bash scripts/build/cold_build.sh [FEATURES...]   (default: "server" "policies,server")
 set -euo pipefail
@@ -24,23 +24,30 @@ use() {
     sed -i "s|^modelless = .*|modelless = { path = \"$ROOT/sdk\", features = [$list] }|" "$manifest"
 }
 
-# step NAME FEATURES BIN: builds BIN with FEATURES; prints a row.
+# step NAME FEATURES BIN: builds BIN with FEATURES; prints a row: the crates it
+# compiled, and of them those an earlier step had compiled already (rebuilt because
+# their features or dependencies changed).
 step() {
     use "$2"
     cargo fetch --quiet --manifest-path "$manifest"
-    local start end compiled
+    local start end
     start=$(date +%s.%N)
-    compiled=$(cargo build --release --offline --manifest-path "$manifest" --bin "$3" 2>&1 | tee "$WORK/$1.log" |
-        grep -c '^ *Compiling' || true)
+    cargo build --release --offline --manifest-path "$manifest" --bin "$3" >"$WORK/build.log" 2>&1 ||
+        { cat "$WORK/build.log" >&2; exit 1; }
     end=$(date +%s.%N)
-    grep -q '^ *Finished' "$WORK/$1.log" || { cat "$WORK/$1.log" >&2; exit 1; }
+    awk '$1 == "Compiling" { print $2, $3 }' "$WORK/build.log" | sort -u >"$WORK/now"
+    local compiled rebuilt
+    compiled=$(wc -l <"$WORK/now")
+    rebuilt=$(comm -12 "$WORK/now" "$WORK/before" | wc -l)
+    sort -u "$WORK/now" "$WORK/before" -o "$WORK/before"
     awk -v step="$1" -v features="${2:-(default)}" -v took="$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" \
-        -v compiled="$compiled" -v bytes="$(stat -c %s "$CARGO_TARGET_DIR/release/$3")" \
-        'BEGIN { printf "| %s | %s | %.0f s | %d | %.1f MB |\n", step, features, took, compiled, bytes / 1e6 }'
+        -v compiled="$compiled" -v rebuilt="$rebuilt" -v bytes="$(stat -c %s "$CARGO_TARGET_DIR/release/$3")" \
+        'BEGIN { printf "| %s | %s | %.0f s | %d | %d | %.1f MB |\n", step, features, took, compiled, rebuilt, bytes / 1e6 }'
 }
 
-echo "| step | features | time | crates compiled | binary |"
-echo "|---|---|---:|---:|---:|"
+: >"$WORK/before"
+echo "| step | features | time | crates compiled | of them rebuilt | binary |"
+echo "|---|---|---:|---:|---:|---:|"
 step cold "" readme
 sets=("$@")
 [[ ${#sets[@]} -gt 0 ]] || sets=(server policies,server)
