@@ -281,25 +281,37 @@ fn refusals_the_model_had_the_time_to_serve_are_counted_needless() {
 }
 
 #[test]
-fn batches_run_beside_the_variant_switched_away_from_teach_neither_correction_nor_margin() {
+fn batches_run_beside_the_variant_switched_away_from_price_only_while_that_lasts() {
     // The fake takes four times its line, as a model slowed by another's.
     let model = overrunning("admission-shared");
-    let learnt = |model: &Model| match model.admission() {
-        Admission::Predictive { correction, margin, .. } => (correction, margin),
+    let correction = |model: &Model| match model.admission() {
+        Admission::Predictive { correction, .. } => correction,
         other => panic!("not predictive: {other:?}"),
     };
-    let run_three = |model: &Model| {
-        for i in 0..3 {
-            let answer = model.submit(request(i as f32), due_in(1_000)).unwrap().wait();
-            assert!(answer.is_ok(), "{:?}", answer.map(|_| ()));
-        }
-    };
-    model.shared_until(Instant::now() + Duration::from_secs(60));
-    run_three(&model);
-    assert_eq!(learnt(&model), (1.0, 1.0), "batches run beside another's are not its own");
-    model.shared_until(Instant::now());
-    run_three(&model);
-    // The worker notes a batch before it takes the next: the last may not be in yet.
-    let (correction, _) = learnt(&model);
-    assert!(correction > 1.2, "batches run alone, four times the line, move it: {correction}");
+    let wait = |model: &Model| predicted_answer(model, Priority::Normal).saturating_duration_since(Instant::now());
+    let sharing = Duration::from_secs(2);
+    let until = Instant::now() + sharing;
+    model.shared_until(until);
+    for i in 0..3 {
+        let answer = model.submit(request(i as f32), due_in(1_000)).unwrap().wait();
+        assert!(answer.is_ok(), "{:?}", answer.map(|_| ()));
+    }
+    // Three batches at four times the line, answered before the sharing ends (in
+    // 120 ms of its 2 s): admission prices the slowness while it lasts.
+    let beside = correction(&model);
+    assert!(beside > 1.2, "the slow batches priced the queue: {beside}");
+    let slow = wait(&model);
+    std::thread::sleep(until.saturating_duration_since(Instant::now()) + Duration::from_millis(20));
+    // Once it is over, the cost of before the switch prices again, unstretched.
+    let alone = wait(&model);
+    assert!(slow.as_secs_f64() > 1.15 * alone.as_secs_f64(), "{slow:?} beside, {alone:?} after");
+    // The next batch, run alone, learns from the cost of before, not from the slowness.
+    model.submit(request(9.0), due_in(1_000)).unwrap().wait().unwrap();
+    // The worker answers before it takes its next batch, where it notes the last.
+    let noted = Instant::now() + Duration::from_secs(5);
+    while correction(&model) == beside && Instant::now() < noted {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let after = correction(&model);
+    assert!(after < beside, "restored before it learnt: {after} after, {beside} beside");
 }
