@@ -21,7 +21,7 @@ pub use capacity::{
     CAPACITY_HEADROOM, CAPACITY_UTILISATION, arriving_per_s, capacity_within_slo, demand_ratio, instances_within,
     level_moved,
 };
-pub use decision::{Decision, PolicyOutput, TaskDecision};
+pub use decision::{Decision, PolicyOutput, TASK_DECISION_FIELDS, TaskDecision, UnknownFields};
 pub use profile::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 pub use rise::{DEMAND_LEAD_S, rise_within};
 pub use snapshot::{

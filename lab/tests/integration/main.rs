@@ -23,6 +23,7 @@ mod fleet;
 mod hostile_clients;
 mod images;
 mod load;
+mod policy_check;
 mod policy_languages;
 mod policy_new;
 mod simulate;

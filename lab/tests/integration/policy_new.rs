@@ -9,7 +9,7 @@ use std::process::Command;
 use crate::common::crate_dir;
 
 /// The release CLI `make test` builds, or the debug one cargo built for the tests.
-fn modelless() -> std::path::PathBuf {
+pub fn modelless() -> std::path::PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| crate_dir().join("../target"), Into::into);
     let release = Path::new(&target).join("release/modelless");
     if release.is_file() { release } else { env!("CARGO_BIN_EXE_modelless").into() }

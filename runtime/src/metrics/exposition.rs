@@ -12,8 +12,8 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry as PromRegistry, TextEncoder,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry as PromRegistry, TextEncoder,
 };
 
 use super::cpu::CpuSample;
@@ -75,6 +75,7 @@ pub struct ServingMetrics {
     variant_switches: IntCounterVec,
     policy_decision: Histogram,
     policy_failures: IntCounterVec,
+    policy_unknown_fields: IntCounter,
     endpoint_refusals: IntCounterVec,
     panics: IntCounterVec,
     policy_on_fallback: IntGauge,
@@ -270,6 +271,14 @@ impl ServingMetrics {
                 "Policy decisions discarded, by kind of failure",
                 &["kind"],
             ),
+            policy_unknown_fields: register(
+                &registry,
+                IntCounter::new(
+                    "modelless_policy_unknown_decision_fields",
+                    "Fields of policies' decisions this host does not know, ignored (a policy built for a newer \
+                     ABI, or a misspelt knob)",
+                ),
+            ),
             endpoint_refusals: counters(
                 "modelless_endpoint_refusals",
                 "Requests an endpoint refused before they reached a model (undecodable, over a limit, \
@@ -354,6 +363,11 @@ impl ServingMetrics {
             self.policy_failures.with_label_values(&[kind]).inc();
         }
         self.policy_on_fallback.set(i64::from(on_fallback));
+    }
+
+    /// Counts `fields` fields of a policy's decision that this host does not know.
+    pub fn policy_wrote_unknown_fields(&self, fields: usize) {
+        self.policy_unknown_fields.inc_by(fields as u64);
     }
 
     /// Records one request's run through `stage` of `pipeline`: `items` items in `took`.

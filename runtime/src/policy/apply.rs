@@ -34,7 +34,9 @@ impl Applier {
                 _ => None,
             })
             .collect();
-        let switches_to = |switched: &[(String, String)], variant: &str| switched.iter().any(|(_, v)| v == variant);
+        // Keyed by task: tasks may name their variants alike.
+        let switches_to =
+            |task: &str, variant: &str| switched.iter().any(|(t, v)| t.as_str() == task && v.as_str() == variant);
         for action in plan.actions {
             let Some(task) = tasks.iter().find(|t| t.name() == action.task()) else { continue };
             match action {
@@ -48,7 +50,7 @@ impl Applier {
                 Action::Unload { variant, .. } => reports.extend(self.in_background(task, Asked::Unload, variant)),
                 Action::Scale { variant, instances, .. } => match task.want_instances(&variant, instances as usize) {
                     // A variant switched to in the same plan comes up with them.
-                    Ok(true) if !switches_to(&switched, &variant) => {
+                    Ok(true) if !switches_to(task.name(), &variant) => {
                         reports.extend(self.in_background(task, Asked::Scale, variant))
                     }
                     Ok(_) => {}
@@ -168,6 +170,37 @@ mod tests {
         assert_eq!(task.serving().0.variant, "v0");
     }
 
+    #[test]
+    fn a_switch_of_one_task_leaves_the_instances_of_another_tasks_variant_of_that_name_to_be_set() {
+        let make: MakeBackend = Arc::new(|_, _| FakeBackend::factory(FakeConfig::default(), BatchLog::default()));
+        let variant =
+            |name: &str, accuracy| VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
+        let start = |name: &str, active: &str| {
+            let config = TaskConfig::new(name)
+                .with_variant(variant("big", 70.0))
+                .with_variant(variant("small", 60.0))
+                .with_active(active);
+            Arc::new(Task::start(config, make.clone()).unwrap())
+        };
+        // Task a switches to its `small`, in the decision that sets two instances of
+        // task b's `small`, which serves b.
+        let tasks = [start("a", "big"), start("b", "small")];
+        let decision: Decision = serde_json::from_value(json!({ "tasks": [
+            { "task": "a", "variant": "small" },
+            { "task": "b", "instances": 2 },
+        ] }))
+        .unwrap();
+        let applier = Applier::new(Arc::default());
+        let snapshot = crate::policy::reading::snapshot(&tasks, None, None);
+        let reports = applier.apply(&tasks, crate::policy::core::tick(&snapshot, &decision));
+        assert!(reports.is_empty(), "{reports:?}");
+        settled(&applier);
+        let instances =
+            |task: &Task| task.variant_snapshots().into_iter().find(|v| v.name == "small").unwrap().instances;
+        assert_eq!(tasks[0].serving().0.variant, "small");
+        assert_eq!(instances(&tasks[1]), 2, "b's instances were set though a switched to a variant of that name");
+    }
+
     /// Waits (10 s at most) for the applier's switch, load or unload to end.
     fn settled(applier: &Applier) {
         let until = Instant::now() + Duration::from_secs(10);
@@ -250,7 +283,7 @@ mod tests {
         let (applied, refused) = (Cell::new(0), Cell::new(0));
         fuzz("policy-output", policy_output(), |out| {
             PeakAllocator::reset();
-            let decision = decision_from_output(&out);
+            let decision = decision_from_output(&out).map(|(decision, _)| decision);
             let _ = status(&out);
             let largest = PeakAllocator::largest();
             prop_assert!(largest <= 16 * out.len() + (64 << 10), "{} bytes decoded allocated {largest}", out.len());

@@ -385,7 +385,7 @@ mod tests {
     #[test]
     fn decisions_switch_variants_and_set_knobs_clamped_to_the_configured_ones() {
         let task = task();
-        let json = r#"{"tasks":[{"task":"classify","variant":"v1","max_batch_size":99,"max_queue_delay_us":250},{"task":"nope"}]}"#;
+        let json = r#"{"tasks":[{"task":"classify","variant":"v1","max_batch_size":99,"max_queue_delay_us":250,"warm":true},{"task":"nope"}]}"#;
         let control = start(&task, &answering(json), HostConfig::default());
         wait_for("the switch", || task.serving().0.variant == "v1");
         wait_for("the knobs", || task.serving().0.max_queue_delay_us == 250);
@@ -394,6 +394,9 @@ mod tests {
         assert!(status.switches >= 1 && status.failures.is_empty(), "{status:?}");
         assert!(status.reports.iter().any(|r| r.contains("clamped to 8")), "{:?}", status.reports);
         assert!(status.reports.iter().any(|r| r.contains("unknown task `nope`")), "{:?}", status.reports);
+        // A field this host does not know is said, not dropped silently.
+        let unknown = "decision field `warm` of task `classify` is not known to this host";
+        assert!(status.reports.iter().any(|r| r.contains(unknown)), "{:?}", status.reports);
         assert_eq!(request(&task).unwrap().model.as_ref(), "v1");
     }
 

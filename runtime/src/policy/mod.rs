@@ -30,9 +30,11 @@ mod reading;
 #[cfg(feature = "policies")]
 mod record;
 mod snapshot;
-#[cfg(test)]
+/// Policy modules in text format, for tests (of the runtime, and with `test-util` of
+/// code built on it).
+#[cfg(any(test, feature = "test-util"))]
 #[cfg(feature = "policies")]
-mod test_modules;
+pub mod test_modules;
 
 pub use crate::error::PolicyError;
 pub use budget::{ResourceTotals, ResourcesConfig, budget};

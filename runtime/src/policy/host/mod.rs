@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use modelless_policy_abi::{Decision, PolicyOutput, Snapshot};
+use modelless_policy_abi::{ABI_VERSION, Decision, PolicyOutput, Snapshot, UnknownFields};
 use wasmtime::{Config, Engine, Store, Trap};
 
 use self::compiled_cache::{Compiled, CompiledCache};
@@ -441,10 +441,26 @@ impl PolicyInstance {
     }
 
     /// The decision for a snapshot already encoded as JSON.
+    /// Fields of the decision this host does not know are ignored, and said: logged
+    /// at warning level (so the policy's status and `policy check` show them) and
+    /// counted in `/metrics`.
     pub fn decide_json(&mut self, snapshot: &[u8]) -> Result<Decision, PolicyError> {
         let deadline = self.module.engine.config.deadline;
         let out = self.call(Call::Decide, snapshot, deadline)?;
-        decision_from_output(&out)
+        let (decision, unknown) = decision_from_output(&out)?;
+        if unknown.count > 0 {
+            crate::metrics::serving_metrics().policy_wrote_unknown_fields(unknown.count);
+        }
+        let unnamed = unknown.count - unknown.named.len();
+        for field in unknown.named {
+            let message = format!("decision field {field} is not known to this host (ABI {ABI_VERSION}): ignored");
+            push_log(self.store.data_mut(), PolicyLog { level: 1, message });
+        }
+        if unnamed > 0 {
+            let message = format!("{unnamed} more decision fields not known to this host: ignored");
+            push_log(self.store.data_mut(), PolicyLog { level: 1, message });
+        }
+        Ok(decision)
     }
 
     /// The policy's own state, when it carries any.
@@ -545,9 +561,11 @@ fn classify(error: wasmtime::Error, deadline: Duration, memory_limit: usize) -> 
 }
 
 /// The decision a module's `decide` wrote, or the error it reported.
-pub(crate) fn decision_from_output(out: &[u8]) -> Result<Decision, PolicyError> {
+/// The decision a module wrote, with the fields of it this host does not know (read
+/// only from a decision that decoded).
+pub(crate) fn decision_from_output(out: &[u8]) -> Result<(Decision, UnknownFields), PolicyError> {
     match serde_json::from_slice::<PolicyOutput>(out) {
-        Ok(PolicyOutput::Decision(decision)) => Ok(decision),
+        Ok(PolicyOutput::Decision(decision)) => Ok((decision, UnknownFields::of(out))),
         Ok(PolicyOutput::Error { error }) => Err(PolicyError::Reported(error)),
         Err(e) => Err(unreadable("a decision", e)),
     }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::policy::test_modules::{EMPTY_DECISION, policy};
+use crate::policy::test_modules::{EMPTY_DECISION, answering, policy};
 
 fn engine() -> Arc<PolicyEngine> {
     PolicyEngine::new(HostConfig::default()).unwrap()
@@ -113,4 +113,27 @@ fn logs_are_kept_within_limits() {
     let logs = instance.take_logs();
     assert_eq!(logs.len(), MAX_LOG_LINES);
     assert_eq!(logs[0], PolicyLog { level: 2, message: "hello".into() });
+}
+
+#[test]
+fn decision_fields_the_host_does_not_know_are_logged_as_warnings_and_counted() {
+    let metrics = crate::metrics::serving_metrics();
+    let counted = || {
+        let text = metrics.render(&Default::default());
+        let line = text.lines().find(|l| l.starts_with("modelless_policy_unknown_decision_fields ")).unwrap();
+        line.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+    };
+    let before = counted();
+    let wat = answering(r#"{"tasks":[{"task":"a","variant":"v","max_batch":4}],"budget":1}"#);
+    let engine = engine();
+    let mut instance = engine.compile("test", wat.as_bytes()).unwrap().instantiate(None).unwrap();
+    let decision = instance.decide(&Snapshot::default()).unwrap();
+    assert_eq!(decision.tasks[0].variant.as_deref(), Some("v"), "the known fields apply");
+    let warnings: Vec<String> = instance.take_logs().into_iter().filter(|l| l.level == 1).map(|l| l.message).collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    // In the order the policy wrote them.
+    assert!(warnings[0].starts_with("decision field `max_batch` of task `a` is not known"), "{warnings:?}");
+    assert!(warnings[1].starts_with("decision field `budget` of the decision is not known"), "{warnings:?}");
+    // Other tests may count theirs meanwhile: at least these two.
+    assert!(counted() >= before + 2);
 }
