@@ -52,8 +52,6 @@ pub(crate) struct Running {
     pub cores: f64,
     /// Whether it runs on the shared pool, which takes one batch at a time.
     pub shared: bool,
-    /// Whether it started beside a batch of its task's variant switched away from.
-    pub beside_previous: bool,
 }
 
 /// Instances being added to a loaded variant.
@@ -100,9 +98,6 @@ pub(crate) struct TaskState {
     pub runs: Vec<RunTotals>,
     /// Per variant: what its batches cost, as the runtime predicts it.
     pub costs: Vec<Option<BatchCost>>,
-    /// Per variant switched to: its cost at the switch, which prices again once the
-    /// variant it replaced runs no batch beside it, as in the runtime's queue.
-    pub cost_before_sharing: Vec<Option<BatchCost>>,
     /// How fast its requests arrive, as the runtime's queue tracks it.
     pub arrivals: ArrivalRate,
     /// Per variant: its refusals and answers, as the runtime's queue judges their need.
@@ -127,7 +122,6 @@ impl TaskState {
             in_flight: 0,
             runs: vec![RunTotals::default(); task.variants.len()],
             costs: task.variants.iter().map(|v| BatchCost::new(v.priced_fit())).collect(),
-            cost_before_sharing: vec![None; task.variants.len()],
             arrivals: ArrivalRate::default(),
             refusals: vec![RefusalLedger::default(); task.variants.len()],
             needless_sampled: 0,
@@ -150,16 +144,7 @@ impl TaskState {
 
     /// `variant` serves from now on, and the requests waiting move to it, as the
     /// runtime moves them (the batch running finishes where it is).
-    fn switch_to(&mut self, variant: usize, now: u64, origin: Instant) {
-        let at = origin + Duration::from_micros(now);
-        // Each served part of the second the switch falls in.
-        for served in [self.active, variant] {
-            let capacity = self.capacity_per_s(served);
-            self.refusals[served].restart(at, capacity);
-        }
-        if variant != self.active {
-            self.cost_before_sharing[variant] = self.costs[variant];
-        }
+    fn switch_to(&mut self, variant: usize, now: u64) {
         self.last_served_us[self.active] = now;
         self.active = variant;
         self.queue.iter_mut().for_each(|q| q.variant = variant);
@@ -282,9 +267,7 @@ impl Server {
         let took = now - running.started_us;
         self.busy_done += (running.cores * took as f64) as u64;
         let state = &mut self.tasks[running.task];
-        // Run beside the replaced variant's, it teaches its slowness while that lasts.
-        let learns = !running.beside_previous || state.cost_before_sharing[running.variant].is_some();
-        if let Some(cost) = state.costs[running.variant].as_mut().filter(|_| learns) {
+        if let Some(cost) = &mut state.costs[running.variant] {
             cost.observe(running.requests.len(), Duration::from_micros(took), Duration::ZERO);
         }
         let capacity = state.capacity_per_s(running.variant);
@@ -299,18 +282,6 @@ impl Server {
         runs.rows += running.requests.len() as u64;
         runs.run_ms += took as f64 / 1e3;
         Some(running)
-    }
-
-    /// Restores the cost of before the switch to `task`'s variants switched to, once
-    /// no batch of another of its variants runs beside them.
-    fn end_sharing(&mut self, task: usize) {
-        let state = &mut self.tasks[task];
-        for variant in 0..state.cost_before_sharing.len() {
-            let beside = self.running.iter().any(|r| r.task == task && r.variant != variant);
-            if !beside && let Some(before) = state.cost_before_sharing[variant].take() {
-                state.costs[variant] = Some(before);
-            }
-        }
     }
 
     /// How much slower than alone a batch holding `cores` more runs beside those
@@ -334,7 +305,6 @@ impl Server {
     /// answered (µs), where the runtime would refuse it for that.
     pub fn would_miss(&mut self, task: usize, deadline_us: u64, now: u64) -> Option<u64> {
         self.tasks[task].arrivals.arrived(self.origin + Duration::from_micros(now));
-        self.end_sharing(task);
         self.would_miss_on(task, self.tasks[task].active, deadline_us, now, 1.0)
     }
 
@@ -440,10 +410,8 @@ impl Server {
         let variant = requests[0].variant;
         let threads = own_threads(&model.tasks[task].variants[variant]);
         let (cores, shared) = if threads == 0.0 { (self.cores, true) } else { (threads, false) };
-        self.end_sharing(task);
-        let beside_previous = self.running.iter().any(|r| r.task == task && r.variant != variant);
         self.next_id += 1;
-        Ok(Running { id: self.next_id, task, variant, requests, started_us: now, cores, shared, beside_previous })
+        Ok(Running { id: self.next_id, task, variant, requests, started_us: now, cores, shared })
     }
 
     /// Carries out the actions the control core made of a policy's decision, at
@@ -459,7 +427,6 @@ impl Server {
     fn carry_out(&mut self, model: &SimModel, action: &Action, now: u64, free: bool) -> bool {
         let Some(task) = model.task_index(action.task()) else { return false };
         let variants = &model.tasks[task].variants;
-        let origin = self.origin;
         let state = &mut self.tasks[task];
         match action {
             Action::Configure { variant, knobs, .. } => {
@@ -475,7 +442,7 @@ impl Server {
                     if !state.loaded[variant] {
                         state.loaded(variant);
                     }
-                    state.switch_to(variant, now, origin);
+                    state.switch_to(variant, now);
                     // One that stood by serves with the instances set for it.
                     scale(
                         state,
@@ -524,7 +491,7 @@ impl Server {
             {
                 task.loaded(loading.variant);
                 if loading.takes_over {
-                    task.switch_to(loading.variant, now, self.origin);
+                    task.switch_to(loading.variant, now);
                 }
                 task.loading = None;
             }

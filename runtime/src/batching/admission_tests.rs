@@ -30,16 +30,6 @@ fn model(name: &str, profiled: bool) -> (Model, BatchLog) {
     (model, log)
 }
 
-/// One instance, one request per batch, profiled at 10 ms a batch while each takes
-/// [`BATCH_MS`]: every batch overruns its line fourfold.
-fn overrunning(name: &str) -> Model {
-    let fake = FakeConfig { per_batch: Duration::from_millis(BATCH_MS), ..FakeConfig::default() };
-    let options =
-        StartOptions { latency_fit: Some(LatencyFit { a_ms: 0.0, c_ms: 10.0, r2: 1.0 }), ..StartOptions::default() };
-    let batching = BatchingConfig::default().with_max_batch_size(1);
-    Model::start_with(name, FakeBackend::factory(fake, BatchLog::default()), 1, batching, options).unwrap()
-}
-
 fn request(id: f32) -> Inputs {
     Inputs::from(Tensor::new([1, 4], vec![id; 4]).unwrap())
 }
@@ -167,7 +157,12 @@ fn rows_being_prepared_count_ahead_of_a_request_judged_before_its_own_are() {
 #[test]
 fn batches_late_against_their_predictions_widen_the_margin_for_the_next() {
     // The profile says 10 ms a batch; the fake takes 40.
-    let model = overrunning("admission-margin");
+    let fake = FakeConfig { per_batch: Duration::from_millis(BATCH_MS), ..FakeConfig::default() };
+    let options =
+        StartOptions { latency_fit: Some(LatencyFit { a_ms: 0.0, c_ms: 10.0, r2: 1.0 }), ..StartOptions::default() };
+    let batching = BatchingConfig::default().with_max_batch_size(1);
+    let factory = FakeBackend::factory(fake, BatchLog::default());
+    let model = Model::start_with("admission-margin", factory, 1, batching, options).unwrap();
     let margin = |model: &Model| match model.admission() {
         Admission::Predictive { margin, .. } => margin,
         other => panic!("not predictive: {other:?}"),
@@ -278,40 +273,4 @@ fn refusals_the_model_had_the_time_to_serve_are_counted_needless() {
     std::thread::sleep(Duration::from_millis(1_050));
     model.submit(request(2.0), InferOptions::default()).unwrap().wait().unwrap();
     assert_eq!(needless(&model), 2);
-}
-
-#[test]
-fn batches_run_beside_the_variant_switched_away_from_price_only_while_that_lasts() {
-    // The fake takes four times its line, as a model slowed by another's.
-    let model = overrunning("admission-shared");
-    let correction = |model: &Model| match model.admission() {
-        Admission::Predictive { correction, .. } => correction,
-        other => panic!("not predictive: {other:?}"),
-    };
-    let wait = |model: &Model| predicted_answer(model, Priority::Normal).saturating_duration_since(Instant::now());
-    let sharing = Duration::from_secs(2);
-    let until = Instant::now() + sharing;
-    model.shared_until(until);
-    for i in 0..3 {
-        let answer = model.submit(request(i as f32), due_in(1_000)).unwrap().wait();
-        assert!(answer.is_ok(), "{:?}", answer.map(|_| ()));
-    }
-    // Three batches at four times the line, answered before the sharing ends (in
-    // 120 ms of its 2 s): admission prices the slowness while it lasts.
-    let beside = correction(&model);
-    assert!(beside > 1.2, "the slow batches priced the queue: {beside}");
-    let slow = wait(&model);
-    std::thread::sleep(until.saturating_duration_since(Instant::now()) + Duration::from_millis(20));
-    // Once it is over, the cost of before the switch prices again, unstretched.
-    let alone = wait(&model);
-    assert!(slow.as_secs_f64() > 1.15 * alone.as_secs_f64(), "{slow:?} beside, {alone:?} after");
-    // The next batch, run alone, learns from the cost of before, not from the slowness.
-    model.submit(request(9.0), due_in(1_000)).unwrap().wait().unwrap();
-    // The worker answers before it takes its next batch, where it notes the last.
-    let noted = Instant::now() + Duration::from_secs(5);
-    while correction(&model) == beside && Instant::now() < noted {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let after = correction(&model);
-    assert!(after < beside, "restored before it learnt: {after} after, {beside} beside");
 }

@@ -60,24 +60,6 @@ impl RefusalLedger {
         self.roll(now, capacity_per_s)
     }
 
-    /// The variant was switched to or away from at `now`: the open second ends there,
-    /// its refusals made with a queue judged against the share of a second it lasted,
-    /// and the next second starts at `now`. A variant that served part of a second is
-    /// judged on that part, not on a whole second it was not asked to fill. Returns
-    /// how many refusals became needless by it.
-    pub fn restart(&mut self, now: Instant, capacity_per_s: Option<f64>) -> u64 {
-        // Ends any whole second before `now`; the open one then began under a second ago.
-        let ended = self.roll(now, capacity_per_s);
-        let Some(second) = self.second else { return ended };
-        let lasted = now.saturating_duration_since(second).as_secs_f64().min(1.0);
-        let busy = capacity_per_s.is_none_or(|c| self.answered as f64 >= BUSY_SHARE * c * lasted);
-        let needless = if busy { 0 } else { self.refused_with_queue };
-        self.needless += needless;
-        self.second = Some(now);
-        (self.answered, self.answered_before, self.refused_with_queue) = (0, 0, 0);
-        ended + needless
-    }
-
     /// Needless refusals so far (those of the open second not yet judged).
     pub fn needless(&self) -> u64 {
         self.needless
@@ -187,38 +169,5 @@ mod tests {
         }
         assert!(!ledger.busy(at(start, 1_500), capacity), "45 + 20 of 100");
         assert!(!ledger.busy(at(start, 4_000), capacity), "a quiet spell after it");
-    }
-
-    #[test]
-    fn a_switch_judges_the_part_of_a_second_served_on_that_part() {
-        let start = Instant::now();
-        let capacity = Some(100.0);
-        // Switched away 300 ms into its second, having answered 27 rows (0.9 of the 30
-        // that part allows) and refused two with a queue: needed.
-        let mut busy = RefusalLedger::default();
-        busy.answered(start, 1, capacity);
-        busy.answered(at(start, 250), 26, capacity);
-        busy.refused(at(start, 280), false, capacity);
-        busy.refused(at(start, 290), false, capacity);
-        assert_eq!(busy.restart(at(start, 300), capacity), 0);
-        // Judged over the whole second instead, 27 of 100 would make them needless.
-        let mut unrestarted = RefusalLedger::default();
-        unrestarted.answered(start, 27, capacity);
-        unrestarted.refused(at(start, 280), false, capacity);
-        unrestarted.refused(at(start, 290), false, capacity);
-        assert_eq!(unrestarted.settle(at(start, 1_000), capacity), 2);
-        // One that answered 10 in those 300 ms turned work away it had time for.
-        let mut idle = RefusalLedger::default();
-        idle.answered(start, 10, capacity);
-        idle.refused(at(start, 280), false, capacity);
-        assert_eq!(idle.restart(at(start, 300), capacity), 1);
-        // The next second starts at the switch: refusals there are judged on it alone.
-        for i in 0..85 {
-            idle.answered(at(start, 300 + i * 10), 1, capacity);
-        }
-        idle.refused(at(start, 1_200), false, capacity);
-        assert_eq!(idle.answered(at(start, 1_250), 1, capacity), 0, "still the second from 300 ms");
-        assert_eq!(idle.settle(at(start, 1_310), capacity), 0, "85 of 100: busy");
-        assert_eq!(idle.needless(), 1);
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::BatchingConfig;
-use super::deadline::{ArrivalRate, Backlog, BatchCost, SHARING_SLOWDOWN, predicted_answer};
+use super::deadline::{ArrivalRate, Backlog, BatchCost, predicted_answer};
 use super::margin::{AdmissionMargin, Prediction};
 use super::needless::RefusalLedger;
 use super::pending::Pending;
@@ -69,13 +69,6 @@ struct Inner {
     margin: AdmissionMargin,
     /// Refusals and answers, second by second: which refusals were needless.
     refusals: RefusalLedger,
-    /// Until when the variant switched away from may still run its last batches:
-    /// batches taken before then run beside them, slower than this model runs alone.
-    shared_until: Option<Instant>,
-    /// The cost in force when the switch came, while the batches run beside the
-    /// replaced variant's are priced by what they teach the correction; once those
-    /// are done, it prices again (see [`Inner::cost_at`]).
-    cost_before_sharing: Option<BatchCost>,
     /// What the model answers a second with the photos requests carry, where that
     /// was measured: below what the batch cost's line says, which is the session's
     /// alone.
@@ -104,8 +97,6 @@ impl Queue {
             arrivals: ArrivalRate::default(),
             margin: AdmissionMargin::default(),
             refusals: RefusalLedger::default(),
-            shared_until: None,
-            cost_before_sharing: None,
             photo_capacity: None,
             instances: instances.into_iter().map(Some).collect(),
             closed: false,
@@ -144,32 +135,6 @@ impl Queue {
     /// from the batch cost (the model was just switched to, or an instance joined).
     pub fn forget_overruns(&self) {
         self.lock().margin.forget();
-    }
-
-    /// The model was just switched to or away from: the second its refusals are
-    /// judged over ends now, judged on the part it lasted, and the next starts now.
-    pub fn restart_refusal_second(&self) {
-        let mut inner = self.lock();
-        let capacity = inner.capacity_per_s();
-        let needless = inner.refusals.restart(Instant::now(), capacity);
-        self.counters.needless_refusals(needless);
-    }
-
-    /// When the batches running now will be done, run beside another model's at
-    /// [`SHARING_SLOWDOWN`] times their cost (`None`: none runs, or no cost prices them).
-    pub fn running_until(&self) -> Option<Instant> {
-        let inner = self.lock();
-        let cost = inner.state.cost()?;
-        inner.running.iter().flatten().map(|&(took, rows)| took + cost.of(rows).mul_f64(SHARING_SLOWDOWN)).max()
-    }
-
-    /// Batches taken before `until` run beside another model's (the one switched away
-    /// from): the correction learns their slowness while it lasts, and the cost in
-    /// force now prices again once it is over.
-    pub fn shared_until(&self, until: Instant) {
-        let mut inner = self.lock();
-        inner.cost_before_sharing = inner.state.cost().copied();
-        inner.shared_until = Some(until);
     }
 
     /// Judges the refusals of a second that has ended, though nothing was refused or
@@ -308,8 +273,7 @@ impl Queue {
         now: Instant,
         slowed_by: f64,
     ) -> Result<Option<Prediction>, Error> {
-        let Some(cost) = inner.cost_at(now) else { return Ok(None) };
-        let cost = &cost;
+        let Some(cost) = inner.state.cost() else { return Ok(None) };
         let rows_ahead = inner.state.rows_ahead(priority) + not_yet_queued;
         // The stretch answers for what a stall leaves queued while the model runs flat
         // out. With nothing queued ahead, or with the model answering well under what
@@ -416,22 +380,12 @@ impl Queue {
     ) -> Option<Vec<Pending>> {
         let mut inner = self.lock();
         let now = Instant::now();
-        let running = inner.running.get_mut(instance).and_then(Option::take);
-        let beside = running.is_some_and(|(took, _)| inner.shared_until.is_some_and(|until| took < until));
-        inner.end_sharing(now);
-        // A batch run beside the replaced variant teaches how slow it runs while that
-        // lasts; one that ends after the cost was restored teaches nothing.
-        let learns = !beside || inner.cost_before_sharing.is_some();
-        if learns {
-            inner.margin.observe_batch(predictions, now);
-        }
-        if let Some((took, _)) = running
+        inner.margin.observe_batch(predictions, now);
+        if let Some((took, _)) = inner.running.get_mut(instance).and_then(Option::take)
             && ran > 0
         {
             let taken = now - took;
-            if learns {
-                inner.state.observe(ran, taken.saturating_sub(waited), waited.min(taken));
-            }
+            inner.state.observe(ran, taken.saturating_sub(waited), waited.min(taken));
             let capacity = inner.capacity_per_s();
             let needless = inner.refusals.answered(now, ran as u64, capacity);
             self.counters.needless_refusals(needless);
@@ -606,27 +560,6 @@ impl Inner {
     /// that was measured (with its instances), else what its batch cost gives at the
     /// largest batch in force (the line as its batches have been running against it),
     /// for each serving instance; `None` without a profile.
-    /// The cost admission prices with at `now`: once the replaced variant's last
-    /// batches are done, the one in force before they ran, since the slowness they
-    /// taught was theirs, not this model's.
-    fn cost_at(&self, now: Instant) -> Option<BatchCost> {
-        match (self.shared_until, self.cost_before_sharing) {
-            (Some(until), Some(before)) if now >= until => Some(before),
-            _ => self.state.cost().copied(),
-        }
-    }
-
-    /// Restores the cost in force before the switch once the replaced variant's last
-    /// batches are done, and forgets the overruns measured beside them.
-    fn end_sharing(&mut self, now: Instant) {
-        if self.shared_until.is_some_and(|until| now >= until)
-            && let Some(before) = self.cost_before_sharing.take()
-        {
-            self.state.set_cost(Some(before));
-            self.margin.forget();
-        }
-    }
-
     fn capacity_per_s(&self) -> Option<f64> {
         if let Some(photos) = self.photo_capacity {
             return Some(photos);

@@ -268,24 +268,6 @@ impl Model {
         self.queue.forget_overruns();
     }
 
-    /// When the batches it runs now will be done, run beside another model's (`None`:
-    /// it runs none, or has no cost to price them).
-    pub fn running_until(&self) -> Option<Instant> {
-        self.queue.running_until()
-    }
-
-    /// Its batches taken before `until` run beside the model switched away from: how
-    /// they ran is not learnt as its own.
-    pub fn shared_until(&self, until: Instant) {
-        self.queue.shared_until(until);
-    }
-
-    /// It was just switched to or away from: its refusals are judged over seconds
-    /// that start now (see [`crate::batching::RefusalLedger::restart`]).
-    pub fn restart_refusal_second(&self) {
-        self.queue.restart_refusal_second();
-    }
-
     /// Judges its refusals' need by what it answers a second with the photos
     /// requests carry (`None`: by its profile's line).
     pub fn set_photo_capacity(&self, per_s: Option<f64>) {

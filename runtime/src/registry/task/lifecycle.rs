@@ -47,19 +47,10 @@ impl Task {
         };
         self.settle();
         if previous != index {
-            let [from, to] = {
-                let inner = self.lock();
-                [previous, index].map(|i| inner.variants[i].serving_version().and_then(|e| e.model.clone()))
-            };
-            // Each served part of the second the switch fell in.
-            from.iter().chain(&to).for_each(|model| model.restart_refusal_second());
-            // How answers came when it last served says little of now, nor do its
-            // batches beside the last ones of the variant it replaces.
-            if let Some(model) = to {
+            // How answers came when it last served says little of now.
+            let model = self.lock().variants[index].serving_version().and_then(|e| e.model.clone());
+            if let Some(model) = model {
                 model.forget_overruns();
-                if let Some(until) = from.as_ref().and_then(|from| from.running_until()) {
-                    model.shared_until(until);
-                }
             }
         }
         let moved = if previous == index { 0 } else { self.move_waiting(previous, index) };
