@@ -43,7 +43,7 @@ test: test-deps setup-torch
 	# modules of the runtime or the lab import each other in a circle.
 	cargo run --locked -q -p modelless-layers -- --quiet
 	# An application linking modelless compiles none of the lab's crates, and the
-	# build without default features none of the policy host's or the images'.
+	# default build (no feature) none of the policy host's, the images' or the server's.
 	bash scripts/build/lean.sh
 	# The public API of `modelless`, against the reviewed list in sdk/public-api.txt.
 	bash scripts/build/public_api.sh
