@@ -105,8 +105,9 @@ impl UnknownFields {
     /// How many are named: a hostile decision may hold any number.
     pub const NAMED: usize = 16;
 
-    /// Those of a decision's JSON (none where it is not a decision's shape). Values are
-    /// skipped, not decoded: what it costs grows with the keys named, not the input.
+    /// Those of a decision's JSON (none where it is not a decision's shape), read once
+    /// it decoded as a [`Decision`]: values are skipped, not decoded, so it costs no
+    /// more than that decoding did.
     pub fn of(decision: &[u8]) -> UnknownFields {
         let mut deserializer = serde_json::Deserializer::from_slice(decision);
         let mut found = UnknownFields::default();
@@ -145,40 +146,18 @@ impl<'de> serde::de::Visitor<'de> for TopKeys<'_> {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<String>()? {
             if key == "tasks" {
-                map.next_value_seed(TaskList(&mut *self.0))?;
+                // Read only once the decision decoded: its tasks' keys take less room
+                // than the tasks did.
+                for task in map.next_value::<Vec<TaskKeys>>()? {
+                    for key in &task.unknown {
+                        self.0.found(|| format!("`{key}` of task `{}`", task.name));
+                    }
+                    self.0.count += task.count - task.unknown.len();
+                }
             } else {
                 self.0.found(|| format!("`{key}` of the decision"));
                 map.next_value::<serde::de::IgnoredAny>()?;
             }
-        }
-        Ok(())
-    }
-}
-
-/// Visits a decision's tasks one at a time, keeping none.
-struct TaskList<'a>(&'a mut UnknownFields);
-
-impl<'de> serde::de::DeserializeSeed<'de> for TaskList<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for TaskList<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a list of task decisions")
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut tasks: A) -> Result<(), A::Error> {
-        while let Some(task) = tasks.next_element::<TaskKeys>()? {
-            for key in &task.unknown {
-                self.0.found(|| format!("`{key}` of task `{}`", task.name));
-            }
-            self.0.count += task.count - task.unknown.len();
         }
         Ok(())
     }
