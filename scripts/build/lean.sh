@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What an application that links `modelless` compiles: with the features an app turns
 # on, none of the lab's crates; with the defaults (none), neither the Wasm policy
-# host, nor the image decoders, nor the server. Fails naming the crate that should not be there, then tests that the
-# leanest build refuses a policy and images with the feature they need.
+# host, nor the image decoders, nor the server. Fails naming the crate that should
+# not be there, then tests that the leanest build refuses a policy and images with
+# the feature they need.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
