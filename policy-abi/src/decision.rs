@@ -58,6 +58,16 @@ impl TaskDecision {
         TaskDecision { task: task.into(), ..TaskDecision::default() }
     }
 
+    /// A decision that switches `task` to `variant`, changing nothing else.
+    pub fn switch(task: impl Into<String>, variant: impl Into<String>) -> Self {
+        TaskDecision { variant: Some(variant.into()), ..TaskDecision::keep(task) }
+    }
+
+    /// A decision that sets `task`'s serving instances, changing nothing else.
+    pub fn scale(task: impl Into<String>, instances: u32) -> Self {
+        TaskDecision { instances: Some(instances), ..TaskDecision::keep(task) }
+    }
+
     /// What `task` must change to be served with `want` rather than `have`.
     pub fn towards(task: impl Into<String>, want: &ServingKnobs, have: &ServingKnobs) -> Self {
         fn changed<T: PartialEq + Clone>(want: &T, have: &T) -> Option<T> {

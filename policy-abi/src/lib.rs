@@ -3,19 +3,25 @@
 //! A policy is a core WebAssembly module that receives a metrics [`Snapshot`] as JSON
 //! and answers with a [`Decision`] as JSON. This crate names the ABI's version and
 //! exports, holds the types of both sides (with their JSON Schema under the `schema`
-//! feature, committed in `schema/`), and the [`guest`] kit that turns a Rust type
-//! into a policy module. It has no dependency on wasmtime: policies written in Rust
-//! depend on it alone.
+//! feature, committed in `schema/`), the rules both sides read a snapshot by (which
+//! variant serves, the cores instances hold), and, under the `guest` feature, the
+//! `guest` kit that turns a Rust type into a policy module. It has no dependency on
+//! wasmtime: policies written in Rust depend on it alone.
 
+mod buffer;
 mod capacity;
 mod decision;
+#[cfg(feature = "guest")]
 pub mod guest;
 #[cfg(feature = "schema")]
 pub mod kits;
 mod profile;
 mod rise;
+mod rules;
 mod snapshot;
 mod surge;
+
+pub use buffer::{pack, unpack};
 
 pub use capacity::{
     CAPACITY_HEADROOM, CAPACITY_UTILISATION, arriving_per_s, capacity_within_slo, demand_ratio, instances_within,
@@ -24,6 +30,7 @@ pub use capacity::{
 pub use decision::{Decision, PolicyOutput, TASK_DECISION_FIELDS, TaskDecision, UnknownFields};
 pub use profile::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 pub use rise::{DEMAND_LEAD_S, rise_within};
+pub use rules::{ServingCores, cores_held};
 pub use snapshot::{
     Budget, Demand, GpuBudget, GpuSnapshot, InstanceShare, LatencySummary, PhotoCapacity, PhotoTraffic,
     PreprocessingSnapshot, Refusals, RunTotals, ServingKnobs, Snapshot, SystemSnapshot, TaskSnapshot, VariantCost,

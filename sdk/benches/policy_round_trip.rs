@@ -21,8 +21,8 @@ mod policy_snapshot;
 
 use anyhow::Result;
 use common::{output_dir, setup_file};
-use modelless::policy_abi::guest::{Policy, decide_json};
 use modelless::policy_abi::{Decision, PolicyOutput, Snapshot};
+use modelless_policy_abi::guest::{Hosted, Policy};
 use modelless_policy_slo_predictive::SloPredictive;
 use modelless_policy_static::Static;
 use modelless_runtime::policy::{
@@ -44,8 +44,8 @@ fn main() -> Result<()> {
     let reload = reload_times(&engine, &module, &snapshot)?;
     let watched = watched_reload(&engine, &module)?;
     let rows = [
-        round_trips(&engine, "static", Static::default(), &json)?,
-        round_trips(&engine, "slo-predictive", SloPredictive::default(), &json)?,
+        round_trips::<Static>(&engine, "static", &json)?,
+        round_trips::<SloPredictive>(&engine, "slo-predictive", &json)?,
     ];
     let mut encode_us: Vec<f64> = (0..ROUNDS * CALLS_PER_ROUND)
         .map(|_| {
@@ -89,13 +89,13 @@ fn main() -> Result<()> {
 fn round_trips<P: Policy>(
     engine: &Arc<PolicyEngine>,
     name: &'static str,
-    mut native: P,
     json: &[u8],
 ) -> Result<(&'static str, [f64; 4])> {
+    let mut native = Hosted::<P>::default();
     let mut wasm = engine.compile_file(&setup_file(&format!("policies/{name}.wasm"))?)?.instantiate(None)?;
     let mut through_host = |json: &[u8]| -> Result<Decision> { Ok(wasm.decide_json(json)?) };
     let mut natively = |json: &[u8]| -> Result<Decision> {
-        match serde_json::from_slice(&decide_json(&mut native, json))? {
+        match serde_json::from_slice(&native.decide_json(json))? {
             PolicyOutput::Decision(decision) => Ok(decision),
             PolicyOutput::Error { error } => anyhow::bail!(error),
         }

@@ -44,13 +44,15 @@ pub mod pace;
 use std::collections::BTreeMap;
 
 use allocate::{Need, allocate};
-use modelless_policy_abi::guest::Policy;
-use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot, VariantState, arriving_per_s, level_moved};
+use modelless_policy_abi::guest::{Error, Policy};
+use modelless_policy_abi::{
+    Decision, Snapshot, TaskDecision, TaskSnapshot, VariantState, arriving_per_s, cores_held, level_moved,
+};
 use options::Allocation;
 use serde::{Deserialize, Serialize};
 
 /// Parameters (the `init` JSON); every field is optional.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Parameters {
     /// Cores a second of loading is worth, against cores held.
@@ -95,7 +97,7 @@ pub struct Autoscale {
 /// and 1 s rate of a tick at least a second back (to see a rate rising).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-struct State {
+pub struct State {
     low_ticks: BTreeMap<String, u32>,
     last_change_ms: BTreeMap<String, u64>,
     last_seen: BTreeMap<String, (u64, u64)>,
@@ -104,15 +106,23 @@ struct State {
 }
 
 impl Policy for Autoscale {
-    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+    type Parameters = Parameters;
+    type State = State;
+
+    fn new(parameters: Parameters) -> Result<Self, Error> {
+        Ok(Autoscale { parameters, ..Autoscale::default() })
+    }
+
+    fn decide(&mut self, snapshot: &Snapshot) -> Result<Decision, Error> {
         let budget = snapshot.system.budget.as_ref();
+        let pool = budget.map_or(0.0, |b| b.shared_pool_cores);
         let machine_cores = f64::from(snapshot.system.cores.max(1));
         let cores = budget.map_or(machine_cores, |b| b.cores);
         let now_ms = snapshot.now_ms;
         let pace = self.state.pace.update(snapshot);
         let mut steered = Vec::new();
-        let mut held = 0.0;
-        let busy = snapshot.tasks.iter().map(|t| serving_cores(t, budget)).sum();
+        let mut unsteered = Vec::new();
+        let busy = cores_held(&snapshot.tasks, pool);
         let machine = Machine { cores: machine_cores, busy };
         for task in &snapshot.tasks {
             let recent = self.recent_rate(task, now_ms);
@@ -129,33 +139,24 @@ impl Policy for Autoscale {
                     let options = options::options(task, slo_ms, budget, &limits, pace);
                     steered.push((task, Need { arriving, demand, ahead, options }));
                 }
-                None => held += serving_cores(task, budget),
+                None => unsteered.push(task),
             }
         }
+        let held = cores_held(unsteered, pool);
         let needs: Vec<Need> = steered.iter().map(|(_, need)| need.clone()).collect();
         let chosen = allocate(&needs, cores, held, self.parameters.lambda);
         let mut tasks = Vec::new();
         for ((task, need), choice) in steered.iter().zip(chosen) {
             let Some(target) = choice.map(|c| need.options[c]) else { continue };
-            if let Some(decision) = self.towards(task, need, target, budget, machine, now_ms) {
+            if let Some(decision) = self.towards(task, need, target, pool, machine, now_ms) {
                 tasks.push(decision);
             }
         }
-        Decision { tasks }
+        Ok(Decision { tasks })
     }
 
-    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
-        self.parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
-        Ok(())
-    }
-
-    fn save_state(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(&self.state).ok()
-    }
-
-    fn load_state(&mut self, state: serde_json::Value) -> Result<(), String> {
-        self.state = serde_json::from_value(state).map_err(|e| e.to_string())?;
-        Ok(())
+    fn state(&mut self) -> Option<&mut State> {
+        Some(&mut self.state)
     }
 }
 
@@ -186,8 +187,7 @@ fn arriving(task: &TaskSnapshot, recent: f64) -> f64 {
 /// How far ahead a rising rate is followed, s: a tick, and the load of an instance of
 /// the variant serving (what more of it take to come).
 fn lead_s(task: &TaskSnapshot) -> f64 {
-    let serving = task.variants.iter().find(|v| v.name == task.active.variant);
-    let load_ms = serving.and_then(|v| v.profile.as_ref()).and_then(|p| p.load_ms).unwrap_or(1_000.0);
+    let load_ms = task.active_variant().and_then(|v| v.profile.as_ref()).and_then(|p| p.load_ms).unwrap_or(1_000.0);
     1.0 + load_ms / 1e3
 }
 
@@ -205,15 +205,6 @@ fn loading_cores(task: &TaskSnapshot, target: Allocation) -> f64 {
     let variant = &task.variants[target.variant];
     let warm = if variant.state == VariantState::Ready { variant.instances.min(target.instances) } else { 0 };
     target.cores * f64::from(target.instances - warm) / f64::from(target.instances.max(1))
-}
-
-/// The cores `task`'s serving instances hold.
-fn serving_cores(task: &TaskSnapshot, budget: Option<&modelless_policy_abi::Budget>) -> f64 {
-    let Some(active) = task.variants.iter().find(|v| v.name == task.active.variant) else { return 0.0 };
-    match active.share.map(|s| s.cores) {
-        Some(cores) if cores > 0.0 => cores * f64::from(active.instances + active.instances_starting),
-        _ => budget.map_or(0.0, |b| b.shared_pool_cores),
-    }
 }
 
 impl Autoscale {
@@ -251,15 +242,15 @@ impl Autoscale {
         task: &TaskSnapshot,
         need: &Need,
         target: Allocation,
-        budget: Option<&modelless_policy_abi::Budget>,
+        shared_pool_cores: f64,
         machine: Machine,
         now_ms: u64,
     ) -> Option<TaskDecision> {
         let name = &task.name;
-        let active = task.variants.iter().position(|v| v.name == task.active.variant)?;
+        let active = task.active_index()?;
         let serving = task.variants[active].instances.max(1);
         let current = need.options.iter().find(|o| o.variant == active && o.instances == serving).copied();
-        let held = serving_cores(task, budget);
+        let held = task.cores_held(shared_pool_cores);
         let keeps_up = current.is_some_and(|c| c.capacity >= need.demand);
         let same = target.variant == active && target.instances == serving;
         let fewer = target.cores < held - 1e-9;
@@ -336,7 +327,7 @@ impl Autoscale {
         let below = task
             .variants
             .iter()
-            .filter(|v| options::may_serve(v) && v.accuracy < accuracy && options::line(v).is_some())
+            .filter(|v| v.may_serve() && v.accuracy < accuracy && options::line(v).is_some())
             .max_by(|a, b| a.accuracy.total_cmp(&b.accuracy))?;
         (below.state == VariantState::Unloaded).then(|| below.name.clone())
     }

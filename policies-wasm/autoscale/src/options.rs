@@ -44,11 +44,6 @@ pub fn line(variant: &VariantSnapshot) -> Option<LatencyFit> {
     })
 }
 
-/// Whether `variant` may serve: it fits the task and did not fail to load.
-pub fn may_serve(variant: &VariantSnapshot) -> bool {
-    variant.refused.is_none() && variant.state != VariantState::Failed
-}
-
 /// The cores one instance of `variant` holds: its own threads, or, on the pool
 /// sessions share, the pool (which more instances do not grow).
 fn cores_of(variant: &VariantSnapshot, budget: Option<&Budget>) -> (f64, bool) {
@@ -84,7 +79,7 @@ pub fn options(
     let Limits { machine_cores, max_instances, max_batch } = *limits;
     let mut all = Vec::new();
     for (index, variant) in task.variants.iter().enumerate() {
-        let Some(fit) = line(variant).filter(|_| may_serve(variant)) else { continue };
+        let Some(fit) = line(variant).filter(|_| variant.may_serve()) else { continue };
         let profiled = variant.profile.as_ref().is_some_and(|p| p.fit.is_some());
         let fit = if profiled { crate::pace::paced(fit, pace) } else { fit };
         let (per_instance, shared) = cores_of(variant, budget);

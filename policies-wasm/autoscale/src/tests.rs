@@ -51,7 +51,7 @@ fn snapshot(now_s: u64, cores: f64, tasks: Vec<TaskSnapshot>) -> Snapshot {
 }
 
 fn decided(policy: &mut Autoscale, snapshot: &Snapshot, task: &str) -> Option<TaskDecision> {
-    policy.decide(snapshot).tasks.into_iter().find(|t| t.task == task)
+    policy.decide(snapshot).unwrap().tasks.into_iter().find(|t| t.task == task)
 }
 
 #[test]
@@ -131,14 +131,14 @@ fn a_busy_task_takes_the_cores_a_quiet_one_gives_up_and_a_task_without_a_target_
         ..Autoscale::default()
     };
     let both = snapshot(0, 4.0, vec![task("a", 500.0, "large", 2, 0), task("b", 10.0, "large", 2, 1)]);
-    let decision = policy.decide(&both);
+    let decision = policy.decide(&both).unwrap();
     let of = |name: &str| decision.tasks.iter().find(|t| t.task == name).and_then(|t| t.instances);
     assert_eq!((of("a"), of("b")), (Some(3), Some(1)));
     // b without a target keeps its two: a gets what is left, and steps down to small.
     let mut untargeted = task("b", 10.0, "large", 2, 1);
     untargeted.slo_latency_ms = None;
     let both = snapshot(0, 4.0, vec![task("a", 500.0, "large", 2, 1), untargeted]);
-    let decision = Autoscale::default().decide(&both);
+    let decision = Autoscale::default().decide(&both).unwrap();
     assert!(decision.tasks.iter().all(|t| t.task == "a"), "{decision:?}");
     let a = decision.tasks.iter().find(|t| t.task == "a").unwrap();
     assert_eq!(a.variant.as_deref(), Some("small"), "{a:?}");
@@ -148,10 +148,10 @@ fn a_busy_task_takes_the_cores_a_quiet_one_gives_up_and_a_task_without_a_target_
 fn its_state_outlives_a_reload() {
     let mut policy = Autoscale::default();
     let quiet = snapshot(0, 4.0, vec![task("t", 20.0, "large", 3, 1)]);
-    policy.decide(&quiet);
-    let saved = policy.save_state().unwrap();
+    policy.decide(&quiet).unwrap();
+    let saved = serde_json::to_value(policy.state().unwrap()).unwrap();
     let mut reloaded = Autoscale::default();
-    reloaded.load_state(saved).unwrap();
+    *reloaded.state().unwrap() = serde_json::from_value(saved).unwrap();
     assert_eq!(reloaded.state, policy.state);
 }
 

@@ -13,12 +13,12 @@
 
 use std::collections::BTreeMap;
 
-use modelless_policy_abi::guest::Policy;
+use modelless_policy_abi::guest::{Error, NoState, Policy};
 use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot, VariantSnapshot};
 use serde::Deserialize;
 
 /// Parameters (the `init` JSON).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Parameters {
     /// Accuracy floor per task.
@@ -32,22 +32,23 @@ pub struct CheapestMeetingSlo {
 }
 
 impl Policy for CheapestMeetingSlo {
-    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+    type Parameters = Parameters;
+    type State = NoState;
+
+    fn new(parameters: Parameters) -> Result<Self, Error> {
+        Ok(CheapestMeetingSlo { parameters })
+    }
+
+    fn decide(&mut self, snapshot: &Snapshot) -> Result<Decision, Error> {
         let tasks = snapshot
             .tasks
             .iter()
             .filter_map(|task| {
                 let choice = self.choose(task)?;
-                (choice != task.active.variant)
-                    .then(|| TaskDecision { variant: Some(choice), ..TaskDecision::keep(&task.name) })
+                (choice != task.active.variant).then(|| TaskDecision::switch(&task.name, choice))
             })
             .collect();
-        Decision { tasks }
-    }
-
-    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
-        self.parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
-        Ok(())
+        Ok(Decision { tasks })
     }
 }
 
@@ -119,9 +120,13 @@ mod tests {
         }
     }
 
+    fn floor(accuracy: f64) -> Parameters {
+        Parameters { min_accuracy: [("t".to_string(), accuracy)].into() }
+    }
+
     fn chosen(policy: &mut CheapestMeetingSlo, task: TaskSnapshot) -> Option<String> {
         let snapshot = Snapshot { tasks: vec![task], ..Snapshot::default() };
-        policy.decide(&snapshot).tasks.first().and_then(|t| t.variant.clone())
+        policy.decide(&snapshot).unwrap().tasks.first().and_then(|t| t.variant.clone())
     }
 
     #[test]
@@ -132,10 +137,9 @@ mod tests {
 
     #[test]
     fn an_accuracy_floor_rules_out_cheaper_variants() {
-        let mut policy = CheapestMeetingSlo::default();
-        policy.init(&serde_json::json!({ "min_accuracy": { "t": 65.0 } })).unwrap();
+        let mut policy = CheapestMeetingSlo::new(floor(65.0)).unwrap();
         assert_eq!(chosen(&mut policy, task(10.0, 100.0)), Some("medium".into()));
-        policy.init(&serde_json::json!({ "min_accuracy": { "t": 74.0 } })).unwrap();
+        policy = CheapestMeetingSlo::new(floor(74.0)).unwrap();
         assert_eq!(chosen(&mut policy, task(10.0, 100.0)), None, "large is already active");
     }
 
@@ -146,8 +150,7 @@ mod tests {
         let heavy = task(200.0, 15.0);
         assert_eq!(predicted_latency_ms(&heavy.variants[2], 200.0, 8), None);
         assert_eq!(predicted_latency_ms(&heavy.variants[1], 200.0, 8), Some(20.0));
-        let mut policy = CheapestMeetingSlo::default();
-        policy.init(&serde_json::json!({ "min_accuracy": { "t": 65.0 } })).unwrap();
+        let mut policy = CheapestMeetingSlo::new(floor(65.0)).unwrap();
         // Nothing accurate enough meets 15 ms: the fastest accurate enough serves.
         assert_eq!(chosen(&mut policy, heavy), Some("medium".into()));
     }

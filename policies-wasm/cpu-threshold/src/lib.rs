@@ -16,12 +16,12 @@
 
 use std::collections::VecDeque;
 
-use modelless_policy_abi::guest::Policy;
+use modelless_policy_abi::guest::{Error, Policy};
 use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The policy's parameters (its `init` JSON); every field is optional.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Parameters {
     /// Step down above this mean CPU, in %.
@@ -57,12 +57,11 @@ impl Default for Parameters {
     }
 }
 
-/// The policy's state: its parameters, recent CPU, and when it last changed anything.
+/// The policy: its parameters, and what it remembers.
 #[derive(Debug, Default)]
 pub struct CpuThreshold {
     parameters: Parameters,
-    cpu: VecDeque<(u64, f64)>,
-    last_change_ms: Option<u64>,
+    state: State,
 }
 
 /// A link of a task's chain: a variant, its cost (seconds per request) and its
@@ -83,20 +82,35 @@ struct Step {
     cost_change: f64,
 }
 
+/// What the policy remembers, and carries over to the module that replaces it:
+/// recent CPU, and when it last changed anything.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    cpu: VecDeque<(u64, f64)>,
+    last_change_ms: Option<u64>,
+}
+
 impl Policy for CpuThreshold {
-    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+    type Parameters = Parameters;
+    type State = State;
+
+    fn new(parameters: Parameters) -> Result<Self, Error> {
+        Ok(CpuThreshold { parameters, ..CpuThreshold::default() })
+    }
+
+    fn decide(&mut self, snapshot: &Snapshot) -> Result<Decision, Error> {
         let now = snapshot.now_ms;
         if let Some(cpu) = snapshot.system.cpu_host_percent {
-            self.cpu.push_back((now, cpu));
+            self.state.cpu.push_back((now, cpu));
         }
         let window = self.parameters.window_ms;
-        while self.cpu.front().is_some_and(|&(at, _)| at + window < now) {
-            self.cpu.pop_front();
+        while self.state.cpu.front().is_some_and(|&(at, _)| at + window < now) {
+            self.state.cpu.pop_front();
         }
-        let Some((mean, max)) = self.cpu_summary() else { return Decision::default() };
-        let since_change = self.last_change_ms.map_or(u64::MAX, |at| now.saturating_sub(at));
+        let Some((mean, max)) = self.cpu_summary() else { return Ok(Decision::default()) };
+        let since_change = self.state.last_change_ms.map_or(u64::MAX, |at| now.saturating_sub(at));
         if since_change < self.parameters.min_interval_ms {
-            return Decision::default();
+            return Ok(Decision::default());
         }
         let step = if mean > self.parameters.step_down_above {
             self.step_down(&snapshot.tasks)
@@ -105,44 +119,24 @@ impl Policy for CpuThreshold {
         } else {
             None
         };
-        let Some(step) = step else { return Decision::default() };
-        self.last_change_ms = Some(now);
-        Decision { tasks: vec![TaskDecision { variant: Some(step.to), ..TaskDecision::keep(step.task) }] }
+        let Some(step) = step else { return Ok(Decision::default()) };
+        self.state.last_change_ms = Some(now);
+        log::info!("{} steps to {}", step.task, step.to);
+        Ok(Decision { tasks: vec![TaskDecision::switch(step.task, step.to)] })
     }
 
-    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
-        self.parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
-        Ok(())
-    }
-
-    fn save_state(&self) -> Option<serde_json::Value> {
-        Some(serde_json::json!({ "cpu": self.cpu, "last_change_ms": self.last_change_ms }))
-    }
-
-    fn load_state(&mut self, state: serde_json::Value) -> Result<(), String> {
-        #[derive(Deserialize)]
-        struct Saved {
-            cpu: VecDeque<(u64, f64)>,
-            last_change_ms: Option<u64>,
-        }
-        let saved: Saved = serde_json::from_value(state).map_err(|e| e.to_string())?;
-        (self.cpu, self.last_change_ms) = (saved.cpu, saved.last_change_ms);
-        Ok(())
+    fn state(&mut self) -> Option<&mut State> {
+        Some(&mut self.state)
     }
 }
 
 impl CpuThreshold {
-    /// A policy with these parameters.
-    pub fn new(parameters: Parameters) -> Self {
-        CpuThreshold { parameters, ..CpuThreshold::default() }
-    }
-
     /// Mean and maximum CPU over the window.
     fn cpu_summary(&self) -> Option<(f64, f64)> {
-        let n = self.cpu.len();
+        let n = self.state.cpu.len();
         (n > 0).then(|| {
-            let sum: f64 = self.cpu.iter().map(|c| c.1).sum();
-            (sum / n as f64, self.cpu.iter().map(|c| c.1).fold(f64::MIN, f64::max))
+            let sum: f64 = self.state.cpu.iter().map(|c| c.1).sum();
+            (sum / n as f64, self.state.cpu.iter().map(|c| c.1).fold(f64::MIN, f64::max))
         })
     }
 
@@ -223,7 +217,7 @@ fn position(chain: &[Link], active: &str, task: &TaskSnapshot) -> Option<usize> 
     if let Some(at) = chain.iter().position(|l| l.variant == active) {
         return Some(at);
     }
-    let cost = task.variants.iter().find(|v| v.name == active)?.profile.as_ref()?.max_throughput?.requests_per_s;
+    let cost = task.variant(active)?.profile.as_ref()?.max_throughput?.requests_per_s;
     let cost = 1.0 / cost;
     (0..chain.len()).min_by(|&a, &b| (chain[a].cost - cost).abs().total_cmp(&(chain[b].cost - cost).abs()))
 }
@@ -232,6 +226,7 @@ modelless_policy_abi::export_policy!(CpuThreshold);
 
 #[cfg(test)]
 mod tests {
+    use modelless_policy_abi::guest::configured;
     use modelless_policy_abi::{Demand, ServingKnobs, SystemSnapshot, Throughput, VariantCost, VariantSnapshot};
 
     use super::*;
@@ -289,7 +284,7 @@ mod tests {
         let mut policy = CpuThreshold::default();
         let mut decisions = Vec::new();
         for s in 0..=20 {
-            decisions.push(policy.decide(&snapshot(s, 85.0, vec![task("t", "1.0", 150.0)])));
+            decisions.push(policy.decide(&snapshot(s, 85.0, vec![task("t", "1.0", 150.0)])).unwrap());
         }
         assert_eq!(switches(&decisions[0]), vec![("t".to_string(), "0.5".to_string())]);
         assert!(decisions[1..15].iter().all(|d| d.tasks.is_empty()), "at most one change per 15 s");
@@ -300,10 +295,10 @@ mod tests {
     fn an_idle_cpu_steps_up_only_when_the_prediction_allows_it_and_not_too_soon() {
         let mut policy = CpuThreshold::default();
         // A change at 0 s; idle from then on, with little demand.
-        policy.decide(&snapshot(0, 85.0, vec![task("t", "1.0", 20.0)]));
+        policy.decide(&snapshot(0, 85.0, vec![task("t", "1.0", 20.0)])).unwrap();
         let mut up = None;
         for s in 1..=40 {
-            let decision = policy.decide(&snapshot(s, 20.0, vec![task("t", "0.5", 20.0)]));
+            let decision = policy.decide(&snapshot(s, 20.0, vec![task("t", "0.5", 20.0)])).unwrap();
             if !decision.tasks.is_empty() {
                 up = Some((s, switches(&decision)));
                 break;
@@ -314,8 +309,8 @@ mod tests {
         // At 300 requests a second 0.5 takes 40 % of two cores and 1.0 would take 77 %,
         // over 65 %: no step up, however long the CPU stays under 50 %.
         let mut busy = CpuThreshold::default();
-        busy.decide(&snapshot(0, 85.0, vec![task("t", "1.0", 300.0)]));
-        let later = (1..=60).map(|s| busy.decide(&snapshot(s, 40.0, vec![task("t", "0.5", 300.0)])));
+        busy.decide(&snapshot(0, 85.0, vec![task("t", "1.0", 300.0)])).unwrap();
+        let later = (1..=60).map(|s| busy.decide(&snapshot(s, 40.0, vec![task("t", "0.5", 300.0)])).unwrap());
         assert!(later.into_iter().all(|d| d.tasks.is_empty()));
     }
 
@@ -323,20 +318,19 @@ mod tests {
     fn with_two_tasks_the_one_losing_least_accuracy_per_cost_saved_steps_down() {
         // Same chains; the busier task saves far more cost for the same accuracy loss.
         let tasks = vec![task("quiet", "1.0", 5.0), task("busy", "1.0", 150.0)];
-        let decision = CpuThreshold::default().decide(&snapshot(0, 90.0, tasks));
+        let decision = CpuThreshold::default().decide(&snapshot(0, 90.0, tasks)).unwrap();
         assert_eq!(switches(&decision), vec![("busy".to_string(), "0.5".to_string())]);
     }
 
     #[test]
     fn parameters_and_state_round_trip() {
-        let mut policy = CpuThreshold::default();
-        policy.init(&serde_json::json!({ "step_down_above": 80.0 })).unwrap();
+        let mut policy: CpuThreshold = configured(serde_json::json!({ "step_down_above": 80.0 })).unwrap();
         assert_eq!(policy.parameters.step_down_above, 80.0);
         assert_eq!(policy.parameters.step_up_below, 50.0);
-        assert!(policy.init(&serde_json::json!({ "nonsense": 1 })).is_err());
-        policy.decide(&snapshot(3, 90.0, vec![task("t", "1.0", 150.0)]));
-        let mut reloaded = CpuThreshold::default();
-        reloaded.load_state(policy.save_state().unwrap()).unwrap();
+        assert!(configured::<CpuThreshold>(serde_json::json!({ "nonsense": 1 })).is_err());
+        policy.decide(&snapshot(3, 90.0, vec![task("t", "1.0", 150.0)])).unwrap();
+        let saved = serde_json::to_value(policy.state().unwrap()).unwrap();
+        let reloaded: State = serde_json::from_value(saved).unwrap();
         assert_eq!((reloaded.cpu.len(), reloaded.last_change_ms), (1, Some(3000)));
     }
 }

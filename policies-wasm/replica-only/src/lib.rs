@@ -7,12 +7,12 @@
 
 use std::collections::BTreeMap;
 
-use modelless_policy_abi::guest::Policy;
+use modelless_policy_abi::guest::{Error, Policy};
 use modelless_policy_abi::{Decision, Snapshot, TaskDecision, TaskSnapshot, instances_within};
 use serde::{Deserialize, Serialize};
 
 /// Parameters (the `init` JSON); every field is optional.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Parameters {
     /// The variant every task that has one keeps.
@@ -41,50 +41,47 @@ pub struct ReplicaOnly {
 /// Per task: the variant it keeps, and ticks in a row that wanted fewer instances.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-struct State {
+pub struct State {
     kept: BTreeMap<String, String>,
     low_ticks: BTreeMap<String, u32>,
 }
 
 impl Policy for ReplicaOnly {
-    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+    type Parameters = Parameters;
+    type State = State;
+
+    fn new(parameters: Parameters) -> Result<Self, Error> {
+        Ok(ReplicaOnly { parameters, ..ReplicaOnly::default() })
+    }
+
+    fn decide(&mut self, snapshot: &Snapshot) -> Result<Decision, Error> {
         let cores = snapshot.system.budget.as_ref().map(|b| b.cores);
         let tasks = snapshot.tasks.iter().filter_map(|task| self.towards(task, cores)).collect();
-        Decision { tasks }
+        Ok(Decision { tasks })
     }
 
-    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
-        self.parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
-        Ok(())
-    }
-
-    fn save_state(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(&self.state).ok()
-    }
-
-    fn load_state(&mut self, state: serde_json::Value) -> Result<(), String> {
-        self.state = serde_json::from_value(state).map_err(|e| e.to_string())?;
-        Ok(())
+    fn state(&mut self) -> Option<&mut State> {
+        Some(&mut self.state)
     }
 }
 
 impl ReplicaOnly {
     fn towards(&mut self, task: &TaskSnapshot, cores: Option<f64>) -> Option<TaskDecision> {
-        let pinned = self.parameters.variant.clone().filter(|p| task.variants.iter().any(|v| &v.name == p));
+        let pinned = self.parameters.variant.clone().filter(|p| task.has_variant(p));
         let kept = self
             .state
             .kept
             .entry(task.name.clone())
             .or_insert_with(|| pinned.unwrap_or_else(|| task.active.variant.clone()));
-        let variant = task.variants.iter().find(|v| &v.name == kept)?;
+        let variant = task.variant(kept)?;
         if task.active.variant != *kept {
-            return Some(TaskDecision { variant: Some(kept.clone()), ..TaskDecision::keep(&task.name) });
+            return Some(TaskDecision::switch(&task.name, kept.clone()));
         }
         let per_instance = variant.share.map_or(0.0, |s| s.cores);
         let most = instances_within(cores, per_instance, self.parameters.max_instances);
         let target = self.parameters.queue_per_instance.unwrap_or(variant.batch_ceiling.unwrap_or(8)).max(1);
         let wanted = (task.queue_length.div_ceil(u64::from(target)) as u32).clamp(1, most);
-        let now = (variant.instances + variant.instances_starting).max(1);
+        let now = variant.serving_instances().max(1);
         let low = self.state.low_ticks.entry(task.name.clone()).or_default();
         *low = if wanted < now { *low + 1 } else { 0 };
         let change = wanted > now || (wanted < now && *low >= self.parameters.scale_down_after_ticks);
@@ -92,7 +89,7 @@ impl ReplicaOnly {
             return None;
         }
         *low = 0;
-        Some(TaskDecision { instances: Some(wanted), ..TaskDecision::keep(&task.name) })
+        Some(TaskDecision::scale(&task.name, wanted))
     }
 }
 
@@ -134,14 +131,14 @@ mod tests {
             ..ReplicaOnly::default()
         };
         let instances = |policy: &mut ReplicaOnly, queue, n| {
-            policy.decide(&snapshot("large", queue, n)).tasks.first().and_then(|t| t.instances)
+            policy.decide(&snapshot("large", queue, n)).unwrap().tasks.first().and_then(|t| t.instances)
         };
         assert_eq!(instances(&mut policy, 4, 1), None);
         assert_eq!(instances(&mut policy, 20, 1), Some(3), "20 queued over 8 an instance");
         assert_eq!(instances(&mut policy, 100, 3), Some(4), "no more than the budget's 4 cores");
         assert_eq!(instances(&mut policy, 0, 4), None);
         assert_eq!(instances(&mut policy, 0, 4), Some(1), "two ticks low");
-        let moved = policy.decide(&snapshot("small", 0, 1)).tasks.remove(0);
+        let moved = policy.decide(&snapshot("small", 0, 1)).unwrap().tasks.remove(0);
         assert_eq!(moved.variant.as_deref(), Some("large"), "it keeps the variant it first had");
     }
 }

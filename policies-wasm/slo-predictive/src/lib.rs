@@ -78,14 +78,14 @@ use decoding::Decoding;
 use executor::Executor;
 use failures::{Failures, Seen};
 use history::History;
-use modelless_policy_abi::guest::Policy;
+use modelless_policy_abi::guest::{Error, Policy};
 use modelless_policy_abi::{Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot, VariantSnapshot};
 use refit::Refits;
 use serde::{Deserialize, Serialize};
 use unseen::Unseen;
 
 /// Parameters (the `init` JSON); every field is optional.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Parameters {
     /// Share of the target a prediction may use.
@@ -200,7 +200,7 @@ pub struct SloPredictive {
 /// tick (to count arrivals since); and what the variants ran.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-struct State {
+pub struct State {
     last_switch_ms: BTreeMap<String, u64>,
     last_seen: BTreeMap<String, (u64, u64)>,
     refits: Refits,
@@ -222,9 +222,16 @@ pub struct Sharing {
 }
 
 impl Policy for SloPredictive {
-    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+    type Parameters = Parameters;
+    type State = State;
+
+    fn new(parameters: Parameters) -> Result<Self, Error> {
+        Ok(SloPredictive { parameters, ..SloPredictive::default() })
+    }
+
+    fn decide(&mut self, snapshot: &Snapshot) -> Result<Decision, Error> {
         for warning in self.unsteerable(snapshot).into_iter().chain(self.unpriced(snapshot)) {
-            modelless_policy_abi::guest::log(modelless_policy_abi::guest::Level::Warn, &warning);
+            log::warn!("{warning}");
         }
         let now_ms = snapshot.now_ms;
         self.co_located = snapshot.tasks.len() > 1;
@@ -303,31 +310,20 @@ impl Policy for SloPredictive {
                 let seen = Seen { left, to, late, demand: contender.demand };
                 self.state.failures.failed(name, seen, now_ms, self.parameters.step_up_after_ms);
             }
-            let variant = Some(contender.candidates[v].name.to_string());
-            tasks.push(TaskDecision { variant, ..TaskDecision::keep(name) });
+            tasks.push(TaskDecision::switch(name, contender.candidates[v].name));
         }
         for (i, own_latencies) in unpriced {
             let task = &snapshot.tasks[i];
             if let Some(variant) = self.unpriced_step_down(task, own_latencies) {
                 self.state.last_switch_ms.insert(task.name.clone(), now_ms);
-                tasks.push(TaskDecision { variant: Some(variant), ..TaskDecision::keep(&task.name) });
+                tasks.push(TaskDecision::switch(&task.name, variant));
             }
         }
-        Decision { tasks }
+        Ok(Decision { tasks })
     }
 
-    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
-        self.parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
-        Ok(())
-    }
-
-    fn save_state(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(&self.state).ok()
-    }
-
-    fn load_state(&mut self, state: serde_json::Value) -> Result<(), String> {
-        self.state = serde_json::from_value(state).map_err(|e| e.to_string())?;
-        Ok(())
+    fn state(&mut self) -> Option<&mut State> {
+        Some(&mut self.state)
     }
 }
 
@@ -503,7 +499,7 @@ impl SloPredictive {
         let mut per_task: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
         for r in ran {
             let Some(task) = snapshot.tasks.iter().find(|t| t.name == r.task) else { continue };
-            let Some(variant) = task.variants.iter().find(|v| v.name == r.variant) else { continue };
+            let Some(variant) = task.variant(&r.variant) else { continue };
             let Some(fit) = self.refitted(task, variant) else { continue };
             rows += r.rows;
             busy_ms += r.run_ms;
@@ -662,17 +658,15 @@ impl SloPredictive {
     /// batches price it and the predictions take over.
     fn unpriced_step_down(&self, task: &TaskSnapshot, own_latencies: bool) -> Option<String> {
         task.slo_latency_ms?;
-        let active = task.variants.iter().find(|v| v.name == task.active.variant)?;
+        let active = task.active_variant()?;
         let queued_beyond_a_batch = task.queue_length > u64::from(self.ceiling(task));
         let behind = self.seen_failing(task, own_latencies).is_some() || (own_latencies && queued_beyond_a_batch);
         if !behind {
             return None;
         }
-        let may_serve =
-            |v: &&VariantSnapshot| v.refused.is_none() && v.state != modelless_policy_abi::VariantState::Failed;
         task.variants
             .iter()
-            .filter(may_serve)
+            .filter(|v| v.may_serve())
             .filter(|v| v.accuracy < active.accuracy)
             .max_by(|x, y| x.accuracy.total_cmp(&y.accuracy))
             .map(|v| v.name.clone())
@@ -690,7 +684,7 @@ impl SloPredictive {
     /// of the last second.
     fn observe_unseen(&mut self, task: &TaskSnapshot, own_latencies: bool) {
         let (Some(seen), Some(target)) = (task.latency_ms, task.slo_latency_ms) else { return };
-        let Some(variant) = task.variants.iter().find(|v| v.name == task.active.variant) else { return };
+        let Some(variant) = task.active_variant() else { return };
         let Some(fit) = self.refitted(task, variant).filter(|_| own_latencies) else { return };
         let spread = self.spread(task);
         let arrivals = queue::Arrivals { per_s: task.demand.per_s_1s, spread: &spread };
@@ -765,7 +759,7 @@ mod tests {
 
     fn decide(policy: &mut SloPredictive, now_s: u64, task: TaskSnapshot) -> Option<TaskDecision> {
         let snapshot = Snapshot { now_ms: now_s * 1000, tasks: vec![task], ..Snapshot::default() };
-        policy.decide(&snapshot).tasks.into_iter().next()
+        policy.decide(&snapshot).unwrap().tasks.into_iter().next()
     }
 
     #[test]
@@ -779,7 +773,7 @@ mod tests {
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("`t`") && warnings[0].contains("latency_slo_ms"), "{warnings:?}");
         assert!(policy.unsteerable(&snapshot).is_empty(), "once");
-        let decided = policy.decide(&snapshot);
+        let decided = policy.decide(&snapshot).unwrap();
         assert!(decided.tasks.iter().all(|d| d.task != "t"), "{decided:?}");
         assert!(decided.tasks.iter().any(|d| d.task == "u"), "the task with a target steps up: {decided:?}");
     }
@@ -801,7 +795,7 @@ mod tests {
         // Profiled, the active variant is priced: nothing to say, and it steers again.
         let profiled = Snapshot { tasks: vec![task("medium", 20.0, 20.0, 20.0)], ..Snapshot::default() };
         assert!(policy.unpriced(&profiled).is_empty());
-        assert_eq!(policy.decide(&profiled).tasks[0].variant.as_deref(), Some("large"));
+        assert_eq!(policy.decide(&profiled).unwrap().tasks[0].variant.as_deref(), Some("large"));
         // Losing the profiles again is said again.
         assert_eq!(policy.unpriced(&snapshot).len(), 1);
     }
@@ -845,7 +839,7 @@ mod tests {
                 system: system.clone(),
                 ..Snapshot::default()
             };
-            decision = policy.decide(&snapshot).tasks.into_iter().next();
+            decision = policy.decide(&snapshot).unwrap().tasks.into_iter().next();
         }
         assert!((policy.state.decoding.per_row_ms() - 5.0).abs() < 0.1, "{:?}", policy.state.decoding);
         assert_eq!(decision.and_then(|d| d.variant).as_deref(), Some("small"));
@@ -988,8 +982,8 @@ mod tests {
         // second of it may hold, more than 0.75 of the executor, though within the
         // step-up target; at 140/s under it.
         let step_up = |policy: &mut SloPredictive, per_s| decide(policy, 10, task("medium", per_s, per_s, per_s));
-        let mut uncapped = SloPredictive::default();
-        uncapped.init(&serde_json::json!({ "step_up_utilisation": 1.0 })).unwrap();
+        let mut uncapped: SloPredictive =
+            modelless_policy_abi::guest::configured(serde_json::json!({ "step_up_utilisation": 1.0 })).unwrap();
         assert_eq!(step_up(&mut uncapped, 160.0).and_then(|d| d.variant).as_deref(), Some("large"));
         assert_eq!(step_up(&mut SloPredictive::default(), 160.0), None, "it stays on medium");
         let stepped = step_up(&mut SloPredictive::default(), 140.0).and_then(|d| d.variant);
@@ -1033,7 +1027,7 @@ mod tests {
         let mut crowded = task("large", 20.0, 20.0, 20.0);
         (crowded.in_flight, crowded.completed, crowded.queue_length) = (60, 10, 40);
         let snapshot = Snapshot { now_ms: 200, tasks: vec![crowded], ..Snapshot::default() };
-        let early = policy.decide(&snapshot).tasks.into_iter().next().unwrap();
+        let early = policy.decide(&snapshot).unwrap().tasks.into_iter().next().unwrap();
         assert_eq!(early.variant.as_deref(), Some("small"), "about 280/s, and 32 queued beyond a batch: small");
     }
 
@@ -1067,7 +1061,7 @@ mod tests {
     /// The variants `tasks` are switched to, decided together at `now_s`.
     fn decide_together(policy: &mut SloPredictive, now_s: u64, tasks: Vec<TaskSnapshot>) -> Vec<(String, String)> {
         let snapshot = Snapshot { now_ms: now_s * 1000, tasks, ..Snapshot::default() };
-        policy.decide(&snapshot).tasks.into_iter().filter_map(|t| Some((t.task, t.variant?))).collect()
+        policy.decide(&snapshot).unwrap().tasks.into_iter().filter_map(|t| Some((t.task, t.variant?))).collect()
     }
 
     fn named(name: &str, task: TaskSnapshot) -> TaskSnapshot {

@@ -11,13 +11,13 @@
 
 use std::collections::BTreeMap;
 
-use modelless_policy_abi::guest::Policy;
+use modelless_policy_abi::guest::{Error, NoState, Policy};
 use modelless_policy_abi::{
     Decision, LatencyFit, Snapshot, TaskDecision, TaskSnapshot, capacity_within_slo, instances_within,
 };
 
 /// Parameters (the `init` JSON).
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Parameters {
     /// Each task's peak, requests a second.
@@ -38,7 +38,14 @@ pub struct StaticPeak {
 }
 
 impl Policy for StaticPeak {
-    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+    type Parameters = Parameters;
+    type State = NoState;
+
+    fn new(parameters: Parameters) -> Result<Self, Error> {
+        Ok(StaticPeak { parameters })
+    }
+
+    fn decide(&mut self, snapshot: &Snapshot) -> Result<Decision, Error> {
         let budget = snapshot.system.budget.as_ref().map(|b| b.cores);
         let needs: Vec<f64> = snapshot.tasks.iter().map(|task| self.peak_needs(task)).collect();
         let total: f64 = needs.iter().sum();
@@ -51,12 +58,7 @@ impl Policy for StaticPeak {
                 self.towards(task, share)
             })
             .collect();
-        Decision { tasks }
-    }
-
-    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
-        self.parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
-        Ok(())
+        Ok(Decision { tasks })
     }
 }
 
@@ -65,7 +67,7 @@ impl StaticPeak {
     /// without a peak.
     fn peak_needs(&self, task: &TaskSnapshot) -> f64 {
         let Some((name, instances)) = self.sized(task, None) else { return 0.0 };
-        let per_instance = task.variants.iter().find(|v| v.name == name).and_then(|v| v.share).map_or(0.0, |s| s.cores);
+        let per_instance = task.variant(&name).and_then(|v| v.share).map_or(0.0, |s| s.cores);
         f64::from(instances) * per_instance.max(1.0)
     }
 
@@ -77,12 +79,12 @@ impl StaticPeak {
             (Some(budget), Some(split)) => Some(budget.min(split)),
             (budget, split) => budget.or(split),
         };
-        let pinned = self.parameters.variant.as_ref().filter(|p| task.variants.iter().any(|v| &v.name == *p));
+        let pinned = self.parameters.variant.as_ref().filter(|p| task.has_variant(p));
         let candidates = task
             .variants
             .iter()
             .filter(|v| pinned.is_none_or(|name| &v.name == name))
-            .filter(|v| v.refused.is_none())
+            .filter(|v| v.may_serve())
             .filter_map(|variant| {
                 let line = fit(variant)?;
                 let per_instance = variant.share.map_or(0.0, |s| s.cores);
@@ -106,7 +108,7 @@ impl StaticPeak {
         if variant != task.active.variant {
             decision.variant = Some(variant.clone());
             decision.instances = Some(instances);
-        } else if task.variants.iter().find(|v| v.name == variant).is_some_and(|v| v.instances_set != instances) {
+        } else if task.variant(&variant).is_some_and(|v| v.instances_set != instances) {
             decision.instances = Some(instances);
         }
         (!decision.is_empty()).then_some(decision)
@@ -159,26 +161,24 @@ mod tests {
     }
 
     fn policy(parameters: serde_json::Value) -> StaticPeak {
-        let mut policy = StaticPeak::default();
-        policy.init(&parameters).unwrap();
-        policy
+        modelless_policy_abi::guest::configured(parameters).unwrap()
     }
 
     #[test]
     fn each_task_holds_the_most_accurate_variant_with_the_instances_its_peak_needs() {
         // large serves 189/s an instance within 100 ms: 500/s takes three.
         let mut sized = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 } }));
-        let decision = sized.decide(&snapshot("small", 1, 8.0)).tasks.remove(0);
+        let decision = sized.decide(&snapshot("small", 1, 8.0)).unwrap().tasks.remove(0);
         assert_eq!((decision.variant.as_deref(), decision.instances), (Some("large"), Some(3)));
-        assert!(sized.decide(&snapshot("large", 3, 8.0)).tasks.is_empty(), "it holds them, whatever the load");
-        let decision = sized.decide(&snapshot("large", 3, 2.0)).tasks.remove(0);
+        assert!(sized.decide(&snapshot("large", 3, 8.0)).unwrap().tasks.is_empty(), "it holds them, whatever the load");
+        let decision = sized.decide(&snapshot("large", 3, 2.0)).unwrap().tasks.remove(0);
         assert_eq!(
             (decision.variant.as_deref(), decision.instances),
             (Some("small"), Some(1)),
             "two cores of large fall short: the most accurate that answers the peak"
         );
         let mut pinned_large = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "variant": "large" }));
-        let decision = pinned_large.decide(&snapshot("large", 3, 2.0)).tasks.remove(0);
+        let decision = pinned_large.decide(&snapshot("large", 3, 2.0)).unwrap().tasks.remove(0);
         assert_eq!(decision.instances, Some(2), "pinned: no more than the budget's cores");
         let pinned = policy(serde_json::json!({ "peak_per_s": { "t": 500.0 }, "variant": "small" }));
         assert_eq!(pinned.sized(&snapshot("large", 3, 8.0).tasks[0], Some(8.0)), Some(("small".into(), 1)));
@@ -194,7 +194,10 @@ mod tests {
             Some(("small".into(), 1)),
             "none answers it: the one that answers most"
         );
-        assert!(policy(serde_json::json!({})).decide(&snapshot("small", 1, 8.0)).tasks.is_empty(), "no peak given");
+        assert!(
+            policy(serde_json::json!({})).decide(&snapshot("small", 1, 8.0)).unwrap().tasks.is_empty(),
+            "no peak given"
+        );
     }
 
     #[test]
@@ -206,13 +209,13 @@ mod tests {
         other.name = "u".into();
         two.tasks.push(other);
         let mut sized = policy(serde_json::json!({ "peak_per_s": { "t": 500.0, "u": 150.0 } }));
-        let decisions = sized.decide(&two);
+        let decisions = sized.decide(&two).unwrap();
         let held: Vec<_> =
             decisions.tasks.iter().map(|d| (d.task.as_str(), d.variant.as_deref(), d.instances)).collect();
         assert_eq!(held, [("t", None, Some(3))], "3 + 1 cores of 4: both peaks held at once");
         two.system.budget.as_mut().unwrap().cores = 2.0;
         let mut even = policy(serde_json::json!({ "peak_per_s": { "t": 500.0, "u": 500.0 } }));
-        let decisions = even.decide(&two);
+        let decisions = even.decide(&two).unwrap();
         let held: Vec<_> =
             decisions.tasks.iter().map(|d| (d.task.as_str(), d.variant.as_deref(), d.instances)).collect();
         assert_eq!(

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use modelless_policy_abi::guest::Policy;
+use modelless_policy_abi::guest::{Error, NoState, Policy};
 use modelless_policy_abi::{Decision, ServingKnobs, Snapshot, TaskDecision};
 
 /// The knobs each task had when the policy first saw it, and the variant pinned.
@@ -17,17 +17,25 @@ pub struct Static {
 }
 
 /// Parameters (the `init` JSON).
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
-struct Parameters {
-    variant: Option<String>,
+pub struct Parameters {
+    /// The variant every task that has one is pinned to.
+    pub variant: Option<String>,
 }
 
 impl Policy for Static {
-    fn decide(&mut self, snapshot: &Snapshot) -> Decision {
+    type Parameters = Parameters;
+    type State = NoState;
+
+    fn new(parameters: Parameters) -> Result<Self, Error> {
+        Ok(Static { pinned: parameters.variant, ..Static::default() })
+    }
+
+    fn decide(&mut self, snapshot: &Snapshot) -> Result<Decision, Error> {
         let mut decision = Decision::default();
         for task in &snapshot.tasks {
-            let pinned = self.pinned.as_ref().filter(|p| task.variants.iter().any(|v| &v.name == *p));
+            let pinned = self.pinned.as_ref().filter(|p| task.has_variant(p));
             let configured = self.configured.entry(task.name.clone()).or_insert_with(|| ServingKnobs {
                 variant: pinned.cloned().unwrap_or_else(|| task.active.variant.clone()),
                 ..task.active.clone()
@@ -37,13 +45,7 @@ impl Policy for Static {
                 decision.tasks.push(wants);
             }
         }
-        decision
-    }
-
-    fn init(&mut self, parameters: &serde_json::Value) -> Result<(), String> {
-        let parameters: Parameters = serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
-        self.pinned = parameters.variant;
-        Ok(())
+        Ok(decision)
     }
 }
 
@@ -66,18 +68,22 @@ mod tests {
         Snapshot { tasks: vec![task], ..Snapshot::default() }
     }
 
+    fn decided(policy: &mut Static, active: &str) -> Vec<TaskDecision> {
+        policy.decide(&snapshot(active)).unwrap().tasks
+    }
+
+    fn pinned(variant: &str) -> Static {
+        Static::new(Parameters { variant: Some(variant.into()) }).unwrap()
+    }
+
     #[test]
     fn it_keeps_what_it_first_saw_or_the_pinned_variant() {
         let mut keeping = Static::default();
-        assert!(keeping.decide(&snapshot("large")).tasks.is_empty());
-        assert_eq!(keeping.decide(&snapshot("small")).tasks[0].variant.as_deref(), Some("large"));
-        let mut pinned = Static::default();
-        pinned.init(&serde_json::json!({"variant": "small"})).unwrap();
-        assert_eq!(pinned.decide(&snapshot("large")).tasks[0].variant.as_deref(), Some("small"));
-        assert!(pinned.decide(&snapshot("small")).tasks.is_empty());
-        let mut unknown = Static::default();
-        unknown.init(&serde_json::json!({"variant": "medium"})).unwrap();
-        assert!(unknown.decide(&snapshot("large")).tasks.is_empty(), "a task without it keeps its own");
-        assert!(Static::default().init(&serde_json::json!({"speed": 1})).is_err());
+        assert!(decided(&mut keeping, "large").is_empty());
+        assert_eq!(decided(&mut keeping, "small")[0].variant.as_deref(), Some("large"));
+        let mut small = pinned("small");
+        assert_eq!(decided(&mut small, "large")[0].variant.as_deref(), Some("small"));
+        assert!(decided(&mut small, "small").is_empty());
+        assert!(decided(&mut pinned("medium"), "large").is_empty(), "a task without it keeps its own");
     }
 }

@@ -9,7 +9,7 @@
 //! memory only, so a switch moves cores from the variant replaced to the one taking
 //! over. Memory is held by every variant loaded, on its device.
 
-use modelless_policy_abi::{Budget, GpuBudget, InstanceShare, TaskSnapshot, VariantSnapshot, VariantState};
+use modelless_policy_abi::{Budget, GpuBudget, TaskSnapshot, cores_held};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
@@ -163,31 +163,20 @@ pub struct ResourceTotals {
     pub unload_idle: bool,
 }
 
-/// The budget of `totals`, with what the variants of `tasks` hold taken from it.
+/// The budget of `totals`, with what the variants of `tasks` hold taken from it: the
+/// cores by the rule policies read them with ([`cores_held`]), the memory of every
+/// variant loaded or loading.
 pub fn budget(totals: &ResourceTotals, tasks: &[TaskSnapshot]) -> Budget {
-    let mut cores_held = 0.0;
-    let mut on_shared_pool = false;
+    let cores_held = cores_held(tasks, totals.shared_pool_cores);
     let mut host_held = 0u64;
     let mut gpu_held: Vec<u64> = vec![0; totals.gpus.len()];
-    for task in tasks {
-        for variant in &task.variants {
-            let Some(share) = variant.share else { continue };
-            if variant.name == task.active.variant {
-                let serving = variant.instances + variant.instances_starting;
-                cores_held += serving_cores(&share, serving);
-                on_shared_pool |= share.cores == 0.0 && serving > 0;
-            }
-            if holds_memory(variant) {
-                let (host, gpu) = memory_of(&share, loaded_instances(variant));
-                host_held += host;
-                if let Some(at) = gpu_index(&variant.device).and_then(|i| totals.gpus.iter().position(|g| g.0 == i)) {
-                    gpu_held[at] += gpu;
-                }
-            }
+    for variant in tasks.iter().flat_map(|task| &task.variants).filter(|v| v.holds_memory()) {
+        let Some(share) = variant.share else { continue };
+        let (host, gpu) = share.memory_of(variant.loaded_instances());
+        host_held += host;
+        if let Some(at) = gpu_index(&variant.device).and_then(|i| totals.gpus.iter().position(|g| g.0 == i)) {
+            gpu_held[at] += gpu;
         }
-    }
-    if on_shared_pool {
-        cores_held += totals.shared_pool_cores;
     }
     Budget {
         cores: totals.cores,
@@ -209,31 +198,6 @@ pub fn budget(totals: &ResourceTotals, tasks: &[TaskSnapshot]) -> Budget {
     }
 }
 
-/// The cores `instances` instances of `share` hold while they serve.
-pub fn serving_cores(share: &InstanceShare, instances: u32) -> f64 {
-    share.cores * f64::from(instances)
-}
-
-/// The host and GPU memory `instances` instances of `share` hold.
-pub fn memory_of(share: &InstanceShare, instances: u32) -> (u64, u64) {
-    let n = u64::from(instances);
-    (share.memory_bytes * n, share.gpu_memory_bytes * n)
-}
-
-/// Whether `variant` holds memory: it is loaded, or loading.
-pub fn holds_memory(variant: &VariantSnapshot) -> bool {
-    matches!(variant.state, VariantState::Ready | VariantState::Loading | VariantState::Warming)
-}
-
-/// The instances a loaded `variant` holds memory for: those serving and starting, or,
-/// while it loads, those it loads with.
-pub fn loaded_instances(variant: &VariantSnapshot) -> u32 {
-    match variant.state {
-        VariantState::Loading | VariantState::Warming if variant.instances == 0 => variant.instances_set.max(1),
-        _ => variant.instances + variant.instances_starting,
-    }
-}
-
 /// The GPU a device name is on: `cuda:N`.
 pub fn gpu_index(device: &str) -> Option<u32> {
     device.strip_prefix("cuda:")?.parse().ok()
@@ -246,7 +210,7 @@ fn round_cores(cores: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use modelless_policy_abi::ServingKnobs;
+    use modelless_policy_abi::{InstanceShare, ServingKnobs, VariantSnapshot, VariantState};
 
     use super::*;
 

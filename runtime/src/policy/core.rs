@@ -14,7 +14,7 @@
 use modelless_policy_abi::{Decision, InstanceShare, Snapshot, TaskDecision, TaskSnapshot, VariantState};
 use serde::{Deserialize, Serialize};
 
-use super::budget::{gpu_index, memory_of, serving_cores};
+use super::budget::gpu_index;
 use super::ledger::{Idle, Ledger, Need};
 use crate::batching::BatchingKnobs;
 use crate::error::Error;
@@ -346,12 +346,12 @@ fn cores_asked(task: &TaskView, wanted: &TaskDecision) -> f64 {
 
 /// The cores `variant` holds serving with `instances`.
 fn cores(variant: &VariantView, instances: u32) -> f64 {
-    variant.share.as_ref().map_or(0.0, |share| serving_cores(share, instances))
+    variant.share.as_ref().map_or(0.0, |share| share.serving_cores(instances))
 }
 
 /// The memory `instances` more instances of `variant` need.
 fn need(variant: &VariantView, instances: u32) -> Need {
-    let (host_bytes, gpu_bytes) = variant.share.as_ref().map_or((0, 0), |share| memory_of(share, instances));
+    let (host_bytes, gpu_bytes) = variant.share.as_ref().map_or((0, 0), |share| share.memory_of(instances));
     Need { host_bytes, gpu_bytes, gpu: variant.gpu }
 }
 

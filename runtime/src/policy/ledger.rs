@@ -4,7 +4,7 @@
 
 use modelless_policy_abi::{Budget, Snapshot};
 
-use super::budget::{gpu_index, holds_memory, loaded_instances, memory_of};
+use super::budget::gpu_index;
 
 /// A loaded variant that serves no task: it may be unloaded to make room.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,10 +49,10 @@ impl Ledger {
                 .tasks
                 .iter()
                 .flat_map(|task| task.variants.iter().map(move |v| (task, v)))
-                .filter(|(task, v)| v.name != task.active.variant && holds_memory(v))
+                .filter(|(task, v)| v.name != task.active.variant && v.holds_memory())
                 .filter(|(_, v)| v.instances_starting == 0 && v.state == modelless_policy_abi::VariantState::Ready)
                 .filter_map(|(task, v)| {
-                    let (host_bytes, gpu_bytes) = memory_of(v.share.as_ref()?, loaded_instances(v));
+                    let (host_bytes, gpu_bytes) = v.share.as_ref()?.memory_of(v.loaded_instances());
                     Some(Idle {
                         task: task.name.clone(),
                         variant: v.name.clone(),

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use modelless::backend::MakeBackend;
-use modelless::policy_abi::guest::Policy;
 use modelless::policy_abi::{Decision, Snapshot};
 use modelless::{Error, PolicyConfig, Runtime, RuntimeConfig, TaskConfig, VariantConfig, WarmupConfig};
+use modelless_policy_abi::guest::{Policy, configured};
 use modelless_runtime::backend::fake::{BatchLog, FakeBackend, FakeConfig};
 use modelless_runtime::policy::{HostConfig, PolicyEngine};
 
@@ -20,7 +20,7 @@ fn both<P: Policy>(name: &str, mut native: P, snapshots: &[Snapshot]) -> (Vec<De
     let engine = PolicyEngine::new(HostConfig::default()).unwrap();
     let mut module = engine.compile_file(&policy_module(name)).unwrap().instantiate(None).unwrap();
     let wasm = snapshots.iter().map(|s| module.decide(s).unwrap()).collect();
-    let native = snapshots.iter().map(|s| native.decide(s)).collect();
+    let native = snapshots.iter().map(|s| native.decide(s).unwrap()).collect();
     (wasm, native)
 }
 
@@ -67,14 +67,14 @@ fn the_allocating_policies_decide_alike_natively_and_as_wasm() {
     assert!(wasm[3].tasks.iter().any(|t| t.task == "classify"), "{:?}", wasm[3]);
     let (wasm, native) = both("replica-only", modelless_policy_replica_only::ReplicaOnly::default(), &snapshots);
     assert_eq!(wasm, native);
-    let mut peak = modelless_policy_static_peak::StaticPeak::default();
-    peak.init(&serde_json::json!({ "peak_per_s": { "classify": 210.0 } })).unwrap();
+    let mut peak: modelless_policy_static_peak::StaticPeak =
+        configured(serde_json::json!({ "peak_per_s": { "classify": 210.0 } })).unwrap();
     let engine = PolicyEngine::new(HostConfig::default()).unwrap();
     let parameters = Some(serde_json::json!({ "peak_per_s": { "classify": 210.0 } }));
     let mut module =
         engine.compile_file(&policy_module("static-peak")).unwrap().instantiate(parameters.as_ref()).unwrap();
     for snapshot in &snapshots {
-        assert_eq!(module.decide(snapshot).unwrap(), peak.decide(snapshot));
+        assert_eq!(module.decide(snapshot).unwrap(), peak.decide(snapshot).unwrap());
     }
 }
 

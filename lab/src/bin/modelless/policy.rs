@@ -129,6 +129,11 @@ fn check(
         .instantiate(parameters.as_ref())
         .map_err(|e| anyhow::Error::new(e).context("instantiating it (and its init) failed"))?;
     println!("instantiated in {:.1} ms", ms(started));
+    match instance.parameters_schema() {
+        Ok(Some(schema)) => println!("parameters: {}", parameters_summary(&schema)),
+        Ok(None) => println!("parameters: no schema exported"),
+        Err(e) => println!("parameters: its schema could not be read: {e}"),
+    }
     let snapshots: Vec<Snapshot> = match snapshots {
         Some(file) => std::fs::read_to_string(&file)?
             .lines()
@@ -155,6 +160,26 @@ fn check(
     );
     println!("ok");
     Ok(())
+}
+
+/// One line per parameter of a JSON Schema: name, type, default, description.
+fn parameters_summary(schema: &serde_json::Value) -> String {
+    let Some(properties) = schema["properties"].as_object().filter(|p| !p.is_empty()) else {
+        return "none".into();
+    };
+    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(|r| r.as_str()).collect();
+    let lines = properties.iter().map(|(name, property)| {
+        let kind = match &property["type"] {
+            serde_json::Value::String(kind) => kind.clone(),
+            serde_json::Value::Array(kinds) => kinds.iter().filter_map(|k| k.as_str()).collect::<Vec<_>>().join(" or "),
+            _ => "see schema".into(),
+        };
+        let default = property.get("default").map(|d| format!(", default {d}")).unwrap_or_default();
+        let needed = if required.contains(&name.as_str()) { ", required" } else { "" };
+        let about = property["description"].as_str().map(|d| format!(": {}", d.replace('\n', " "))).unwrap_or_default();
+        format!("\n  {name} ({kind}{needed}{default}){about}")
+    });
+    lines.collect()
 }
 
 fn ms(since: Instant) -> f64 {

@@ -134,8 +134,9 @@ fn files(language: Language, name: &str) -> Vec<(&'static str, String)> {
                 "Cargo.toml",
                 format!(
                     "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[lib]\n\
-                     crate-type = [\"cdylib\", \"rlib\"]\n\n[dependencies]\nmodelless-policy-abi = {{ path = \"{}\" }}\n\n\
-                     [workspace]\n",
+                     crate-type = [\"cdylib\", \"rlib\"]\n\n[dependencies]\n\
+                     modelless-policy-abi = {{ path = \"{}\", features = [\"guest\"] }}\nlog = \"0.4\"\n\
+                     schemars = \"1\"\nserde = {{ version = \"1\", features = [\"derive\"] }}\n\n[workspace]\n",
                     Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy-abi").display()
                 ),
             ),

@@ -3,7 +3,7 @@
 //! `(ptr << 32) | len`. A module that exports `_initialize` (a WASI reactor, as Go's
 //! `-buildmode=c-shared` makes) has it called once, when instantiated.
 
-use modelless_policy_abi::guest::unpack;
+use modelless_policy_abi::unpack;
 use modelless_policy_abi::{ABI_VERSION, MARKER_EXPORT};
 use wasmtime::{Caller, Engine, ExternType, InstancePre, Linker, Memory, Module, Store, TypedFunc};
 
@@ -63,6 +63,7 @@ impl CoreModule {
         let decide = instance.get_typed_func(&mut *store, "decide").map_err(|_| wrong("decide"))?;
         let mut init = None;
         let (mut save_state, mut load_state) = (None, None);
+        let parameters_schema = instance.get_typed_func(&mut *store, "parameters_schema").ok();
         if self.has_init {
             init = Some(instance.get_typed_func(&mut *store, "init").map_err(|_| wrong("init"))?);
         }
@@ -70,7 +71,7 @@ impl CoreModule {
             save_state = Some(instance.get_typed_func(&mut *store, "save_state").map_err(|_| wrong("save_state"))?);
             load_state = Some(instance.get_typed_func(&mut *store, "load_state").map_err(|_| wrong("load_state"))?);
         }
-        Ok(CoreInstance { memory, alloc, dealloc, decide, init, save_state, load_state })
+        Ok(CoreInstance { memory, alloc, dealloc, decide, init, save_state, load_state, parameters_schema })
     }
 }
 
@@ -94,6 +95,7 @@ pub(super) struct CoreInstance {
     init: Option<TypedFunc<(i32, i32), i64>>,
     save_state: Option<TypedFunc<(), i64>>,
     load_state: Option<TypedFunc<(i32, i32), i64>>,
+    parameters_schema: Option<TypedFunc<(), i64>>,
 }
 
 /// Which export taking a JSON input to call.
@@ -139,8 +141,27 @@ impl CoreInstance {
         store: &mut Store<HostState>,
         limit: usize,
     ) -> wasmtime::Result<Option<Result<Vec<u8>, PolicyError>>> {
-        let Some(save) = self.save_state.clone() else { return Ok(None) };
-        let packed = save.call(&mut *store, ())?;
+        self.call_without_input(store, self.save_state.clone(), limit)
+    }
+
+    /// `parameters_schema`'s output (the JSON Schema of its parameters, an export the
+    /// Rust kit adds), `None` when it exports none.
+    pub(super) fn parameters_schema(
+        &self,
+        store: &mut Store<HostState>,
+        limit: usize,
+    ) -> wasmtime::Result<Option<Result<Vec<u8>, PolicyError>>> {
+        self.call_without_input(store, self.parameters_schema.clone(), limit)
+    }
+
+    fn call_without_input(
+        &self,
+        store: &mut Store<HostState>,
+        func: Option<TypedFunc<(), i64>>,
+        limit: usize,
+    ) -> wasmtime::Result<Option<Result<Vec<u8>, PolicyError>>> {
+        let Some(func) = func else { return Ok(None) };
+        let packed = func.call(&mut *store, ())?;
         self.take_output(store, packed, limit).map(Some)
     }
 

@@ -480,6 +480,20 @@ impl PolicyInstance {
         serde_json::from_slice(&out).map_err(|e| unreadable("state", e))
     }
 
+    /// The JSON Schema of its parameters, where it exports one (`parameters_schema`,
+    /// which the Rust kit adds); `None` where it does not, and for components.
+    pub fn parameters_schema(&mut self) -> Result<Option<serde_json::Value>, PolicyError> {
+        let PolicyInstance { module, store, live } = self;
+        let Live::Core(core) = live else { return Ok(None) };
+        let engine = &module.engine;
+        let (deadline, limit, cap) =
+            (engine.config.setup_deadline, engine.config.max_output_bytes, module.memory_limit());
+        match guarded(engine, store, deadline, cap, |store| core.parameters_schema(store, limit))? {
+            Some(out) => serde_json::from_slice(&out?).map(Some).map_err(|e| unreadable("parameters schema", e)),
+            None => Ok(None),
+        }
+    }
+
     /// Hands it the state a module it replaces saved; `false` when it does not take
     /// state.
     pub fn load_state(&mut self, state: &serde_json::Value) -> Result<bool, PolicyError> {
