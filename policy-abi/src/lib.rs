@@ -15,6 +15,7 @@ mod decision;
 pub mod guest;
 #[cfg(feature = "schema")]
 pub mod kits;
+mod photos;
 mod profile;
 mod rise;
 mod rules;
@@ -28,6 +29,7 @@ pub use capacity::{
     level_moved,
 };
 pub use decision::{Decision, PolicyOutput, TASK_DECISION_FIELDS, TaskDecision, UnknownFields};
+pub use photos::photo_request_ms;
 pub use profile::{BatchPoint, FirstRunSample, LatencyFit, MIN_FIT_R2, Profile, ProfileKey, Throughput};
 pub use rise::{DEMAND_LEAD_S, rise_within};
 pub use rules::{ServingCores, cores_held};

@@ -26,6 +26,7 @@ mod load;
 mod policy_check;
 mod policy_languages;
 mod policy_new;
+mod policy_test;
 mod simulate;
 mod tracing;
 mod tune;

@@ -579,7 +579,7 @@ impl SloPredictive {
         let batch = self.ceiling(task);
         let Some(capacities) = variant.profile.as_ref().map(|p| &p.photos) else { return Some(fit) };
         let tensor_ms = line.a_ms + line.c_ms.max(0.0) / f64::from(batch);
-        match task.photos.and_then(|traffic| photos::request_ms(capacities, traffic, tensor_ms)) {
+        match task.photos.and_then(|traffic| modelless_policy_abi::photo_request_ms(capacities, traffic, tensor_ms)) {
             Some(request_ms) => Some(photos::at_least(fit, request_ms, batch)),
             None => Some(fit),
         }

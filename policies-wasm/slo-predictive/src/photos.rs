@@ -1,38 +1,9 @@
-//! What a request costs where requests carry photos, by the variant's capacity with
-//! photos: its image profile measured decoding, resizing and inference together on
-//! the cores they share, per size class. A line measured on tensors plus a decoding
-//! share learnt from the pool's busy time says how much a variant carries only after
-//! photos have arrived and been decoded; the measured capacity says it before. The
-//! photos' mean size picks the size class, interpolating between two measured ones.
+//! A line raised to what a request costs with photos (`photo_request_ms`, from the
+//! variant's image profile): a line measured on tensors plus a decoding share learnt
+//! from the pool's busy time says how much a variant carries only after photos have
+//! arrived and been decoded; the measured capacity says it before.
 
-use modelless_policy_abi::{LatencyFit, PhotoCapacity, PhotoTraffic};
-
-/// The machine time (ms) one request of a task whose traffic is `traffic` takes on
-/// a variant measured at `capacities`: its photos at the capacity of their size
-/// (linear in the mean encoded size between the classes measured, the nearest
-/// class's beyond them), its tensors at `tensor_ms`. `None` without a capacity.
-pub fn request_ms(capacities: &[PhotoCapacity], traffic: PhotoTraffic, tensor_ms: f64) -> Option<f64> {
-    let mut classes: Vec<(f64, f64)> = capacities
-        .iter()
-        .filter(|c| c.requests_per_s > 0.0)
-        .map(|c| (c.mean_bytes as f64, 1e3 / c.requests_per_s))
-        .collect();
-    classes.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (first, last) = (*classes.first()?, *classes.last()?);
-    let size = traffic.mean_bytes;
-    let photo_ms = if size <= first.0 {
-        first.1
-    } else if size >= last.0 {
-        last.1
-    } else {
-        let upper = classes.iter().position(|c| c.0 >= size).unwrap_or(classes.len() - 1);
-        let (low, high) = (classes[upper - 1], classes[upper]);
-        let along = if high.0 > low.0 { (size - low.0) / (high.0 - low.0) } else { 0.0 };
-        low.1 + along * (high.1 - low.1)
-    };
-    let share = traffic.share.clamp(0.0, 1.0);
-    Some(share * photo_ms + (1.0 - share) * tensor_ms)
-}
+use modelless_policy_abi::LatencyFit;
 
 /// `fit` made to cost at least `request_ms` a request in full batches of `batch`:
 /// its per-row part raised so that the demand it carries is no more than measured.
@@ -45,27 +16,6 @@ pub fn at_least(fit: LatencyFit, request_ms: f64, batch: u32) -> LatencyFit {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn class(mean_bytes: u64, requests_per_s: f64) -> PhotoCapacity {
-        PhotoCapacity { size_class: format!("{mean_bytes}"), mean_bytes, requests_per_s }
-    }
-
-    #[test]
-    fn the_photos_size_picks_or_interpolates_the_class_and_tensors_keep_their_line() {
-        // 40 kB photos at 100/s (10 ms), 1 MB ones at 10/s (100 ms), given out of order.
-        let classes = [class(1_000_000, 10.0), class(40_000, 100.0)];
-        let photos = |mean_bytes: f64| PhotoTraffic { share: 1.0, mean_bytes };
-        assert_eq!(request_ms(&classes, photos(40_000.0), 2.0), Some(10.0));
-        assert_eq!(request_ms(&classes, photos(10_000.0), 2.0), Some(10.0), "below the smallest: its cost");
-        assert_eq!(request_ms(&classes, photos(5e6), 2.0), Some(100.0), "above the largest: its cost");
-        let halfway = request_ms(&classes, photos(520_000.0), 2.0).unwrap();
-        assert!((halfway - 55.0).abs() < 1e-9, "{halfway}");
-        // A quarter of the requests carry tensors, at 2 ms a request.
-        let mixed = request_ms(&classes, PhotoTraffic { share: 0.75, mean_bytes: 40_000.0 }, 2.0).unwrap();
-        assert!((mixed - (0.75 * 10.0 + 0.25 * 2.0)).abs() < 1e-9, "{mixed}");
-        assert_eq!(request_ms(&[], photos(40_000.0), 2.0), None, "nothing measured");
-        assert_eq!(request_ms(&[class(40_000, 0.0)], photos(40_000.0), 2.0), None, "nothing served");
-    }
 
     #[test]
     fn a_line_cheaper_than_measured_is_raised_and_a_dearer_one_kept() {

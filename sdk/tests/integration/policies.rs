@@ -40,6 +40,14 @@ fn static_keeps_what_each_task_had_on_its_first_tick_natively_and_as_wasm() {
 }
 
 #[test]
+fn the_reference_policy_decides_alike_natively_and_as_wasm() {
+    let snapshots = fixture_snapshots("load-changes");
+    let (wasm, native) = both("reference", modelless_policy_reference::Reference::default(), &snapshots);
+    assert_eq!(wasm, native);
+    assert!(wasm.iter().any(|d| d.tasks.iter().any(|t| !t.standby.is_empty())), "it keeps a variant standing by");
+}
+
+#[test]
 fn cpu_threshold_decides_alike_natively_and_as_wasm() {
     let snapshots = fixture_snapshots("load-changes");
     let (wasm, native) = both("cpu-threshold", modelless_policy_cpu_threshold::CpuThreshold::default(), &snapshots);

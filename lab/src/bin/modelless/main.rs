@@ -10,6 +10,7 @@ mod otlp;
 mod plan;
 mod policy;
 mod policy_new;
+mod policy_test;
 mod profile;
 mod profile_photos;
 mod serve;

@@ -1,4 +1,5 @@
-//! `modelless policy check P.wasm`: is this module a policy the runtime would run?
+//! `modelless policy check P.wasm`: is this module a policy the runtime would run? And
+//! the other `policy` commands: new, replay, test.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -36,6 +37,15 @@ pub enum Command {
         #[arg(long, default_value = ".")]
         parent: PathBuf,
     },
+    /// Run a module against expectations files: on their snapshots, what its decisions
+    /// must hold, tick by tick and field by field; fails naming each miss.
+    Test {
+        /// The module.
+        module: PathBuf,
+        /// The expectations files (TOML: `snapshots`, `parameters`, `[[tick]]`).
+        #[arg(required = true)]
+        expectations: Vec<PathBuf>,
+    },
     /// Run a policy over recorded ticks (a control loop's recording) or bare
     /// snapshots, print its decisions and where they differ from the recorded ones.
     Replay {
@@ -57,6 +67,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             check(module, snapshots, parameters, memory_limit_mib)
         }
         Command::Replay { policy, snapshots, parameters } => replay(policy, snapshots, parameters),
+        Command::Test { module, expectations } => crate::policy_test::run(&engine(None)?, &module, &expectations),
         Command::New { lang, name, parent } => {
             let dir = crate::policy_new::write(lang, &name, &parent)?;
             println!("wrote {}: build it with {}/build.sh", dir.display(), dir.display());
