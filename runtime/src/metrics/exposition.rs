@@ -12,8 +12,8 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry as PromRegistry, TextEncoder,
+    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry as PromRegistry, TextEncoder,
 };
 
 use super::cpu::CpuSample;
@@ -73,9 +73,9 @@ pub struct ServingMetrics {
     active_variant: IntGaugeVec,
     demand_ratio: GaugeVec,
     variant_switches: IntCounterVec,
-    policy_decision: Histogram,
+    policy_decision: HistogramVec,
     policy_failures: IntCounterVec,
-    policy_unknown_fields: IntCounter,
+    policy_unknown_fields: IntCounterVec,
     endpoint_refusals: IntCounterVec,
     panics: IntCounterVec,
     policy_on_fallback: IntGauge,
@@ -146,9 +146,13 @@ impl ServingMetrics {
         );
         let policy_decision = register(
             &registry,
-            Histogram::with_opts(
-                HistogramOpts::new("modelless_policy_decision_duration_seconds", "Time one policy decision took")
-                    .buckets(vec![0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05]),
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "modelless_policy_decision_duration_seconds",
+                    "Time one policy decision took, by the module's digest",
+                )
+                .buckets(vec![0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05]),
+                &["policy_digest"],
             ),
         );
         let policy_on_fallback = register(
@@ -268,16 +272,14 @@ impl ServingMetrics {
             policy_decision,
             policy_failures: counters(
                 "modelless_policy_failures",
-                "Policy decisions discarded, by kind of failure",
-                &["kind"],
+                "Policy decisions discarded, by the module's digest and the kind of failure",
+                &["policy_digest", "kind"],
             ),
-            policy_unknown_fields: register(
-                &registry,
-                IntCounter::new(
-                    "modelless_policy_unknown_decision_fields",
-                    "Fields of policies' decisions this host does not know, ignored (a policy built for a newer \
-                     ABI, or a misspelt knob)",
-                ),
+            policy_unknown_fields: counters(
+                "modelless_policy_unknown_decision_fields",
+                "Fields of policies' decisions this host does not know, ignored (a policy built for a newer ABI, \
+                 or a misspelt knob), by the module's digest",
+                &["policy_digest"],
             ),
             endpoint_refusals: counters(
                 "modelless_endpoint_refusals",
@@ -356,18 +358,20 @@ impl ServingMetrics {
         self.panics.with_label_values(&[site]).inc();
     }
 
-    /// Records how long a policy decision took, and why it was discarded if it was.
-    pub fn policy_decided(&self, took: Duration, failure: Option<&str>, on_fallback: bool) {
-        self.policy_decision.observe(took.as_secs_f64());
+    /// Records how long a decision of the policy of `digest` took, and why it was
+    /// discarded if it was.
+    pub fn policy_decided(&self, digest: &str, took: Duration, failure: Option<&str>, on_fallback: bool) {
+        self.policy_decision.with_label_values(&[digest]).observe(took.as_secs_f64());
         if let Some(kind) = failure {
-            self.policy_failures.with_label_values(&[kind]).inc();
+            self.policy_failures.with_label_values(&[digest, kind]).inc();
         }
         self.policy_on_fallback.set(i64::from(on_fallback));
     }
 
-    /// Counts `fields` fields of a policy's decision that this host does not know.
-    pub fn policy_wrote_unknown_fields(&self, fields: usize) {
-        self.policy_unknown_fields.inc_by(fields as u64);
+    /// Counts `fields` fields of a decision of the policy of `digest` that this host
+    /// does not know.
+    pub fn policy_wrote_unknown_fields(&self, digest: &str, fields: usize) {
+        self.policy_unknown_fields.with_label_values(&[digest]).inc_by(fields as u64);
     }
 
     /// Records one request's run through `stage` of `pipeline`: `items` items in `took`.

@@ -144,7 +144,11 @@ impl ControlLoop {
         config: ControlConfig,
     ) -> Result<ControlLoop, Error> {
         let (commands, inbox) = crossbeam_channel::unbounded();
-        let status = Arc::new(Mutex::new(ControlStatus { policy: module.name().to_string(), ..Default::default() }));
+        let status = Arc::new(Mutex::new(ControlStatus {
+            policy: module.name().to_string(),
+            policy_digest: module.digest().to_string(),
+            ..Default::default()
+        }));
         let policy = GuardedPolicy::new(module, parameters, fallback).with_max_failures(config.max_failures);
         let mut controller = Controller::new(policy);
         if let Some(path) = &config.record {
@@ -250,16 +254,17 @@ impl LoopState {
                 Ok(Command::Shadow(shadow)) => {
                     let mut status = self.lock_status();
                     status.shadow = shadow.as_ref().map(|s| s.module().name().to_string());
+                    status.shadow_digest = shadow.as_ref().map(|s| s.module().digest().to_string());
                     status.shadow_decision = None;
                     drop(status);
                     self.controller.set_shadow(shadow.map(|shadow| *shadow));
                 }
                 Ok(Command::Reload { module, parameters, reply }) => {
-                    let name = module.name().to_string();
+                    let (name, digest) = (module.name().to_string(), module.digest().to_string());
                     let result = self.controller.replace(module, parameters);
                     if result.is_ok() {
                         let mut status = self.lock_status();
-                        status.policy = name;
+                        (status.policy, status.policy_digest) = (name, digest);
                         status.reloads += 1;
                     }
                     let _ = reply.send(result);
@@ -292,10 +297,11 @@ impl LoopState {
             DecidedBy::Discarded(e) => Some(e.kind()),
             _ => None,
         };
-        serving_metrics().policy_decided(ticked.decided_in, failure, ticked.by == DecidedBy::Fallback);
-        let mut reports = self.applier.apply(tasks, ticked.plan);
-        reports.extend(ticked.warnings.into_iter().map(policy_warning));
         let policy = self.controller.policy();
+        let digest = policy.module().digest();
+        serving_metrics().policy_decided(digest, ticked.decided_in, failure, ticked.by == DecidedBy::Fallback);
+        let mut reports = self.applier.apply(tasks, ticked.plan);
+        reports.extend(ticked.warnings.into_iter().map(|warning| policy_warning(digest, warning)));
         let mut status = self.lock_status();
         status.ticks = self.controller.ticks();
         status.early_ticks += u64::from(early);
@@ -321,9 +327,10 @@ impl LoopState {
     }
 }
 
-/// A warning the policy logged, as the status reports it (and the log says it).
-fn policy_warning(message: String) -> String {
-    tracing::warn!(%message, "the policy warns");
+/// A warning the policy of `digest` logged, as the status reports it (and the log
+/// says it).
+fn policy_warning(digest: &str, message: String) -> String {
+    tracing::warn!(policy_digest = digest, %message, "the policy warns");
     format!("policy: {message}")
 }
 
@@ -454,14 +461,21 @@ mod tests {
         let task = task();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("policy.wat");
-        std::fs::write(&path, answering(r#"{"tasks":[]}"#)).unwrap();
+        let (first, second) =
+            (answering(r#"{"tasks":[]}"#), answering(r#"{"tasks":[{"task":"classify","variant":"v1"}]}"#));
+        std::fs::write(&path, &first).unwrap();
         let control = watching(&task, &path);
+        let digest_of =
+            |wat: &str| PolicyEngine::new(HostConfig::default()).unwrap().compile("p", wat.as_bytes()).unwrap();
+        assert_eq!(control.status().policy_digest, digest_of(&first).digest());
         std::fs::write(&path, "not a module").unwrap();
         wait_for("the refusal", || control.status().reports.iter().any(|r| r.contains("refused")));
-        std::fs::write(&path, answering(r#"{"tasks":[{"task":"classify","variant":"v1"}]}"#)).unwrap();
+        std::fs::write(&path, &second).unwrap();
         wait_for("the reload", || control.status().reloads == 1);
         wait_for("the new policy's switch", || task.serving().0.variant == "v1");
-        assert!(control.status().last_watched_reload.is_some());
+        let status = control.status();
+        assert!(status.last_watched_reload.is_some());
+        assert_eq!(status.policy_digest, digest_of(&second).digest(), "the status names the module now deciding");
     }
 
     #[test]
@@ -478,8 +492,11 @@ mod tests {
         let config = ControlConfig::default().with_tick(TICK).with_record(&record);
         let control = ControlLoop::start(tasks, module, None, fallback(), config).unwrap();
         let candidate = answering(r#"{"tasks":[{"task":"classify","variant":"v1"}]}"#);
-        control.set_shadow(Some((engine.compile("candidate", candidate.as_bytes()).unwrap(), None))).unwrap();
+        let candidate = engine.compile("candidate", candidate.as_bytes()).unwrap();
+        let candidate_digest = candidate.digest().to_string();
+        control.set_shadow(Some((candidate, None))).unwrap();
         wait_for("a shadow decision", || control.status().shadow_decision.is_some());
+        assert_eq!(control.status().shadow_digest, Some(candidate_digest));
         std::thread::sleep(TICK * 3);
         assert_eq!(task.serving().0.variant, "v0", "a shadow's decisions are never applied");
         let status = control.status();

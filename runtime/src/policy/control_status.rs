@@ -14,6 +14,8 @@ pub struct ControlStatus {
     pub early_ticks: u64,
     /// The policy module deciding.
     pub policy: String,
+    /// Its digest (`sha256:…`), which labels its metrics and log lines.
+    pub policy_digest: String,
     /// Policy failures so far, by kind.
     pub failures: BTreeMap<&'static str, u64>,
     /// Whether the native fallback decides now.
@@ -33,6 +35,8 @@ pub struct ControlStatus {
     pub cpu_host_percent: Option<f64>,
     /// The shadow policy, when one runs.
     pub shadow: Option<String>,
+    /// Its digest.
+    pub shadow_digest: Option<String>,
     /// The shadow's last decision (never applied).
     pub shadow_decision: Option<Decision>,
 }

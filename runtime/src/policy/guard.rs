@@ -192,7 +192,13 @@ impl GuardedPolicy {
         self.consecutive_failures += 1;
         // A failed instance may be in any state: the next tick gets a fresh one.
         self.instance = None;
-        tracing::warn!(policy = self.module.name(), kind = error.kind(), %error, "policy failed");
+        tracing::warn!(
+            policy = self.module.name(),
+            policy_digest = self.module.digest(),
+            kind = error.kind(),
+            %error,
+            "policy failed"
+        );
         Decided { decision: Decision::default(), by: DecidedBy::Discarded(error) }
     }
 

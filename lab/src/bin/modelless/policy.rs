@@ -132,6 +132,7 @@ fn check(
         if loaded.from_cache { "loaded compiled from the cache" } else { "compiled" },
         loaded.took.as_secs_f64() * 1e3
     );
+    println!("digest: {}", module.digest());
     println!("memory cap: {} MiB an instance", module.memory_limit() >> 20);
     println!("carries state across reloads: {}", if module.carries_state() { "yes" } else { "no" });
     let parameters = parameters.map(|p| serde_json::from_str::<serde_json::Value>(&p)).transpose()?;

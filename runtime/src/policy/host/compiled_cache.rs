@@ -8,7 +8,6 @@
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::Module;
 use wasmtime::component::Component;
@@ -33,16 +32,15 @@ impl CompiledCache {
         CompiledCache { dir: dir.to_path_buf(), engine_key: hasher.finish() }
     }
 
-    /// The file `bytes` compiled as `kind` is kept in.
-    fn path(&self, bytes: &[u8], kind: &str) -> PathBuf {
-        let digest = Sha256::digest(bytes);
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{hex}-{:016x}.{kind}.cwasm", self.engine_key))
+    /// The file the module of `digest` compiled as `kind` is kept in.
+    fn path(&self, digest: &str, kind: &str) -> PathBuf {
+        self.dir.join(format!("{}-{:016x}.{kind}.cwasm", super::digest::hex_of(digest), self.engine_key))
     }
 
-    /// The artefact of `bytes`, if one was kept and this engine can load it.
-    pub(super) fn load(&self, engine: &Engine, bytes: &[u8], component: bool) -> Option<Compiled> {
-        let path = self.path(bytes, if component { "component" } else { "module" });
+    /// The artefact of the module of `digest`, if one was kept and this engine can
+    /// load it.
+    pub(super) fn load(&self, engine: &Engine, digest: &str, component: bool) -> Option<Compiled> {
+        let path = self.path(digest, if component { "component" } else { "module" });
         if !path.is_file() {
             return None;
         }
@@ -67,13 +65,14 @@ impl CompiledCache {
         }
     }
 
-    /// Keeps the artefact of `bytes`; a failure to keep it is logged, never fatal.
-    pub(super) fn store(&self, bytes: &[u8], compiled: &Compiled) {
+    /// Keeps the artefact of the module of `digest`; a failure to keep it is logged,
+    /// never fatal.
+    pub(super) fn store(&self, digest: &str, compiled: &Compiled) {
         let (serialized, kind) = match compiled {
             Compiled::Core(module) => (module.serialize(), "module"),
             Compiled::Component(component) => (component.serialize(), "component"),
         };
-        let path = self.path(bytes, kind);
+        let path = self.path(digest, kind);
         let kept = serialized.map_err(|e| e.to_string()).and_then(|artefact| {
             std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
             let partial = path.with_extension(format!("partial.{}", std::process::id()));

@@ -9,6 +9,7 @@
 mod compiled_cache;
 mod component;
 mod core_abi;
+mod digest;
 mod limits;
 mod no_wasi;
 #[cfg(test)]
@@ -238,7 +239,8 @@ impl PolicyEngine {
         let started = Instant::now();
         let kind = ModuleKind::of(bytes);
         let component = kind == ModuleKind::Component;
-        let cached = self.cache.as_ref().and_then(|cache| cache.load(&self.engine, bytes, component));
+        let digest = digest::module_digest(bytes);
+        let cached = self.cache.as_ref().and_then(|cache| cache.load(&self.engine, &digest, component));
         let from_cache = cached.is_some();
         let compiled = match cached {
             Some(compiled) => compiled,
@@ -250,7 +252,7 @@ impl PolicyEngine {
                 };
                 let compiled = compiled.map_err(|e| PolicyError::Invalid(cause(e)))?;
                 if let Some(cache) = &self.cache {
-                    cache.store(bytes, &compiled);
+                    cache.store(&digest, &compiled);
                 }
                 compiled
             }
@@ -261,6 +263,7 @@ impl PolicyEngine {
         };
         Ok(PolicyModule {
             name: Arc::from(name),
+            digest: Arc::from(digest),
             checked: Arc::new(checked),
             engine: self.clone(),
             loaded: Loaded { from_cache, took: started.elapsed(), bytes: bytes.len() },
@@ -303,6 +306,7 @@ pub struct Loaded {
 #[derive(Clone)]
 pub struct PolicyModule {
     name: Arc<str>,
+    digest: Arc<str>,
     checked: Arc<Checked>,
     engine: Arc<PolicyEngine>,
     loaded: Loaded,
@@ -311,7 +315,7 @@ pub struct PolicyModule {
 // Its parts (sessions, threads, closures, channels) print nothing useful.
 impl std::fmt::Debug for PolicyModule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PolicyModule").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("PolicyModule").field("name", &self.name).field("digest", &self.digest).finish_non_exhaustive()
     }
 }
 
@@ -319,6 +323,11 @@ impl PolicyModule {
     /// Its name (the file's stem, or what it was compiled as).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its digest: `sha256:` and the hex SHA-256 of its bytes, as a registry names it.
+    pub fn digest(&self) -> &str {
+        &self.digest
     }
 
     /// Which kind of module it is.
@@ -449,7 +458,7 @@ impl PolicyInstance {
         let out = self.call(Call::Decide, snapshot, deadline)?;
         let (decision, unknown) = decision_from_output(&out)?;
         if unknown.count > 0 {
-            crate::metrics::serving_metrics().policy_wrote_unknown_fields(unknown.count);
+            crate::metrics::serving_metrics().policy_wrote_unknown_fields(self.module.digest(), unknown.count);
         }
         let unnamed = unknown.count - unknown.named.len();
         for field in unknown.named {

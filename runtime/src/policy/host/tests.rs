@@ -116,17 +116,19 @@ fn logs_are_kept_within_limits() {
 }
 
 #[test]
-fn decision_fields_the_host_does_not_know_are_logged_as_warnings_and_counted() {
-    let metrics = crate::metrics::serving_metrics();
-    let counted = || {
-        let text = metrics.render(&Default::default());
-        let line = text.lines().find(|l| l.starts_with("modelless_policy_unknown_decision_fields ")).unwrap();
-        line.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
-    };
-    let before = counted();
+fn decision_fields_the_host_does_not_know_are_logged_as_warnings_and_counted_by_digest() {
     let wat = answering(r#"{"tasks":[{"task":"a","variant":"v","max_batch":4}],"budget":1}"#);
     let engine = engine();
-    let mut instance = engine.compile("test", wat.as_bytes()).unwrap().instantiate(None).unwrap();
+    let module = engine.compile("test", wat.as_bytes()).unwrap();
+    assert!(module.digest().starts_with("sha256:") && module.digest().len() == 71, "{}", module.digest());
+    let metrics = crate::metrics::serving_metrics();
+    let series = format!("modelless_policy_unknown_decision_fields{{policy_digest=\"{}\"}} ", module.digest());
+    let counted = || {
+        let text = metrics.render(&Default::default());
+        text.lines().find_map(|l| l.strip_prefix(&series)).map_or(0, |n| n.parse::<u64>().unwrap())
+    };
+    let before = counted();
+    let mut instance = module.instantiate(None).unwrap();
     let decision = instance.decide(&Snapshot::default()).unwrap();
     assert_eq!(decision.tasks[0].variant.as_deref(), Some("v"), "the known fields apply");
     let warnings: Vec<String> = instance.take_logs().into_iter().filter(|l| l.level == 1).map(|l| l.message).collect();
@@ -134,6 +136,6 @@ fn decision_fields_the_host_does_not_know_are_logged_as_warnings_and_counted() {
     // In the order the policy wrote them.
     assert!(warnings[0].starts_with("decision field `max_batch` of task `a` is not known"), "{warnings:?}");
     assert!(warnings[1].starts_with("decision field `budget` of the decision is not known"), "{warnings:?}");
-    // Other tests may count theirs meanwhile: at least these two.
-    assert!(counted() >= before + 2);
+    // Counted under this module's digest.
+    assert_eq!(counted(), before + 2);
 }
