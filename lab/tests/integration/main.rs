@@ -24,6 +24,7 @@ mod hostile_clients;
 mod images;
 mod load;
 mod policy_check;
+mod policy_dev;
 mod policy_languages;
 mod policy_new;
 mod policy_test;

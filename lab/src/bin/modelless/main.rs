@@ -9,6 +9,7 @@ mod loadgen;
 mod otlp;
 mod plan;
 mod policy;
+mod policy_dev;
 mod policy_new;
 mod policy_test;
 mod profile;

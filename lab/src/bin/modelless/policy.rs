@@ -1,5 +1,5 @@
 //! `modelless policy check P.wasm`: is this module a policy the runtime would run? And
-//! the other `policy` commands: new, replay, test.
+//! the other `policy` commands: new, replay, test, dev.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -37,6 +37,10 @@ pub enum Command {
         #[arg(long, default_value = ".")]
         parent: PathBuf,
     },
+    /// Serve a config and, on every save in a policy's folder, rebuild the policy with
+    /// its `build.sh`, run it as a shadow beside the live policy, and make it live on
+    /// Enter (or after `--live-after` ticks).
+    Dev(crate::policy_dev::Args),
     /// Run a module against expectations files: on their snapshots, what its decisions
     /// must hold, tick by tick and field by field; fails naming each miss.
     Test {
@@ -67,6 +71,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             check(module, snapshots, parameters, memory_limit_mib)
         }
         Command::Replay { policy, snapshots, parameters } => replay(policy, snapshots, parameters),
+        Command::Dev(args) => crate::policy_dev::run(args),
         Command::Test { module, expectations } => crate::policy_test::run(&engine(None)?, &module, &expectations),
         Command::New { lang, name, parent } => {
             let dir = crate::policy_new::write(lang, &name, &parent)?;

@@ -44,9 +44,7 @@ fn parse_mode(mode: &str) -> Result<ModelControlMode, String> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = RuntimeConfig::from_file(&args.config)?;
-    let mut server = config.server.clone().unwrap_or_default();
-    server.grpc_address = args.grpc.unwrap_or(server.grpc_address);
-    server.http_address = args.http.unwrap_or(server.http_address);
+    let mut server = endpoints(&config, args.grpc, args.http);
     if let Some(root) = args.model_repository {
         server.model_repository = Some(root);
     }
@@ -57,6 +55,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     eprintln!("loading {} ...", args.config.display());
     let runtime = Arc::new(RuntimeBuilder::default().with_config(config).build()?);
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(runtime, server))
+}
+
+/// The config's `[server]` (or the defaults), its addresses overridden where given.
+pub fn endpoints(config: &RuntimeConfig, grpc: Option<SocketAddr>, http: Option<SocketAddr>) -> ServerConfig {
+    let mut server = config.server.clone().unwrap_or_default();
+    server.grpc_address = grpc.unwrap_or(server.grpc_address);
+    server.http_address = http.unwrap_or(server.http_address);
+    server
 }
 
 async fn serve(runtime: Arc<Runtime>, config: ServerConfig) -> anyhow::Result<()> {
