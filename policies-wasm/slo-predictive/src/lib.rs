@@ -229,93 +229,28 @@ impl Policy for SloPredictive {
         Ok(SloPredictive { parameters, ..SloPredictive::default() })
     }
 
+    /// The steps of a tick: learn from what ran, read each task's demand ahead, price
+    /// its variants, choose for all tasks together, and switch; a task whose serving
+    /// variant has no price steps down only when seen failing.
     fn decide(&mut self, snapshot: &Snapshot) -> Result<Decision, Error> {
-        for warning in self.unsteerable(snapshot).into_iter().chain(self.unpriced(snapshot)) {
+        for warning in self.unsteerable(snapshot) {
             log::warn!("{warning}");
         }
-        let now_ms = snapshot.now_ms;
         self.co_located = snapshot.tasks.len() > 1;
-        self.state.decoding.observe(snapshot);
-        if self.parameters.follow_runs || self.parameters.follow_executor {
-            let ran = self.state.refits.observe(snapshot, self.parameters.runs_window_ms);
-            if self.parameters.follow_executor {
-                self.observe_executor(snapshot, &ran);
-            }
-        }
-        let expected: Vec<(f64, f64, bool)> = snapshot
-            .tasks
-            .iter()
-            .map(|t| {
-                // Before `recent_rate` records this tick as the last one seen.
-                let own_latencies = self.window_after_switch(t);
-                let recent = self.recent_rate(t, now_ms);
-                let (stay, up) = if self.co_located {
-                    let rate = self.expected_rate(t, recent, now_ms);
-                    (rate, rate)
-                } else {
-                    self.lone_rates(t, recent, now_ms)
-                };
-                (stay, up, own_latencies)
-            })
-            .collect();
-        if !self.co_located {
-            for (task, &(_, _, own_latencies)) in snapshot.tasks.iter().zip(&expected) {
-                self.observe_unseen(task, own_latencies);
-            }
-        }
-        let total: f64 = expected.iter().map(|&(rate, ..)| rate).sum();
-        let readings: Vec<Reading> = snapshot
-            .tasks
-            .iter()
-            .zip(expected)
-            .map(|(t, (stay, up, own_latencies))| {
-                // A lone task's bursts are in its simulated arrivals; co-located tasks
-                // are priced by a formula, which takes them as extra demand.
-                let with_bursts = |rate| if self.co_located { self.with_bursts(rate, total) } else { rate };
-                let backlog = self.backlog_per_s(t);
-                Reading {
-                    demand: with_bursts(stay) + backlog,
-                    step_up_demand: with_bursts(up) + backlog,
-                    own_latencies,
-                }
-            })
-            .collect();
-        let mut unpriced = Vec::new();
-        let (indices, contenders): (Vec<usize>, Vec<Contender>) = snapshot
-            .tasks
-            .iter()
-            .zip(readings)
-            .enumerate()
-            .filter_map(|(i, (task, reading))| {
-                let own_latencies = reading.own_latencies;
-                let contender = self.contender(task, reading, now_ms);
-                if contender.is_none() {
-                    unpriced.push((i, own_latencies));
-                }
-                Some((i, contender?))
-            })
-            .unzip();
+        self.observe(snapshot);
+        let readings = self.read_demands(snapshot);
+        let Pricing { priced, contenders, held } = self.price(snapshot, readings);
         let chosen = allocate(self, &contenders);
         let mut tasks = Vec::new();
-        for ((i, contender), v) in indices.into_iter().zip(&contenders).zip(chosen) {
-            if v == contender.active {
-                continue;
+        for ((&i, contender), v) in priced.iter().zip(&contenders).zip(chosen) {
+            if v != contender.active {
+                tasks.push(self.switch(&snapshot.tasks[i], contender, v, snapshot.now_ms));
             }
-            let name = &snapshot.tasks[i].name;
-            self.state.last_switch_ms.insert(name.clone(), now_ms);
-            let (left, to) = (contender.candidates[contender.active].accuracy, contender.candidates[v].accuracy);
-            if let Some(late) = contender.seen_failing
-                && to < left
-            {
-                let seen = Seen { left, to, late, demand: contender.demand };
-                self.state.failures.failed(name, seen, now_ms, self.parameters.step_up_after_ms);
-            }
-            tasks.push(TaskDecision::switch(name, contender.candidates[v].name));
         }
-        for (i, own_latencies) in unpriced {
+        for (i, own_latencies) in held {
             let task = &snapshot.tasks[i];
             if let Some(variant) = self.unpriced_step_down(task, own_latencies) {
-                self.state.last_switch_ms.insert(task.name.clone(), now_ms);
+                self.state.last_switch_ms.insert(task.name.clone(), snapshot.now_ms);
                 tasks.push(TaskDecision::switch(&task.name, variant));
             }
         }
@@ -330,6 +265,23 @@ impl Policy for SloPredictive {
 /// Seconds whose mean rate a step up is judged by.
 const LATEST_S: usize = 5;
 
+/// A task's expected rate, requests/s: to stay on its variant, and to step up.
+struct Expected {
+    stay: f64,
+    step_up: f64,
+    /// Whether the latencies observed are the active variant's.
+    own_latencies: bool,
+}
+
+/// The tasks of a tick, priced: those whose serving variant has a price (their
+/// indices, and how the allocation sees each), and the others, held (with whether
+/// their latencies are their serving variant's).
+struct Pricing<'a> {
+    priced: Vec<usize>,
+    contenders: Vec<Contender<'a>>,
+    held: Vec<(usize, bool)>,
+}
+
 /// What a tick reads of a task's demand.
 struct Reading {
     demand: f64,
@@ -339,33 +291,119 @@ struct Reading {
 }
 
 impl SloPredictive {
-    /// A warning for each task of `snapshot` whose serving variant it cannot price
-    /// (no profile, and no batches run to price it by), naming every variant it cannot
+    /// Learns from what ran since the last tick: decoding's share, the variants'
+    /// lines refitted through their batches, and the executor co-located tasks share.
+    fn observe(&mut self, snapshot: &Snapshot) {
+        self.state.decoding.observe(snapshot);
+        if self.parameters.follow_runs || self.parameters.follow_executor {
+            let ran = self.state.refits.observe(snapshot, self.parameters.runs_window_ms);
+            if self.parameters.follow_executor {
+                self.observe_executor(snapshot, &ran);
+            }
+        }
+    }
+
+    /// Each task's demand ahead: to stay and to step up, with its bursts and backlog.
+    fn read_demands(&mut self, snapshot: &Snapshot) -> Vec<Reading> {
+        let now_ms = snapshot.now_ms;
+        let expected: Vec<Expected> = snapshot
+            .tasks
+            .iter()
+            .map(|t| {
+                // Before `recent_rate` records this tick as the last one seen.
+                let own_latencies = self.window_after_switch(t);
+                let recent = self.recent_rate(t, now_ms);
+                let (stay, step_up) = if self.co_located {
+                    let rate = self.expected_rate(t, recent, now_ms);
+                    (rate, rate)
+                } else {
+                    self.lone_rates(t, recent, now_ms)
+                };
+                Expected { stay, step_up, own_latencies }
+            })
+            .collect();
+        if !self.co_located {
+            for (task, e) in snapshot.tasks.iter().zip(&expected) {
+                self.observe_unseen(task, e.own_latencies);
+            }
+        }
+        let total: f64 = expected.iter().map(|e| e.stay).sum();
+        snapshot
+            .tasks
+            .iter()
+            .zip(expected)
+            .map(|(t, e)| {
+                // A lone task's bursts are in its simulated arrivals; co-located tasks
+                // are priced by a formula, which takes them as extra demand.
+                let with_bursts = |rate| if self.co_located { self.with_bursts(rate, total) } else { rate };
+                let backlog = self.backlog_per_s(t);
+                Reading {
+                    demand: with_bursts(e.stay) + backlog,
+                    step_up_demand: with_bursts(e.step_up) + backlog,
+                    own_latencies: e.own_latencies,
+                }
+            })
+            .collect()
+    }
+
+    /// Each task priced ([`Pricing`]); a task held is warned of once with the
+    /// variants it cannot price.
+    fn price<'a>(&mut self, snapshot: &'a Snapshot, readings: Vec<Reading>) -> Pricing<'a> {
+        let mut pricing = Pricing { priced: Vec::new(), contenders: Vec::new(), held: Vec::new() };
+        for (i, (task, reading)) in snapshot.tasks.iter().zip(readings).enumerate() {
+            let own_latencies = reading.own_latencies;
+            match self.contender(task, reading, snapshot.now_ms) {
+                Some(contender) => {
+                    self.warned_unpriced.remove(&task.name);
+                    pricing.priced.push(i);
+                    pricing.contenders.push(contender);
+                }
+                None => {
+                    if let Some(warning) = self.unpriced(task) {
+                        log::warn!("{warning}");
+                    }
+                    pricing.held.push((i, own_latencies));
+                }
+            }
+        }
+        pricing
+    }
+
+    /// The switch of `task` to its candidate `to`, remembering when, and what the
+    /// variant it leaves cost where it was seen failing.
+    fn switch(&mut self, task: &TaskSnapshot, contender: &Contender, to: usize, now_ms: u64) -> TaskDecision {
+        let name = &task.name;
+        self.state.last_switch_ms.insert(name.clone(), now_ms);
+        let (left, to_accuracy) = (contender.candidates[contender.active].accuracy, contender.candidates[to].accuracy);
+        if let Some(late) = contender.seen_failing
+            && to_accuracy < left
+        {
+            let seen = Seen { left, to: to_accuracy, late, demand: contender.demand };
+            self.state.failures.failed(name, seen, now_ms, self.parameters.step_up_after_ms);
+        }
+        TaskDecision::switch(name, contender.candidates[to].name)
+    }
+
+    /// The warning for `task`, held because its serving variant has no price (no
+    /// profile, and no batches run to price it by), naming every variant it cannot
     /// price: it then only steps such a task down when its own answers come late, and
     /// never up. Once per task, and again when what it lacks changes.
-    pub fn unpriced(&mut self, snapshot: &Snapshot) -> Vec<String> {
-        let mut warnings = Vec::new();
-        for task in &snapshot.tasks {
-            let unpriced: Vec<String> =
-                task.variants.iter().filter(|v| self.priced(task, v).is_none()).map(|v| v.name.clone()).collect();
-            if !unpriced.contains(&task.active.variant) {
-                self.warned_unpriced.remove(&task.name);
-                continue;
-            }
-            if self.warned_unpriced.get(&task.name) == Some(&unpriced) {
-                continue;
-            }
-            warnings.push(format!(
-                "task `{}` is held on `{}`: slo-predictive prices variants by their profiles and has none for {}; \
-                 profile them (`modelless profile`, or `profile = \"measure\"` in the variant's config) or let \
-                 them serve a while",
-                task.name,
-                task.active.variant,
-                unpriced.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ")
-            ));
-            self.warned_unpriced.insert(task.name.clone(), unpriced);
+    pub fn unpriced(&mut self, task: &TaskSnapshot) -> Option<String> {
+        let unpriced: Vec<String> =
+            task.variants.iter().filter(|v| self.priced(task, v).is_none()).map(|v| v.name.clone()).collect();
+        if self.warned_unpriced.get(&task.name) == Some(&unpriced) {
+            return None;
         }
-        warnings
+        let warning = format!(
+            "task `{}` is held on `{}`: slo-predictive prices variants by their profiles and has none for {}; \
+             profile them (`modelless profile`, or `profile = \"measure\"` in the variant's config) or let them \
+             serve a while",
+            task.name,
+            task.active.variant,
+            unpriced.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ")
+        );
+        self.warned_unpriced.insert(task.name.clone(), unpriced);
+        Some(warning)
     }
 
     /// A warning for each task of `snapshot` it has not warned of yet that has
@@ -778,6 +816,31 @@ mod tests {
         assert!(decided.tasks.iter().any(|d| d.task == "u"), "the task with a target steps up: {decided:?}");
     }
 
+    /// The warnings `decide` logs, caught by a logger of this test thread's.
+    fn warned(policy: &mut SloPredictive, snapshot: &Snapshot) -> (Decision, Vec<String>) {
+        struct Caught;
+        thread_local! {
+            static LINES: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        impl log::Log for Caught {
+            fn enabled(&self, metadata: &log::Metadata) -> bool {
+                metadata.level() <= log::Level::Warn
+            }
+            fn log(&self, record: &log::Record) {
+                if self.enabled(record.metadata()) {
+                    LINES.with(|l| l.borrow_mut().push(record.args().to_string()));
+                }
+            }
+            fn flush(&self) {}
+        }
+        static CAUGHT: Caught = Caught;
+        if log::set_logger(&CAUGHT).is_ok() {
+            log::set_max_level(log::LevelFilter::Warn);
+        }
+        let decision = policy.decide(snapshot).unwrap();
+        (decision, LINES.with(|l| std::mem::take(&mut *l.borrow_mut())))
+    }
+
     #[test]
     fn a_task_held_for_want_of_profiles_names_what_it_lacks_once_until_that_changes() {
         let mut held = task("medium", 20.0, 20.0, 20.0);
@@ -786,18 +849,20 @@ mod tests {
         }
         let snapshot = Snapshot { tasks: vec![held.clone()], ..Snapshot::default() };
         let mut policy = SloPredictive::default();
-        let warnings = policy.unpriced(&snapshot);
+        let (decided, warnings) = warned(&mut policy, &snapshot);
+        assert!(decided.tasks.is_empty(), "held: {decided:?}");
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         let warning = &warnings[0];
         assert!(warning.contains("`t` is held on `medium`"), "{warning}");
         assert!(warning.contains("`medium`, `large`") && !warning.contains("`small`,"), "{warning}");
-        assert!(policy.unpriced(&snapshot).is_empty(), "once while nothing changes");
+        assert!(warned(&mut policy, &snapshot).1.is_empty(), "once while nothing changes");
         // Profiled, the active variant is priced: nothing to say, and it steers again.
         let profiled = Snapshot { tasks: vec![task("medium", 20.0, 20.0, 20.0)], ..Snapshot::default() };
-        assert!(policy.unpriced(&profiled).is_empty());
-        assert_eq!(policy.decide(&profiled).unwrap().tasks[0].variant.as_deref(), Some("large"));
+        let (decided, warnings) = warned(&mut policy, &profiled);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(decided.tasks[0].variant.as_deref(), Some("large"));
         // Losing the profiles again is said again.
-        assert_eq!(policy.unpriced(&snapshot).len(), 1);
+        assert_eq!(warned(&mut policy, &snapshot).1.len(), 1);
     }
 
     #[test]
