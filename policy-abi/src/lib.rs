@@ -49,7 +49,8 @@ pub const MARKER_EXPORT: &str = "modelless_policy_abi_v1";
 /// Exports every policy module must provide, besides the marker.
 pub const REQUIRED_EXPORTS: [&str; 4] = ["memory", "alloc", "dealloc", "decide"];
 
-/// JSON Schemas of the ABI's documents, by file name under `schema/`.
+/// JSON Schemas of the ABI's documents, by file name under `schema/`, and the cases of
+/// the rules every language kit must answer alike (`rules-cases.json`).
 #[cfg(feature = "schema")]
 pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
     let schema = |s: schemars::Schema| s.to_value();
@@ -57,6 +58,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("snapshot.schema.json", schema(schemars::schema_for!(Snapshot))),
         ("decision.schema.json", schema(schemars::schema_for!(PolicyOutput))),
         ("profile.schema.json", schema(schemars::schema_for!(Profile))),
+        ("rules-cases.json", kits::rules_cases()),
     ]
 }
 

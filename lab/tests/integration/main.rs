@@ -22,6 +22,7 @@ mod embedding;
 mod fleet;
 mod hostile_clients;
 mod images;
+mod kit_rules;
 mod load;
 mod policy_check;
 mod policy_dev;

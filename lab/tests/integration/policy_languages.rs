@@ -31,7 +31,7 @@ fn outcomes() -> BTreeMap<String, String> {
 }
 
 /// Whether `language`'s policies were built; a skip is said, a failure fails.
-fn built(language: &str) -> bool {
+pub fn built(language: &str) -> bool {
     match outcomes().get(language).map(String::as_str) {
         Some("built") => true,
         Some(skipped) if skipped.starts_with("skipped") => {

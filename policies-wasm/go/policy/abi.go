@@ -1,3 +1,5 @@
+//go:build wasip1
+
 // Package policy is the Go kit for modelless policies: the core ABI v1's exports
 // (`//go:wasmexport`, built with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared) around a
 // type that implements Policy on the structs of types.go, which are generated from

@@ -71,12 +71,12 @@ func (r *replicaOnly) towards(task *policy.TaskSnapshot, cores *float64) (policy
 	kept, seen := r.state.Kept[task.Name]
 	if !seen {
 		kept = task.Active.Variant
-		if pinned := r.parameters.Variant; pinned != nil && find(task, *pinned) != nil {
+		if pinned := r.parameters.Variant; pinned != nil && task.Variant(*pinned) != nil {
 			kept = *pinned
 		}
 		r.state.Kept[task.Name] = kept
 	}
-	variant := find(task, kept)
+	variant := task.Variant(kept)
 	if variant == nil {
 		return policy.TaskDecision{}, false
 	}
@@ -98,7 +98,7 @@ func (r *replicaOnly) towards(task *policy.TaskSnapshot, cores *float64) (policy
 	target = max(target, 1)
 	queued := (task.QueueLength + uint64(target) - 1) / uint64(target)
 	wanted := uint32(min(max(queued, 1), uint64(most)))
-	now := max(variant.Instances+variant.InstancesStarting, 1)
+	now := max(variant.ServingInstances(), 1)
 	low := r.state.LowTicks[task.Name]
 	if wanted < now {
 		low++
@@ -111,15 +111,6 @@ func (r *replicaOnly) towards(task *policy.TaskSnapshot, cores *float64) (policy
 	}
 	r.state.LowTicks[task.Name] = 0
 	return policy.TaskDecision{Task: task.Name, Instances: &wanted}, true
-}
-
-func find(task *policy.TaskSnapshot, name string) *policy.VariantSnapshot {
-	for i := range task.Variants {
-		if task.Variants[i].Name == name {
-			return &task.Variants[i]
-		}
-	}
-	return nil
 }
 
 // The most instances of perInstance cores that `cores` hold, within 1 and most

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import List, Optional
 
-from modelless_policy import Policy, export
+from modelless_policy import Policy, export, rules
 from modelless_policy.types import Decision, Snapshot, TaskSnapshot
 
 DEFAULTS = {
@@ -154,7 +154,7 @@ def position(chain: List[Link], task: TaskSnapshot) -> Optional[int]:
     for at, link in enumerate(chain):
         if link.variant == active:
             return at
-    variant = next((v for v in task["variants"] if v["name"] == active), None)
+    variant = rules.active_variant(task)
     per_s = None if variant is None else throughput(variant)
     if per_s is None or not chain:
         return None

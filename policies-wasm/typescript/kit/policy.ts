@@ -17,6 +17,8 @@ import { log as hostLog } from "modelless:policy/host@1.0.0";
 import type { Decision, Snapshot } from "./types.js";
 
 export type * from "./types.js";
+/** The rules a policy reads a snapshot by to agree with the host. */
+export * as rules from "./rules.js";
 
 /** A scheduling policy. */
 export interface Policy {

@@ -12,6 +12,8 @@
 
 const std = @import("std");
 pub const types = @import("types.zig");
+/// The rules a policy reads a snapshot by to agree with the host.
+pub const rules = @import("rules.zig");
 pub const Snapshot = types.Snapshot;
 pub const Decision = types.Decision;
 pub const TaskDecision = types.TaskDecision;

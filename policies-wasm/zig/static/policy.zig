@@ -25,9 +25,7 @@ const Static = struct {
                 entry.key_ptr.* = try kit.allocator.dupe(u8, task.name);
                 var variant = task.active.variant;
                 if (self.pinned) |pinned| {
-                    for (task.variants) |v| {
-                        if (std.mem.eql(u8, v.name, pinned)) variant = pinned;
-                    }
+                    if (kit.rules.variant(task, pinned) != null) variant = pinned;
                 }
                 entry.value_ptr.* = task.active;
                 entry.value_ptr.variant = try kit.allocator.dupe(u8, variant);

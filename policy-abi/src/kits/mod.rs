@@ -7,8 +7,11 @@
 
 mod go;
 mod python;
+mod rules_cases;
 mod typescript;
 mod zig;
+
+pub use rules_cases::rules_cases;
 
 use serde_json::Value;
 
