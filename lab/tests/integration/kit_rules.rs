@@ -85,4 +85,22 @@ fn every_kits_rules_answer_as_the_host() {
             .unwrap();
         passed("zig", zig);
     }
+    if built("assemblyscript") {
+        let kit = kits.join("assemblyscript/kit");
+        let out = tempfile::tempdir().unwrap();
+        let module = out.path().join("rules_check.wasm");
+        // json-as resolves from the toolchains' node_modules, as the policies' build has it.
+        let compiled = Command::new(toolchains().join("npm/node_modules/.bin/asc"))
+            .arg(kit.join("rules_check.ts"))
+            .arg("--outFile")
+            .arg(&module)
+            .args(["--optimize", "--runtime", "incremental", "--exportRuntime", "--use", "abort="])
+            .args(["--transform", "json-as/transform"])
+            .current_dir(toolchains().join("npm"))
+            .output()
+            .unwrap();
+        passed("assemblyscript (asc)", compiled);
+        let checked = Command::new("node").arg(kit.join("rules_check.mjs")).arg(&module).arg(cases()).output().unwrap();
+        passed("assemblyscript", checked);
+    }
 }

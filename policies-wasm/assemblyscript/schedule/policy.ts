@@ -5,6 +5,7 @@
 // "period_ms": 5000, "offset_ms": 0}`; either list may be left out, not both.
 import { JSON } from "json-as";
 import { fail, input, output } from "../kit/policy";
+import { variantIndex } from "../kit/rules";
 export { alloc, dealloc, modelless_policy_abi_v1 } from "../kit/policy";
 
 @json
@@ -75,9 +76,7 @@ export function decide(ptr: i32, len: i32): i64 {
     const task = snapshot.tasks[i];
     let variant = task.active.variant;
     if (due !== null) {
-      let has = false;
-      for (let v = 0; v < task.variants.length; v++) has = has || task.variants[v].name == due;
-      if (!has) continue;
+      if (variantIndex(task.variants, due) < 0) continue;
       variant = due;
     }
     const wanted = instances.length > 0 ? instances[at % instances.length] : task.active.instances;
