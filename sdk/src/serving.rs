@@ -28,7 +28,8 @@ impl Runtime {
         };
         let service = InferenceService::new(self.registry.clone(), Arc::new(repository))
             .with_limits(config.request_limits())
-            .with_model_control(config.model_control_mode);
+            .with_model_control(config.model_control_mode)
+            .with_admin_token(config.admin_token().map_err(ServerError::Config)?);
         let service = Arc::new(service);
         modelless_runtime::kserve::Server::start(service, config).await.map(Server::new)
     }

@@ -295,21 +295,31 @@ for protocol, (client, module) in CLIENTS.items():
         states = {m["name"]: m.get("state") for m in index}
         expect(states.get(name) == "UNAVAILABLE" and states.get(plan["task"]) == "READY", f"index {states}")
         expect(not client.is_model_ready(name), "not yet loaded, yet ready")
-        client.load_model(name)
+        # Load and unload need the admin bearer token: none, or a wrong one, is refused.
+        admin = {"authorization": "Bearer " + plan["admin_token"]}
+        unauthenticated = {"grpc": "UNAUTHENTICATED", "http": 401}
+        fails_with(lambda: client.load_model(name), protocol, unauthenticated)
+        fails_with(lambda: client.load_model(name, headers={"authorization": "Bearer wrong"}), protocol,
+                   unauthenticated)
+        expect(not client.is_model_ready(name), "an unauthenticated load made it ready")
+        client.load_model(name, headers=admin)
         expect(client.is_model_ready(name), "loaded, not ready")
         result = client.infer(name, inputs_of(CLIENTS[protocol][1], tiny["inputs"]))
         same(result.as_numpy(tiny["outputs"][0]["name"]), tiny["outputs"][0], "repository model output")
-        client.unload_model(name)
+        fails_with(lambda: client.unload_model(name), protocol, unauthenticated)
+        client.unload_model(name, headers=admin)
         expect(not client.is_model_ready(name), "unloaded, still ready")
         denied = {"grpc": "PERMISSION_DENIED", "http": 403}
-        fails_with(lambda: client.load_model("../" + plan["outside_name"]), protocol, denied)
-        fails_with(lambda: client.load_model(name, config=json.dumps({"path": plan["outside_path"]})),
+        fails_with(lambda: client.load_model("../" + plan["outside_name"], headers=admin), protocol, denied)
+        fails_with(lambda: client.load_model(name, config=json.dumps({"path": plan["outside_path"]}), headers=admin),
                    protocol, denied)
-        fails_with(lambda: client.load_model(name, config=json.dumps({"path": "../" + plan["outside_name"]})),
-                   protocol, denied)
-        fails_with(lambda: client.load_model("no-such-model"), protocol, {"grpc": "NOT_FOUND", "http": 404})
+        fails_with(lambda: client.load_model(name, config=json.dumps({"path": "../" + plan["outside_name"]}),
+                                             headers=admin), protocol, denied)
+        fails_with(lambda: client.load_model("no-such-model", headers=admin), protocol,
+                   {"grpc": "NOT_FOUND", "http": 404})
         expect(not client.is_model_ready(name), "a refused load made it ready")
-    check(f"{protocol}: repository index, load, unload; paths outside the root refused", repository)
+    check(f"{protocol}: repository index, load and unload with the admin token only; paths outside the root "
+          "refused", repository)
 
 # ---------------------------------------------------------------- metrics
 def scrape():

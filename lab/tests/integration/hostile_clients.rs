@@ -46,8 +46,13 @@ pub(crate) struct ServeProcess {
 impl ServeProcess {
     /// Starts it on `config`, with model control on and `root` as the repository.
     fn start(config: &Path, root: &Path) -> ServeProcess {
-        let args: [&OsStr; 4] =
-            ["--model-control-mode".as_ref(), "explicit".as_ref(), "--model-repository".as_ref(), root.as_ref()];
+        let args: [&OsStr; 5] = [
+            "--model-control-mode".as_ref(),
+            "explicit".as_ref(),
+            "--insecure-model-control".as_ref(),
+            "--model-repository".as_ref(),
+            root.as_ref(),
+        ];
         ServeProcess::start_with(config, &args)
     }
 
@@ -578,4 +583,24 @@ fn a_hostile_barrage_is_refused_case_by_case_while_good_clients_are_answered() {
     let grown = peak_after.saturating_sub(peak_before);
     assert!(grown < PEAK_GROWTH_LIMIT_MIB, "peak memory grew by {grown} MiB under the barrage");
     assert!(server.stop(), "the server did not stop cleanly on SIGTERM");
+}
+
+/// Explicit model control opens load and unload to whoever reaches the port: without
+/// an admin token file, or the operator's `--insecure-model-control`, the server does
+/// not start, and says why.
+#[test]
+fn explicit_model_control_without_a_token_does_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[server]\ndrain_timeout_s = 1\n").unwrap();
+    let started = Command::new(env!("CARGO_BIN_EXE_modelless"))
+        .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--model-control-mode", "explicit"])
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&started.stderr);
+    assert!(!started.status.success(), "it started: {said}");
+    assert!(said.contains("needs admin_token_file") && said.contains("--insecure-model-control"), "{said}");
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::admin_token::AdminToken;
 use super::limits::RequestLimits;
 
 /// The `[server]` section of the config.
@@ -60,6 +61,16 @@ pub struct ServerConfig {
     /// outside it, or outside what the config declares, is ever loaded.
     #[serde(default)]
     pub model_repository: Option<PathBuf>,
+    /// A file holding the bearer token repository load and unload calls must present
+    /// under `model_control_mode = "explicit"` (HTTP `Authorization: Bearer …`, gRPC
+    /// metadata `authorization`); read at every call, so a rotated Secret takes effect.
+    #[serde(default)]
+    pub admin_token_file: Option<PathBuf>,
+    /// Lets explicit model control run without an admin token: anyone who reaches the
+    /// port may then load and unload models. Without a token file or this, the server
+    /// does not start in explicit mode.
+    #[serde(default)]
+    pub insecure_model_control: bool,
 }
 
 /// Whether repository calls may load and unload models, as Triton's
@@ -174,6 +185,8 @@ impl Default for ServerConfig {
             drain_timeout_s: default_drain_timeout_s(),
             tls: None,
             model_repository: None,
+            admin_token_file: None,
+            insecure_model_control: false,
         }
     }
 }
@@ -216,6 +229,42 @@ impl ServerConfig {
     pub fn with_model_control_mode(mut self, mode: ModelControlMode) -> Self {
         self.model_control_mode = mode;
         self
+    }
+
+    /// Sets the file of the bearer token repository calls must present.
+    pub fn with_admin_token_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.admin_token_file = Some(path.into());
+        self
+    }
+
+    /// Lets explicit model control run without an admin token.
+    pub fn with_insecure_model_control(mut self) -> Self {
+        self.insecure_model_control = true;
+        self
+    }
+
+    /// The admin token repository calls must present: `None` where model control is
+    /// off, or explicit and insecure by the operator's say. Refused in explicit mode
+    /// without a readable token file or `insecure_model_control`.
+    // The runtime's own: `modelless` does not offer it.
+    #[doc(hidden)]
+    pub fn admin_token(&self) -> Result<Option<AdminToken>, String> {
+        if self.model_control_mode == ModelControlMode::None {
+            return Ok(None);
+        }
+        match (&self.admin_token_file, self.insecure_model_control) {
+            (Some(path), _) => AdminToken::load(path).map(Some),
+            (None, true) => {
+                tracing::warn!(
+                    "explicit model control without an admin token: anyone who reaches the port may load and unload models"
+                );
+                Ok(None)
+            }
+            (None, false) => Err("model_control_mode = \"explicit\" needs admin_token_file (a bearer token for \
+                 repository load and unload), or insecure_model_control = true (modelless serve \
+                 --insecure-model-control) to let anyone who reaches the port load and unload models"
+                .into()),
+        }
     }
 
     /// Sets the most elements a tensor of a request may claim.
@@ -265,6 +314,7 @@ impl ServerConfig {
     /// least 1, a read timeout, and HTTP/2 windows within the 2 GiB the protocol
     /// allows. The error names the setting.
     pub fn validate(&self) -> Result<(), String> {
+        self.admin_token()?;
         let at_least_one = [
             ("max_message_mib", self.max_message_mib as u64),
             ("max_tensor_elements", self.max_tensor_elements as u64),

@@ -153,6 +153,7 @@ impl GrpcInferenceService for GrpcEndpoint {
         &self,
         request: Request<RepositoryModelLoadRequest>,
     ) -> Answer<RepositoryModelLoadResponse> {
+        let authorization = authorization(&request);
         let request = request.into_inner();
         let parameters = request.parameters.iter().map(|(key, value)| {
             let text = match &value.parameter_choice {
@@ -162,7 +163,7 @@ impl GrpcInferenceService for GrpcEndpoint {
             (key.as_str(), text)
         });
         let config = load_config(parameters)?;
-        self.service.repository_load(request.model_name, config).await?;
+        self.service.repository_load(request.model_name, config, authorization.as_deref()).await?;
         Ok(Response::new(RepositoryModelLoadResponse {}))
     }
 
@@ -170,9 +171,15 @@ impl GrpcInferenceService for GrpcEndpoint {
         &self,
         request: Request<RepositoryModelUnloadRequest>,
     ) -> Answer<RepositoryModelUnloadResponse> {
-        self.service.repository_unload(request.into_inner().model_name).await?;
+        let authorization = authorization(&request);
+        self.service.repository_unload(request.into_inner().model_name, authorization.as_deref()).await?;
         Ok(Response::new(RepositoryModelUnloadResponse {}))
     }
+}
+
+/// The `authorization` metadata of `request`, as text.
+fn authorization<T>(request: &Request<T>) -> Option<String> {
+    request.metadata().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string)
 }
 
 fn param_value(parameter: &InferParameter) -> Option<ParamValue> {

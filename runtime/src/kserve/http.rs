@@ -438,10 +438,12 @@ struct LoadBody {
 async fn repository_call(
     State(service): Shared,
     Path(call): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, ServeError> {
+    let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     if let Some(name) = call.strip_suffix("/unload") {
-        service.repository_unload(name.to_string()).await?;
+        service.repository_unload(name.to_string(), authorization).await?;
         return Ok(StatusCode::OK);
     }
     let Some(name) = call.strip_suffix("/load") else {
@@ -460,7 +462,7 @@ async fn repository_call(
         (key.as_str(), text)
     });
     let config = load_config(parameters)?;
-    service.repository_load(name.to_string(), config).await?;
+    service.repository_load(name.to_string(), config, authorization).await?;
     Ok(StatusCode::OK)
 }
 

@@ -9,6 +9,7 @@
 //! of a task (served directly), or a plain model. Answers say what served them: the
 //! variant as `model_name` with its version, and in the `variant` parameter.
 
+mod admin_token;
 mod answer;
 mod body;
 mod config;
@@ -32,6 +33,7 @@ pub mod proto {
     tonic::include_proto!("inference");
 }
 
+pub use admin_token::AdminToken;
 pub use answer::{
     AnswerTensor, InferAnswer, InferCall, MAX_CLASSIFICATION, ModelDescription, ModelStats, RequestedOutput,
 };

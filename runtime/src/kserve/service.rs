@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use super::admin_token::AdminToken;
 use super::answer::{AnswerTensor, InferAnswer, InferCall, ModelDescription, ModelStats, RequestedOutput};
 use super::config::ModelControlMode;
 use super::limits::{InputBounds, RequestLimits};
@@ -35,6 +36,7 @@ pub struct InferenceService {
     repository: Arc<dyn Repository>,
     limits: RequestLimits,
     model_control: ModelControlMode,
+    admin_token: Option<AdminToken>,
     draining: AtomicBool,
 }
 
@@ -54,6 +56,7 @@ impl InferenceService {
             repository,
             limits: RequestLimits::default(),
             model_control: ModelControlMode::default(),
+            admin_token: None,
             draining: AtomicBool::new(false),
         }
     }
@@ -67,6 +70,14 @@ impl InferenceService {
     /// Lets repository calls load and unload models (`Explicit`) or not (`None`).
     pub fn with_model_control(mut self, mode: ModelControlMode) -> Self {
         self.model_control = mode;
+        self
+    }
+
+    /// Makes repository calls present `token` (see [`ServerConfig::admin_token`]).
+    ///
+    /// [`ServerConfig::admin_token`]: super::ServerConfig::admin_token
+    pub fn with_admin_token(mut self, token: Option<AdminToken>) -> Self {
+        self.admin_token = token;
         self
     }
 
@@ -362,10 +373,15 @@ impl InferenceService {
         error.counted_by(endpoint)
     }
 
-    /// Refused unless the model control mode lets peers load and unload models.
-    fn check_model_control(&self) -> Result<(), ServeError> {
+    /// Refused unless the model control mode lets peers load and unload models, and
+    /// the call presents the admin token where one is set (`authorization`: the
+    /// header's or metadata's value).
+    fn check_model_control(&self, authorization: Option<&str>) -> Result<(), ServeError> {
         match self.model_control {
-            ModelControlMode::Explicit => Ok(()),
+            ModelControlMode::Explicit => match &self.admin_token {
+                Some(token) => token.check(authorization),
+                None => Ok(()),
+            },
             ModelControlMode::None => Err(ServeError::new(
                 Code::FailedPrecondition,
                 "loading and unloading models is off on this server (model_control_mode = \"none\"); \
@@ -374,16 +390,22 @@ impl InferenceService {
         }
     }
 
-    /// Loads `name` from the repository, with `config` (JSON) overriding its settings.
-    pub async fn repository_load(&self, name: String, config: Option<String>) -> Result<(), ServeError> {
-        self.check_model_control()?;
+    /// Loads `name` from the repository, with `config` (JSON) overriding its settings;
+    /// `authorization` is what the call presented.
+    pub async fn repository_load(
+        &self,
+        name: String,
+        config: Option<String>,
+        authorization: Option<&str>,
+    ) -> Result<(), ServeError> {
+        self.check_model_control(authorization)?;
         let repository = self.repository.clone();
         blocking(move || repository.load(&name, config.as_deref())).await
     }
 
-    /// Unloads `name`.
-    pub async fn repository_unload(&self, name: String) -> Result<(), ServeError> {
-        self.check_model_control()?;
+    /// Unloads `name`; `authorization` is what the call presented.
+    pub async fn repository_unload(&self, name: String, authorization: Option<&str>) -> Result<(), ServeError> {
+        self.check_model_control(authorization)?;
         let repository = self.repository.clone();
         blocking(move || repository.unload(&name)).await
     }

@@ -21,6 +21,9 @@ pub enum Code {
     /// The model is not ready, the server is shutting down, or it could not start a
     /// thread: a retry later may be served.
     Unavailable,
+    /// A call that needs a credential came without the right one (repository load
+    /// and unload under explicit model control).
+    Unauthenticated,
     /// A repository path outside the repository root.
     PermissionDenied,
     /// No variant can meet what the request asks for, or the call needs another
@@ -85,6 +88,7 @@ impl Code {
             Code::OutOfRange => tonic::Code::OutOfRange,
             Code::DeadlineExceeded => tonic::Code::DeadlineExceeded,
             Code::Unavailable => tonic::Code::Unavailable,
+            Code::Unauthenticated => tonic::Code::Unauthenticated,
             Code::PermissionDenied => tonic::Code::PermissionDenied,
             Code::FailedPrecondition => tonic::Code::FailedPrecondition,
             Code::Internal => tonic::Code::Internal,
@@ -100,6 +104,7 @@ impl Code {
             Code::OutOfRange => 413,
             Code::DeadlineExceeded => 504,
             Code::Unavailable => 503,
+            Code::Unauthenticated => 401,
             Code::PermissionDenied => 403,
             Code::FailedPrecondition => 412,
             Code::Internal => 500,
@@ -154,6 +159,7 @@ impl ServeError {
             Code::OutOfRange => "out_of_range",
             Code::DeadlineExceeded => "deadline_exceeded",
             Code::Unavailable => "unavailable",
+            Code::Unauthenticated => "unauthenticated",
             Code::PermissionDenied => "permission_denied",
             Code::FailedPrecondition => "failed_precondition",
             Code::Internal => "internal",

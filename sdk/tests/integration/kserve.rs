@@ -129,11 +129,18 @@ fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
     ];
 
     let tokio = tokio::runtime::Runtime::new().unwrap();
-    let config = ServerConfig::loopback()
+    let explicit = ServerConfig::loopback()
         .with_max_message_mib(MAX_MESSAGE_MIB)
         .with_model_repository(&root)
         .with_model_control_mode(ModelControlMode::Explicit);
-    let server = tokio.block_on(runtime.clone().serve(&config)).unwrap();
+    // Explicit model control without a token, or the operator's insecure say, does not start.
+    let Err(refused) = tokio.block_on(runtime.clone().serve(&explicit)) else {
+        panic!("served without an admin token")
+    };
+    assert!(refused.to_string().contains("needs admin_token_file"), "{refused}");
+    let token = dir.path().join("admin-token");
+    std::fs::write(&token, "test-admin-token\n").unwrap();
+    let server = tokio.block_on(runtime.clone().serve(&explicit.with_admin_token_file(&token))).unwrap();
 
     let plan = json!({
         "grpc": server.grpc_address().to_string(),
@@ -150,6 +157,7 @@ fn tritonclient_over_grpc_and_http_gets_in_process_answers_and_typed_errors() {
         "repository_model": "tiny_repo",
         "outside_name": "outside",
         "outside_path": outside,
+        "admin_token": "test-admin-token",
     });
     let (plan_path, report_path) = (dir.path().join("plan.json"), dir.path().join("report.json"));
     std::fs::write(&plan_path, plan.to_string()).unwrap();
@@ -300,8 +308,10 @@ fn the_requests_that_killed_the_server_are_refused_and_it_keeps_serving() {
     config.models.push(VariantConfig::plain("tiny", models.join("tiny.onnx")));
     let runtime = Arc::new(Runtime::builder().with_config(config).build().unwrap());
     let tokio = tokio::runtime::Runtime::new().unwrap();
-    let server_config =
-        ServerConfig::loopback().with_model_repository(&root).with_model_control_mode(ModelControlMode::Explicit);
+    let server_config = ServerConfig::loopback()
+        .with_model_repository(&root)
+        .with_model_control_mode(ModelControlMode::Explicit)
+        .with_insecure_model_control();
     let server = tokio.block_on(runtime.clone().serve(&server_config)).unwrap();
     let http = server.http_address();
     let good =

@@ -27,6 +27,14 @@ pub struct Args {
     /// `explicit`), overriding the config; as Triton's --model-control-mode.
     #[arg(long, value_parser = parse_mode)]
     model_control_mode: Option<ModelControlMode>,
+    /// File of the bearer token repository load and unload must present in explicit
+    /// mode, overriding the config.
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
+    /// Let explicit model control run without an admin token (anyone who reaches the
+    /// port may load and unload models).
+    #[arg(long)]
+    insecure_model_control: bool,
     /// Export every request's span, with a child per stage, over OTLP/gRPC to this
     /// collector (e.g. http://127.0.0.1:4317); a caller's W3C `traceparent` is
     /// honoured, so its trace continues inside the server.
@@ -49,6 +57,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         server.model_repository = Some(root);
     }
     server.model_control_mode = args.model_control_mode.unwrap_or(server.model_control_mode);
+    server.admin_token_file = args.admin_token_file.or(server.admin_token_file);
+    server.insecure_model_control |= args.insecure_model_control;
     if server.model_repository.is_some() && server.model_control_mode == ModelControlMode::None {
         eprintln!("note: model_control_mode is none: repository load and unload calls are refused");
     }
