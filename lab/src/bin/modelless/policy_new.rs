@@ -24,14 +24,19 @@ pub enum Language {
 const WIT: &str = include_str!("../../../../policy-abi/wit/policy.wit");
 const PYTHON_KIT: &str = include_str!("../../../../policies-wasm/python/modelless_policy/__init__.py");
 const PYTHON_TYPES: &str = include_str!("../../../../policies-wasm/python/modelless_policy/types.py");
+const PYTHON_RULES: &str = include_str!("../../../../policies-wasm/python/modelless_policy/rules.py");
 const TS_KIT: &str = include_str!("../../../../policies-wasm/typescript/kit/policy.ts");
 const TS_TYPES: &str = include_str!("../../../../policies-wasm/typescript/kit/types.ts");
 const TS_HOST: &str = include_str!("../../../../policies-wasm/typescript/kit/host.d.ts");
+const TS_RULES: &str = include_str!("../../../../policies-wasm/typescript/kit/rules.ts");
 const GO_KIT: &str = include_str!("../../../../policies-wasm/go/policy/abi.go");
 const GO_TYPES: &str = include_str!("../../../../policies-wasm/go/policy/types.go");
+const GO_RULES: &str = include_str!("../../../../policies-wasm/go/policy/rules.go");
 const ZIG_KIT: &str = include_str!("../../../../policies-wasm/zig/kit/policy.zig");
 const ZIG_TYPES: &str = include_str!("../../../../policies-wasm/zig/kit/types.zig");
+const ZIG_RULES: &str = include_str!("../../../../policies-wasm/zig/kit/rules.zig");
 const AS_KIT: &str = include_str!("../../../../policies-wasm/assemblyscript/kit/policy.ts");
+const AS_RULES: &str = include_str!("../../../../policies-wasm/assemblyscript/kit/rules.ts");
 
 /// The toolchains' folder `build.sh` uses unless `MODELLESS_TOOLCHAINS` is set.
 fn default_toolchains() -> PathBuf {
@@ -49,6 +54,7 @@ fn files(language: Language, name: &str) -> Vec<(&'static str, String)> {
             ("app.py", starter(include_str!("policy_new/python_app.py"))),
             ("modelless_policy/__init__.py", PYTHON_KIT.into()),
             ("modelless_policy/types.py", PYTHON_TYPES.into()),
+            ("modelless_policy/rules.py", PYTHON_RULES.into()),
             ("wit/policy.wit", WIT.into()),
             (
                 "build.sh",
@@ -63,6 +69,7 @@ fn files(language: Language, name: &str) -> Vec<(&'static str, String)> {
             ("kit/policy.ts", TS_KIT.into()),
             ("kit/types.ts", TS_TYPES.into()),
             ("kit/host.d.ts", TS_HOST.into()),
+            ("kit/rules.ts", TS_RULES.into()),
             ("wit/policy.wit", WIT.into()),
             (
                 "build.sh",
@@ -82,6 +89,7 @@ fn files(language: Language, name: &str) -> Vec<(&'static str, String)> {
             ("main.go", starter(include_str!("policy_new/go_main.go"))),
             ("policy/abi.go", GO_KIT.into()),
             ("policy/types.go", GO_TYPES.into()),
+            ("policy/rules.go", GO_RULES.into()),
             ("go.mod", format!("module {name}\n\ngo 1.24\n")),
             (
                 "build.sh",
@@ -96,6 +104,7 @@ fn files(language: Language, name: &str) -> Vec<(&'static str, String)> {
             ("policy.zig", starter(include_str!("policy_new/zig_policy.zig"))),
             ("kit/policy.zig", ZIG_KIT.into()),
             ("kit/types.zig", ZIG_TYPES.into()),
+            ("kit/rules.zig", ZIG_RULES.into()),
             (
                 "build.sh",
                 format!(
@@ -108,6 +117,7 @@ fn files(language: Language, name: &str) -> Vec<(&'static str, String)> {
         Language::Assemblyscript => vec![
             ("policy.ts", starter(include_str!("policy_new/assemblyscript_policy.ts"))),
             ("kit/policy.ts", AS_KIT.into()),
+            ("kit/rules.ts", AS_RULES.into()),
             (
                 "build.sh",
                 format!(
