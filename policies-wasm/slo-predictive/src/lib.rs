@@ -388,7 +388,7 @@ impl SloPredictive {
     /// profile, and no batches run to price it by), naming every variant it cannot
     /// price: it then only steps such a task down when its own answers come late, and
     /// never up. Once per task, and again when what it lacks changes.
-    pub fn unpriced(&mut self, task: &TaskSnapshot) -> Option<String> {
+    fn unpriced(&mut self, task: &TaskSnapshot) -> Option<String> {
         let unpriced: Vec<String> =
             task.variants.iter().filter(|v| self.priced(task, v).is_none()).map(|v| v.name.clone()).collect();
         if self.warned_unpriced.get(&task.name) == Some(&unpriced) {

@@ -254,12 +254,7 @@ impl ServerConfig {
         }
         match (&self.admin_token_file, self.insecure_model_control) {
             (Some(path), _) => AdminToken::load(path).map(Some),
-            (None, true) => {
-                tracing::warn!(
-                    "explicit model control without an admin token: anyone who reaches the port may load and unload models"
-                );
-                Ok(None)
-            }
+            (None, true) => Ok(None),
             (None, false) => Err("model_control_mode = \"explicit\" needs admin_token_file (a bearer token for \
                  repository load and unload), or insecure_model_control = true (modelless serve \
                  --insecure-model-control) to let anyone who reaches the port load and unload models"

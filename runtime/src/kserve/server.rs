@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
 
-use super::config::ServerConfig;
+use super::config::{ModelControlMode, ServerConfig};
 use super::grpc::GrpcEndpoint;
 use super::http::router;
 use super::infer_path::InferenceRoutes;
@@ -65,6 +65,11 @@ impl Server {
     /// runtime.
     pub async fn start(service: Arc<InferenceService>, config: &ServerConfig) -> Result<Server, ServerError> {
         config.validate().map_err(ServerError::Config)?;
+        if config.model_control_mode == ModelControlMode::Explicit && config.admin_token_file.is_none() {
+            tracing::warn!(
+                "explicit model control without an admin token: anyone who reaches the port may load and unload models"
+            );
+        }
         let bind = |address: SocketAddr| async move {
             TcpListener::bind(address).await.map_err(|source| ServerError::Bind { address, source })
         };
