@@ -25,6 +25,7 @@ pub mod profile;
 pub mod registry;
 mod request;
 mod signature;
+pub mod source;
 pub mod stats;
 mod tensor;
 pub mod trace;
@@ -34,7 +35,7 @@ pub use answered::Outcome;
 pub use backend::{Backend, BackendFactory, Batch, BatchOutput, ModelMetadata, TensorSpec};
 pub use batching::BatchingConfig;
 pub use classify::Class;
-pub use error::{BackendError, Cause, Error, ErrorKind, SearchedPlace};
+pub use error::{BackendError, Cause, Error, ErrorKind, FetchError, SearchedPlace};
 pub use model::{Admission, DrainHandle, LoadPhase, MAX_INSTANCES, Model, StartOptions, Ticket};
 /// The policy ABI's types and guest kit, as this runtime speaks them.
 pub use modelless_policy_abi as policy_abi;

@@ -26,6 +26,8 @@ command -v nginx >/dev/null || missing+=(nginx)
 command -v podman >/dev/null || missing+=(podman)
 command -v runc >/dev/null || missing+=(runc)
 command -v curl >/dev/null || missing+=(curl)
+# The OCI source tests push to and pull from a real registry (CNCF distribution).
+command -v docker-registry >/dev/null || missing+=(docker-registry)
 # The OCR pipeline's labelled pages are rendered in the DejaVu fonts.
 [[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
 

@@ -42,6 +42,7 @@ mod server;
 mod serving;
 #[cfg(feature = "server")]
 mod shutdown;
+mod sources;
 #[cfg(feature = "policies")]
 mod steering;
 mod task_handle;
@@ -137,6 +138,17 @@ pub mod policy {
     pub use modelless_runtime::policy::{ControlStatus, DecidedBy, PolicyError, PolicyLog};
     /// A policy's parameters, as [`crate::PolicyConfig::with_parameters`] takes them.
     pub use serde_json::Value as Parameters;
+}
+
+/// Where policies and model versions come from: files, OCI registries and `https://`
+/// URLs ([`RuntimeConfig::sources`]); and (feature `oci`) what a followed tag serves.
+pub mod source {
+    #[cfg(feature = "oci")]
+    pub use crate::sources::FollowedVariant;
+    pub use modelless_runtime::FetchError;
+    #[cfg(feature = "oci")]
+    pub use modelless_runtime::source::FollowStatus;
+    pub use modelless_runtime::source::SourcesConfig;
 }
 
 /// KServe V2 endpoints (feature `server`): see [`Runtime::serve`].

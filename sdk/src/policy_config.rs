@@ -14,8 +14,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
-    /// The module (`.wasm`, or `.wat` text).
+    /// The module (`.wasm`, or `.wat` text); or, fetched into the blob cache (see
+    /// `[sources]`), an `oci://registry/repository:tag` reference (followed: each new
+    /// digest is reloaded as a changed file is), one pinned `@sha256:…`, or an
+    /// `https://` URL with its `sha256`.
     pub module: PathBuf,
+    /// What an `https://` `module` must hash to (64 hex digits, `sha256:` optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     /// Parameters for its `init`.
     #[serde(default)]
     pub parameters: Option<serde_json::Value>,
@@ -73,6 +79,7 @@ impl PolicyConfig {
     pub fn new(module: impl Into<PathBuf>) -> Self {
         PolicyConfig {
             module: module.into(),
+            sha256: None,
             parameters: None,
             tick_ms: default_tick_ms(),
             deadline_ms: default_deadline_ms(),

@@ -22,9 +22,11 @@ use crate::model_info::ModelInfo;
 use crate::off_thread::off_thread;
 use crate::pipeline_config::PipelineConfig;
 use crate::policy_config::PolicyConfig;
+use crate::sources::Sources;
 #[cfg(feature = "policies")]
 use crate::steering::Steering;
 use crate::task_handle::TaskHandle;
+use modelless_runtime::source::ArtifactKind;
 
 /// Everything a runtime is built from; the format of its TOML config file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -52,6 +54,10 @@ pub struct RuntimeConfig {
     /// decisions are held to.
     #[serde(default)]
     pub resources: ResourcesConfig,
+    /// How `oci://` and `https://` sources of policies and models are fetched,
+    /// cached and followed.
+    #[serde(default)]
+    pub sources: modelless_runtime::source::SourcesConfig,
     /// The KServe V2 endpoints, for `modelless serve`.
     #[cfg(feature = "server")]
     #[serde(default)]
@@ -79,10 +85,25 @@ impl RuntimeConfig {
         self.preprocessing.validate()?;
         self.resources.validate()?;
         self.policy.as_ref().map_or(Ok(()), PolicyConfig::validate)?;
+        self.sources.validate()?;
         #[cfg(feature = "server")]
         if let Some(server) = &self.server {
             server.validate().map_err(Error::Config)?;
         }
+        Ok(())
+    }
+
+    /// Points every model and variant whose path is an `oci://` reference or an
+    /// `https://` URL at its file in the blob cache, fetching what is not there (a
+    /// tag is resolved once; a runtime built from the config follows it). For tools
+    /// that read the model files themselves: a runtime fetches them as it builds.
+    pub fn fetch_sources(&mut self) -> Result<(), Error> {
+        let sources = Sources::new(self.sources.clone());
+        for model in &mut self.models {
+            model.path = sources.fetch(&model.path, model.sha256.as_deref(), ArtifactKind::Model)?.path;
+            model.sha256 = None;
+        }
+        sources.fetch_variants(&mut self.tasks)?;
         Ok(())
     }
 
@@ -101,8 +122,10 @@ impl RuntimeConfig {
     }
 
     fn resolve_paths(&mut self, base: &Path) {
+        // A remote source (`oci://`, `https://`) reads as a relative path; it is kept.
         let resolve = |p: &mut PathBuf| {
-            if p.is_relative() {
+            let remote = modelless_runtime::source::Source::of_path(p).is_ok_and(|s| s.is_remote());
+            if p.is_relative() && !remote {
                 *p = base.join(&*p);
             }
         };
@@ -110,6 +133,9 @@ impl RuntimeConfig {
             resolve(library);
         }
         self.models.iter_mut().for_each(|m| resolve(&mut m.path));
+        for path in [&mut self.sources.cache, &mut self.sources.docker_config, &mut self.sources.token_file] {
+            path.iter_mut().for_each(resolve);
+        }
         self.tasks.iter_mut().flat_map(|t| t.variants.iter_mut()).for_each(|v| resolve(&mut v.path));
         self.tasks.iter_mut().filter_map(|t| t.labels.as_mut()).for_each(resolve);
         self.pipelines.iter_mut().for_each(|p| resolve(&mut p.dictionary));
@@ -199,8 +225,13 @@ impl RuntimeBuilder {
     /// Loads every model (blocking until all are ready) and returns the runtime. The
     /// first model that fails to load fails the build. In async code, await
     /// [`RuntimeBuilder::build_async`] instead.
-    pub fn build(self) -> Result<Runtime, Error> {
+    pub fn build(mut self) -> Result<Runtime, Error> {
         self.config.validate()?;
+        let sources = Arc::new(Sources::new(self.config.sources.clone()));
+        for model in &mut self.config.models {
+            model.path = sources.fetch(&model.path, model.sha256.as_deref(), ArtifactKind::Model)?.path;
+        }
+        let to_follow = sources.fetch_variants(&mut self.config.tasks)?;
         let usable = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         self.config.resources.check_cores(usable)?;
         let registry = Arc::new(Registry::new());
@@ -211,7 +242,8 @@ impl RuntimeBuilder {
             onnxruntime: self.config.onnxruntime,
             preprocessing: PreprocessPool::start(&self.config.preprocessing)?,
             #[cfg(feature = "policies")]
-            steering: Arc::new(Steering::new(registry.clone(), resources.clone())),
+            steering: Arc::new(Steering::new(registry.clone(), resources.clone(), sources.clone())),
+            sources,
             resources,
             registry,
             #[cfg(feature = "server")]
@@ -226,6 +258,10 @@ impl RuntimeBuilder {
         for task in self.config.tasks {
             runtime.add_task(task)?;
         }
+        #[cfg(feature = "oci")]
+        runtime.sources.follow_variants(to_follow, &runtime.registry)?;
+        #[cfg(not(feature = "oci"))]
+        drop(to_follow);
         for (name, factory, instances, batching) in self.custom {
             runtime.load_backend(&name, factory, instances, batching)?;
         }
@@ -251,6 +287,9 @@ pub struct Runtime {
     pub(crate) registry: Arc<Registry>,
     #[cfg(feature = "policies")]
     steering: Arc<Steering>,
+    /// Where remote policies and model versions are fetched and followed.
+    #[cfg_attr(not(feature = "oci"), allow(dead_code))]
+    sources: Arc<Sources>,
     /// What the tasks' instances may hold.
     resources: ResourceTotals,
     /// What the config declared, for the model repository.
@@ -644,9 +683,23 @@ impl Runtime {
         self.steering.shadow(Some(path), Some(parameters))
     }
 
+    /// What the tag the running policy follows serves, and how its polls went, if
+    /// its module is an `oci://` tag.
+    #[cfg(feature = "oci")]
+    pub fn policy_source_status(&self) -> Option<modelless_runtime::source::FollowStatus> {
+        self.steering.followed()
+    }
+
     /// What the running policy has done, if one runs.
     pub fn policy_status(&self) -> Option<modelless_runtime::policy::ControlStatus> {
         self.steering.status()
+    }
+
+    /// The tasks' variants whose versions follow an `oci://` tag: what each serves,
+    /// and how its polls went.
+    #[cfg(feature = "oci")]
+    pub fn followed_variants(&self) -> Vec<crate::sources::FollowedVariant> {
+        self.sources.followed_variants()
     }
 
     /// Stops the running policy; tasks keep the knobs and instances they have.

@@ -182,6 +182,37 @@ impl Repository for RuntimeRepository {
             Source::Task(_) | Source::Model(_) => Ok(()),
         }
     }
+
+    fn provenance(&self) -> serde_json::Value {
+        #[cfg(feature = "policies")]
+        let policy = self.runtime.policy_status().map(|status| {
+            #[cfg(feature = "oci")]
+            let source = self.runtime.policy_source_status().map(|s| s.to_json());
+            #[cfg(not(feature = "oci"))]
+            let source: Option<serde_json::Value> = None;
+            serde_json::json!({
+                "name": status.policy,
+                "digest": status.policy_digest,
+                "source": source,
+                "on_fallback": status.on_fallback,
+                "reloads": status.reloads,
+                "shadow_digest": status.shadow_digest,
+                "reports": status.reports.iter().rev().take(8).collect::<Vec<_>>(),
+            })
+        });
+        #[cfg(not(feature = "policies"))]
+        let policy: Option<serde_json::Value> = None;
+        #[cfg(feature = "oci")]
+        let variants: Vec<serde_json::Value> = self
+            .runtime
+            .followed_variants()
+            .iter()
+            .map(|f| serde_json::json!({ "task": f.task, "variant": f.variant, "source": f.status.to_json() }))
+            .collect();
+        #[cfg(not(feature = "oci"))]
+        let variants: Vec<serde_json::Value> = Vec::new();
+        serde_json::json!({ "policy": policy, "variants": variants })
+    }
 }
 
 /// The model file `name` stands for under `root`: `<name>.onnx`, `<name>/model.onnx`,

@@ -9,22 +9,30 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use modelless_runtime::policy::{
-    ControlConfig, ControlLoop, ControlStatus, KeepConfigured, ListTasks, PolicyEngine, ResourceTotals,
+    ControlConfig, ControlLoop, ControlStatus, KeepConfigured, ListTasks, PolicyEngine, PolicyModule, ResourceTotals,
 };
+use modelless_runtime::source::{ArtifactKind, Source};
+#[cfg(feature = "oci")]
+use modelless_runtime::source::{Fetched, Follow, FollowStatus};
 use modelless_runtime::{Error, Registry};
 
 use crate::policy_config::PolicyConfig;
+use crate::sources::{Local, Sources};
 
 /// The policy steering a registry's tasks, when one runs.
 pub(crate) struct Steering {
     registry: Arc<Registry>,
     resources: ResourceTotals,
+    sources: Arc<Sources>,
     running: Mutex<Option<RunningPolicy>>,
 }
 
 /// A policy that runs.
 struct RunningPolicy {
     engine: Arc<PolicyEngine>,
+    // Declared before the loop: dropped first, so no reload comes to a loop stopped.
+    #[cfg(feature = "oci")]
+    follow: Option<Follow>,
     control: ControlLoop,
 }
 
@@ -33,8 +41,8 @@ const WATCH_EVERY: Duration = Duration::from_millis(100);
 
 impl Steering {
     /// No policy yet, for the tasks of `registry` on a budget of `resources`.
-    pub(crate) fn new(registry: Arc<Registry>, resources: ResourceTotals) -> Self {
-        Steering { registry, resources, running: Mutex::new(None) }
+    pub(crate) fn new(registry: Arc<Registry>, resources: ResourceTotals, sources: Arc<Sources>) -> Self {
+        Steering { registry, resources, sources, running: Mutex::new(None) }
     }
 
     /// Starts the policy `config` names, replacing any before it; each task's knobs
@@ -42,7 +50,8 @@ impl Steering {
     pub(crate) fn start(&self, config: PolicyConfig) -> Result<(), Error> {
         config.validate()?;
         let engine = PolicyEngine::new(config.host_config()).map_err(|e| Error::policy("start", e))?;
-        let module = engine.compile_file(&config.module).map_err(|e| Error::policy("compile", e))?;
+        let local = self.sources.fetch(&config.module, config.sha256.as_deref(), ArtifactKind::Policy)?;
+        let module = compile(&engine, &config.module, &local)?;
         let tasks: ListTasks = {
             let registry = self.registry.clone();
             Arc::new(move || registry.tasks())
@@ -53,11 +62,47 @@ impl Steering {
         control_config.record = config.record.clone();
         control_config.early_tick = config.early_tick();
         let control = ControlLoop::start(tasks, module, config.parameters, fallback, control_config)?;
-        if config.watch {
+        if config.watch && !Source::of_path(&config.module)?.is_remote() {
             control.watch(config.module.clone(), engine.clone(), WATCH_EVERY)?;
         }
-        *self.lock() = Some(RunningPolicy { engine, control });
+        #[cfg(feature = "oci")]
+        let follow = match (Source::of_path(&config.module)?.followed(), &local.fetched) {
+            (Some(reference), Some(fetched)) => Some(self.follow(reference.clone(), fetched, &engine, &control)?),
+            _ => None,
+        };
+        *self.lock() = Some(RunningPolicy {
+            engine,
+            #[cfg(feature = "oci")]
+            follow,
+            control,
+        });
         Ok(())
+    }
+
+    /// Follows the tag `reference`: each new digest is compiled and reloaded, as a
+    /// changed file is; one that fails to compile or to dry-run is refused.
+    #[cfg(feature = "oci")]
+    fn follow(
+        &self,
+        reference: modelless_runtime::source::OciReference,
+        fetched: &Fetched,
+        engine: &Arc<PolicyEngine>,
+        control: &ControlLoop,
+    ) -> Result<Follow, Error> {
+        let (engine, reloader, name) = (engine.clone(), control.reloader(), reference.to_string());
+        let apply = Box::new(move |fetched: &Fetched| {
+            let bytes = std::fs::read(&fetched.path).map_err(|e| Error::io("read", &fetched.path, e))?;
+            let module = engine.compile(&name, &bytes).map_err(|e| Error::policy("compile", e))?;
+            reloader.reload(module, None).map(drop)
+        });
+        let fetcher = self.sources.fetcher()?;
+        Follow::start(fetcher, reference, ArtifactKind::Policy, fetched, self.sources.poll_interval(), apply)
+    }
+
+    /// What the followed tag of the running policy serves, if it follows one.
+    #[cfg(feature = "oci")]
+    pub(crate) fn followed(&self) -> Option<FollowStatus> {
+        self.lock().as_ref().and_then(|p| p.follow.as_ref()).map(Follow::status)
     }
 
     /// Replaces the running policy with the module at `path`, with `parameters` or,
@@ -66,7 +111,8 @@ impl Steering {
         let started = Instant::now();
         let guard = self.lock();
         let running = guard.as_ref().ok_or_else(no_policy)?;
-        let module = running.engine.compile_file(path).map_err(|e| Error::policy("compile", e))?;
+        let local = self.sources.fetch(path, None, ArtifactKind::Policy)?;
+        let module = compile(&running.engine, path, &local)?;
         running.control.reload(module, parameters)?;
         Ok(started.elapsed())
     }
@@ -93,6 +139,18 @@ impl Steering {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<RunningPolicy>> {
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Compiles the module `named` names, now the file `local`: a remote one under its
+/// reference, so that the status and the logs name where it came from.
+fn compile(engine: &Arc<PolicyEngine>, named: &Path, local: &Local) -> Result<PolicyModule, Error> {
+    let compiled = if local.path == named {
+        engine.compile_file(named)
+    } else {
+        let bytes = std::fs::read(&local.path).map_err(|e| Error::io("read", &local.path, e))?;
+        engine.compile(&named.display().to_string(), &bytes)
+    };
+    compiled.map_err(|e| Error::policy("compile", e))
 }
 
 /// The error of a call that needs a running policy when none runs.

@@ -33,12 +33,12 @@ const SCALE_LOAD_S: u32 = 45;
 
 /// One fleet at a time: two would share the cores and nginx's ports would not clash,
 /// but each would measure the other.
-fn one_fleet_at_a_time() -> MutexGuard<'static, ()> {
+pub(crate) fn one_fleet_at_a_time() -> MutexGuard<'static, ()> {
     static FLEETS: Mutex<()> = Mutex::new(());
     FLEETS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn require_nginx() {
+pub(crate) fn require_nginx() {
     let nginx = Command::new("nginx").arg("-v").stderr(Stdio::null()).status();
     assert!(
         nginx.is_ok_and(|s| s.success()),
@@ -74,7 +74,7 @@ drain_timeout_s = 10
 }
 
 /// A base port with `count` free ports from it on 127.0.0.1.
-fn free_ports(count: u16) -> u16 {
+pub(crate) fn free_ports(count: u16) -> u16 {
     for _ in 0..50 {
         let base = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         if base < 60_000 && (0..count).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
@@ -100,7 +100,7 @@ fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid}");
 }
 
-fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
         assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
@@ -109,11 +109,11 @@ fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// The running script and what it said once the fleet was ready.
-struct Fleet {
+pub(crate) struct Fleet {
     script: Child,
     dir: PathBuf,
     replicas: Vec<u32>,
-    upstreams: Vec<String>,
+    pub(crate) upstreams: Vec<String>,
     nginx: u32,
     /// The nginx in front of `nginx` that holds the clients' connections while that one
     /// reloads, in a fleet that may scale.
@@ -124,7 +124,7 @@ struct Fleet {
 impl Fleet {
     /// Starts `replicas` replicas, with ports for up to `most` of them; a fleet that
     /// may scale (`most` above `replicas`) gets the front nginx that scaling needs.
-    fn start(dir: &Path, config: &Path, name: &str, replicas: usize, most: usize) -> Fleet {
+    pub(crate) fn start(dir: &Path, config: &Path, name: &str, replicas: usize, most: usize) -> Fleet {
         let base = free_ports(2 + 2 * most as u16);
         let fleet_dir = dir.join(format!("fleet-{name}"));
         let script = Command::new("bash")
@@ -231,7 +231,7 @@ impl Fleet {
     }
 
     /// Stops the script, which stops the fleet; nothing it started may be left.
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         signal(self.script.id(), "TERM");
         wait_until(Duration::from_secs(60), "scripts/fleet/run.sh stopped", || {
             self.script.try_wait().unwrap().is_some()
@@ -315,7 +315,7 @@ struct StopRun {
 
 /// Closed-loop load of `CLIENTS` clients for `seconds` through the fleet's nginx,
 /// recorded in `dir/load-NAME`.
-fn start_load(dir: &Path, config: &Path, fleet: &Fleet, name: &str, seconds: u32) -> (Child, PathBuf) {
+pub(crate) fn start_load(dir: &Path, config: &Path, fleet: &Fleet, name: &str, seconds: u32) -> (Child, PathBuf) {
     let load = dir.join(format!("load-{name}.toml"));
     std::fs::write(
         &load,
@@ -338,7 +338,7 @@ fn start_load(dir: &Path, config: &Path, fleet: &Fleet, name: &str, seconds: u32
     (loadgen, out)
 }
 
-fn records(out: &Path) -> Vec<RequestRecord> {
+pub(crate) fn records(out: &Path) -> Vec<RequestRecord> {
     std::fs::read_to_string(out.join("requests.jsonl"))
         .unwrap()
         .lines()

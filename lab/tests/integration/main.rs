@@ -24,6 +24,7 @@ mod hostile_clients;
 mod images;
 mod kit_rules;
 mod load;
+mod oci_sources;
 mod policy_check;
 mod policy_dev;
 mod policy_languages;

@@ -11,11 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod cause;
+mod fetch;
 pub(crate) mod library;
 mod mismatch;
 mod policy;
 
 pub use cause::Cause;
+pub use fetch::FetchError;
 pub use library::SearchedPlace;
 pub use mismatch::SignatureMismatch;
 pub use policy::PolicyError;
@@ -169,6 +171,7 @@ impl Error {
             Error::Io { .. } => ErrorKind::Io,
             Error::ThreadStart { .. } => ErrorKind::ThreadStart,
             Error::Policy { .. } => ErrorKind::Policy,
+            Error::Fetch { .. } => ErrorKind::Fetch,
             Error::ShuttingDown => ErrorKind::ShuttingDown,
         }
     }
@@ -183,6 +186,11 @@ impl Error {
     /// `the control loop`, `thread modelless-m-load-0`, …) failed.
     pub fn thread_start(what: impl Into<String>, source: std::io::Error) -> Self {
         Error::ThreadStart { what: what.into(), source: Arc::new(source) }
+    }
+
+    /// Fetching `reference` failed.
+    pub fn fetch(reference: impl std::fmt::Display, cause: FetchError) -> Self {
+        Error::Fetch { reference: reference.to_string(), cause }
     }
 
     /// A policy failed while doing `operation` (`compile`, `reload`, …).
@@ -269,6 +277,8 @@ error_kinds! {
     ThreadStart => "thread_start",
     /// [`Error::Policy`].
     Policy => "policy_failed",
+    /// [`Error::Fetch`].
+    Fetch => "fetch_failed",
     /// [`Error::ShuttingDown`].
     ShuttingDown => "shutting_down",
 }
@@ -445,6 +455,15 @@ pub enum Error {
         /// Why.
         #[source]
         source: PolicyError,
+    },
+    /// A policy module or a model version could not be had from its registry or URL.
+    #[error("cannot fetch {reference}: {cause}")]
+    Fetch {
+        /// What was asked for: `oci://registry/repository:tag`, a URL.
+        reference: String,
+        /// Why.
+        #[source]
+        cause: FetchError,
     },
     /// The model or runtime is shutting down and takes no more requests.
     #[error("shutting down")]

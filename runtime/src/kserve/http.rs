@@ -55,6 +55,7 @@ pub fn router(service: Arc<InferenceService>, read_timeout: Duration) -> Router 
         // One route for load and unload, so that a name holding `/` or `..` reaches the
         // repository's check (and is refused 403) instead of missing every route.
         .route("/v2/repository/models/{*call}", post(repository_call))
+        .route("/v2/policy", get(provenance))
         .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state((read_timeout, max_body_bytes), read_body_within))
         .layer(DefaultBodyLimit::max(max_body_bytes))
@@ -149,6 +150,11 @@ async fn server_metadata() -> axum::Json<Value> {
 
 fn ok_or_unavailable(ready: bool) -> StatusCode {
     if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
+}
+
+/// What this replica runs; read-only, so open as `/metrics` is.
+async fn provenance(State(service): Shared) -> impl IntoResponse {
+    axum::Json(service.provenance())
 }
 
 async fn server_ready(State(service): Shared) -> StatusCode {

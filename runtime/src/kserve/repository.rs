@@ -29,6 +29,11 @@ pub trait Repository: Send + Sync + 'static {
     fn load(&self, name: &str, config: Option<&str>) -> Result<(), ServeError>;
     /// Unloads `name`; what it queued still runs.
     fn unload(&self, name: &str) -> Result<(), ServeError>;
+    /// What this replica runs, for `GET /v2/policy`: its policy (name, digest, the tag
+    /// it follows and how its polls went) and the variants that follow tags.
+    fn provenance(&self) -> serde_json::Value {
+        serde_json::json!({ "policy": null, "variants": [] })
+    }
 }
 
 /// The `config` override of a load request's parameters (given as strings where

@@ -352,6 +352,11 @@ impl InferenceService {
         })
     }
 
+    /// What this replica runs: its policy and the variants that follow tags.
+    pub fn provenance(&self) -> serde_json::Value {
+        self.repository.provenance()
+    }
+
     /// The repository's models and their states; only those ready when `ready_only`.
     pub async fn repository_index(&self, ready_only: bool) -> Result<Vec<RepositoryEntry>, ServeError> {
         let repository = self.repository.clone();

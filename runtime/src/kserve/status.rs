@@ -74,7 +74,9 @@ impl Code {
             ErrorKind::NoVariantMeetsSlo | ErrorKind::DoesNotFitTask | ErrorKind::Precondition => {
                 Code::FailedPrecondition
             }
-            ErrorKind::NotReady | ErrorKind::ShuttingDown | ErrorKind::ThreadStart => Code::Unavailable,
+            ErrorKind::NotReady | ErrorKind::ShuttingDown | ErrorKind::ThreadStart | ErrorKind::Fetch => {
+                Code::Unavailable
+            }
             ErrorKind::Load | ErrorKind::Backend | ErrorKind::Io | ErrorKind::Policy => Code::Internal,
         }
     }
@@ -226,7 +228,7 @@ mod tests {
             }
             ErrorKind::Overloaded | ErrorKind::WouldMissDeadline => (Fault::Capacity, G::ResourceExhausted, 429),
             ErrorKind::DeadlineExceeded => (Fault::Capacity, G::DeadlineExceeded, 504),
-            ErrorKind::NotReady | ErrorKind::ShuttingDown | ErrorKind::ThreadStart => {
+            ErrorKind::NotReady | ErrorKind::ShuttingDown | ErrorKind::ThreadStart | ErrorKind::Fetch => {
                 (Fault::Server, G::Unavailable, 503)
             }
             ErrorKind::Load | ErrorKind::Backend | ErrorKind::Io | ErrorKind::Policy => {
@@ -274,6 +276,7 @@ mod tests {
             ErrorKind::Io => Error::Io { operation: "read".into(), path: "/m.onnx".into(), source: io() },
             ErrorKind::ThreadStart => Error::ThreadStart { what: "the control loop".into(), source: io() },
             ErrorKind::Policy => Error::policy("reload", PolicyError::OutOfFuel),
+            ErrorKind::Fetch => Error::fetch("oci://r/p:v1", crate::FetchError::Unreachable("refused".into())),
             ErrorKind::ShuttingDown => Error::ShuttingDown,
         }
     }

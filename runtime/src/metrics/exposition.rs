@@ -77,6 +77,8 @@ pub struct ServingMetrics {
     policy_failures: IntCounterVec,
     policy_unknown_fields: IntCounterVec,
     endpoint_refusals: IntCounterVec,
+    source_polls: IntCounterVec,
+    source_updates: IntCounterVec,
     panics: IntCounterVec,
     policy_on_fallback: IntGauge,
     pipeline_requests: IntCounterVec,
@@ -287,6 +289,17 @@ impl ServingMetrics {
                  not matching the model), by endpoint and code",
                 &["endpoint", "code"],
             ),
+            source_polls: counters(
+                "modelless_source_polls",
+                "Polls of followed tags (policies, model versions), by reference and result: `ok` or `failed`",
+                &["reference", "result"],
+            ),
+            source_updates: counters(
+                "modelless_source_updates",
+                "New digests a followed tag pointed at, by reference and result: `applied`, or `refused` \
+                 (not fetched, not verified, or not loaded)",
+                &["reference", "result"],
+            ),
             panics: counters(
                 "modelless_request_panics",
                 "Requests whose handling panicked and was answered INTERNAL, by where it panicked",
@@ -351,6 +364,16 @@ impl ServingMetrics {
     /// reached a model.
     pub fn endpoint_refused(&self, endpoint: &str, code: &str) {
         self.endpoint_refusals.with_label_values(&[endpoint, code]).inc();
+    }
+
+    /// Counts a poll of the followed tag `reference`; `ok` when the registry answered.
+    pub fn source_polled(&self, reference: &str, ok: bool) {
+        self.source_polls.with_label_values(&[reference, if ok { "ok" } else { "failed" }]).inc();
+    }
+
+    /// Counts a new digest of the followed tag `reference`, applied or refused.
+    pub fn source_updated(&self, reference: &str, applied: bool) {
+        self.source_updates.with_label_values(&[reference, if applied { "applied" } else { "refused" }]).inc();
     }
 
     /// Counts a request whose handling panicked at `site` (`grpc`, `http`, `batch`).

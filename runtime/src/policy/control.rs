@@ -119,6 +119,26 @@ fn modified(path: &Path) -> Option<(SystemTime, u64)> {
     Some((metadata.modified().ok()?, metadata.len()))
 }
 
+/// A handle that reloads a loop's policy from another thread (a followed tag's);
+/// once the loop is gone, its reloads answer [`Error::ShuttingDown`].
+#[derive(Clone)]
+pub struct Reloader {
+    commands: Sender<Command>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader").finish_non_exhaustive()
+    }
+}
+
+impl Reloader {
+    /// As [`ControlLoop::reload`].
+    pub fn reload(&self, module: PolicyModule, parameters: Option<serde_json::Value>) -> Result<Reloaded, Error> {
+        reload(&self.commands, module, parameters)
+    }
+}
+
 /// A running control loop; dropping it stops the loop.
 pub struct ControlLoop {
     commands: Sender<Command>,
@@ -167,6 +187,11 @@ impl ControlLoop {
     /// the current ones. Blocks until the loop has done it, between two ticks.
     pub fn reload(&self, module: PolicyModule, parameters: Option<serde_json::Value>) -> Result<Reloaded, Error> {
         reload(&self.commands, module, parameters)
+    }
+
+    /// A handle that reloads the policy from another thread.
+    pub fn reloader(&self) -> Reloader {
+        Reloader { commands: self.commands.clone() }
     }
 
     /// Watches `path` and reloads the policy from it whenever it changes (checked every

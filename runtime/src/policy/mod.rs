@@ -39,7 +39,7 @@ pub mod test_modules;
 pub use crate::error::PolicyError;
 pub use budget::{ResourceTotals, ResourcesConfig, budget};
 #[cfg(feature = "policies")]
-pub use control::{ControlConfig, ControlLoop, EarlyTick, ListTasks};
+pub use control::{ControlConfig, ControlLoop, EarlyTick, ListTasks, Reloader};
 #[cfg(feature = "policies")]
 pub use control_status::ControlStatus;
 #[cfg(feature = "policies")]

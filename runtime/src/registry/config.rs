@@ -259,8 +259,13 @@ impl TaskConfig {
 pub struct VariantConfig {
     /// Its name, unique within the task.
     pub name: String,
-    /// The model file of its first version.
+    /// The model file of its first version; or, fetched into the blob cache, an
+    /// `oci://registry/repository:tag` (followed: each new digest is loaded as a new
+    /// version) or `@sha256:…` reference, or an `https://` URL with its `sha256`.
     pub path: PathBuf,
+    /// What an `https://` `path` must hash to (64 hex digits, `sha256:` optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     /// What kind of file it is.
     #[serde(default)]
     pub format: ModelFormat,
@@ -338,6 +343,7 @@ impl VariantConfig {
         VariantConfig {
             name: name.into(),
             path: path.into(),
+            sha256: None,
             format: ModelFormat::Onnx,
             accuracy: Some(accuracy),
             accuracy_source: None,

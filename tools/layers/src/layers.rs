@@ -13,7 +13,7 @@ pub type Layers = &'static [&'static [&'static str]];
 pub const RUNTIME: Layers = &[
     &["tensor", "request", "stats", "error", "answered", "classify", "trace"],
     &["metrics", "backend", "signature"],
-    &["preprocess", "warmup"],
+    &["preprocess", "warmup", "source"],
     &["batching", "admission"],
     &["model", "profile"],
     &["registry"],
@@ -29,7 +29,18 @@ pub const RUNTIME: Layers = &[
 /// steering a registry; the runtime facade; serving it over KServe.
 pub const SDK: Layers = &[
     &["backend", "kserve", "ocr", "policy", "preprocess", "profile", "off_thread", "shutdown", "server"],
-    &["policy_config", "pipeline_config", "declared", "overrides", "task_handle", "model_info", "pipeline", "status"],
+    &[
+        "policy_config",
+        "pipeline_config",
+        "declared",
+        "overrides",
+        "task_handle",
+        "model_info",
+        "pipeline",
+        "status",
+        "sources",
+        "source",
+    ],
     &["steering"],
     &["runtime"],
     &["serving"],

@@ -14,6 +14,7 @@ mod policy_new;
 mod policy_test;
 mod profile;
 mod profile_photos;
+mod push;
 mod serve;
 mod setup;
 mod simulate;

@@ -1,11 +1,12 @@
 //! `modelless policy check P.wasm`: is this module a policy the runtime would run? And
-//! the other `policy` commands: new, replay, test, dev.
+//! the other `policy` commands: new, push, replay, test, dev.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use anyhow::Context as _;
 use modelless::policy_abi::{ABI_VERSION, Snapshot};
-use modelless_runtime::policy::{HostConfig, PolicyEngine, default_compiled_cache, read_ticks};
+use modelless_runtime::policy::{HostConfig, ModuleKind, PolicyEngine, default_compiled_cache, read_ticks};
 
 /// What to do with a policy module.
 #[derive(clap::Subcommand)]
@@ -24,6 +25,10 @@ pub enum Command {
         /// The memory cap of its instance, MiB (default: the runtime's for its kind).
         #[arg(long)]
         memory_limit_mib: Option<usize>,
+        /// The longest one decision may take, ms, as the config's `deadline_ms` sets
+        /// it (an interpreter's first call takes longer than the default 10).
+        #[arg(long)]
+        deadline_ms: Option<u64>,
     },
     /// Write a starter policy in a language into the folder NAME: its source, the
     /// language's kit and a `build.sh` that builds `NAME.wasm`.
@@ -50,6 +55,9 @@ pub enum Command {
         #[arg(required = true)]
         expectations: Vec<PathBuf>,
     },
+    /// Check a module as `check` does and, if it passes, push it to an OCI registry
+    /// in the Wasm artifact layout, for replicas that follow the tag.
+    Push(crate::push::PolicyPushArgs),
     /// Run a policy over recorded ticks (a control loop's recording) or bare
     /// snapshots, print its decisions and where they differ from the recorded ones.
     Replay {
@@ -67,12 +75,20 @@ pub enum Command {
 
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Check { module, snapshots, parameters, memory_limit_mib } => {
-            check(module, snapshots, parameters, memory_limit_mib)
+        Command::Check { module, snapshots, parameters, memory_limit_mib, deadline_ms } => {
+            check(module, snapshots, parameters, Limits { memory_limit_mib, deadline_ms }).map(drop)
+        }
+        Command::Push(args) => {
+            let limits = Limits { memory_limit_mib: None, deadline_ms: args.deadline_ms };
+            let kind = check(args.module.clone(), args.snapshots.clone(), args.parameters.clone(), limits)
+                .context("the check refused it; nothing was pushed")?;
+            crate::push::push_policy(args, kind)
         }
         Command::Replay { policy, snapshots, parameters } => replay(policy, snapshots, parameters),
         Command::Dev(args) => crate::policy_dev::run(args),
-        Command::Test { module, expectations } => crate::policy_test::run(&engine(None)?, &module, &expectations),
+        Command::Test { module, expectations } => {
+            crate::policy_test::run(&engine(Limits::default())?, &module, &expectations)
+        }
         Command::New { lang, name, parent } => {
             let dir = crate::policy_new::write(lang, &name, &parent)?;
             println!("wrote {}: build it with {}/build.sh", dir.display(), dir.display());
@@ -81,19 +97,29 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-/// The host `policy check` and `policy replay` run modules in: the runtime's limits,
-/// and its cache of compiled modules.
-fn engine(memory_limit_mib: Option<usize>) -> anyhow::Result<std::sync::Arc<PolicyEngine>> {
-    let host = HostConfig {
-        memory_limit_bytes: memory_limit_mib.map(|mib| mib << 20),
+/// The sandbox's limits where they differ from the runtime's defaults.
+#[derive(Clone, Copy, Default)]
+struct Limits {
+    memory_limit_mib: Option<usize>,
+    deadline_ms: Option<u64>,
+}
+
+/// The host `policy check` and `policy replay` run modules in: the runtime's limits
+/// (or those given), and its cache of compiled modules.
+fn engine(limits: Limits) -> anyhow::Result<std::sync::Arc<PolicyEngine>> {
+    let mut host = HostConfig {
+        memory_limit_bytes: limits.memory_limit_mib.map(|mib| mib << 20),
         compiled_cache: default_compiled_cache(),
         ..HostConfig::default()
     };
+    if let Some(ms) = limits.deadline_ms {
+        host = host.with_deadline(std::time::Duration::from_millis(ms));
+    }
     Ok(PolicyEngine::new(host)?)
 }
 
 fn replay(path: PathBuf, snapshots: PathBuf, parameters: Option<String>) -> anyhow::Result<()> {
-    let engine = engine(None)?;
+    let engine = engine(Limits::default())?;
     let parameters = parameters.map(|p| serde_json::from_str::<serde_json::Value>(&p)).transpose()?;
     let mut instance = engine.compile_file(&path)?.instantiate(parameters.as_ref())?;
     let ticks = read_ticks(&snapshots)?;
@@ -124,9 +150,9 @@ fn check(
     path: PathBuf,
     snapshots: Option<PathBuf>,
     parameters: Option<String>,
-    memory_limit_mib: Option<usize>,
-) -> anyhow::Result<()> {
-    let engine = engine(memory_limit_mib)?;
+    limits: Limits,
+) -> anyhow::Result<ModuleKind> {
+    let engine = engine(limits)?;
     let module = engine.compile_file(&path)?;
     let loaded = module.loaded();
     println!(
@@ -176,7 +202,7 @@ fn check(
         module.memory_limit() >> 20
     );
     println!("ok");
-    Ok(())
+    Ok(module.kind())
 }
 
 /// One line per parameter of a JSON Schema: name, type, default, description.

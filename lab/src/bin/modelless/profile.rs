@@ -76,7 +76,9 @@ const VERIFY_AT: [f64; 2] = [0.9, 1.1];
 type Target = VariantConfig;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let config = RuntimeConfig::from_file(&args.config)?;
+    let mut config = RuntimeConfig::from_file(&args.config)?;
+    // Profiles are stored beside the model files: beside the cached blobs of remote ones.
+    config.fetch_sources()?;
     let targets: Vec<Target> = targets(&config)
         .into_iter()
         .map(|t| {

@@ -28,6 +28,9 @@ pub enum Command {
     /// found on them) and its accuracy is the original's times the ratio of the
     /// pipeline's character accuracies on the pages with each.
     Make(MakeArgs),
+    /// Push a model file to an OCI registry as a model version, for replicas whose
+    /// variant follows the tag.
+    Push(crate::push::ModelPushArgs),
 }
 
 #[derive(clap::Args)]
@@ -83,7 +86,10 @@ impl From<Kind> for CopyKind {
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
-    let Command::Make(args) = command;
+    let args = match command {
+        Command::Make(args) => args,
+        Command::Push(args) => return crate::push::push_model(args),
+    };
     let evidence = evidence(&args)?;
     let (config, task, from) = (args.config, args.task, args.from);
     for kind in args.kind {

@@ -34,7 +34,7 @@ impl CompiledCache {
 
     /// The file the module of `digest` compiled as `kind` is kept in.
     fn path(&self, digest: &str, kind: &str) -> PathBuf {
-        self.dir.join(format!("{}-{:016x}.{kind}.cwasm", super::digest::hex_of(digest), self.engine_key))
+        self.dir.join(format!("{}-{:016x}.{kind}.cwasm", crate::source::hex_of(digest), self.engine_key))
     }
 
     /// The artefact of the module of `digest`, if one was kept and this engine can

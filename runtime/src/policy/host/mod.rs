@@ -9,7 +9,6 @@
 mod compiled_cache;
 mod component;
 mod core_abi;
-mod digest;
 mod limits;
 mod no_wasi;
 #[cfg(test)]
@@ -239,7 +238,7 @@ impl PolicyEngine {
         let started = Instant::now();
         let kind = ModuleKind::of(bytes);
         let component = kind == ModuleKind::Component;
-        let digest = digest::module_digest(bytes);
+        let digest = crate::source::sha256_digest(bytes);
         let cached = self.cache.as_ref().and_then(|cache| cache.load(&self.engine, &digest, component));
         let from_cache = cached.is_some();
         let compiled = match cached {
