@@ -59,7 +59,7 @@ pub use modelless_runtime::{
     SignatureConfig, SignatureMismatch, Slo, TaskConfig, Tensor, TensorData, TensorMaps, Ticket, Timings,
     VariantConfig, WarmupConfig,
 };
-pub use policy_config::PolicyConfig;
+pub use policy_config::{PolicyConfig, RollbackConfig};
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeConfig};
 pub use task_handle::TaskHandle;
 
@@ -135,7 +135,9 @@ pub mod preprocess {
 /// did last ([`Runtime::policy_status`]) and how a policy module fails.
 pub mod policy {
     #[cfg(feature = "policies")]
-    pub use modelless_runtime::policy::{ControlStatus, DecidedBy, PolicyError, PolicyLog};
+    pub use modelless_runtime::policy::{
+        ControlStatus, DecidedBy, Judgement, PolicyError, PolicyLog, Served, WatchOutcome, WatchStatus,
+    };
     /// A policy's parameters, as [`crate::PolicyConfig::with_parameters`] takes them.
     pub use serde_json::Value as Parameters;
 }

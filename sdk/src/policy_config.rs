@@ -53,6 +53,48 @@ pub struct PolicyConfig {
     /// Least time between an early tick and the tick before it, in ms.
     #[serde(default = "default_early_tick_gap_ms")]
     pub early_tick_gap_ms: u64,
+    /// Watch each policy that goes live by a reload (a followed tag, a watched file, a
+    /// call) and put the previous one back if it serves worse (off when absent).
+    #[serde(default)]
+    pub rollback: Option<RollbackConfig>,
+}
+
+/// The `[policy.rollback]` table: for how long a policy that went live is compared
+/// with the one it replaced, at a similar load, and how much worse it may serve.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackConfig {
+    /// Seconds after going live at which it is judged.
+    #[serde(default = "default_window_s")]
+    pub window_s: f64,
+    /// Points (0 to 1) of the share answered within the SLO it may lose.
+    #[serde(default = "default_share_tolerance")]
+    pub share_tolerance: f64,
+    /// Points of effective accuracy it may lose.
+    #[serde(default = "default_accuracy_tolerance")]
+    pub accuracy_tolerance: f64,
+}
+
+fn default_window_s() -> f64 {
+    60.0
+}
+
+fn default_share_tolerance() -> f64 {
+    0.01
+}
+
+fn default_accuracy_tolerance() -> f64 {
+    2.0
+}
+
+impl Default for RollbackConfig {
+    fn default() -> Self {
+        RollbackConfig {
+            window_s: default_window_s(),
+            share_tolerance: default_share_tolerance(),
+            accuracy_tolerance: default_accuracy_tolerance(),
+        }
+    }
 }
 
 /// The longest tick (and early-tick gap): an hour.
@@ -89,6 +131,7 @@ impl PolicyConfig {
             record: None,
             early_tick_queue_length: None,
             early_tick_gap_ms: default_early_tick_gap_ms(),
+            rollback: None,
         }
     }
 
@@ -108,10 +151,40 @@ impl PolicyConfig {
             ("memory_limit_mib", self.memory_limit_mib.map_or(1, |m| m as u64), MAX_MEMORY_MIB),
             ("early_tick_gap_ms", self.early_tick_gap_ms, MAX_TICK_MS),
         ];
-        match bounds.iter().find(|(_, value, most)| !(1..=*most).contains(value)) {
-            Some((name, value, most)) => Err(Error::Config(format!("policy.{name} {value} is outside 1..={most}"))),
+        if let Some((name, value, most)) = bounds.iter().find(|(_, value, most)| !(1..=*most).contains(value)) {
+            return Err(Error::Config(format!("policy.{name} {value} is outside 1..={most}")));
+        }
+        let Some(rollback) = &self.rollback else { return Ok(()) };
+        let ranges = [
+            ("window_s", rollback.window_s, 0.001, MAX_TICK_MS as f64 / 1e3),
+            ("share_tolerance", rollback.share_tolerance, 0.0, 1.0),
+            ("accuracy_tolerance", rollback.accuracy_tolerance, 0.0, f64::MAX),
+        ];
+        match ranges.iter().find(|(_, value, least, most)| !(*least..=*most).contains(value)) {
+            Some((name, value, least, most)) => {
+                Err(Error::Config(format!("policy.rollback.{name} {value} is outside {least}..={most}")))
+            }
             None => Ok(()),
         }
+    }
+
+    /// The watch it asks for, if any.
+    #[cfg(feature = "policies")]
+    pub(crate) fn watch(&self) -> Option<modelless_runtime::policy::WatchConfig> {
+        let rollback = self.rollback.as_ref()?;
+        Some(modelless_runtime::policy::WatchConfig {
+            window: Duration::from_secs_f64(rollback.window_s.clamp(0.001, MAX_TICK_MS as f64 / 1e3)),
+            share_tolerance: rollback.share_tolerance,
+            accuracy_tolerance: rollback.accuracy_tolerance,
+            ..Default::default()
+        })
+    }
+
+    /// Watches each policy that goes live by a reload, and rolls it back if it serves
+    /// worse than the one it replaced.
+    pub fn with_rollback(mut self, rollback: RollbackConfig) -> Self {
+        self.rollback = Some(rollback);
+        self
     }
 
     /// The sandbox it asks for.

@@ -197,6 +197,8 @@ impl Repository for RuntimeRepository {
                 "on_fallback": status.on_fallback,
                 "reloads": status.reloads,
                 "shadow_digest": status.shadow_digest,
+                "rollbacks": status.rollbacks,
+                "watch": status.watch.as_ref().map(|w| w.to_json()),
                 "reports": status.reports.iter().rev().take(8).collect::<Vec<_>>(),
             })
         });

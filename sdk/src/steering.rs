@@ -61,6 +61,7 @@ impl Steering {
         let mut control_config = ControlConfig::default().with_tick(tick).with_resources(self.resources.clone());
         control_config.record = config.record.clone();
         control_config.early_tick = config.early_tick();
+        control_config.watch = config.watch();
         let control = ControlLoop::start(tasks, module, config.parameters, fallback, control_config)?;
         if config.watch && !Source::of_path(&config.module)?.is_remote() {
             control.watch(config.module.clone(), engine.clone(), WATCH_EVERY)?;

@@ -170,13 +170,23 @@ const SPINNING: &str = r#"(module
     (func (export "dealloc") (param i32 i32))
     (func (export "decide") (param i32 i32) (result i64) (loop $spin (br $spin)) (i64.const 0)))"#;
 
-fn config(dir: &Path, registry: &Registry) -> PathBuf {
+/// A config of `body` (tasks and policy) for replicas that fetch from `registry`.
+fn write_config(dir: &Path, name: &str, registry: &Registry, body: &str) -> PathBuf {
     let text = format!(
-        r#"[onnxruntime]
-intra_op_threads = 1
-spinning = false
+        "[onnxruntime]\nintra_op_threads = 1\nspinning = false\n\n{body}\n[sources]\ncache = \"{cache}\"\n\
+         insecure_registries = [\"{address}\"]\npoll_interval_s = {POLL_S}\ntimeout_s = 5\n\n[server]\n\
+         drain_timeout_s = 10\n",
+        cache = dir.join("cache").display(),
+        address = registry.address,
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
 
-[[tasks]]
+fn config(dir: &Path, registry: &Registry) -> PathBuf {
+    let body = format!(
+        r#"[[tasks]]
 name = "classify-image"
 latency_slo_ms = 2000
 
@@ -191,24 +201,11 @@ module = "{policy}"
 tick_ms = 200
 # An interpreter's first call (the Python policy's) takes longer than the default 10 ms.
 deadline_ms = 200
-
-[sources]
-cache = "{cache}"
-insecure_registries = ["{address}"]
-poll_interval_s = {POLL_S}
-timeout_s = 5
-
-[server]
-drain_timeout_s = 10
 "#,
         model = registry.reference("models/classify:live"),
         policy = registry.reference("policies/steer:live"),
-        cache = dir.join("cache").display(),
-        address = registry.address,
     );
-    let path = dir.join("oci.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    write_config(dir, "oci.toml", registry, &body)
 }
 
 /// The replicas' HTTP addresses: each one's gRPC port plus one.
@@ -456,4 +453,94 @@ fn a_replica_restarted_with_the_registry_down_serves_what_its_tag_last_gave_from
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "it started: {said}");
     assert!(said.contains("cannot fetch") && said.contains("cache holds no digest"), "{said}");
+}
+
+/// Two variants under a 25 ms SLO that MobileNetV2-0.35 meets and 1.4 (16 ms an
+/// image, profiled) does not under the fleet's load; the static policy keeps 0.35, and a watch of 6 s.
+fn steering_config(dir: &Path, registry: &Registry) -> PathBuf {
+    let models = models_dir();
+    let variant = |name: &str, file: &str, accuracy: f64| {
+        format!(
+            "[[tasks.variants]]\nname = \"{name}\"\npath = \"{}\"\naccuracy = {accuracy}\npreload = true\n\
+             batching = {{ max_batch_size = 4, max_queue_delay_us = 0 }}\n\n",
+            models.join(file).display()
+        )
+    };
+    let body = format!(
+        "[[tasks]]\nname = \"classify-image\"\nactive = \"mobilenetv2-0.35\"\nlatency_slo_ms = 25\n\n{}{}\
+         [policy]\nmodule = \"{}\"\ntick_ms = 250\n\n[policy.rollback]\nwindow_s = 6\n",
+        variant("mobilenetv2-0.35", "mobilenetv2_0.35.onnx", 60.3),
+        variant("mobilenetv2-1.4", "mobilenetv2_1.4.onnx", 75.0),
+        registry.reference("policies/steer:live"),
+    );
+    write_config(dir, "steering.toml", registry, &body)
+}
+
+#[test]
+fn a_policy_that_keeps_the_most_accurate_variant_through_load_is_rolled_back_on_every_replica() {
+    require_nginx();
+    let _one = one_fleet_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::start(&dir.path().join("registry"));
+    let live = registry.reference("policies/steer:live");
+    push_policy(&policy_module("static"), &live);
+    let config = steering_config(dir.path(), &registry);
+    let fleet = Fleet::start(dir.path(), &config, "steering", 3, 3);
+    let replicas = http_addresses(&fleet);
+    let (mut loadgen, out) = start_load(dir.path(), &config, &fleet, "steering", 45);
+    let kept = file_digest(&policy_module("static"));
+    on_every_replica(&replicas, "static live", |s| policy_digest(s) == kept);
+    // The static policy's ticks under load, for the watch to compare with.
+    std::thread::sleep(Duration::from_secs(8));
+
+    // Valid, and checked: it only ever switches to the most accurate variant.
+    let accurate = modelless_runtime::policy::test_modules::answering(
+        r#"{"tasks":[{"task":"classify-image","variant":"mobilenetv2-1.4"}]}"#,
+    );
+    let module = dir.path().join("most-accurate.wat");
+    std::fs::write(&module, accurate.as_bytes()).unwrap();
+    push_policy(&module, &live);
+    let worse = source::sha256_digest(accurate.as_bytes());
+    on_every_replica(&replicas, "the accurate-only policy live", |s| {
+        policy_digest(s) == worse || s["policy"]["rollbacks"].as_u64() >= Some(1)
+    });
+    on_every_replica(&replicas, "the rollback", |s| s["policy"]["watch"]["outcome"] == "rolled back");
+    for replica in &replicas {
+        let status = provenance(replica);
+        assert_eq!(policy_digest(&status), kept, "{replica} runs the policy put back");
+        let watch = &status["policy"]["watch"];
+        assert_eq!(watch["live"], worse.as_str());
+        let (live, before) = (&watch["live_served"], &watch["previous_served"]);
+        eprintln!(
+            "{replica}: rolled back: {} (live {:.2} % within the SLO over {} ticks at {:.1}/s, effective accuracy \
+             {:.1}; before {:.2} % over {} ticks at {:.1}/s, {:.1}; similar load: {})",
+            watch["regression"].as_str().unwrap_or_default(),
+            100.0 * live["share_within_slo"].as_f64().unwrap(),
+            live["ticks"],
+            live["demand_per_s"].as_f64().unwrap(),
+            live["effective_accuracy"].as_f64().unwrap(),
+            100.0 * before["share_within_slo"].as_f64().unwrap(),
+            before["ticks"],
+            before["demand_per_s"].as_f64().unwrap(),
+            before["effective_accuracy"].as_f64().unwrap(),
+            watch["similar_load"],
+        );
+        let (_, metrics) = get(replica, "/metrics").unwrap();
+        assert!(metrics.lines().any(|l| l.starts_with("modelless_policy_rollbacks{")), "{replica}: not counted");
+    }
+
+    wait_until(Duration::from_secs(120), "the load generator done", || loadgen.try_wait().unwrap().is_some());
+    assert!(loadgen.wait().unwrap().success(), "loadgen failed: see {}", dir.path().display());
+    let records = records(&out);
+    let count = |outcome: Outcome| records.iter().filter(|r| r.status == outcome).count();
+    eprintln!(
+        "load: {} sent, {} answered, {} refused, {} expired, {} failed",
+        records.len(),
+        count(Outcome::Served),
+        count(Outcome::Rejected),
+        count(Outcome::Expired),
+        count(Outcome::Failed)
+    );
+    assert_eq!(count(Outcome::Failed), 0, "no request fails with an error");
+    fleet.stop();
 }

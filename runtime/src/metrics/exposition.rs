@@ -78,6 +78,7 @@ pub struct ServingMetrics {
     policy_unknown_fields: IntCounterVec,
     endpoint_refusals: IntCounterVec,
     source_polls: IntCounterVec,
+    policy_rollbacks: IntCounterVec,
     source_updates: IntCounterVec,
     panics: IntCounterVec,
     policy_on_fallback: IntGauge,
@@ -289,6 +290,12 @@ impl ServingMetrics {
                  not matching the model), by endpoint and code",
                 &["endpoint", "code"],
             ),
+            policy_rollbacks: counters(
+                "modelless_policy_rollbacks",
+                "Policies put back after the one that replaced them served worse within its watch window, by \
+                 the digests of the one rolled back and the one put back",
+                &["from_digest", "to_digest"],
+            ),
             source_polls: counters(
                 "modelless_source_polls",
                 "Polls of followed tags (policies, model versions), by reference and result: `ok` or `failed`",
@@ -364,6 +371,11 @@ impl ServingMetrics {
     /// reached a model.
     pub fn endpoint_refused(&self, endpoint: &str, code: &str) {
         self.endpoint_refusals.with_label_values(&[endpoint, code]).inc();
+    }
+
+    /// Counts a rollback from the policy of `from` to the one of `to`.
+    pub fn policy_rolled_back(&self, from: &str, to: &str) {
+        self.policy_rollbacks.with_label_values(&[from, to]).inc();
     }
 
     /// Counts a poll of the followed tag `reference`; `ok` when the registry answered.

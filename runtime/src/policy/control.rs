@@ -15,10 +15,11 @@ use super::apply::Applier;
 use super::budget::ResourceTotals;
 use super::control_status::ControlStatus;
 use super::controller::Controller;
-use super::guard::{DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
+use super::guard::{DecidedBy, GuardedPolicy, KeepConfigured, Reloaded, RollbackPoint};
 use super::host::{PolicyEngine, PolicyModule};
 use super::reading::{pool_snapshot, snapshot};
 use super::record::Recorder;
+use super::watch::{History, TickServed, Verdict, WatchConfig, WatchOutcome, WatchStatus, judge};
 use crate::error::Error;
 use crate::error::PolicyError;
 use crate::metrics::{CpuSample, serving_metrics};
@@ -41,6 +42,9 @@ pub struct ControlConfig {
     /// What the tasks' instances may hold: the snapshot carries the budget, and a
     /// decision is held to it. `None`: no budget is kept.
     pub resources: Option<ResourceTotals>,
+    /// How a policy that went live by a reload is watched and rolled back if it
+    /// serves worse than the one it replaced; `None`: not watched.
+    pub watch: Option<WatchConfig>,
 }
 
 /// When the loop ticks early: a task's queue reached `queue_length`, or the task
@@ -67,6 +71,7 @@ impl Default for ControlConfig {
             record: None,
             early_tick: None,
             resources: None,
+            watch: None,
         }
     }
 }
@@ -87,6 +92,12 @@ impl ControlConfig {
     /// Holds decisions to `totals` (see [`ResourceTotals`]).
     pub fn with_resources(mut self, totals: ResourceTotals) -> Self {
         self.resources = Some(totals);
+        self
+    }
+
+    /// Watches each policy that goes live by a reload (see [`WatchConfig`]).
+    pub fn with_watch(mut self, watch: WatchConfig) -> Self {
+        self.watch = Some(watch);
         self
     }
 
@@ -174,8 +185,17 @@ impl ControlLoop {
         if let Some(path) = &config.record {
             controller = controller.with_recorder(Recorder::open(path).map_err(|e| Error::io("record to", path, e))?);
         }
-        let state =
-            LoopState { tasks, controller, status: status.clone(), applier: Applier::new(status.clone()), config };
+        let state = LoopState {
+            tasks,
+            interval_digest: controller.policy().module().digest().to_string(),
+            controller,
+            status: status.clone(),
+            applier: Applier::new(status.clone()),
+            config,
+            started: Instant::now(),
+            history: History::default(),
+            watching: None,
+        };
         let thread = std::thread::Builder::new()
             .name("modelless-control".into())
             .spawn(move || state.run(inbox))
@@ -260,11 +280,21 @@ struct LoopState {
     status: Arc<Mutex<ControlStatus>>,
     applier: Applier,
     config: ControlConfig,
+    /// The loop's clock starts here.
+    started: Instant,
+    /// What each tick served, for the watch.
+    history: History,
+    /// The digest of the policy that decided since the last tick: the one the next
+    /// snapshot's figures are of.
+    interval_digest: String,
+    /// The policy that went live last, watched until its window ends, and what a
+    /// rollback puts back.
+    watching: Option<RollbackPoint>,
 }
 
 impl LoopState {
     fn run(mut self, inbox: Receiver<Command>) {
-        let started = Instant::now();
+        let started = self.started;
         let mut next_tick = started + self.config.tick;
         let mut last_tick = started;
         let mut cpu = CpuSample::now();
@@ -286,9 +316,25 @@ impl LoopState {
                 }
                 Ok(Command::Reload { module, parameters, reply }) => {
                     let (name, digest) = (module.name().to_string(), module.digest().to_string());
+                    let previous = self.config.watch.map(|_| self.controller.rollback_point());
                     let result = self.controller.replace(module, parameters);
                     if result.is_ok() {
-                        let mut status = self.lock_status();
+                        let since = started.elapsed();
+                        let watch = previous.filter(|p| p.module.digest() != digest).map(|previous| {
+                            let status = WatchStatus {
+                                live: digest.clone(),
+                                previous: previous.module.digest().to_string(),
+                                since,
+                                outcome: WatchOutcome::Watching,
+                                judgement: None,
+                            };
+                            (status, previous)
+                        });
+                        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+                        if let Some((watched, previous)) = watch {
+                            status.watch = Some(watched);
+                            self.watching = Some(previous);
+                        }
                         (status.policy, status.policy_digest) = (name, digest);
                         status.reloads += 1;
                     }
@@ -327,6 +373,13 @@ impl LoopState {
         serving_metrics().policy_decided(digest, ticked.decided_in, failure, ticked.by == DecidedBy::Fallback);
         let mut reports = self.applier.apply(tasks, ticked.plan);
         reports.extend(ticked.warnings.into_iter().map(|warning| policy_warning(digest, warning)));
+        if let (Some(watch), Some(snapshot)) = (self.config.watch, self.controller.last_snapshot()) {
+            let served = TickServed::of(now, &self.interval_digest, snapshot);
+            self.history.push(served, watch.history);
+            self.judge(now, &watch);
+        }
+        self.interval_digest = self.controller.policy().module().digest().to_string();
+        let policy = self.controller.policy();
         let mut status = self.lock_status();
         status.ticks = self.controller.ticks();
         status.early_ticks += u64::from(early);
@@ -338,6 +391,43 @@ impl LoopState {
         status.reports.extend(reports);
         let excess = status.reports.len().saturating_sub(32);
         status.reports.drain(..excess);
+    }
+
+    /// Judges the policy watched, if its window is over: keeps it, or puts the previous
+    /// one back when it serves worse.
+    fn judge(&mut self, now: Duration, config: &WatchConfig) {
+        let Some(watched) = self.lock_status().watch.clone().filter(|w| w.outcome == WatchOutcome::Watching) else {
+            return;
+        };
+        let (outcome, judgement) = match judge(&self.history, &watched.live, watched.since, now, config) {
+            Verdict::Watching => return,
+            Verdict::Unjudged => (WatchOutcome::Unjudged, None),
+            Verdict::Judged(judgement) if judgement.regression.is_none() => (WatchOutcome::Kept, Some(judgement)),
+            Verdict::Judged(judgement) => {
+                let why = judgement.regression.clone().unwrap_or_default();
+                let outcome = match self.watching.take().map(|point| self.controller.restore(point)) {
+                    Some(Ok(())) => {
+                        tracing::warn!(from = %watched.live, to = %watched.previous, %why, "policy rolled back");
+                        serving_metrics().policy_rolled_back(&watched.live, &watched.previous);
+                        WatchOutcome::RolledBack
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(policy_digest = %watched.live, %error, %why, "the rollback failed");
+                        WatchOutcome::RollbackFailed(error.to_string())
+                    }
+                    None => WatchOutcome::RollbackFailed("nothing to put back".into()),
+                };
+                (outcome, Some(judgement))
+            }
+        };
+        self.watching = None;
+        let mut status = self.lock_status();
+        if outcome == WatchOutcome::RolledBack {
+            let policy = self.controller.policy().module();
+            (status.policy, status.policy_digest) = (policy.name().to_string(), policy.digest().to_string());
+            status.rollbacks += 1;
+        }
+        status.watch = Some(WatchStatus { outcome, judgement, ..watched });
     }
 
     /// Whether a queue calls an early tick, `since_last` after the last tick.
@@ -479,6 +569,67 @@ mod tests {
             ControlLoop::start(tasks, module, None, fallback(), ControlConfig::default().with_tick(TICK)).unwrap();
         control.watch(path.to_path_buf(), engine, Duration::from_millis(10)).unwrap();
         control
+    }
+
+    /// A policy that switches `classify` to a variant whose batches take 60 ms, under a
+    /// 20 ms SLO, after one that kept the 1 ms variant: the watch sees it miss at the
+    /// same load and puts the first one back.
+    #[test]
+    fn a_reloaded_policy_that_serves_worse_at_the_same_load_is_rolled_back() {
+        let make: MakeBackend = Arc::new(|variant: &VariantConfig, _: &std::path::Path| {
+            let per_batch = Duration::from_millis(if variant.name == "v1" { 60 } else { 1 });
+            FakeBackend::factory(FakeConfig { per_batch, ..FakeConfig::default() }, BatchLog::default())
+        });
+        let variant =
+            |name: &str, accuracy| VariantConfig::new(name, "fake", accuracy).with_warmup(WarmupConfig::disabled());
+        let config = TaskConfig::new("classify")
+            .with_latency_slo_ms(20.0)
+            .with_variant(variant("v0", 60.0))
+            .with_variant(variant("v1", 61.0));
+        let task = Arc::new(Task::start(config, make).unwrap());
+        let engine = PolicyEngine::new(HostConfig::default()).unwrap();
+        let keep = engine.compile("keep v0", answering(r#"{"tasks":[{"task":"classify","variant":"v0"}]}"#).as_bytes());
+        let tasks: ListTasks = {
+            let task = task.clone();
+            Arc::new(move || vec![task.clone()])
+        };
+        let watch = WatchConfig { window: Duration::from_millis(400), ..WatchConfig::default() };
+        let control_config = ControlConfig::default().with_tick(TICK).with_watch(watch);
+        let control = ControlLoop::start(tasks, keep.unwrap(), None, fallback(), control_config).unwrap();
+
+        // Steady load from two callers throughout.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let (task, stop) = (task.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let slo = Slo::default().with_latency(Duration::from_millis(20));
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let input = Inputs::from(Tensor::new([1, 4], vec![1.0f32; 4]).unwrap());
+                        let _ = task.submit(input, &slo).and_then(|t| t.wait());
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(400));
+        let slow =
+            engine.compile("switch to v1", answering(r#"{"tasks":[{"task":"classify","variant":"v1"}]}"#).as_bytes());
+        let (slow_digest, keep_digest) = (slow.as_ref().unwrap().digest().to_string(), control.status().policy_digest);
+        control.reload(slow.unwrap(), None).unwrap();
+        wait_for("the watch's verdict", || control.status().watch.is_some_and(|w| w.outcome != WatchOutcome::Watching));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        callers.into_iter().for_each(|c| c.join().unwrap());
+
+        let status = control.status();
+        let watch = status.watch.clone().unwrap();
+        assert_eq!(watch.outcome, WatchOutcome::RolledBack, "{watch:?}");
+        assert_eq!((watch.live.as_str(), watch.previous.as_str()), (slow_digest.as_str(), keep_digest.as_str()));
+        let judged = watch.judgement.unwrap();
+        assert!(judged.live.share_within_slo < judged.before.share_within_slo, "{judged:?}");
+        assert!(judged.regression.is_some_and(|why| why.contains("within the SLO")));
+        assert_eq!((status.policy_digest, status.rollbacks), (keep_digest, 1), "the first policy decides again");
+        wait_for("v0 serving again", || task.serving().0.variant == "v0");
     }
 
     #[test]

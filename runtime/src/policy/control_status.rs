@@ -39,4 +39,8 @@ pub struct ControlStatus {
     pub shadow_digest: Option<String>,
     /// The shadow's last decision (never applied).
     pub shadow_decision: Option<Decision>,
+    /// Policies the watch found worse and rolled back.
+    pub rollbacks: u64,
+    /// The watch of the last policy that went live, when reloads are watched.
+    pub watch: Option<super::watch::WatchStatus>,
 }

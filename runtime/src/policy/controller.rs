@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use modelless_policy_abi::{Decision, Snapshot};
 
 use super::core::{self, Plan};
-use super::guard::{DecidedBy, GuardedPolicy, Reloaded};
+use super::guard::{DecidedBy, GuardedPolicy, Reloaded, RollbackPoint};
 use super::host::PolicyModule;
 use super::record::Recorder;
 use crate::error::PolicyError;
@@ -96,6 +96,16 @@ impl Controller {
     ) -> Result<Reloaded, PolicyError> {
         let parameters = parameters.or_else(|| self.policy.parameters().cloned());
         self.policy.replace(module, parameters, self.last_snapshot.as_ref())
+    }
+
+    /// The point a rollback to the policy deciding now returns to.
+    pub fn rollback_point(&mut self) -> RollbackPoint {
+        self.policy.rollback_point()
+    }
+
+    /// Puts back the policy of `point` (see [`GuardedPolicy::restore`]).
+    pub fn restore(&mut self, point: RollbackPoint) -> Result<(), PolicyError> {
+        self.policy.restore(point, self.last_snapshot.as_ref())
     }
 
     /// One tick at `now` (time since steering began) on `snapshot`: stamped, decided

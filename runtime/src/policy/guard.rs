@@ -78,6 +78,23 @@ pub struct Reloaded {
     pub carried_state: bool,
 }
 
+/// A module as it was: what a rollback puts back.
+#[derive(Clone)]
+pub struct RollbackPoint {
+    /// The module.
+    pub module: PolicyModule,
+    /// Its parameters.
+    pub parameters: Option<serde_json::Value>,
+    /// Its state, when it carries state.
+    pub state: Option<serde_json::Value>,
+}
+
+impl std::fmt::Debug for RollbackPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RollbackPoint").field("module", &self.module.digest()).finish_non_exhaustive()
+    }
+}
+
 /// A module with its instance, its failure counts and the fallback.
 pub struct GuardedPolicy {
     module: PolicyModule,
@@ -240,6 +257,38 @@ impl GuardedPolicy {
         self.saved_state = None;
         self.consecutive_failures = 0;
         Ok(Reloaded { carried_state })
+    }
+
+    /// What [`GuardedPolicy::restore`] needs to put this module back as it is now:
+    /// the module, its parameters and its state.
+    pub fn rollback_point(&mut self) -> RollbackPoint {
+        let state = match (&mut self.instance, self.module.carries_state()) {
+            (Some(instance), true) => instance.save_state().ok().flatten(),
+            (None, true) => self.saved_state.clone(),
+            _ => None,
+        };
+        RollbackPoint { module: self.module.clone(), parameters: self.parameters.clone(), state }
+    }
+
+    /// Puts back the module of `point` with its parameters and the state it had,
+    /// dry-run on `last_snapshot`; on failure the module deciding stays.
+    pub fn restore(&mut self, point: RollbackPoint, last_snapshot: Option<&Snapshot>) -> Result<(), PolicyError> {
+        let mut instance = point.module.instantiate(point.parameters.as_ref())?;
+        if let Some(state) = &point.state
+            && !instance.load_state(state)?
+        {
+            tracing::info!(policy = point.module.name(), "the module put back did not take its own state");
+        }
+        if let Some(snapshot) = last_snapshot {
+            instance.decide(snapshot)?;
+            Self::keep_warnings(&mut self.warnings, &mut instance);
+        }
+        self.module = point.module;
+        self.parameters = point.parameters;
+        self.instance = Some(instance);
+        self.saved_state = None;
+        self.consecutive_failures = 0;
+        Ok(())
     }
 
     fn module_decides(&mut self, json: &[u8]) -> Result<Decision, PolicyError> {

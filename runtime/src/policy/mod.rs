@@ -35,6 +35,7 @@ mod snapshot;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg(feature = "policies")]
 pub mod test_modules;
+mod watch;
 
 pub use crate::error::PolicyError;
 pub use budget::{ResourceTotals, ResourcesConfig, budget};
@@ -45,7 +46,7 @@ pub use control_status::ControlStatus;
 #[cfg(feature = "policies")]
 pub use controller::{Controller, Ticked};
 #[cfg(feature = "policies")]
-pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded};
+pub use guard::{DEFAULT_MAX_FAILURES, Decided, DecidedBy, GuardedPolicy, KeepConfigured, Reloaded, RollbackPoint};
 #[cfg(feature = "policies")]
 pub use host::{
     COMPONENT_MEMORY_LIMIT_BYTES, CORE_MEMORY_LIMIT_BYTES, HostConfig, Loaded, ModuleKind, PolicyEngine,
@@ -54,3 +55,4 @@ pub use host::{
 #[cfg(feature = "policies")]
 pub use record::{RecordedTick, Recorder, Replayed, read_ticks, replay};
 pub use snapshot::{TaskReading, task_snapshot};
+pub use watch::{History, Judgement, Served, TickServed, Verdict, WatchConfig, WatchOutcome, WatchStatus, judge};

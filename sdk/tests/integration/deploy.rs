@@ -200,7 +200,37 @@ fn the_manifests_agree_with_the_config_baked_into_the_image() {
     let grace_s = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
     assert!(grace_s > pre_stop_s + drain_s, "grace {grace_s} s ≤ preStop {pre_stop_s} s + drain {drain_s} s");
     let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-    assert_eq!(args[..3], ["serve", "--config", "/models/config.toml"]);
+    assert_eq!(args[..3], ["serve", "--config", "/etc/modelless/config.toml"]);
+
+    // The Deployment's config is the image's, with a policy followed from a registry
+    // through the pull secret it mounts, cached on a volume it mounts.
+    let mounted = of_kind(&plain, "ConfigMap")["data"]["config.toml"].as_str().unwrap();
+    let deployed = RuntimeConfig::from_toml(mounted, Path::new("/etc/modelless")).unwrap();
+    assert_eq!(deployed.server.as_ref().map(|s| s.drain_timeout_s), Some(drain_s));
+    assert_eq!(deployed.onnxruntime.intra_op_threads, config.onnxruntime.intra_op_threads);
+    let names = |c: &RuntimeConfig| -> Vec<(String, bool)> {
+        c.tasks[0].variants.iter().map(|v| (v.path.file_name().unwrap().to_string_lossy().into(), v.preload)).collect()
+    };
+    assert_eq!(names(&deployed), names(&config), "the variants of the image's config");
+    let module = deployed.policy.as_ref().unwrap().module.to_string_lossy().to_string();
+    assert!(module.starts_with("oci://") && module.contains(':'), "{module} is not a followed tag");
+    let mount_of = |volume: &str| -> String {
+        let mounts = container["volumeMounts"].as_array().unwrap();
+        let mount = mounts.iter().find(|m| m["name"] == volume).unwrap_or_else(|| panic!("{volume} not mounted"));
+        mount["mountPath"].as_str().unwrap().to_string()
+    };
+    let volume = |name: &str| -> &serde_json::Value {
+        let volumes = pod["volumes"].as_array().unwrap();
+        volumes.iter().find(|v| v["name"] == name).unwrap_or_else(|| panic!("no volume {name}"))
+    };
+    assert_eq!(volume("config")["configMap"]["name"], of_kind(&plain, "ConfigMap")["metadata"]["name"]);
+    let docker_config = deployed.sources.docker_config.as_ref().unwrap();
+    assert_eq!(docker_config.parent().unwrap(), Path::new(&mount_of("registry")));
+    let secret = &volume("registry")["secret"];
+    assert_eq!(secret["items"][0]["key"], ".dockerconfigjson", "a docker-registry pull secret");
+    assert_eq!(secret["items"][0]["path"].as_str().unwrap(), docker_config.file_name().unwrap().to_str().unwrap());
+    assert!(deployed.sources.cache.as_ref().unwrap().starts_with(mount_of("cache")));
+    assert!(volume("cache")["emptyDir"].is_object());
     let ports: Vec<u64> =
         container["ports"].as_array().unwrap().iter().map(|p| p["containerPort"].as_u64().unwrap()).collect();
     for (flag, port) in [("--http", 8080), ("--grpc", 9000)] {
