@@ -338,6 +338,15 @@ fn a_fleet_follows_policy_and_model_tags_through_pushes_a_hostile_module_and_a_r
         took.as_secs_f64()
     );
 
+    // `modelless status` tells what each replica runs.
+    let told = modelless().arg("status").args(replicas.iter().map(|r| format!("http://{r}"))).output().unwrap();
+    let table = String::from_utf8_lossy(&told.stdout);
+    assert!(told.status.success(), "{table}{}", String::from_utf8_lossy(&told.stderr));
+    let short_v4: String = v4.chars().take(19).collect();
+    assert_eq!(table.matches(&format!("policy {short_v4}")).count(), 3, "{table}");
+    assert_eq!(table.matches(&format!("follows {live}")).count(), 3, "{table}");
+    eprintln!("{table}");
+
     wait_until(Duration::from_secs(LOAD_S as u64 + 60), "the load generator done", || {
         loadgen.try_wait().unwrap().is_some()
     });

@@ -18,6 +18,7 @@ mod push;
 mod serve;
 mod setup;
 mod simulate;
+mod status;
 mod tune;
 mod tune_measure;
 mod variants;
@@ -55,6 +56,10 @@ enum Command {
     /// scaler in turn (the HPA on the demand ratio or on CPU, KServe's concurrency
     /// target, static peak provisioning); write the table and the plots.
     Fleet(fleet::Args),
+    /// What each replica of a fleet runs: its policy's digest, the tag it follows and
+    /// how its polls went, the watch of the last policy that went live, and the
+    /// variants that follow tags (from each one's `GET /v2/policy`).
+    Status(status::Args),
     /// Capacity planning from profiled costs: the fewest devices that finish N items
     /// by a deadline, or the most items a set of devices finishes by it.
     Plan(plan::Args),
@@ -142,6 +147,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Plan(args) => plan::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Fleet(args) => fleet::run(args),
+        Command::Status(args) => status::run(args),
         Command::Setup(args) => setup::run(args),
         Command::Tune(args) => tune::run(args),
         Command::Variants(command) => variants::run(command),
