@@ -63,11 +63,12 @@ impl Steering {
         control_config.early_tick = config.early_tick();
         control_config.watch = config.watch();
         let control = ControlLoop::start(tasks, module, config.parameters, fallback, control_config)?;
-        if config.watch && !Source::of_path(&config.module)?.is_remote() {
+        let source = Source::of_path(&config.module)?;
+        if config.watch && !source.is_remote() {
             control.watch(config.module.clone(), engine.clone(), WATCH_EVERY)?;
         }
         #[cfg(feature = "oci")]
-        let follow = match (Source::of_path(&config.module)?.followed(), &local.fetched) {
+        let follow = match (source.followed(), &local.fetched) {
             (Some(reference), Some(fetched)) => Some(self.follow(reference.clone(), fetched, &engine, &control)?),
             _ => None,
         };
@@ -92,9 +93,7 @@ impl Steering {
     ) -> Result<Follow, Error> {
         let (engine, reloader, name) = (engine.clone(), control.reloader(), reference.to_string());
         let apply = Box::new(move |fetched: &Fetched| {
-            let bytes = std::fs::read(&fetched.path).map_err(|e| Error::io("read", &fetched.path, e))?;
-            let module = engine.compile(&name, &bytes).map_err(|e| Error::policy("compile", e))?;
-            reloader.reload(module, None).map(drop)
+            reloader.reload(compile_as(&engine, &name, &fetched.path)?, None).map(drop)
         });
         let fetcher = self.sources.fetcher()?;
         Follow::start(fetcher, reference, ArtifactKind::Policy, fetched, self.sources.poll_interval(), apply)
@@ -145,13 +144,16 @@ impl Steering {
 /// Compiles the module `named` names, now the file `local`: a remote one under its
 /// reference, so that the status and the logs name where it came from.
 fn compile(engine: &Arc<PolicyEngine>, named: &Path, local: &Local) -> Result<PolicyModule, Error> {
-    let compiled = if local.path == named {
-        engine.compile_file(named)
-    } else {
-        let bytes = std::fs::read(&local.path).map_err(|e| Error::io("read", &local.path, e))?;
-        engine.compile(&named.display().to_string(), &bytes)
-    };
-    compiled.map_err(|e| Error::policy("compile", e))
+    if local.path == named {
+        return engine.compile_file(named).map_err(|e| Error::policy("compile", e));
+    }
+    compile_as(engine, &named.display().to_string(), &local.path)
+}
+
+/// Compiles the module in the file at `path` under the name `name`.
+fn compile_as(engine: &Arc<PolicyEngine>, name: &str, path: &Path) -> Result<PolicyModule, Error> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+    engine.compile(name, &bytes).map_err(|e| Error::policy("compile", e))
 }
 
 /// The error of a call that needs a running policy when none runs.

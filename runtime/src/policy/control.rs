@@ -396,6 +396,9 @@ impl LoopState {
     /// Judges the policy watched, if its window is over: keeps it, or puts the previous
     /// one back when it serves worse.
     fn judge(&mut self, now: Duration, config: &WatchConfig) {
+        if self.watching.is_none() {
+            return;
+        }
         let Some(watched) = self.lock_status().watch.clone().filter(|w| w.outcome == WatchOutcome::Watching) else {
             return;
         };
